@@ -1,0 +1,99 @@
+"""Project macros: compiler flags defined once, and wrappers for libraries, binaries, tests and CUDA."""
+
+load("@local_cuda//:defs.bzl", "CUDA_FOUND", "NVCC")
+
+# Flags for project code only (system libraries are linked, not compiled).
+DPE_COPTS = [
+    "-std=c++17",
+    "-Wall",
+    "-Wextra",
+    "-Werror",
+    "-Wno-unused-parameter",
+    "-fopenmp",
+]
+
+DPE_LINKOPTS = ["-fopenmp", "-pthread"]
+
+def if_cuda(if_true, if_false = []):
+    """Selects `if_true` when the CUDA backend is built: nvcc found and --//bazel:cuda not false."""
+    if not CUDA_FOUND:
+        return if_false
+    return select({
+        "//bazel:cuda_disabled": if_false,
+        "//conditions:default": if_true,
+    })
+
+def dpe_cc_library(name, copts = [], linkopts = [], **kwargs):
+    native.cc_library(
+        name = name,
+        copts = DPE_COPTS + copts,
+        linkopts = DPE_LINKOPTS + linkopts,
+        **kwargs
+    )
+
+def dpe_cc_binary(name, copts = [], linkopts = [], **kwargs):
+    native.cc_binary(
+        name = name,
+        copts = DPE_COPTS + copts,
+        linkopts = DPE_LINKOPTS + linkopts,
+        **kwargs
+    )
+
+def dpe_cc_test(name, copts = [], linkopts = [], deps = [], size = "small", **kwargs):
+    """A GoogleTest test; tag GPU tests with "gpu": they skip themselves without a device."""
+    native.cc_test(
+        name = name,
+        copts = DPE_COPTS + copts,
+        linkopts = DPE_LINKOPTS + linkopts,
+        deps = deps + ["@gtest//:gtest_main"],
+        size = size,
+        **kwargs
+    )
+
+# sm_80 (A100), sm_90 (H100/H200); PTX for compute_90 lets newer GPUs JIT the kernels.
+NVCC_FLAGS = " ".join([
+    "-std=c++17",
+    "-O3",
+    "--expt-relaxed-constexpr",
+    "-Xcompiler=-fPIC,-Wall,-Wextra,-Werror,-Wno-unused-parameter",
+    "-Werror=all-warnings",
+    "-gencode=arch=compute_80,code=sm_80",
+    "-gencode=arch=compute_90,code=sm_90",
+    "-gencode=arch=compute_90,code=compute_90",
+    "-DDPE_WITH_CUDA=1",
+])
+
+# Headers every .cu file may include (nvcc runs in a genrule, which sees only declared inputs).
+_NVCC_COMMON_HDRS = ["//engine/core:error.h"]
+
+def dpe_cuda_library(name, srcs = [], hdrs = [], deps = [], nvcc_hdrs = [], visibility = None, **kwargs):
+    """Compiles `srcs` (.cu files) with nvcc into objects wrapped in a cc_library.
+
+    `nvcc_hdrs` lists headers of other packages that the .cu files include.
+    Without the CUDA toolkit, or with --config=nocuda, the library is empty, so targets that
+    depend on it still build; code that calls into it is guarded by DPE_WITH_CUDA.
+    """
+    objs = []
+    if CUDA_FOUND:
+        for src in srcs:
+            obj = name + "_" + src.replace("/", "_").replace(".cu", ".o")
+            native.genrule(
+                name = obj + "_nvcc",
+                srcs = [src] + hdrs + nvcc_hdrs + _NVCC_COMMON_HDRS,
+                outs = [obj],
+                cmd = "%s %s -I. -I$(GENDIR) -c $(location %s) -o $@" % (NVCC, NVCC_FLAGS, src),
+                message = "nvcc " + src,
+                visibility = ["//visibility:private"],
+            )
+            objs.append(obj)
+    native.cc_library(
+        name = name,
+        srcs = if_cuda(objs),
+        hdrs = hdrs,
+        copts = DPE_COPTS,
+        linkopts = DPE_LINKOPTS,
+        defines = if_cuda(["DPE_WITH_CUDA=1"]),
+        deps = deps + if_cuda(["@local_cuda//:cuda"]),
+        visibility = visibility,
+        **kwargs
+    )

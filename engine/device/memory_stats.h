@@ -1,0 +1,22 @@
+// MemoryStats: what a device allocator has handed out, read as one consistent snapshot.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace dpe {
+
+struct MemoryStats {
+  int64_t current_bytes = 0;     // bytes allocated and not yet freed
+  int64_t peak_bytes = 0;        // high-water mark of current_bytes since the last reset_peak
+  int64_t allocations = 0;       // number of successful allocations since start
+  int64_t capacity_bytes = 0;    // 0: unlimited
+};
+
+// Parses "512MiB", "2GiB", "100MB", "4096" into bytes. Throws dpe::Error naming `what` on bad text.
+int64_t parse_memory_size(const std::string& text, const std::string& what);
+
+// "1.50 MiB" style, for reports.
+std::string format_bytes(int64_t bytes);
+
+}  // namespace dpe

@@ -1,0 +1,167 @@
+#include "engine/device/runtime.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+
+#include "engine/core/error.h"
+#include "engine/device/cuda_device.h"
+
+namespace dpe {
+
+namespace {
+
+int parse_positive_env(const char* name, int fallback) {
+  const char* text = std::getenv(name);
+  if (text == nullptr || *text == '\0') return fallback;
+  char* end = nullptr;
+  const long v = std::strtol(text, &end, 10);
+  DPE_CHECK(end != nullptr && *end == '\0' && v >= 1 && v <= 1024,
+            name << "='" << text << "' is not a whole number between 1 and 1024");
+  return static_cast<int>(v);
+}
+
+}  // namespace
+
+Runtime& Runtime::get() {
+  // Leaked on purpose: device workers must outlive every static tensor destroyed at exit.
+  static Runtime* runtime = new Runtime();
+  return *runtime;
+}
+
+Runtime::Runtime() : host_options_(host_options_from_env()) {}
+
+HostDeviceOptions Runtime::host_options_from_env() {
+  HostDeviceOptions o;
+  o.count = parse_positive_env("DPE_HOST_DEVICES", 2);
+  o.compute_threads = parse_positive_env("DPE_HOST_THREADS", 0);
+  if (const char* mem = std::getenv("DPE_HOST_DEVICE_MEMORY"); mem != nullptr && *mem != '\0') {
+    o.capacity_bytes = parse_memory_size(mem, "DPE_HOST_DEVICE_MEMORY");
+  }
+  return o;
+}
+
+int Runtime::host_device_count() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return host_options_.count;
+}
+
+HostDeviceOptions Runtime::host_options() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return host_options_;
+}
+
+int Runtime::cuda_device_count() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (cuda_count_ < 0) cuda_count_ = cuda::visible_device_count();
+  return cuda_count_;
+}
+
+void Runtime::set_host_devices(const HostDeviceOptions& options) {
+  DPE_CHECK(options.count >= 1 && options.count <= 1024,
+            "host device count must be between 1 and 1024, got " << options.count);
+  DPE_CHECK(options.compute_threads >= 0, "compute threads must be >= 0");
+  std::lock_guard<std::mutex> lock(mu_);
+  const bool same_shape = options.compute_threads == host_options_.compute_threads &&
+                          options.capacity_bytes == host_options_.capacity_bytes &&
+                          options.count == host_options_.count;
+  if (!same_shape) {
+    // Thread counts depend on the device count, so every existing context is re-created lazily.
+    for (auto& ctx : host_contexts_) {
+      if (ctx) retired_.push_back(std::move(ctx));
+    }
+    host_contexts_.clear();
+  }
+  host_options_ = options;
+}
+
+void Runtime::set_host_device_count(int count) {
+  HostDeviceOptions o = host_options();
+  o.count = count;
+  set_host_devices(o);
+}
+
+std::unique_ptr<DeviceContext> Runtime::make_host_context(int index) const {
+  int threads = host_options_.compute_threads;
+  if (threads == 0) {
+    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    threads = std::max(1, cores / host_options_.count);
+  }
+  const Device d(DeviceType::kHost, index);
+  return std::make_unique<DeviceContext>(
+      d, std::make_unique<HostAllocator>(d, host_options_.capacity_bytes), threads);
+}
+
+DeviceContext& Runtime::context(Device device) {
+  if (device.is_cuda()) {
+    const int count = cuda_device_count();
+    DPE_CHECK(device.index() < count,
+              "device " << device << " is not available: " << count
+                        << " CUDA device(s) visible (" << cuda::device_count_status()
+                        << "); host devices remain the default backend");
+    std::lock_guard<std::mutex> lock(mu_);
+    if (cuda_contexts_.size() < static_cast<size_t>(count)) cuda_contexts_.resize(count);
+    auto& slot = cuda_contexts_[device.index()];
+    if (!slot) slot = cuda::make_device_context(device.index());
+    return *slot;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  DPE_CHECK(device.index() < host_options_.count,
+            "device " << device << " is out of range: " << host_options_.count
+                      << " host device(s) (host:0..host:" << host_options_.count - 1
+                      << "); set DPE_HOST_DEVICES for more");
+  if (host_contexts_.size() < static_cast<size_t>(host_options_.count)) {
+    host_contexts_.resize(host_options_.count);
+  }
+  auto& slot = host_contexts_[device.index()];
+  if (!slot) slot = make_host_context(device.index());
+  return *slot;
+}
+
+std::vector<Device> Runtime::host_devices() const {
+  std::vector<Device> out;
+  for (int i = 0; i < host_device_count(); ++i) out.emplace_back(DeviceType::kHost, i);
+  return out;
+}
+
+std::vector<Device> Runtime::cuda_devices() const {
+  std::vector<Device> out;
+  for (int i = 0; i < cuda_device_count(); ++i) out.emplace_back(DeviceType::kCuda, i);
+  return out;
+}
+
+void Runtime::copy(DeviceContext& dst_ctx, void* dst, DeviceContext& src_ctx, const void* src,
+                   size_t bytes) {
+  if (bytes == 0) return;
+  const Device d = dst_ctx.device(), s = src_ctx.device();
+  if (d.is_host() && s.is_host()) {
+    std::memcpy(dst, src, bytes);
+  } else {
+    cuda::copy_bytes(dst, d, src, s, bytes);
+  }
+  if (d != s) record_copy(s, d, static_cast<int64_t>(bytes));
+}
+
+void Runtime::record_copy(Device src, Device dst, int64_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  copies_[{src, dst}] += bytes;
+}
+
+CopyMatrix Runtime::copy_matrix() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return copies_;
+}
+
+int64_t Runtime::copied_bytes(Device src, Device dst) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = copies_.find({src, dst});
+  return it == copies_.end() ? 0 : it->second;
+}
+
+void Runtime::reset_copy_stats() {
+  std::lock_guard<std::mutex> lock(mu_);
+  copies_.clear();
+}
+
+}  // namespace dpe

@@ -1,0 +1,79 @@
+// Runtime: the registry of devices in this process and the traffic between them.
+//
+// Design note "one registry": the Runtime is the only process-wide object in dpe. It creates each
+// DeviceContext once, on first use, and never destroys it before exit, so a DeviceContext& stays
+// valid for the life of the process; everything else receives a context explicitly.
+//
+// Host devices are the default backend. Their count comes from set_host_device_count() or the
+// environment (DPE_HOST_DEVICES, default 2); DPE_HOST_THREADS sets compute threads per device
+// (default: cores / devices, at least 1); DPE_HOST_DEVICE_MEMORY (e.g. 512MiB) caps each device.
+// CUDA devices are discovered at run time (CUDA_VISIBLE_DEVICES honoured); 0 without a GPU.
+//
+// Threading contract: every method may be called from any thread.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+#include "engine/device/device.h"
+#include "engine/device/device_context.h"
+
+namespace dpe {
+
+struct HostDeviceOptions {
+  int count = 2;
+  int compute_threads = 0;   // 0: cores / count, at least 1
+  int64_t capacity_bytes = 0;  // 0: unlimited
+};
+
+// Bytes copied from one device to another, per ordered pair.
+using CopyMatrix = std::map<std::pair<Device, Device>, int64_t>;
+
+class Runtime {
+ public:
+  static Runtime& get();
+
+  // Reads DPE_HOST_DEVICES, DPE_HOST_THREADS and DPE_HOST_DEVICE_MEMORY. Throws on bad values.
+  static HostDeviceOptions host_options_from_env();
+
+  int host_device_count() const;
+  int cuda_device_count() const;
+  // Makes host:0..count-1 the visible host devices. Devices created before keep their state;
+  // a device whose options change is re-created once nothing uses it (tests only).
+  void set_host_devices(const HostDeviceOptions& options);
+  void set_host_device_count(int count);
+  HostDeviceOptions host_options() const;
+
+  // The context of `device`. Throws dpe::Error naming the device and the valid range.
+  DeviceContext& context(Device device);
+  // Every visible device of the default backend: host devices (CUDA ones only on request).
+  std::vector<Device> host_devices() const;
+  std::vector<Device> cuda_devices() const;
+
+  // Copies `bytes` between any two devices and counts them in the copy matrix.
+  void copy(DeviceContext& dst_ctx, void* dst, DeviceContext& src_ctx, const void* src,
+            size_t bytes);
+  void record_copy(Device src, Device dst, int64_t bytes);
+  CopyMatrix copy_matrix() const;
+  int64_t copied_bytes(Device src, Device dst) const;
+  void reset_copy_stats();
+
+ private:
+  Runtime();
+  std::unique_ptr<DeviceContext> make_host_context(int index) const;
+
+  mutable std::mutex mu_;
+  HostDeviceOptions host_options_;
+  std::vector<std::unique_ptr<DeviceContext>> host_contexts_;
+  // Replaced contexts are parked here, not destroyed: tensors may still point at them.
+  std::vector<std::unique_ptr<DeviceContext>> retired_;
+  std::vector<std::unique_ptr<DeviceContext>> cuda_contexts_;
+  mutable int cuda_count_ = -1;
+  CopyMatrix copies_;
+};
+
+}  // namespace dpe

@@ -1,0 +1,46 @@
+// Worker: the one thread that runs a device's work, with that device's number of compute threads.
+//
+// Threading contract: submit() may be called from any thread; tasks run one at a time, in
+// submission order, on the worker's own thread, under a DeviceGuard for the worker's device.
+// An exception thrown by a task is stored in its future and rethrown by get(); the worker lives on.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <future>
+#include <thread>
+
+#include <tbb/concurrent_queue.h>
+
+namespace dpe {
+
+class DeviceContext;
+
+class Worker {
+ public:
+  Worker(DeviceContext* context, int compute_threads);
+  ~Worker();  // drains queued tasks, then joins
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+
+  std::future<void> submit(std::function<void()> task);
+  // Runs `task` on this worker and waits; runs inline when already on the worker's thread.
+  void run(const std::function<void()>& task);
+  bool on_worker_thread() const { return std::this_thread::get_id() == thread_.get_id(); }
+
+  int compute_threads() const { return compute_threads_; }
+  // Total time spent running tasks, for the busy-time report.
+  int64_t busy_ns() const { return busy_ns_.load(); }
+
+ private:
+  void loop();
+
+  DeviceContext* const context_;
+  const int compute_threads_;
+  std::atomic<int64_t> busy_ns_{0};
+  tbb::concurrent_bounded_queue<std::packaged_task<void()>*> queue_;
+  std::thread thread_;
+};
+
+}  // namespace dpe

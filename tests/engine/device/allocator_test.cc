@@ -1,0 +1,85 @@
+#include "engine/device/allocator.h"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+#include <vector>
+
+#include "engine/core/error.h"
+
+namespace dpe {
+namespace {
+
+TEST(AllocatorTest, CountsCurrentPeakAndAllocations) {
+  HostAllocator a(Device::parse("host:0"), 0);
+  void* p = a.allocate(1000);
+  void* q = a.allocate(500);
+  EXPECT_EQ(a.stats().current_bytes, 1500);
+  a.deallocate(p, 1000);
+  EXPECT_EQ(a.stats().current_bytes, 500);
+  EXPECT_EQ(a.stats().peak_bytes, 1500);
+  EXPECT_EQ(a.stats().allocations, 2);
+  a.reset_peak();
+  EXPECT_EQ(a.stats().peak_bytes, 500);
+  a.deallocate(q, 500);
+  EXPECT_EQ(a.stats().current_bytes, 0);
+  EXPECT_EQ(a.stats().peak_bytes, 500);
+}
+
+TEST(AllocatorTest, AlignsTo64Bytes) {
+  HostAllocator a(Device::parse("host:0"), 0);
+  void* p = a.allocate(3);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 64, 0u);
+  a.deallocate(p, 3);
+}
+
+TEST(AllocatorTest, CapacityErrorNamesDeviceRequestAndFree) {
+  HostAllocator a(Device::parse("host:1"), 1000);
+  void* p = a.allocate(600);
+  try {
+    a.allocate(500);
+    FAIL() << "allocation past capacity succeeded";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("host:1"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("500 bytes"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("400 bytes free"), std::string::npos) << msg;
+  }
+  // The failed request left the accounting untouched.
+  EXPECT_EQ(a.stats().current_bytes, 600);
+  EXPECT_EQ(a.stats().peak_bytes, 600);
+  a.deallocate(p, 600);
+  void* r = a.allocate(1000);  // exactly the capacity fits
+  a.deallocate(r, 1000);
+}
+
+TEST(AllocatorTest, CountersAreExactUnderConcurrentAllocation) {
+  HostAllocator a(Device::parse("host:0"), 0);
+  constexpr int kThreads = 8, kIters = 2000;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&a, t] {
+      std::vector<void*> held;
+      for (int i = 0; i < kIters; ++i) {
+        held.push_back(a.allocate(16 + t));
+        if (held.size() > 4) {
+          a.deallocate(held.front(), 16 + t);
+          held.erase(held.begin());
+        }
+      }
+      for (void* p : held) a.deallocate(p, 16 + t);
+    });
+  }
+  for (auto& th : threads) th.join();
+  const MemoryStats s = a.stats();
+  EXPECT_EQ(s.current_bytes, 0);
+  EXPECT_EQ(s.allocations, kThreads * kIters);
+  EXPECT_GT(s.peak_bytes, 0);
+  // At most 5 blocks per thread are ever live at once.
+  int64_t bound = 0;
+  for (int t = 0; t < kThreads; ++t) bound += 5 * (16 + t);
+  EXPECT_LE(s.peak_bytes, bound);
+}
+
+}  // namespace
+}  // namespace dpe

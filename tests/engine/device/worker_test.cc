@@ -1,0 +1,72 @@
+#include "engine/device/worker.h"
+
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <atomic>
+#include <stdexcept>
+
+#include "engine/device/device_guard.h"
+#include "engine/device/runtime.h"
+
+namespace dpe {
+namespace {
+
+TEST(WorkerTest, RunsTasksInOrderOnItsThreadUnderTheDeviceGuard) {
+  DeviceContext& ctx = Runtime::get().context(Device::parse("host:1"));
+  std::vector<int> order;
+  std::vector<std::future<void>> futures;
+  for (int i = 0; i < 50; ++i) {
+    futures.push_back(ctx.worker().submit([&order, i, &ctx] {
+      EXPECT_TRUE(ctx.worker().on_worker_thread());
+      EXPECT_EQ(current_device_context(), &ctx);
+      order.push_back(i);
+    }));
+  }
+  for (auto& f : futures) f.get();
+  ASSERT_EQ(order.size(), 50u);
+  for (int i = 0; i < 50; ++i) EXPECT_EQ(order[i], i);
+  EXPECT_EQ(current_device_context(), nullptr);  // the caller's thread is untouched
+}
+
+TEST(WorkerTest, UsesItsOwnComputeThreadCount) {
+  DeviceContext& ctx = Runtime::get().context(Device::parse("host:0"));
+  int seen = 0;
+  ctx.worker().run([&seen] { seen = omp_get_max_threads(); });
+  EXPECT_EQ(seen, ctx.compute_threads());
+  EXPECT_GE(ctx.compute_threads(), 1);
+}
+
+TEST(WorkerTest, ExceptionReachesTheCallerAndTheWorkerLivesOn) {
+  DeviceContext& ctx = Runtime::get().context(Device::parse("host:0"));
+  auto f = ctx.worker().submit([] { throw std::runtime_error("boom on worker"); });
+  EXPECT_THROW(f.get(), std::runtime_error);
+  std::atomic<bool> ran{false};
+  ctx.worker().run([&ran] { ran = true; });
+  EXPECT_TRUE(ran);
+}
+
+TEST(WorkerTest, RunInsideATaskDoesNotDeadlock) {
+  DeviceContext& ctx = Runtime::get().context(Device::parse("host:0"));
+  int depth = 0;
+  ctx.worker().run([&] { ctx.worker().run([&] { depth = 2; }); });
+  EXPECT_EQ(depth, 2);
+}
+
+TEST(DeviceGuardTest, NestsAndRestores) {
+  DeviceContext& a = Runtime::get().context(Device::parse("host:0"));
+  DeviceContext& b = Runtime::get().context(Device::parse("host:1"));
+  {
+    DeviceGuard ga(&a);
+    EXPECT_EQ(current_device_context(), &a);
+    {
+      DeviceGuard gb(&b);
+      EXPECT_EQ(current_device_context(), &b);
+    }
+    EXPECT_EQ(current_device_context(), &a);
+  }
+  EXPECT_EQ(current_device_context(), nullptr);
+}
+
+}  // namespace
+}  // namespace dpe

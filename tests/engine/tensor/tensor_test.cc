@@ -1,0 +1,160 @@
+#include "engine/tensor/tensor.h"
+
+#include <gtest/gtest.h>
+
+#include "engine/core/error.h"
+#include "engine/device/runtime.h"
+
+namespace dpe {
+namespace {
+
+const Device kHost0 = Device::parse("host:0");
+const Device kHost1 = Device::parse("host:1");
+
+std::vector<float> iota(int n) {
+  std::vector<float> v(n);
+  for (int i = 0; i < n; ++i) v[i] = static_cast<float>(i);
+  return v;
+}
+
+TEST(ShapeTest, PrintsLikePyTorch) {
+  EXPECT_EQ(Shape({15, 5}).str(), "torch.Size([15, 5])");
+  EXPECT_EQ(Shape{}.str(), "torch.Size([])");
+  EXPECT_EQ(Shape({2, 3, 4}).numel(), 24);
+  EXPECT_EQ(Shape({2, 3, 4})[-1], 4);
+  EXPECT_THROW(Shape({2, 3})[2], Error);
+}
+
+TEST(TensorTest, FactoriesAllocateOnTheirDevice) {
+  Tensor t = Tensor::zeros({3, 4}, DType::kFloat32, kHost1);
+  EXPECT_EQ(t.device(), kHost1);
+  EXPECT_EQ(t.nbytes(), 48u);
+  for (float v : t.to_vector<float>()) EXPECT_EQ(v, 0.0f);
+  Tensor l = Tensor::from_vector(std::vector<int64_t>{1, 2, 3}, {3});
+  EXPECT_EQ(l.dtype(), DType::kInt64);
+  EXPECT_EQ(l.to_vector<int64_t>()[2], 3);
+  EXPECT_THROW(Tensor::from_vector(std::vector<float>{1, 2}, {3}), Error);
+}
+
+TEST(TensorTest, StorageIsAccountedByItsDeviceAllocator) {
+  Allocator& a = Runtime::get().context(kHost1).allocator();
+  const int64_t before = a.stats().current_bytes;
+  {
+    Tensor t = Tensor::empty({256}, DType::kFloat32, kHost1);
+    EXPECT_EQ(a.stats().current_bytes, before + 1024);
+    Tensor view = t.narrow(0, 10, 20);  // a view allocates nothing
+    EXPECT_EQ(a.stats().current_bytes, before + 1024);
+  }
+  EXPECT_EQ(a.stats().current_bytes, before);
+}
+
+TEST(TensorTest, ToCopiesAcrossHostDevicesAndCountsBytesPerPair) {
+  Runtime& rt = Runtime::get();
+  rt.reset_copy_stats();
+  Tensor a = Tensor::from_vector(iota(6), {2, 3}, kHost0);
+  Tensor b = a.to(kHost1);
+  EXPECT_EQ(b.device(), kHost1);
+  EXPECT_FALSE(b.shares_storage(a));
+  EXPECT_EQ(b.to_vector<float>(), a.to_vector<float>());
+  EXPECT_EQ(rt.copied_bytes(kHost0, kHost1), 24);
+  EXPECT_EQ(rt.copied_bytes(kHost1, kHost0), 0);
+  Tensor c = b.to(kHost0);
+  EXPECT_EQ(rt.copied_bytes(kHost1, kHost0), 24);
+  EXPECT_TRUE(a.to(kHost0).is_same(a));  // same device: no copy, like PyTorch
+  EXPECT_EQ(rt.copied_bytes(kHost0, kHost0), 0);
+  // A strided view is packed on the way.
+  Tensor col = a.narrow(1, 1, 1).to(kHost1);
+  EXPECT_EQ(col.to_vector<float>(), (std::vector<float>{1, 4}));
+  EXPECT_EQ(rt.copied_bytes(kHost0, kHost1), 24 + 8);
+}
+
+TEST(TensorTest, NarrowChunkSplitAreViewsSharingStorage) {
+  Tensor a = Tensor::from_vector(iota(30), {10, 3});
+  Tensor n = a.narrow(0, 2, 3);
+  EXPECT_TRUE(n.shares_storage(a));
+  EXPECT_EQ(n.shape(), Shape({3, 3}));
+  EXPECT_EQ(n.to_vector<float>()[0], 6.0f);
+  n.fill_(-1.0f);
+  EXPECT_EQ(a.to_vector<float>()[6], -1.0f);  // writes through the view
+  EXPECT_THROW(a.narrow(0, 8, 3), Error);
+}
+
+std::vector<int64_t> chunk_sizes(int64_t n, int64_t k) {
+  std::vector<int64_t> sizes;
+  for (const Tensor& c : Tensor::zeros({n, 2}).chunk(k, 0)) sizes.push_back(c.size(0));
+  return sizes;
+}
+
+TEST(TensorTest, ChunkSizesFollowTorchChunk) {
+  EXPECT_EQ(chunk_sizes(30, 2), (std::vector<int64_t>{15, 15}));
+  EXPECT_EQ(chunk_sizes(10, 3), (std::vector<int64_t>{4, 4, 2}));
+  EXPECT_EQ(chunk_sizes(5, 4), (std::vector<int64_t>{2, 2, 1}));  // only 3 pieces
+  EXPECT_EQ(chunk_sizes(10, 2), (std::vector<int64_t>{5, 5}));
+  EXPECT_EQ(chunk_sizes(1, 4), (std::vector<int64_t>{1}));
+  EXPECT_EQ(chunk_sizes(6, 4), (std::vector<int64_t>{2, 2, 2}));
+  EXPECT_THROW(Tensor::zeros({3}).chunk(0), Error);
+}
+
+TEST(TensorTest, SplitWithSizes) {
+  Tensor a = Tensor::from_vector(iota(10), {10});
+  auto parts = a.split_with_sizes({3, 7});
+  EXPECT_EQ(parts[1].to_vector<float>()[0], 3.0f);
+  EXPECT_THROW(a.split_with_sizes({3, 3}), Error);
+}
+
+TEST(TensorTest, ViewReshapePermuteContiguous) {
+  Tensor a = Tensor::from_vector(iota(6), {2, 3});
+  Tensor v = a.view({3, -1});
+  EXPECT_EQ(v.shape(), Shape({3, 2}));
+  EXPECT_TRUE(v.shares_storage(a));
+  Tensor p = a.permute({1, 0});
+  EXPECT_TRUE(p.shares_storage(a));
+  EXPECT_FALSE(p.is_contiguous());
+  EXPECT_THROW(p.view({6}), Error);
+  Tensor c = p.contiguous();
+  EXPECT_TRUE(c.is_contiguous());
+  EXPECT_FALSE(c.shares_storage(a));
+  EXPECT_EQ(c.to_vector<float>(), (std::vector<float>{0, 3, 1, 4, 2, 5}));
+  EXPECT_EQ(p.reshape({6}).to_vector<float>(), (std::vector<float>{0, 3, 1, 4, 2, 5}));
+  EXPECT_THROW(a.view({4, -1}), Error);
+  EXPECT_THROW(a.permute({0, 0}), Error);
+  EXPECT_EQ(Tensor::zeros({2, 3, 4}).flatten(1).shape(), Shape({2, 12}));
+}
+
+TEST(TensorTest, CloneIsDeepAndCopyIsChecked) {
+  Tensor a = Tensor::from_vector(iota(4), {4});
+  Tensor b = a.clone();
+  b.fill_(7.0f);
+  EXPECT_EQ(a.to_vector<float>()[0], 0.0f);
+  Tensor c = Tensor::zeros({4}, DType::kFloat32, kHost1);
+  c.copy_(a);
+  EXPECT_EQ(c.to_vector<float>(), a.to_vector<float>());
+  try {
+    c.copy_(Tensor::zeros({5}));
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("torch.Size([5])"), std::string::npos) << e.what();
+  }
+}
+
+TEST(TensorTest, ItemAndErrors) {
+  EXPECT_EQ(Tensor::scalar(2.5f).item(), 2.5f);
+  EXPECT_THROW(Tensor::zeros({2}).item(), Error);
+  EXPECT_THROW(Tensor().shape(), Error);
+  EXPECT_THROW(Tensor::zeros({2}, DType::kInt64).data<float>(), Error);
+}
+
+TEST(TensorTest, DeviceMismatchErrorNamesBothDevices) {
+  try {
+    check_same_device("add", Tensor::zeros({1}, DType::kFloat32, kHost0),
+                      Tensor::zeros({1}, DType::kFloat32, kHost1));
+    FAIL();
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("add"), std::string::npos);
+    EXPECT_NE(msg.find("host:0 and host:1"), std::string::npos) << msg;
+  }
+}
+
+}  // namespace
+}  // namespace dpe
