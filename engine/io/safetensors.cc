@@ -1,0 +1,332 @@
+#include "engine/io/safetensors.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/core/error.h"
+
+namespace dpe {
+
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+              "safetensors stores little-endian data; dpe writes host memory as it is");
+
+namespace {
+
+using OrderedJson = nlohmann::ordered_json;
+
+constexpr uint64_t kMaxHeaderBytes = 100ull << 20;  // 100 MiB, the reference implementation's cap
+constexpr const char* kMetadataKey = "__metadata__";
+
+const char* dtype_code(DType t) { return t == DType::kFloat32 ? "F32" : "I64"; }
+
+bool parse_dtype(const std::string& code, DType* out) {
+  if (code == "F32") *out = DType::kFloat32;
+  else if (code == "I64") *out = DType::kInt64;
+  else return false;
+  return true;
+}
+
+std::string errno_text() { return std::strerror(errno); }
+
+std::string directory_of(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+// The temporary file of one save: removed on destruction unless committed.
+class TempFile {
+ public:
+  explicit TempFile(const std::string& target) : path_(target + ".tmp.XXXXXX") {
+    const int fd = ::mkstemp(path_.data());
+    DPE_CHECK(fd >= 0, "save_safetensors: cannot create a temporary file next to " << target
+                                                                                   << ": "
+                                                                                   << errno_text());
+    // mkstemp creates 0600; a checkpoint is as readable as any file the user writes.
+    ::fchmod(fd, 0644);
+    file_ = ::fdopen(fd, "wb");
+    if (file_ == nullptr) {
+      const std::string why = errno_text();
+      ::close(fd);
+      ::unlink(path_.c_str());
+      DPE_THROW("save_safetensors: cannot open " << path_ << ": " << why);
+    }
+  }
+  ~TempFile() {
+    if (file_ != nullptr) std::fclose(file_);
+    if (!committed_) ::unlink(path_.c_str());
+  }
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
+
+  void write(const void* data, size_t bytes, const std::string& target) {
+    if (bytes == 0) return;
+    DPE_CHECK(std::fwrite(data, 1, bytes, file_) == bytes,
+              "save_safetensors: writing " << target << " (temporary " << path_
+                                           << ") failed: " << errno_text());
+  }
+
+  // Flushes, fsyncs and closes the file, renames it over `target`, then fsyncs the directory
+  // so the rename itself survives a crash.
+  void commit(const std::string& target) {
+    DPE_CHECK(std::fflush(file_) == 0 && ::fsync(::fileno(file_)) == 0,
+              "save_safetensors: flushing " << path_ << " failed: " << errno_text());
+    const int closed = std::fclose(file_);
+    file_ = nullptr;
+    DPE_CHECK(closed == 0, "save_safetensors: closing " << path_ << " failed: " << errno_text());
+    DPE_CHECK(::rename(path_.c_str(), target.c_str()) == 0,
+              "save_safetensors: renaming " << path_ << " to " << target
+                                            << " failed: " << errno_text());
+    committed_ = true;
+    const int dir = ::open(directory_of(target).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dir >= 0) {
+      ::fsync(dir);  // best effort: the new file is complete and in place either way
+      ::close(dir);
+    }
+  }
+
+ private:
+  std::string path_;
+  std::FILE* file_ = nullptr;
+  bool committed_ = false;
+};
+
+// A file opened for reading, closed on destruction.
+class InputFile {
+ public:
+  explicit InputFile(const std::string& path) : path_(path) {
+    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    DPE_CHECK(fd_ >= 0, "load_safetensors: cannot open " << path << ": " << errno_text());
+    struct stat st;
+    DPE_CHECK(::fstat(fd_, &st) == 0, "load_safetensors: cannot stat " << path << ": "
+                                                                       << errno_text());
+    DPE_CHECK(S_ISREG(st.st_mode), "load_safetensors: " << path << " is not a regular file");
+    size_ = static_cast<uint64_t>(st.st_size);
+  }
+  ~InputFile() { ::close(fd_); }
+  InputFile(const InputFile&) = delete;
+  InputFile& operator=(const InputFile&) = delete;
+
+  uint64_t size() const { return size_; }
+
+  void read_at(void* dst, uint64_t bytes, uint64_t offset, const std::string& what) {
+    char* out = static_cast<char*>(dst);
+    while (bytes > 0) {
+      const ssize_t got = ::pread(fd_, out, bytes, static_cast<off_t>(offset));
+      if (got < 0 && errno == EINTR) continue;
+      DPE_CHECK(got >= 0, "load_safetensors: " << path_ << ": reading " << what
+                                               << " failed: " << errno_text());
+      DPE_CHECK(got > 0, "load_safetensors: " << path_ << ": file ended while reading " << what);
+      out += got;
+      offset += static_cast<uint64_t>(got);
+      bytes -= static_cast<uint64_t>(got);
+    }
+  }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  uint64_t size_ = 0;
+};
+
+struct Entry {
+  std::string name;
+  DType dtype;
+  std::vector<int64_t> shape;
+  uint64_t begin;
+  uint64_t end;
+};
+
+// Reads a non-negative integer JSON value, or explains why it is not one.
+bool as_size(const OrderedJson& v, uint64_t* out) {
+  if (!v.is_number_unsigned()) return false;
+  *out = v.get<uint64_t>();
+  return true;
+}
+
+Entry parse_entry(const std::string& path, const std::string& name, const OrderedJson& info,
+                  uint64_t data_size) {
+  const auto fail_prefix = [&] { return "load_safetensors: " + path + ": tensor '" + name + "': "; };
+  DPE_CHECK(info.is_object(), fail_prefix() << "expected an object, got " << info.dump());
+  Entry e;
+  e.name = name;
+  const auto dtype = info.find("dtype");
+  DPE_CHECK(dtype != info.end() && dtype->is_string(), fail_prefix() << "missing string dtype");
+  DPE_CHECK(parse_dtype(dtype->get<std::string>(), &e.dtype),
+            fail_prefix() << "dtype " << dtype->get<std::string>()
+                          << " is not supported (dpe reads F32 and I64)");
+
+  const auto shape = info.find("shape");
+  DPE_CHECK(shape != info.end() && shape->is_array(), fail_prefix() << "missing shape array");
+  uint64_t numel = 1;
+  bool numel_overflow = false;
+  for (const OrderedJson& d : *shape) {
+    uint64_t dim = 0;
+    DPE_CHECK(as_size(d, &dim) && dim <= static_cast<uint64_t>(INT64_MAX),
+              fail_prefix() << "shape " << shape->dump()
+                            << " must hold non-negative integers only");
+    e.shape.push_back(static_cast<int64_t>(dim));
+    numel_overflow = numel_overflow || __builtin_mul_overflow(numel, dim, &numel);
+  }
+
+  const auto offsets = info.find("data_offsets");
+  DPE_CHECK(offsets != info.end() && offsets->is_array() && offsets->size() == 2 &&
+                as_size((*offsets)[0], &e.begin) && as_size((*offsets)[1], &e.end),
+            fail_prefix() << "data_offsets must be two non-negative integers [begin, end], got "
+                          << (offsets == info.end() ? std::string("nothing") : offsets->dump()));
+  DPE_CHECK(e.begin <= e.end, fail_prefix() << "data_offsets [" << e.begin << ", " << e.end
+                                            << "] end before they begin");
+  DPE_CHECK(e.end <= data_size, fail_prefix() << "data_offsets [" << e.begin << ", " << e.end
+                                              << "] reach past the data section of " << data_size
+                                              << " bytes (the file is truncated or corrupt)");
+  uint64_t expected = 0;
+  numel_overflow = numel_overflow || __builtin_mul_overflow(numel, dtype_size(e.dtype), &expected);
+  DPE_CHECK(!numel_overflow && e.end - e.begin == expected,
+            fail_prefix() << "data_offsets [" << e.begin << ", " << e.end << "] hold "
+                          << e.end - e.begin << " bytes but shape " << shape->dump() << " of "
+                          << dtype->get<std::string>() << " needs "
+                          << (numel_overflow ? std::string("more than 2^64")
+                                             : std::to_string(expected)));
+  return e;
+}
+
+}  // namespace
+
+void save_safetensors(const std::string& path, const StateDict& tensors,
+                      const SafetensorsSaveOptions& options) {
+  OrderedJson header = OrderedJson::object();
+  if (!options.metadata.empty()) {
+    OrderedJson meta = OrderedJson::object();
+    for (const auto& [key, value] : options.metadata) meta[key] = value;
+    header[kMetadataKey] = std::move(meta);
+  }
+  std::set<std::string> names;
+  uint64_t offset = 0;
+  for (const auto& [name, tensor] : tensors) {
+    DPE_CHECK(!name.empty(), "save_safetensors: " << path << ": a tensor has an empty name");
+    DPE_CHECK(name != kMetadataKey,
+              "save_safetensors: " << path << ": the name " << kMetadataKey << " is reserved");
+    DPE_CHECK(names.insert(name).second,
+              "save_safetensors: " << path << ": tensor '" << name << "' appears twice");
+    DPE_CHECK(tensor.defined(),
+              "save_safetensors: " << path << ": tensor '" << name << "' is undefined");
+    const uint64_t bytes = tensor.nbytes();
+    header[name] = {{"dtype", dtype_code(tensor.dtype())},
+                    {"shape", tensor.shape().dims()},
+                    {"data_offsets", {offset, offset + bytes}}};
+    offset += bytes;
+  }
+  std::string text = header.dump();
+  // Spaces up to a multiple of 8 keep the data section 8-byte aligned, as the reference does.
+  text.append((8 - text.size() % 8) % 8, ' ');
+  unsigned char length[8];
+  for (int i = 0; i < 8; ++i) length[i] = static_cast<unsigned char>(text.size() >> (8 * i));
+
+  TempFile file(path);
+  file.write(length, sizeof(length), path);
+  file.write(text.data(), text.size(), path);
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const Tensor& t = tensors[i].second;
+    // Host memory is addressable here; only other devices need a (counted) copy to host:0.
+    const Tensor host = t.device().is_host() ? t.contiguous() : t.to(Device());
+    file.write(host.raw_data(), host.nbytes(), path);
+    if (options.on_tensor_written) options.on_tensor_written(i, tensors[i].first);
+  }
+  file.commit(path);
+}
+
+SafetensorsContents read_safetensors(const std::string& path, Device device) {
+  InputFile file(path);
+  const std::string where = "load_safetensors: " + path + ": ";
+  DPE_CHECK(file.size() >= 8, where << "the file is " << file.size()
+                                    << " bytes, too short for the 8-byte header length");
+  unsigned char length[8];
+  file.read_at(length, 8, 0, "the header length");
+  uint64_t header_len = 0;
+  for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | length[i];
+  DPE_CHECK(header_len <= kMaxHeaderBytes,
+            where << "header length " << header_len << " exceeds the " << kMaxHeaderBytes
+                  << "-byte limit (not a safetensors file, or corrupt)");
+  DPE_CHECK(header_len <= file.size() - 8,
+            where << "header length " << header_len << " is larger than the "
+                  << file.size() - 8 << " bytes after it (truncated or corrupt)");
+  std::string text(header_len, '\0');
+  file.read_at(text.data(), header_len, 8, "the header");
+  const uint64_t data_start = 8 + header_len;
+  const uint64_t data_size = file.size() - data_start;
+
+  // nlohmann keeps the last of repeated keys; the callback sees each top-level key first.
+  std::set<std::string> seen;
+  std::string repeated;
+  OrderedJson header;
+  try {
+    header = OrderedJson::parse(text, [&](int depth, OrderedJson::parse_event_t event,
+                                          OrderedJson& parsed) {
+      if (depth == 1 && event == OrderedJson::parse_event_t::key && parsed.is_string()) {
+        const std::string& key = parsed.get_ref<const std::string&>();
+        if (!seen.insert(key).second && repeated.empty()) repeated = key;
+      }
+      return true;
+    });
+  } catch (const nlohmann::json::exception& e) {
+    DPE_THROW(where << "the header is not valid JSON: " << e.what());
+  }
+  DPE_CHECK(header.is_object(), where << "the header must be a JSON object, got a "
+                                      << header.type_name());
+  DPE_CHECK(repeated.empty(), where << "tensor '" << repeated << "' appears twice in the header");
+
+  SafetensorsContents out;
+  std::vector<Entry> entries;
+  for (const auto& [name, info] : header.items()) {
+    if (name == kMetadataKey) {
+      DPE_CHECK(info.is_object(), where << kMetadataKey << " must be an object of strings");
+      for (const auto& [key, value] : info.items()) {
+        DPE_CHECK(value.is_string(), where << kMetadataKey << " must map strings to strings, but '"
+                                           << key << "' holds " << value.dump());
+        out.metadata[key] = value.get<std::string>();
+      }
+      continue;
+    }
+    entries.push_back(parse_entry(path, name, info, data_size));
+  }
+
+  // Data order is save order; equal begins (empty tensors) keep their header order.
+  std::stable_sort(entries.begin(), entries.end(),
+                   [](const Entry& a, const Entry& b) { return a.begin < b.begin; });
+  const Entry* last = nullptr;  // the non-empty tensor reaching furthest so far
+  for (const Entry& e : entries) {
+    if (e.begin == e.end) continue;
+    DPE_CHECK(last == nullptr || e.begin >= last->end,
+              where << "tensor '" << e.name << "': data_offsets [" << e.begin << ", " << e.end
+                    << "] overlap those of tensor '" << last->name << "' [" << last->begin
+                    << ", " << last->end << "]");
+    last = &e;
+  }
+
+  // Host devices are addressable: read straight into them; other devices go through host:0.
+  const Device staging = device.is_host() ? device : Device();
+  out.tensors.reserve(entries.size());
+  for (const Entry& e : entries) {
+    Tensor t = Tensor::empty(Shape(e.shape), e.dtype, staging);
+    file.read_at(t.raw_data(), e.end - e.begin, data_start + e.begin,
+                 "the data of tensor '" + e.name + "'");
+    out.tensors.emplace_back(e.name, t.to(device));
+  }
+  return out;
+}
+
+StateDict load_safetensors(const std::string& path, Device device) {
+  return read_safetensors(path, device).tensors;
+}
+
+}  // namespace dpe
