@@ -62,8 +62,8 @@ class Backend {
                               const Conv2dParams& p, Tensor& y) = 0;
   virtual void conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& gy,
                                const Conv2dParams& p, Tensor& gx, Tensor& gw, Tensor& gb) = 0;
-  // `workspace` is returned by forward and handed back to backward (its shape is backend-owned;
-  // the host stores the argmax index of each output, int64, same shape as y).
+  // `indices` (int64, y's shape, allocated by the caller) receives the flat index within its
+  // (n, c) plane of each output's maximum; backward scatters gy through them.
   virtual void max_pool2d_forward(const Tensor& x, const Pool2dParams& p, Tensor& y,
                                   Tensor& workspace) = 0;
   virtual void max_pool2d_backward(const Tensor& gy, const Tensor& workspace,

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
 
 #include "engine/device/allocator.h"
 #include "engine/device/device.h"
@@ -21,11 +22,13 @@ class DeviceContext {
   Device device() const { return device_; }
   Allocator& allocator() { return *allocator_; }
   const Allocator& allocator() const { return *allocator_; }
-  Worker& worker() { return *worker_; }
+  // Started on first use, so a derived context is fully constructed before its thread runs.
+  Worker& worker();
   int compute_threads() const { return compute_threads_; }
 
-  // Called by DeviceGuard on the thread that enters this device (cudaSetDevice for CUDA).
-  virtual void activate_on_this_thread() {}
+  // Called by DeviceGuard on the thread that enters this device: sets the OpenMP thread count
+  // that oneDNN and dpe's loops use (host), or the current CUDA device (cuda).
+  virtual void activate_on_this_thread();
   // Waits until all work queued on the device (CUDA streams) has finished. No-op on host.
   virtual void synchronize() {}
 
@@ -34,6 +37,7 @@ class DeviceContext {
   std::unique_ptr<Allocator> allocator_;
   const int compute_threads_;
   // Declared last: the worker thread uses the members above and is joined first on destruction.
+  std::once_flag worker_once_;
   std::unique_ptr<Worker> worker_;
 };
 

@@ -1,5 +1,6 @@
-// DeviceGuard: sets the calling thread's current device for a scope and restores the previous one.
-// Set at the start of every task, since thread pools (oneTBB, OpenMP) reuse threads.
+// DeviceGuard: makes a device current on the calling thread for a scope, then restores the previous
+// one: the host device's compute-thread count (OpenMP) or the CUDA device (cudaSetDevice).
+// Set at the start of every task and op, since thread pools (oneTBB, OpenMP) reuse threads.
 #pragma once
 
 namespace dpe {
@@ -18,6 +19,7 @@ class DeviceGuard {
 
  private:
   DeviceContext* previous_;
+  int previous_threads_;
 };
 
 }  // namespace dpe

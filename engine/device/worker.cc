@@ -1,7 +1,5 @@
 #include "engine/device/worker.h"
 
-#include <omp.h>
-
 #include <chrono>
 #include <memory>
 
@@ -33,8 +31,7 @@ void Worker::run(const std::function<void()>& task) {
 }
 
 void Worker::loop() {
-  // oneDNN (OpenMP runtime) and dpe's own loops size their thread teams from this thread's ICV.
-  omp_set_num_threads(compute_threads_);
+  // The guard also sizes this thread's OpenMP team, which oneDNN and dpe's loops use.
   DeviceGuard guard(context_);
   for (;;) {
     std::packaged_task<void()>* raw = nullptr;

@@ -33,6 +33,7 @@ struct AutogradMeta {
   std::shared_ptr<TensorImpl> grad;  // accumulated gradient of a leaf
   std::shared_ptr<Node> grad_fn;     // the node that produced this tensor (non-leaf)
   uint32_t output_nr = 0;            // which output of grad_fn this tensor is
+  std::weak_ptr<Node> grad_accumulator;  // a leaf's AccumulateGrad node, shared by all its uses
   // Called after a gradient has been accumulated into `grad` (DDP's bucketing uses it).
   std::vector<std::function<void(Tensor&)>> post_accumulate_hooks;
   std::string name;  // for error messages ("fc.weight")

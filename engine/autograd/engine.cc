@@ -1,0 +1,204 @@
+#include "engine/autograd/engine.h"
+
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <set>
+#include <unordered_map>
+
+#include "engine/autograd/grad_mode.h"
+#include "engine/autograd/node.h"
+#include "engine/backend/backend.h"
+#include "engine/core/error.h"
+#include "engine/device/device_guard.h"
+#include "engine/device/runtime.h"
+
+namespace dpe {
+
+namespace {
+
+struct NodeState {
+  int dependencies = 0;
+  std::vector<std::vector<Tensor>> pending;  // per input slot: gradients still to be summed
+};
+
+// One backward pass: the discovered graph and what has arrived where.
+class GraphTask {
+ public:
+  void discover(const std::vector<Edge>& roots) {
+    std::vector<Node*> stack;
+    for (const Edge& e : roots) {
+      if (e.fn && seen_.insert(e.fn.get()).second) stack.push_back(e.fn.get());
+    }
+    while (!stack.empty()) {
+      Node* n = stack.back();
+      stack.pop_back();
+      devices_.insert(n->device());
+      state_[n].pending.resize(n->num_outputs());
+      for (const Edge& e : n->next_edges()) {
+        if (!e.fn) continue;
+        ++state_[e.fn.get()].dependencies;
+        if (seen_.insert(e.fn.get()).second) stack.push_back(e.fn.get());
+      }
+    }
+  }
+
+  bool single_device() const { return devices_.size() <= 1; }
+  bool only_device(Device d) const { return devices_.empty() || *devices_.begin() == d; }
+
+  void add_input(Node* n, uint32_t slot, const Tensor& grad) {
+    NodeState& s = state_[n];
+    if (s.pending.size() < n->num_outputs()) s.pending.resize(n->num_outputs());
+    s.pending.at(slot).push_back(grad);
+  }
+
+  // Sums what arrived for each slot; runs on the node's device.
+  std::vector<Tensor> take_inputs(Node* n) {
+    std::vector<std::vector<Tensor>> pending;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      pending.swap(state_[n].pending);
+    }
+    std::vector<Tensor> grads(n->num_outputs());
+    for (size_t slot = 0; slot < pending.size() && slot < grads.size(); ++slot) {
+      for (const Tensor& g : pending[slot]) {
+        if (!g.defined()) continue;
+        if (!grads[slot].defined()) {
+          grads[slot] = g;
+        } else {
+          Tensor sum = Tensor::empty(g.shape(), g.dtype(), g.device());
+          backend_for(g.device()).add(grads[slot], g, 1.0f, sum);
+          grads[slot] = sum;
+        }
+      }
+    }
+    return grads;
+  }
+
+  // Runs one node and hands its outputs on; returns the nodes that became ready.
+  std::vector<Node*> run(Node* n) {
+    std::vector<Tensor> grads = take_inputs(n);
+    bool any = false;
+    for (const Tensor& g : grads) any = any || g.defined();
+    std::vector<Tensor> outs;
+    if (any) {
+      NoGradGuard no_grad;
+      outs = n->apply(grads);
+    }
+    std::vector<Node*> ready;
+    std::lock_guard<std::mutex> lock(mu_);
+    const auto& edges = n->next_edges();
+    for (size_t i = 0; i < edges.size(); ++i) {
+      const Edge& e = edges[i];
+      if (!e.fn) continue;
+      if (i < outs.size() && outs[i].defined()) add_input(e.fn.get(), e.input_nr, outs[i]);
+      if (--state_[e.fn.get()].dependencies == 0) ready.push_back(e.fn.get());
+    }
+    return ready;
+  }
+
+  void run_inline(std::deque<Node*> ready) {
+    while (!ready.empty()) {
+      Node* n = ready.front();
+      ready.pop_front();
+      try {
+        DeviceGuard guard(&Runtime::get().context(n->device()));
+        for (Node* next : run(n)) ready.push_back(next);
+      } catch (const std::exception& e) {
+        DPE_THROW("backward: " << n->name() << " on " << n->device() << " failed: " << e.what());
+      }
+    }
+  }
+
+  void run_on_workers(const std::vector<Node*>& ready) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (Node* n : ready) submit_locked(n);
+    }
+    std::unique_lock<std::mutex> lock(mu_);
+    done_.wait(lock, [this] { return outstanding_ == 0; });
+    if (error_) std::rethrow_exception(error_);
+  }
+
+ private:
+  void submit_locked(Node* n) {
+    ++outstanding_;
+    Runtime::get().context(n->device()).worker().submit([this, n] {
+      std::vector<Node*> ready;
+      try {
+        ready = run(n);
+      } catch (const std::exception& e) {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (!error_) {
+          try {
+            DPE_THROW("backward: " << n->name() << " on " << n->device()
+                                   << " failed: " << e.what());
+          } catch (...) {
+            error_ = std::current_exception();
+          }
+        }
+      }
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!error_) {
+        for (Node* next : ready) submit_locked(next);
+      }
+      if (--outstanding_ == 0) done_.notify_all();
+    });
+  }
+
+  std::mutex mu_;
+  std::condition_variable done_;
+  int outstanding_ = 0;
+  std::exception_ptr error_;
+  std::set<Node*> seen_;
+  std::set<Device> devices_;
+  std::unordered_map<Node*, NodeState> state_;
+};
+
+}  // namespace
+
+void backward(const Tensor& root) {
+  DPE_CHECK(root.defined(), "backward: the tensor is undefined");
+  DPE_CHECK(root.numel() == 1, "grad can be implicitly created only for scalar outputs (got "
+                                   << root.shape() << ")");
+  backward({root}, {Tensor::ones(root.shape(), root.device())});
+}
+
+void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads) {
+  DPE_CHECK(roots.size() == grads.size(), "backward: " << roots.size() << " roots but "
+                                                       << grads.size() << " gradients");
+  std::vector<Edge> edges;
+  for (size_t i = 0; i < roots.size(); ++i) {
+    DPE_CHECK(roots[i].requires_grad(),
+              "element " << i << " of tensors does not require grad and does not have a grad_fn");
+    DPE_CHECK(grads[i].shape() == roots[i].shape() && grads[i].device() == roots[i].device(),
+              "backward: gradient " << grads[i].str() << " does not match root "
+                                    << roots[i].str());
+    edges.push_back(gradient_edge(roots[i]));
+  }
+  GraphTask task;
+  task.discover(edges);
+  std::vector<Node*> ready;
+  for (size_t i = 0; i < edges.size(); ++i) {
+    task.add_input(edges[i].fn.get(), edges[i].input_nr, grads[i]);
+  }
+  std::set<Node*> queued;
+  for (const Edge& e : edges) {
+    if (queued.insert(e.fn.get()).second) ready.push_back(e.fn.get());
+  }
+  // A worker waiting for tasks queued on itself would deadlock: from a worker, only a graph on
+  // that worker's own device can run (inline).
+  DeviceContext* here = current_device_context();
+  const bool on_worker = here != nullptr && here->worker().on_worker_thread();
+  DPE_CHECK(!on_worker || (task.single_device() && task.only_device(here->device())),
+            "backward: a graph spanning several devices was differentiated from the worker of "
+                << here->device() << "; call backward() from a thread that is not a device worker");
+  if (task.single_device()) {
+    task.run_inline(std::deque<Node*>(ready.begin(), ready.end()));
+  } else {
+    task.run_on_workers(ready);
+  }
+}
+
+}  // namespace dpe

@@ -1,0 +1,71 @@
+#include "engine/autograd/node.h"
+
+#include "engine/autograd/grad_mode.h"
+#include "engine/backend/backend.h"
+#include "engine/core/error.h"
+
+namespace dpe {
+
+AccumulateGrad::AccumulateGrad(const Tensor& leaf)
+    : Node("AccumulateGrad", leaf.device(), 1), leaf_(leaf.impl_ptr()) {}
+
+std::vector<Tensor> AccumulateGrad::apply(const std::vector<Tensor>& grads) {
+  auto impl = leaf_.lock();
+  if (!impl || !grads[0].defined()) return {};
+  Tensor leaf(impl);
+  const Tensor& g = grads[0];
+  DPE_CHECK(g.shape() == leaf.shape(), "AccumulateGrad: gradient " << g.shape()
+                                           << " does not match the parameter "
+                                           << leaf.autograd().name << " " << leaf.shape());
+  DPE_CHECK(g.device() == leaf.device(), "AccumulateGrad: gradient on "
+                                             << g.device() << " for a parameter on "
+                                             << leaf.device());
+  Tensor current = leaf.grad();
+  if (!current.defined()) {
+    // A fresh buffer: the incoming gradient may be shared with other nodes.
+    leaf.set_grad(g.clone());
+  } else {
+    backend_for(leaf.device()).add(current, g, 1.0f, current);
+    current.bump_version();
+  }
+  for (auto& hook : impl->autograd.post_accumulate_hooks) hook(leaf);
+  return {};
+}
+
+Edge gradient_edge(const Tensor& t) {
+  if (!t.defined() || !t.requires_grad()) return {};
+  AutogradMeta& meta = t.autograd();
+  if (meta.grad_fn) return {meta.grad_fn, meta.output_nr};
+  std::shared_ptr<Node> acc = meta.grad_accumulator.lock();
+  if (!acc) {
+    acc = std::make_shared<AccumulateGrad>(t);
+    meta.grad_accumulator = acc;
+  }
+  return {acc, 0};
+}
+
+bool needs_grad(const std::vector<Tensor>& inputs) {
+  if (!grad_enabled()) return false;
+  for (const Tensor& t : inputs) {
+    if (t.requires_grad()) return true;
+  }
+  return false;
+}
+
+bool record(const std::string& name, const std::vector<Tensor>& inputs,
+            std::vector<Tensor*> outputs, BackwardFn backward) {
+  if (!needs_grad(inputs)) return false;
+  auto node = std::make_shared<FunctionNode>(name, outputs.at(0)->device(),
+                                             static_cast<uint32_t>(outputs.size()),
+                                             std::move(backward));
+  for (const Tensor& t : inputs) node->next_edges().push_back(gradient_edge(t));
+  for (uint32_t i = 0; i < outputs.size(); ++i) {
+    AutogradMeta& meta = outputs[i]->autograd();
+    meta.requires_grad = true;
+    meta.grad_fn = node;
+    meta.output_nr = i;
+  }
+  return true;
+}
+
+}  // namespace dpe

@@ -1,0 +1,86 @@
+// Node: one recorded operation of the autograd graph. Its backward maps the gradients of its
+// outputs to the gradients of its inputs; edges point at the nodes that produced those inputs.
+//
+// Design note "device-owned backward": every node records the device it runs on; the engine
+// (engine.h) runs each node's backward on that device's worker, so a graph that spans devices
+// (DataParallel) is differentiated by all devices at once, and cross-device ops (to, scatter,
+// gather) are ordinary nodes whose backward moves gradients back where their inputs live.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/device/device.h"
+#include "engine/tensor/tensor.h"
+
+namespace dpe {
+
+class Node;
+
+struct Edge {
+  std::shared_ptr<Node> fn;  // null: the input needs no gradient
+  uint32_t input_nr = 0;     // which output of fn (which input slot of its backward)
+};
+
+class Node {
+ public:
+  Node(std::string name, Device device, uint32_t num_outputs)
+      : name_(std::move(name)), device_(device), num_outputs_(num_outputs) {}
+  virtual ~Node() = default;
+
+  // grads[i] is the gradient of output i (undefined when none reached it). Returns one gradient
+  // per next edge, on the device of the corresponding input (undefined: no gradient).
+  virtual std::vector<Tensor> apply(const std::vector<Tensor>& grads) = 0;
+
+  const std::string& name() const { return name_; }
+  Device device() const { return device_; }
+  uint32_t num_outputs() const { return num_outputs_; }
+  std::vector<Edge>& next_edges() { return next_edges_; }
+
+ private:
+  std::string name_;
+  Device device_;
+  uint32_t num_outputs_;
+  std::vector<Edge> next_edges_;
+};
+
+// The node that adds an incoming gradient into a leaf's .grad and then fires its
+// post-accumulate hooks (DDP's bucketing listens there).
+class AccumulateGrad final : public Node {
+ public:
+  explicit AccumulateGrad(const Tensor& leaf);
+  std::vector<Tensor> apply(const std::vector<Tensor>& grads) override;
+
+ private:
+  std::weak_ptr<TensorImpl> leaf_;
+};
+
+using BackwardFn = std::function<std::vector<Tensor>(const std::vector<Tensor>& grads)>;
+
+// A node whose backward is a function, used by most ops.
+class FunctionNode final : public Node {
+ public:
+  FunctionNode(std::string name, Device device, uint32_t num_outputs, BackwardFn backward)
+      : Node(std::move(name), device, num_outputs), backward_(std::move(backward)) {}
+  std::vector<Tensor> apply(const std::vector<Tensor>& grads) override { return backward_(grads); }
+
+ private:
+  BackwardFn backward_;
+};
+
+// The edge through which a gradient for `t` flows: its grad_fn, its leaf accumulator, or none.
+Edge gradient_edge(const Tensor& t);
+
+// Records an op: when grad mode is on and any input requires grad, creates a FunctionNode on the
+// device of outputs[0] with edges to `inputs` and makes it the grad_fn of every output.
+// Returns true when the op was recorded.
+bool record(const std::string& name, const std::vector<Tensor>& inputs,
+            std::vector<Tensor*> outputs, BackwardFn backward);
+
+// True when an op on `inputs` must be recorded.
+bool needs_grad(const std::vector<Tensor>& inputs);
+
+}  // namespace dpe

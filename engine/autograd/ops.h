@@ -1,0 +1,65 @@
+// Differentiable operations: each computes its forward with the backend of its inputs' device and,
+// when grad mode is on and an input requires grad, records a node whose backward uses the same
+// backend. Inputs must share one device (except `to` and `cat`, which move data) and fit in shape;
+// otherwise a dpe::Error names the op and both devices or shapes.
+//
+// Threading contract: ops may run on any thread; each runs under a DeviceGuard for its device, so
+// a host device's kernels use that device's compute-thread count wherever they are called from.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "engine/backend/backend.h"
+#include "engine/tensor/random.h"
+#include "engine/tensor/tensor.h"
+
+namespace dpe::ops {
+
+// --- elementwise and reductions ---
+Tensor add(const Tensor& a, const Tensor& b);
+Tensor sub(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor mul_scalar(const Tensor& a, float s);
+Tensor relu(const Tensor& x);
+Tensor sum(const Tensor& x);   // all elements -> scalar []
+Tensor mean(const Tensor& x);  // all elements -> scalar []
+
+// --- shapes and devices ---
+Tensor reshape(const Tensor& x, const Shape& shape);
+Tensor flatten(const Tensor& x, int64_t start_dim = 1);
+Tensor permute(const Tensor& x, const std::vector<int64_t>& dims);
+Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length);
+// A differentiable copy to another device; gradients flow back to x's device.
+Tensor to(const Tensor& x, Device device);
+// Concatenates along dim on `device` (the first tensor's when unset); inputs may sit on any
+// devices: the backward sends each slice of the gradient back to its input's device.
+Tensor cat(const std::vector<Tensor>& xs, int64_t dim, const Device* device = nullptr);
+
+// --- layers ---
+Tensor matmul(const Tensor& a, const Tensor& b);  // [M, K] @ [K, N]
+// x [N, in], w [out, in], b [out] or undefined. `who` names the layer in errors ("fc").
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b, const std::string& who = "linear");
+Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dParams& p,
+              const std::string& who = "conv2d");
+Tensor max_pool2d(const Tensor& x, const Pool2dParams& p);
+// Batch norm over (N, H, W). In training, normalises with the batch statistics and updates the
+// running statistics in place (momentum, unbiased running variance, as PyTorch); in evaluation,
+// uses the running statistics. running_* may be undefined (track_running_stats=False).
+Tensor batch_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& running_mean,
+                  Tensor& running_var, bool training, float momentum, float eps,
+                  const std::string& who = "batch_norm");
+Tensor dropout(const Tensor& x, float p, bool training, Generator& gen);
+
+// --- losses (mean reduction) ---
+Tensor log_softmax(const Tensor& x);  // over dim 1 of [N, C]
+Tensor nll_loss(const Tensor& logp, const Tensor& target);
+Tensor cross_entropy(const Tensor& logits, const Tensor& target);
+Tensor mse_loss(const Tensor& input, const Tensor& target);
+
+// --- evaluation helpers (no graph) ---
+Tensor argmax_rows(const Tensor& x);  // int64 [N]
+// True when every element of x is finite: the one call that detects a NaN/inf loss.
+bool all_finite(const Tensor& x);
+
+}  // namespace dpe::ops

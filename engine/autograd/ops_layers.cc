@@ -1,0 +1,189 @@
+// Layer ops: matmul, linear, conv2d, max_pool2d, batch_norm, dropout.
+#include <cmath>
+
+#include "engine/autograd/grad_mode.h"
+#include "engine/autograd/node.h"
+#include "engine/autograd/op_helpers.h"
+#include "engine/autograd/ops.h"
+
+namespace dpe::ops {
+
+using detail::backend_of;
+using detail::like;
+using detail::prepare;
+
+Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
+  Tensor a = prepare("matmul", a_in, a_in, "a");
+  Tensor b = prepare("matmul", b_in, a_in, "b");
+  DPE_CHECK(a.dim() == 2 && b.dim() == 2 && a.size(1) == b.size(0),
+            "matmul: mat1 and mat2 shapes cannot be multiplied (" << a.shape() << " and "
+                                                                  << b.shape() << ")");
+  DeviceGuard guard(&a.context());
+  Tensor c = Tensor::empty(Shape{a.size(0), b.size(1)}, DType::kFloat32, a.device());
+  backend_of(a).matmul(a, b, c);
+  record("matmul", {a_in, b_in}, {&c}, [a, b, a_in, b_in](const std::vector<Tensor>& g) {
+    Tensor gc = g[0].contiguous();
+    Tensor ga, gb;
+    if (a_in.requires_grad()) {  // gA = gC @ B^T
+      ga = like(a);
+      backend_of(a).matmul(gc, b.permute({1, 0}).contiguous(), ga);
+    }
+    if (b_in.requires_grad()) {  // gB = A^T @ gC
+      gb = like(b);
+      backend_of(b).matmul(a.permute({1, 0}).contiguous(), gc, gb);
+    }
+    return std::vector<Tensor>{ga, gb};
+  });
+  return c;
+}
+
+Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, const std::string& who) {
+  Tensor x = prepare(who.c_str(), x_in, x_in, "input");
+  Tensor w = prepare(who.c_str(), w_in, x_in, "weight");
+  Tensor b = b_in.defined() ? prepare(who.c_str(), b_in, x_in, "bias") : Tensor();
+  DPE_CHECK(x.dim() == 2 && x.size(1) == w.size(1),
+            who << ": expected input of shape [N, " << w.size(1) << "] for weight " << w.shape()
+                << ", got " << x.shape());
+  DeviceGuard guard(&x.context());
+  Tensor y = Tensor::empty(Shape{x.size(0), w.size(0)}, DType::kFloat32, x.device());
+  backend_of(x).linear_forward(x, w, b, y);
+  record(who, {x_in, w_in, b_in}, {&y}, [x, w, x_in, w_in, b_in](const std::vector<Tensor>& g) {
+    Tensor gx = x_in.requires_grad() ? like(x) : Tensor();
+    Tensor gw = w_in.requires_grad() ? like(w) : Tensor();
+    Tensor gb = b_in.requires_grad() ? like(b_in) : Tensor();
+    backend_of(x).linear_backward(x, w, g[0].contiguous(), gx, gw, gb);
+    return std::vector<Tensor>{gx, gw, gb};
+  });
+  return y;
+}
+
+Tensor conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, const Conv2dParams& p,
+              const std::string& who) {
+  Tensor x = prepare(who.c_str(), x_in, x_in, "input");
+  Tensor w = prepare(who.c_str(), w_in, x_in, "weight");
+  Tensor b = b_in.defined() ? prepare(who.c_str(), b_in, x_in, "bias") : Tensor();
+  DPE_CHECK(w.dim() == 4, who << ": weight must be 4-D [out, in, kh, kw], got " << w.shape());
+  DPE_CHECK(x.dim() == 4 && x.size(1) == w.size(1),
+            who << ": expected input [N, " << w.size(1) << ", H, W] for weight " << w.shape()
+                << ", got " << x.shape());
+  const int64_t ho = (x.size(2) + 2 * p.padding - w.size(2)) / p.stride + 1;
+  const int64_t wo = (x.size(3) + 2 * p.padding - w.size(3)) / p.stride + 1;
+  DPE_CHECK(ho > 0 && wo > 0, who << ": input " << x.shape() << " is smaller than the kernel "
+                                  << w.shape() << " with padding " << p.padding);
+  DeviceGuard guard(&x.context());
+  Tensor y = Tensor::empty(Shape{x.size(0), w.size(0), ho, wo}, DType::kFloat32, x.device());
+  backend_of(x).conv2d_forward(x, w, b, p, y);
+  record(who, {x_in, w_in, b_in}, {&y}, [x, w, p, x_in, w_in, b_in](const std::vector<Tensor>& g) {
+    Tensor gx = x_in.requires_grad() ? like(x) : Tensor();
+    Tensor gw = w_in.requires_grad() ? like(w) : Tensor();
+    Tensor gb = b_in.requires_grad() ? like(b_in) : Tensor();
+    backend_of(x).conv2d_backward(x, w, g[0].contiguous(), p, gx, gw, gb);
+    return std::vector<Tensor>{gx, gw, gb};
+  });
+  return y;
+}
+
+Tensor max_pool2d(const Tensor& x_in, const Pool2dParams& p) {
+  Tensor x = prepare("max_pool2d", x_in, x_in, "input");
+  DPE_CHECK(x.dim() == 4, "max_pool2d: expected a 4-D input [N, C, H, W], got " << x.shape());
+  DPE_CHECK(p.padding * 2 <= p.kernel, "max_pool2d: pad should be at most half of kernel size");
+  const int64_t ho = (x.size(2) + 2 * p.padding - p.kernel) / p.stride + 1;
+  const int64_t wo = (x.size(3) + 2 * p.padding - p.kernel) / p.stride + 1;
+  DPE_CHECK(ho > 0 && wo > 0, "max_pool2d: input " << x.shape() << " is smaller than the kernel "
+                                                   << p.kernel);
+  DeviceGuard guard(&x.context());
+  Tensor y = Tensor::empty(Shape{x.size(0), x.size(1), ho, wo}, DType::kFloat32, x.device());
+  Tensor workspace = Tensor::empty(y.shape(), DType::kInt64, x.device());
+  backend_of(x).max_pool2d_forward(x, p, y, workspace);
+  const Shape in_shape = x.shape();
+  record("max_pool2d", {x_in}, {&y}, [workspace, p, in_shape](const std::vector<Tensor>& g) {
+    Tensor gx = Tensor::empty(in_shape, DType::kFloat32, g[0].device());
+    backend_of(g[0]).max_pool2d_backward(g[0].contiguous(), workspace, p, gx);
+    return std::vector<Tensor>{gx};
+  });
+  return y;
+}
+
+namespace {
+
+// (running *= 1 - momentum) += momentum * batch, in place.
+void update_running(Tensor& running, const Tensor& batch, float momentum) {
+  Backend& be = backend_of(running);
+  be.scale(running, 1.0f - momentum, running);
+  be.add(running, batch, momentum, running);
+  running.bump_version();
+}
+
+}  // namespace
+
+Tensor batch_norm(const Tensor& x_in, const Tensor& gamma_in, const Tensor& beta_in,
+                  Tensor& running_mean, Tensor& running_var, bool training, float momentum,
+                  float eps, const std::string& who) {
+  Tensor x = prepare(who.c_str(), x_in, x_in, "input");
+  DPE_CHECK(x.dim() == 2 || x.dim() == 4,
+            who << ": expected 2-D or 4-D input, got " << x.shape());
+  const int64_t channels = x.size(1);
+  Tensor gamma = prepare(who.c_str(), gamma_in, x_in, "weight");
+  Tensor beta = prepare(who.c_str(), beta_in, x_in, "bias");
+  DPE_CHECK(gamma.shape() == Shape({channels}) && beta.shape() == Shape({channels}),
+            who << ": expected " << channels << " channels (weight " << gamma.shape()
+                << ") but got input " << x.shape());
+  const int64_t per_channel = x.numel() / channels;
+  DeviceGuard guard(&x.context());
+  Backend& be = backend_of(x);
+  Tensor y = like(x);
+  if (training || !running_mean.defined()) {
+    DPE_CHECK(per_channel > 1, who << ": expected more than 1 value per channel when training, "
+                                      "got input size "
+                                   << x.shape());
+    Tensor mean = Tensor::empty(Shape{channels}, DType::kFloat32, x.device());
+    Tensor var = Tensor::empty(Shape{channels}, DType::kFloat32, x.device());
+    be.batch_norm_forward_train(x, gamma, beta, eps, y, mean, var);
+    if (training && running_mean.defined()) {
+      NoGradGuard no_grad;
+      Tensor unbiased = like(var);
+      be.scale(var, static_cast<float>(per_channel) / static_cast<float>(per_channel - 1),
+               unbiased);
+      update_running(running_mean, mean, momentum);
+      update_running(running_var, unbiased, momentum);
+    }
+    record(who, {x_in, gamma_in, beta_in}, {&y},
+           [x, gamma, mean, var, eps](const std::vector<Tensor>& g) {
+             Tensor gx = like(x), ggamma = like(gamma), gbeta = like(gamma);
+             backend_of(x).batch_norm_backward(x, g[0].contiguous(), gamma, mean, var, eps, gx,
+                                               ggamma, gbeta);
+             return std::vector<Tensor>{gx, ggamma, gbeta};
+           });
+    return y;
+  }
+  Tensor rm = running_mean.contiguous(), rv = running_var.contiguous();
+  be.batch_norm_forward_eval(x, gamma, beta, rm, rv, eps, y);
+  record(who, {x_in, gamma_in, beta_in}, {&y},
+         [x, gamma, rm, rv, eps](const std::vector<Tensor>& g) {
+           // With fixed statistics the op is affine per channel.
+           std::vector<float> inv = rv.to_vector<float>();
+           for (float& v : inv) v = 1.0f / std::sqrt(v + eps);
+           Tensor invstd = Tensor::from_vector(inv, rv.shape(), rv.device());
+           Tensor gy = g[0].contiguous();
+           Backend& b = backend_of(x);
+           Tensor zeros = Tensor::zeros(rv.shape(), DType::kFloat32, rv.device());
+           Tensor gx = like(x), sum_gy = like(rv), sum_gy_xmu = like(rv), ggamma = like(rv);
+           b.batch_norm_backward_elemt(x, gy, rm, invstd, gamma, zeros, zeros, gx);
+           b.channel_grad_sums(x, gy, rm, sum_gy, sum_gy_xmu);
+           b.mul(sum_gy_xmu, invstd, ggamma);
+           return std::vector<Tensor>{gx, ggamma, sum_gy};
+         });
+  return y;
+}
+
+Tensor dropout(const Tensor& x_in, float p, bool training, Generator& gen) {
+  DPE_CHECK(p >= 0.0f && p <= 1.0f, "dropout probability has to be between 0 and 1, but got " << p);
+  if (!training || p == 0.0f) return x_in;
+  Tensor x = prepare("dropout", x_in, x_in, "input");
+  DeviceGuard guard(&x.context());
+  Tensor mask = like(x);
+  backend_of(x).dropout_mask(p, gen.next_u64(), mask);
+  return mul(x_in, mask);
+}
+
+}  // namespace dpe::ops

@@ -1,0 +1,62 @@
+// Losses (mean reduction, as PyTorch's defaults).
+#include "engine/autograd/node.h"
+#include "engine/autograd/op_helpers.h"
+#include "engine/autograd/ops.h"
+
+namespace dpe::ops {
+
+using detail::backend_of;
+using detail::like;
+using detail::prepare;
+
+Tensor log_softmax(const Tensor& x_in) {
+  Tensor x = prepare("log_softmax", x_in, x_in, "input");
+  DPE_CHECK(x.dim() == 2, "log_softmax: expected a 2-D input [N, C], got " << x.shape());
+  DeviceGuard guard(&x.context());
+  Tensor y = like(x);
+  backend_of(x).log_softmax_forward(x, y);
+  Tensor saved = y.detach();
+  record("log_softmax", {x_in}, {&y}, [saved](const std::vector<Tensor>& g) {
+    Tensor gx = like(saved);
+    backend_of(saved).log_softmax_backward(saved, g[0].contiguous(), gx);
+    return std::vector<Tensor>{gx};
+  });
+  return y;
+}
+
+Tensor nll_loss(const Tensor& logp_in, const Tensor& target_in) {
+  Tensor logp = prepare("nll_loss", logp_in, logp_in, "input");
+  DPE_CHECK(target_in.defined(), "nll_loss: target is undefined");
+  check_dtype("nll_loss", target_in, DType::kInt64, "target");
+  check_same_device("nll_loss", logp, target_in);
+  DPE_CHECK(logp.dim() == 2 && target_in.dim() == 1 && target_in.size(0) == logp.size(0),
+            "nll_loss: expected input [N, C] and target [N], got input "
+                << logp.shape() << " and target " << target_in.shape());
+  DPE_CHECK(logp.size(0) > 0, "nll_loss: the batch is empty");
+  Tensor target = target_in.contiguous();
+  DeviceGuard guard(&logp.context());
+  Tensor out = Tensor::empty(Shape{}, DType::kFloat32, logp.device());
+  backend_of(logp).nll_loss_forward(logp, target, out);
+  const Shape shape = logp.shape();
+  record("nll_loss", {logp_in}, {&out}, [target, shape](const std::vector<Tensor>& g) {
+    Tensor gx = Tensor::empty(shape, DType::kFloat32, g[0].device());
+    backend_of(gx).nll_loss_backward(g[0], target, gx);
+    return std::vector<Tensor>{gx};
+  });
+  return out;
+}
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& target) {
+  return nll_loss(log_softmax(logits), target);
+}
+
+Tensor mse_loss(const Tensor& input, const Tensor& target) {
+  DPE_CHECK(input.defined() && target.defined(), "mse_loss: undefined input or target");
+  DPE_CHECK(input.shape() == target.shape(), "mse_loss: input " << input.shape()
+                                                 << " and target " << target.shape()
+                                                 << " must have the same size");
+  Tensor diff = sub(input, target);
+  return mean(mul(diff, diff));
+}
+
+}  // namespace dpe::ops

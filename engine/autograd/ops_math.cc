@@ -1,0 +1,123 @@
+// Elementwise ops and reductions.
+#include "engine/autograd/node.h"
+#include "engine/autograd/op_helpers.h"
+#include "engine/autograd/ops.h"
+
+namespace dpe::ops {
+
+using detail::backend_of;
+using detail::like;
+using detail::prepare;
+
+namespace {
+
+// a + alpha * b, differentiable.
+Tensor add_scaled(const char* op, const Tensor& a_in, const Tensor& b_in, float alpha) {
+  Tensor a = prepare(op, a_in, a_in, "a");
+  Tensor b = prepare(op, b_in, a_in, "b");
+  detail::check_same_shape(op, a, b);
+  DeviceGuard guard(&a.context());
+  Tensor out = like(a);
+  backend_of(a).add(a, b, alpha, out);
+  record(op, {a_in, b_in}, {&out}, [alpha, a_in, b_in](const std::vector<Tensor>& g) {
+    Tensor gb;
+    if (b_in.requires_grad()) {
+      if (alpha == 1.0f) {
+        gb = g[0];
+      } else {
+        gb = like(g[0]);
+        backend_of(g[0]).scale(g[0], alpha, gb);
+      }
+    }
+    return std::vector<Tensor>{a_in.requires_grad() ? g[0] : Tensor(), gb};
+  });
+  return out;
+}
+
+}  // namespace
+
+Tensor add(const Tensor& a, const Tensor& b) { return add_scaled("add", a, b, 1.0f); }
+Tensor sub(const Tensor& a, const Tensor& b) { return add_scaled("sub", a, b, -1.0f); }
+
+Tensor mul(const Tensor& a_in, const Tensor& b_in) {
+  Tensor a = prepare("mul", a_in, a_in, "a");
+  Tensor b = prepare("mul", b_in, a_in, "b");
+  detail::check_same_shape("mul", a, b);
+  DeviceGuard guard(&a.context());
+  Tensor out = like(a);
+  backend_of(a).mul(a, b, out);
+  record("mul", {a_in, b_in}, {&out}, [a, b, a_in, b_in](const std::vector<Tensor>& g) {
+    Tensor ga, gb;
+    if (a_in.requires_grad()) {
+      ga = like(a);
+      backend_of(a).mul(g[0], b, ga);
+    }
+    if (b_in.requires_grad()) {
+      gb = like(b);
+      backend_of(b).mul(g[0], a, gb);
+    }
+    return std::vector<Tensor>{ga, gb};
+  });
+  return out;
+}
+
+Tensor mul_scalar(const Tensor& a_in, float s) {
+  Tensor a = prepare("mul_scalar", a_in, a_in, "input");
+  DeviceGuard guard(&a.context());
+  Tensor out = like(a);
+  backend_of(a).scale(a, s, out);
+  record("mul_scalar", {a_in}, {&out}, [s](const std::vector<Tensor>& g) {
+    Tensor ga = like(g[0]);
+    backend_of(g[0]).scale(g[0], s, ga);
+    return std::vector<Tensor>{ga};
+  });
+  return out;
+}
+
+Tensor relu(const Tensor& x_in) {
+  Tensor x = prepare("relu", x_in, x_in, "input");
+  DeviceGuard guard(&x.context());
+  Tensor y = like(x);
+  backend_of(x).relu_forward(x, y);
+  Tensor saved = y.detach();
+  record("relu", {x_in}, {&y}, [saved](const std::vector<Tensor>& g) {
+    Tensor gx = like(saved);
+    backend_of(saved).relu_backward(saved, g[0].contiguous(), gx);
+    return std::vector<Tensor>{gx};
+  });
+  return y;
+}
+
+Tensor sum(const Tensor& x_in) {
+  Tensor x = prepare("sum", x_in, x_in, "input");
+  DeviceGuard guard(&x.context());
+  Tensor out = Tensor::empty(Shape{}, DType::kFloat32, x.device());
+  backend_of(x).sum_all(x, out);
+  const Shape shape = x.shape();
+  record("sum", {x_in}, {&out}, [shape](const std::vector<Tensor>& g) {
+    return std::vector<Tensor>{Tensor::full(shape, g[0].item(), g[0].device())};
+  });
+  return out;
+}
+
+Tensor mean(const Tensor& x) {
+  DPE_CHECK(x.defined() && x.numel() > 0, "mean: the input is empty");
+  return mul_scalar(sum(x), 1.0f / static_cast<float>(x.numel()));
+}
+
+Tensor argmax_rows(const Tensor& x_in) {
+  Tensor x = prepare("argmax", x_in, x_in, "input");
+  DPE_CHECK(x.dim() == 2, "argmax: expected a 2-D input [N, C], got " << x.shape());
+  DeviceGuard guard(&x.context());
+  Tensor out = Tensor::empty(Shape{x.size(0)}, DType::kInt64, x.device());
+  backend_of(x).argmax_rows(x, out);
+  return out;
+}
+
+bool all_finite(const Tensor& x_in) {
+  Tensor x = prepare("all_finite", x_in, x_in, "input");
+  DeviceGuard guard(&x.context());
+  return backend_of(x).all_finite(x);
+}
+
+}  // namespace dpe::ops

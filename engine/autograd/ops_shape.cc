@@ -1,0 +1,123 @@
+// Shape and device ops: views and copies whose backward reshapes or moves the gradient back.
+#include "engine/autograd/node.h"
+#include "engine/autograd/op_helpers.h"
+#include "engine/autograd/ops.h"
+
+namespace dpe::ops {
+
+Tensor reshape(const Tensor& x, const Shape& shape) {
+  Tensor out = x.reshape(shape).detach();
+  const Shape in_shape = x.shape();
+  record("reshape", {x}, {&out}, [in_shape](const std::vector<Tensor>& g) {
+    return std::vector<Tensor>{g[0].reshape(in_shape)};
+  });
+  return out;
+}
+
+Tensor flatten(const Tensor& x, int64_t start_dim) {
+  const int64_t s = x.shape().normalize_dim(start_dim);
+  std::vector<int64_t> dims(x.shape().begin(), x.shape().begin() + s);
+  int64_t rest = 1;
+  for (int64_t i = s; i < x.dim(); ++i) rest *= x.size(i);
+  dims.push_back(rest);
+  return reshape(x, Shape(dims));
+}
+
+Tensor permute(const Tensor& x, const std::vector<int64_t>& dims) {
+  Tensor out = x.permute(dims).detach();
+  std::vector<int64_t> inverse(dims.size());
+  for (size_t i = 0; i < dims.size(); ++i) {
+    inverse[x.shape().normalize_dim(dims[i])] = static_cast<int64_t>(i);
+  }
+  record("permute", {x}, {&out}, [inverse](const std::vector<Tensor>& g) {
+    return std::vector<Tensor>{g[0].permute(inverse)};
+  });
+  return out;
+}
+
+Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length) {
+  Tensor out = x.narrow(dim, start, length).detach();
+  const Shape shape = x.shape();
+  const int64_t d = shape.normalize_dim(dim);
+  record("narrow", {x}, {&out}, [shape, d, start, length](const std::vector<Tensor>& g) {
+    Tensor gx = Tensor::zeros(shape, DType::kFloat32, g[0].device());
+    Tensor slot = gx.narrow(d, start, length);
+    if (slot.is_contiguous()) {
+      slot.copy_(g[0]);
+    } else {
+      // Move dim d to the front, where a slice is contiguous.
+      std::vector<int64_t> order{d};
+      for (int64_t i = 0; i < gx.dim(); ++i) {
+        if (i != d) order.push_back(i);
+      }
+      Tensor front = gx.permute(order).contiguous();
+      front.narrow(0, start, length).copy_(g[0].permute(order).contiguous());
+      std::vector<int64_t> back(order.size());
+      for (size_t i = 0; i < order.size(); ++i) back[order[i]] = static_cast<int64_t>(i);
+      gx = front.permute(back).contiguous();
+    }
+    return std::vector<Tensor>{gx};
+  });
+  return out;
+}
+
+Tensor to(const Tensor& x, Device device) {
+  if (x.device() == device) return x;
+  Tensor out = x.to(device);
+  const Device from = x.device();
+  record("to", {x}, {&out}, [from](const std::vector<Tensor>& g) {
+    return std::vector<Tensor>{g[0].to(from)};
+  });
+  return out;
+}
+
+Tensor cat(const std::vector<Tensor>& xs, int64_t dim, const Device* device) {
+  DPE_CHECK(!xs.empty(), "cat: expected a non-empty list of tensors");
+  const Device dst = device ? *device : xs[0].device();
+  const Shape& first = xs[0].shape();
+  const int64_t d = first.normalize_dim(dim);
+  int64_t total = 0;
+  std::vector<int64_t> sizes;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const Shape& s = xs[i].shape();
+    DPE_CHECK(s.rank() == first.rank() && xs[i].dtype() == xs[0].dtype(),
+              "cat: tensor " << i << " " << s << " does not match tensor 0 " << first);
+    for (int64_t k = 0; k < s.rank(); ++k) {
+      DPE_CHECK(k == d || s[k] == first[k], "cat: sizes of tensors must match except in dimension "
+                                                << d << ": tensor 0 is " << first << ", tensor "
+                                                << i << " is " << s);
+    }
+    sizes.push_back(s[d]);
+    total += s[d];
+  }
+  // Build along dim 0 of a permuted layout, where every slice is contiguous.
+  std::vector<int64_t> order{d};
+  for (int64_t i = 0; i < first.rank(); ++i) {
+    if (i != d) order.push_back(i);
+  }
+  std::vector<int64_t> back(order.size());
+  for (size_t i = 0; i < order.size(); ++i) back[order[i]] = static_cast<int64_t>(i);
+  std::vector<int64_t> front_dims;
+  for (int64_t i : order) front_dims.push_back(i == d ? total : first[i]);
+  Tensor front = Tensor::empty(Shape(front_dims), xs[0].dtype(), dst);
+  int64_t offset = 0;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    front.narrow(0, offset, sizes[i]).copy_(d == 0 ? xs[i] : xs[i].permute(order));
+    offset += sizes[i];
+  }
+  Tensor out = d == 0 ? front : front.permute(back).contiguous();
+  std::vector<Device> devices;
+  for (const Tensor& x : xs) devices.push_back(x.device());
+  record("cat", xs, {&out}, [sizes, devices, d](const std::vector<Tensor>& g) {
+    std::vector<Tensor> grads;
+    int64_t start = 0;
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      grads.push_back(g[0].narrow(d, start, sizes[i]).to(devices[i]).contiguous());
+      start += sizes[i];
+    }
+    return grads;
+  });
+  return out;
+}
+
+}  // namespace dpe::ops

@@ -1,0 +1,38 @@
+#include "engine/nn/batch_norm.h"
+
+#include <cstdio>
+
+#include "engine/autograd/grad_mode.h"
+#include "engine/autograd/ops.h"
+
+namespace dpe::nn {
+
+BatchNorm2d::BatchNorm2d(int64_t num_features, float eps, float momentum, Device device)
+    : channels_(num_features), eps_(eps), momentum_(momentum) {
+  register_parameter("weight", Tensor::ones({channels_}, device));
+  register_parameter("bias", Tensor::zeros({channels_}, DType::kFloat32, device));
+  register_buffer("running_mean", Tensor::zeros({channels_}, DType::kFloat32, device));
+  register_buffer("running_var", Tensor::ones({channels_}, device));
+  register_buffer("num_batches_tracked", Tensor::zeros(Shape{}, DType::kInt64, device));
+}
+
+Tensor BatchNorm2d::forward(const Tensor& x) {
+  if (is_training()) {
+    // num_batches_tracked counts on the host side of the tensor: a one-element int64 update.
+    Tensor& n = buffer("num_batches_tracked");
+    const int64_t next = n.to_vector<int64_t>()[0] + 1;
+    n.copy_(Tensor::from_vector(std::vector<int64_t>{next}, Shape{}, Device()));
+  }
+  return ops::batch_norm(x, param("weight"), param("bias"), buffer("running_mean"),
+                         buffer("running_var"), is_training(), momentum_, eps_, repr());
+}
+
+std::string BatchNorm2d::repr() const {
+  char buf[128];
+  std::snprintf(buf, sizeof buf,
+                "BatchNorm2d(%lld, eps=%g, momentum=%g, affine=True, track_running_stats=True)",
+                static_cast<long long>(channels_), eps_, momentum_);
+  return buf;
+}
+
+}  // namespace dpe::nn

@@ -1,0 +1,24 @@
+// BatchNorm2d (and 1d over [N, C]): batch statistics in training with running statistics
+// updated by momentum (unbiased variance), running statistics in evaluation, as PyTorch.
+#pragma once
+
+#include "engine/nn/module.h"
+
+namespace dpe::nn {
+
+class BatchNorm2d : public Cloneable<BatchNorm2d> {
+ public:
+  explicit BatchNorm2d(int64_t num_features, float eps = 1e-5f, float momentum = 0.1f,
+                       Device device = {});
+  Tensor forward(const Tensor& x) override;
+  std::string repr() const override;
+  int64_t num_features() const { return channels_; }
+  float eps() const { return eps_; }
+  float momentum() const { return momentum_; }
+
+ protected:
+  int64_t channels_;
+  float eps_, momentum_;
+};
+
+}  // namespace dpe::nn

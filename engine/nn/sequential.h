@@ -1,0 +1,21 @@
+// Sequential: children "0", "1", ... applied in order, as PyTorch's nn.Sequential.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "engine/nn/module.h"
+
+namespace dpe::nn {
+
+class Sequential : public Cloneable<Sequential> {
+ public:
+  Sequential() = default;
+  explicit Sequential(std::vector<std::shared_ptr<Module>> layers);
+  void push_back(std::shared_ptr<Module> layer);
+  Tensor forward(const Tensor& x) override;
+  std::string repr() const override;
+  size_t size() const { return named_children().size(); }
+};
+
+}  // namespace dpe::nn

@@ -1,0 +1,74 @@
+// Value: what flows into and out of a module's forward when it is more than one tensor — a tensor,
+// a list, a dict of named values, or a plain scalar/string (passed unchanged to every replica by
+// DataParallel's scatter, as PyTorch passes non-tensor arguments).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "engine/core/error.h"
+#include "engine/tensor/tensor.h"
+
+namespace dpe {
+
+class Value;
+using ValueList = std::vector<Value>;
+using ValueDict = std::vector<std::pair<std::string, Value>>;  // ordered, like a Python dict
+
+class Value {
+ public:
+  Value() = default;
+  Value(Tensor t) : v_(std::move(t)) {}  // NOLINT: implicit on purpose
+  Value(double d) : v_(d) {}             // NOLINT
+  Value(int64_t i) : v_(i) {}            // NOLINT
+  Value(int i) : v_(static_cast<int64_t>(i)) {}  // NOLINT
+  Value(bool b) : v_(b) {}               // NOLINT
+  Value(std::string s) : v_(std::move(s)) {}  // NOLINT
+  Value(const char* s) : v_(std::string(s)) {}  // NOLINT
+  Value(ValueList l) : v_(std::move(l)) {}  // NOLINT
+  Value(ValueDict d) : v_(std::move(d)) {}  // NOLINT
+
+  bool is_none() const { return std::holds_alternative<std::monostate>(v_); }
+  bool is_tensor() const { return std::holds_alternative<Tensor>(v_); }
+  bool is_list() const { return std::holds_alternative<ValueList>(v_); }
+  bool is_dict() const { return std::holds_alternative<ValueDict>(v_); }
+
+  const Tensor& tensor() const {
+    DPE_CHECK(is_tensor(), "expected a tensor value, got " << kind());
+    return std::get<Tensor>(v_);
+  }
+  const ValueList& list() const {
+    DPE_CHECK(is_list(), "expected a list value, got " << kind());
+    return std::get<ValueList>(v_);
+  }
+  const ValueDict& dict() const {
+    DPE_CHECK(is_dict(), "expected a dict value, got " << kind());
+    return std::get<ValueDict>(v_);
+  }
+  template <typename T>
+  const T& get() const {
+    DPE_CHECK(std::holds_alternative<T>(v_), "value holds " << kind());
+    return std::get<T>(v_);
+  }
+  // The dict entry `key`; throws naming the key when absent.
+  const Value& at(const std::string& key) const {
+    for (const auto& [k, v] : dict()) {
+      if (k == key) return v;
+    }
+    DPE_THROW("no entry '" << key << "' in the dict value");
+  }
+  const char* kind() const {
+    static const char* names[] = {"none", "tensor", "float", "int", "bool", "string", "list",
+                                  "dict"};
+    return names[v_.index()];
+  }
+
+ private:
+  std::variant<std::monostate, Tensor, double, int64_t, bool, std::string, ValueList, ValueDict>
+      v_;
+};
+
+}  // namespace dpe

@@ -1,0 +1,185 @@
+// The autograd core: accumulation, no_grad, hooks, errors, and the multi-device engine.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <set>
+#include <thread>
+
+#include "engine/autograd/engine.h"
+#include "engine/autograd/grad_mode.h"
+#include "engine/autograd/node.h"
+#include "engine/autograd/ops.h"
+#include "engine/core/error.h"
+#include "engine/device/runtime.h"
+
+namespace dpe {
+namespace {
+
+const Device kH0 = Device::parse("host:0");
+const Device kH1 = Device::parse("host:1");
+
+Tensor leaf(std::vector<float> v, Device d = kH0) {
+  const int64_t n = static_cast<int64_t>(v.size());
+  Tensor t = Tensor::from_vector(v, {n}, d);
+  t.requires_grad_();
+  return t;
+}
+
+TEST(AutogradTest, GradientsAccumulateAcrossBackwardCalls) {
+  Tensor x = leaf({1, 2, 3});
+  backward(ops::sum(ops::mul(x, x)));
+  EXPECT_EQ(x.grad().to_vector<float>(), (std::vector<float>{2, 4, 6}));
+  backward(ops::sum(x));
+  EXPECT_EQ(x.grad().to_vector<float>(), (std::vector<float>{3, 5, 7}));
+}
+
+TEST(AutogradTest, ATensorUsedTwiceSumsBothPaths) {
+  Tensor x = leaf({1, 2});
+  Tensor y = ops::add(ops::mul_scalar(x, 3), ops::mul(x, x));  // 3x + x^2
+  backward(ops::sum(y));
+  EXPECT_EQ(x.grad().to_vector<float>(), (std::vector<float>{5, 7}));
+}
+
+TEST(AutogradTest, NoGradRecordsNothing) {
+  Tensor x = leaf({1, 2});
+  Tensor y;
+  {
+    NoGradGuard guard;
+    y = ops::mul(x, x);
+  }
+  EXPECT_FALSE(y.requires_grad());
+  EXPECT_TRUE(y.is_leaf());
+  EXPECT_THROW(backward(ops::sum(y)), Error);
+}
+
+TEST(AutogradTest, BackwardNeedsAScalar) {
+  Tensor x = leaf({1, 2});
+  try {
+    backward(ops::mul(x, x));
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("only for scalar outputs"), std::string::npos);
+  }
+}
+
+TEST(AutogradTest, ZeroGradClearsGradients) {
+  Tensor x = leaf({1});
+  backward(ops::sum(x));
+  x.set_grad(Tensor());
+  EXPECT_FALSE(x.grad().defined());
+}
+
+TEST(AutogradTest, PostAccumulateHookFiresOncePerLeafWithTheGradient) {
+  Tensor a = leaf({1, 2}), b = leaf({3, 4});
+  std::vector<std::string> fired;
+  a.autograd().post_accumulate_hooks.push_back(
+      [&](Tensor& t) { fired.push_back("a:" + std::to_string(t.grad().to_vector<float>()[0])); });
+  b.autograd().post_accumulate_hooks.push_back([&](Tensor&) { fired.push_back("b"); });
+  backward(ops::sum(ops::add(ops::mul(a, a), b)));
+  ASSERT_EQ(fired.size(), 2u);
+  EXPECT_NE(std::find(fired.begin(), fired.end(), "a:2.000000"), fired.end());
+}
+
+TEST(AutogradTest, MultiDeviceGraphRunsEachNodeOnItsDevicesWorker) {
+  Tensor a = leaf({1, 2}, kH0), b = leaf({3, 4}, kH1);
+  std::mutex mu;
+  std::set<std::thread::id> threads;
+  auto record_thread = [&](Tensor&) {
+    std::lock_guard<std::mutex> lock(mu);
+    threads.insert(std::this_thread::get_id());
+  };
+  a.autograd().post_accumulate_hooks.push_back(record_thread);
+  b.autograd().post_accumulate_hooks.push_back(record_thread);
+  Tensor y = ops::add(ops::sum(ops::to(ops::mul(a, a), kH1)), ops::sum(ops::mul(b, b)));
+  backward(y);
+  EXPECT_EQ(a.grad().to_vector<float>(), (std::vector<float>{2, 4}));
+  EXPECT_EQ(b.grad().to_vector<float>(), (std::vector<float>{6, 8}));
+  EXPECT_EQ(threads.size(), 2u);  // host:0's worker and host:1's worker
+  EXPECT_EQ(threads.count(std::this_thread::get_id()), 0u);
+}
+
+// A node whose backward throws, to check error propagation across workers.
+class ThrowingNode : public Node {
+ public:
+  explicit ThrowingNode(Device d) : Node("ThrowingNode", d, 1) {}
+  std::vector<Tensor> apply(const std::vector<Tensor>&) override {
+    throw std::runtime_error("injected failure");
+  }
+};
+
+TEST(AutogradTest, AFailingNodeOnOneDeviceGivesOneErrorNamingItAndTheEngineStaysUsable) {
+  Tensor a = leaf({1, 2}, kH0);
+  Tensor moved = ops::to(a, kH1);
+  // Splice a throwing node between `moved` and its consumer.
+  auto bad = std::make_shared<ThrowingNode>(kH1);
+  bad->next_edges().push_back(gradient_edge(moved));
+  Tensor fake = moved.detach();
+  fake.autograd().requires_grad = true;
+  fake.autograd().grad_fn = bad;
+  try {
+    backward(ops::sum(fake));
+    FAIL();
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("ThrowingNode on host:1"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("injected failure"), std::string::npos) << msg;
+  }
+  // A following backward works.
+  Tensor b = leaf({1, 1}, kH1);
+  backward(ops::add(ops::sum(ops::to(a, kH1)), ops::sum(b)));
+  EXPECT_EQ(a.grad().to_vector<float>(), (std::vector<float>{1, 1}));
+}
+
+TEST(AutogradTest, BackwardFromAWorkerOfAnotherDeviceIsRefusedNotDeadlocked) {
+  Tensor a = leaf({1, 2}, kH0);
+  Tensor y = ops::add(ops::sum(ops::to(a, kH1)), ops::sum(ops::to(a, kH1)));
+  auto f = Runtime::get().context(kH1).worker().submit([&] { backward(y); });
+  EXPECT_THROW(f.get(), Error);
+}
+
+TEST(AutogradTest, SingleDeviceBackwardMayRunOnThatDevicesWorker) {
+  Tensor a = leaf({1, 2}, kH1);
+  Runtime::get().context(kH1).worker().run([&] { backward(ops::sum(ops::mul(a, a))); });
+  EXPECT_EQ(a.grad().to_vector<float>(), (std::vector<float>{2, 4}));
+}
+
+TEST(OpsErrorsTest, MismatchedDevicesAndShapesAreNamed) {
+  Tensor a = leaf({1, 2}, kH0), b = leaf({1, 2}, kH1);
+  try {
+    ops::add(a, b);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("host:0 and host:1"), std::string::npos) << e.what();
+  }
+  try {
+    ops::linear(Tensor::zeros({2, 3}), Tensor::zeros({4, 5}), Tensor(), "Linear(in_features=5)");
+    FAIL();
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("Linear(in_features=5)"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("torch.Size([2, 3])"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("torch.Size([4, 5])"), std::string::npos) << msg;
+  }
+}
+
+TEST(OpsErrorsTest, LabelOutOfRangeNamesLabelAndClassCount) {
+  Tensor logits = Tensor::zeros({2, 10});
+  Tensor target = Tensor::from_vector(std::vector<int64_t>{3, 12}, {2});
+  try {
+    ops::cross_entropy(logits, target);
+    FAIL();
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("12"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("10 classes"), std::string::npos) << msg;
+  }
+}
+
+TEST(OpsErrorsTest, NonFiniteLossIsDetectableWithOneCall) {
+  EXPECT_TRUE(ops::all_finite(Tensor::scalar(1.0f)));
+  EXPECT_FALSE(ops::all_finite(Tensor::scalar(std::nanf(""))));
+  EXPECT_FALSE(ops::all_finite(Tensor::full({3}, INFINITY)));
+}
+
+}  // namespace
+}  // namespace dpe

@@ -1,0 +1,202 @@
+// The op consistency test: every differentiable op's backward, on every available backend,
+// against central finite differences of its forward (differences taken in double precision over
+// a random projection of the output). CUDA devices join automatically where a GPU exists.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "engine/autograd/engine.h"
+#include "engine/autograd/grad_mode.h"
+#include "engine/autograd/ops.h"
+#include "engine/device/runtime.h"
+#include "engine/tensor/random.h"
+
+namespace dpe {
+namespace {
+
+using OpFn = std::function<Tensor(const std::vector<Tensor>&)>;
+
+struct OpCase {
+  std::string name;
+  std::vector<Shape> input_shapes;
+  OpFn fn;
+  std::vector<int64_t> int_inputs = {};  // indices of inputs replaced by int64 labels
+  int64_t classes = 0;                   // label range for int inputs
+  bool positive = false;                 // inputs in (0.5, 1.5), e.g. away from relu's kink
+};
+
+std::vector<OpCase> op_cases() {
+  Conv2dParams c1{1, 0}, c2{2, 1}, c3{1, 2};
+  Pool2dParams pool{2, 2, 0}, pool3{3, 2, 1};
+  return {
+      {"add", {{3, 4}, {3, 4}}, [](auto& x) { return ops::add(x[0], x[1]); }},
+      {"sub", {{3, 4}, {3, 4}}, [](auto& x) { return ops::sub(x[0], x[1]); }},
+      {"mul", {{3, 4}, {3, 4}}, [](auto& x) { return ops::mul(x[0], x[1]); }},
+      {"mul_scalar", {{5}}, [](auto& x) { return ops::mul_scalar(x[0], -2.5f); }},
+      {"relu", {{4, 5}}, [](auto& x) { return ops::relu(x[0]); }},
+      {"sum", {{3, 5}}, [](auto& x) { return ops::sum(x[0]); }},
+      {"mean", {{3, 5}}, [](auto& x) { return ops::mean(x[0]); }},
+      {"reshape", {{3, 4}}, [](auto& x) { return ops::reshape(x[0], {2, 6}); }},
+      {"flatten", {{2, 3, 2}}, [](auto& x) { return ops::flatten(x[0], 1); }},
+      {"permute", {{2, 3, 4}}, [](auto& x) { return ops::permute(x[0], {2, 0, 1}); }},
+      {"narrow_dim0", {{5, 3}}, [](auto& x) { return ops::narrow(x[0], 0, 1, 3); }},
+      {"narrow_dim1", {{3, 5}}, [](auto& x) { return ops::narrow(x[0], 1, 2, 2); }},
+      {"cat_dim0", {{2, 3}, {4, 3}}, [](auto& x) { return ops::cat({x[0], x[1]}, 0); }},
+      {"cat_dim1", {{2, 3}, {2, 1}}, [](auto& x) { return ops::cat({x[0], x[1]}, 1); }},
+      {"matmul", {{3, 4}, {4, 5}}, [](auto& x) { return ops::matmul(x[0], x[1]); }},
+      {"linear", {{4, 6}, {3, 6}, {3}}, [](auto& x) { return ops::linear(x[0], x[1], x[2]); }},
+      {"linear_no_bias", {{4, 6}, {3, 6}},
+       [](auto& x) { return ops::linear(x[0], x[1], Tensor()); }},
+      {"conv2d", {{2, 3, 6, 6}, {4, 3, 3, 3}, {4}},
+       [c1](auto& x) { return ops::conv2d(x[0], x[1], x[2], c1); }},
+      {"conv2d_stride2_pad1", {{2, 2, 7, 7}, {3, 2, 3, 3}, {3}},
+       [c2](auto& x) { return ops::conv2d(x[0], x[1], x[2], c2); }},
+      {"conv2d_5x5_pad2_no_bias", {{1, 2, 6, 6}, {2, 2, 5, 5}},
+       [c3](auto& x) { return ops::conv2d(x[0], x[1], Tensor(), c3); }},
+      {"max_pool2d", {{2, 3, 6, 6}}, [pool](auto& x) { return ops::max_pool2d(x[0], pool); }},
+      {"max_pool2d_k3s2p1", {{1, 2, 7, 7}},
+       [pool3](auto& x) { return ops::max_pool2d(x[0], pool3); }},
+      {"batch_norm_train", {{4, 3, 2, 2}, {3}, {3}},
+       [](auto& x) {
+         Tensor rm, rv;
+         return ops::batch_norm(x[0], x[1], x[2], rm, rv, true, 0.1f, 1e-5f);
+       }},
+      {"batch_norm_train_2d", {{6, 4}, {4}, {4}},
+       [](auto& x) {
+         Tensor rm, rv;
+         return ops::batch_norm(x[0], x[1], x[2], rm, rv, true, 0.1f, 1e-5f);
+       }},
+      {"batch_norm_eval", {{3, 2, 2, 2}, {2}, {2}},
+       [](auto& x) {
+         Tensor rm = Tensor::from_vector(std::vector<float>{0.1f, -0.2f}, {2}, x[0].device());
+         Tensor rv = Tensor::from_vector(std::vector<float>{0.5f, 2.0f}, {2}, x[0].device());
+         return ops::batch_norm(x[0], x[1], x[2], rm, rv, false, 0.1f, 1e-5f);
+       }},
+      {"dropout", {{4, 6}},
+       [](auto& x) {
+         Generator g(7);  // the same mask for every evaluation
+         return ops::dropout(x[0], 0.3f, true, g);
+       }},
+      {"log_softmax", {{4, 5}}, [](auto& x) { return ops::log_softmax(x[0]); }},
+      {"nll_loss", {{5, 4}, {5}}, [](auto& x) { return ops::nll_loss(x[0], x[1]); }, {1}, 4},
+      {"cross_entropy", {{6, 3}, {6}}, [](auto& x) { return ops::cross_entropy(x[0], x[1]); },
+       {1}, 3},
+      {"mse_loss", {{3, 4}, {3, 4}}, [](auto& x) { return ops::mse_loss(x[0], x[1]); }},
+  };
+}
+
+std::vector<Device> available_devices() {
+  std::vector<Device> out{Device::parse("host:0")};
+  for (Device d : Runtime::get().cuda_devices()) out.push_back(d);
+  return out;
+}
+
+struct Param {
+  OpCase op;
+  Device device;
+};
+
+void PrintTo(const Param& p, std::ostream* os) { *os << p.op.name << " on " << p.device; }
+
+std::string param_name(const testing::TestParamInfo<Param>& info) {
+  return info.param.op.name + "_" + (info.param.device.is_host() ? "host" : "cuda") +
+         std::to_string(info.param.device.index());
+}
+
+class GradcheckTest : public testing::TestWithParam<Param> {};
+
+// <v, f(x)> in double.
+double project(const Tensor& y, const std::vector<float>& v) {
+  const std::vector<float> yv = y.to_vector<float>();
+  double s = 0;
+  for (size_t i = 0; i < yv.size(); ++i) s += static_cast<double>(yv[i]) * v[i];
+  return s;
+}
+
+TEST_P(GradcheckTest, BackwardMatchesCentralDifferences) {
+  const OpCase& op = GetParam().op;
+  const Device dev = GetParam().device;
+  Generator gen(1234);
+  std::vector<Tensor> inputs;
+  for (size_t i = 0; i < op.input_shapes.size(); ++i) {
+    const Shape& s = op.input_shapes[i];
+    const bool is_int = std::find(op.int_inputs.begin(), op.int_inputs.end(),
+                                  static_cast<int64_t>(i)) != op.int_inputs.end();
+    if (is_int) {
+      std::vector<int64_t> labels(static_cast<size_t>(s.numel()));
+      for (auto& l : labels) l = static_cast<int64_t>(gen.next_u64() % op.classes);
+      inputs.push_back(Tensor::from_vector(labels, s, dev));
+      continue;
+    }
+    // Distinct values, well apart, so max/relu have no near-ties within the step.
+    std::vector<float> v(static_cast<size_t>(s.numel()));
+    for (size_t k = 0; k < v.size(); ++k) {
+      const float mag = 0.3f + 0.9f * gen.uniform(0.0f, 1.0f);
+      v[k] = (gen.uniform(0.0f, 1.0f) < 0.5f ? -mag : mag) + 0.001f * static_cast<float>(k);
+    }
+    Tensor t = Tensor::from_vector(v, s, dev);
+    t.requires_grad_(true);
+    inputs.push_back(t);
+  }
+
+  Tensor y = op.fn(inputs);
+  std::vector<float> v(static_cast<size_t>(y.numel()));
+  for (float& x : v) x = gen.uniform(-1.0f, 1.0f);
+  backward({y}, {Tensor::from_vector(v, y.shape(), y.device())});
+
+  NoGradGuard no_grad;
+  const double h = 1e-2;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (inputs[i].dtype() != DType::kFloat32) continue;
+    const Tensor grad = inputs[i].grad();
+    ASSERT_TRUE(grad.defined()) << op.name << ": input " << i << " got no gradient";
+    ASSERT_EQ(grad.shape(), inputs[i].shape());
+    ASSERT_EQ(grad.device(), inputs[i].device());
+    const std::vector<float> analytic = grad.to_vector<float>();
+    std::vector<float> base = inputs[i].to_vector<float>();
+    double max_err = 0, max_ref = 1e-3;
+    for (size_t k = 0; k < base.size(); ++k) {
+      std::vector<Tensor> plus = inputs, minus = inputs;
+      std::vector<float> p = base, m = base;
+      p[k] += static_cast<float>(h);
+      m[k] -= static_cast<float>(h);
+      plus[i] = Tensor::from_vector(p, inputs[i].shape(), dev);
+      minus[i] = Tensor::from_vector(m, inputs[i].shape(), dev);
+      const double numeric = (project(op.fn(plus), v) - project(op.fn(minus), v)) / (2 * h);
+      max_err = std::max(max_err, std::abs(numeric - analytic[k]));
+      max_ref = std::max(max_ref, std::abs(numeric));
+    }
+    EXPECT_LT(max_err / max_ref, 2e-2) << op.name << " input " << i << ": max abs error "
+                                       << max_err << " against max |grad| " << max_ref;
+  }
+}
+
+std::vector<Param> all_params() {
+  std::vector<Param> out;
+  for (Device d : available_devices()) {
+    for (const OpCase& op : op_cases()) out.push_back({op, d});
+  }
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(AllOps, GradcheckTest, testing::ValuesIn(all_params()), param_name);
+
+// Gradients that cross devices come back to the device of their input.
+TEST(GradcheckCrossDevice, ToAndCatSendGradientsHome) {
+  const Device h0 = Device::parse("host:0"), h1 = Device::parse("host:1");
+  Tensor a = Tensor::from_vector(std::vector<float>{1, 2, 3, 4}, {2, 2}, h0).requires_grad_();
+  Tensor b = Tensor::from_vector(std::vector<float>{5, 6}, {1, 2}, h1).requires_grad_();
+  Tensor y = ops::cat({ops::to(a, h1), b}, 0);  // on host:1
+  EXPECT_EQ(y.device(), h1);
+  backward(ops::sum(ops::mul(y, y)));
+  EXPECT_EQ(a.grad().device(), h0);
+  EXPECT_EQ(b.grad().device(), h1);
+  EXPECT_EQ(a.grad().to_vector<float>(), (std::vector<float>{2, 4, 6, 8}));
+  EXPECT_EQ(b.grad().to_vector<float>(), (std::vector<float>{10, 12}));
+}
+
+}  // namespace
+}  // namespace dpe

@@ -1,0 +1,176 @@
+#include "engine/nn/module.h"
+
+#include <gtest/gtest.h>
+
+#include "engine/autograd/engine.h"
+#include "engine/autograd/ops.h"
+#include "engine/core/error.h"
+#include "engine/nn/activation.h"
+#include "engine/nn/batch_norm.h"
+#include "engine/nn/conv2d.h"
+#include "engine/nn/linear.h"
+#include "engine/nn/sequential.h"
+
+namespace dpe {
+namespace {
+
+std::vector<std::string> keys(const StateDict& sd) {
+  std::vector<std::string> out;
+  for (auto& [k, v] : sd) out.push_back(k);
+  return out;
+}
+
+class Net : public Cloneable<Net> {
+ public:
+  explicit Net(Generator& g) {
+    register_module("features", std::make_shared<nn::Sequential>(std::vector<std::shared_ptr<Module>>{
+                                    std::make_shared<nn::Conv2d>(1, 2, 3, g, 1, 1),
+                                    std::make_shared<nn::BatchNorm2d>(2),
+                                    std::make_shared<nn::ReLU>()}));
+    register_module("fc", std::make_shared<nn::Linear>(2 * 4 * 4, 3, g));
+  }
+  Tensor forward(const Tensor& x) override {
+    return child("fc").forward(ops::flatten(child("features").forward(x)));
+  }
+  std::string repr() const override { return "Net"; }
+};
+
+TEST(ModuleTest, NamesFollowPyTorch) {
+  Generator g(0);
+  Net net(g);
+  EXPECT_EQ(keys(net.state_dict()),
+            (std::vector<std::string>{"features.0.weight", "features.0.bias", "features.1.weight",
+                                      "features.1.bias", "features.1.running_mean",
+                                      "features.1.running_var", "features.1.num_batches_tracked",
+                                      "fc.weight", "fc.bias"}));
+  EXPECT_EQ(net.parameters().size(), 6u);
+  EXPECT_EQ(net.named_buffers().size(), 3u);
+}
+
+TEST(ModuleTest, LinearInitMatchesPyTorchBoundsAndRepr) {
+  Generator g(1);
+  nn::Linear fc(5, 2, g);
+  EXPECT_EQ(fc.repr(), "Linear(in_features=5, out_features=2, bias=True)");
+  for (float w : fc.weight().to_vector<float>()) EXPECT_LE(std::abs(w), 1.0f / std::sqrt(5.0f));
+  EXPECT_TRUE(fc.weight().requires_grad());
+}
+
+TEST(ModuleTest, WrongInputShapeNamesTheLayerAndBothShapes) {
+  Generator g(1);
+  nn::Linear fc(5, 2, g);
+  try {
+    fc(Tensor::zeros({3, 4}));
+    FAIL();
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("Linear(in_features=5"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("torch.Size([3, 4])"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("torch.Size([2, 5])"), std::string::npos) << msg;
+  }
+  nn::Conv2d conv(3, 4, 3, g);
+  try {
+    conv(Tensor::zeros({1, 2, 8, 8}));
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("Conv2d(3, 4"), std::string::npos) << e.what();
+  }
+}
+
+TEST(ModuleTest, TrainEvalPropagatesAndBatchNormTracksStatistics) {
+  Generator g(2);
+  Net net(g);
+  Tensor x = randn({4, 1, 4, 4}, g);
+  net(x);
+  EXPECT_EQ(net.find("features.1.num_batches_tracked").to_vector<int64_t>()[0], 1);
+  const auto rm = net.find("features.1.running_mean").to_vector<float>();
+  EXPECT_NE(rm[0], 0.0f);
+  net.eval();
+  EXPECT_FALSE(net.child("features").child("1").is_training());
+  net(x);
+  EXPECT_EQ(net.find("features.1.running_mean").to_vector<float>(), rm);  // untouched in eval
+}
+
+TEST(ModuleTest, BatchNormRunningStatsUseMomentumAndUnbiasedVariance) {
+  nn::BatchNorm2d bn(1);
+  Tensor x = Tensor::from_vector(std::vector<float>{1, 2, 3, 6}, {4, 1});
+  bn(x);
+  // batch mean 3, unbiased variance ((4 + 1 + 0 + 9) / 3) = 14/3
+  EXPECT_NEAR(bn.find("running_mean").to_vector<float>()[0], 0.3f, 1e-6);
+  EXPECT_NEAR(bn.find("running_var").to_vector<float>()[0], 0.9f + 0.1f * 14.0f / 3.0f, 1e-5);
+}
+
+TEST(ModuleTest, StateDictRoundTripAndPyTorchErrors) {
+  Generator g1(1), g2(2);
+  Net a(g1), b(g2);
+  b.load_state_dict(a.state_dict());
+  EXPECT_EQ(b.find("fc.weight").to_vector<float>(), a.find("fc.weight").to_vector<float>());
+  EXPECT_FALSE(b.find("fc.weight").shares_storage(a.find("fc.weight")));
+
+  StateDict bad = a.state_dict();
+  bad.erase(bad.begin());                                   // missing features.0.weight
+  bad.emplace_back("extra", Tensor::zeros({1}));             // unexpected
+  bad[bad.size() - 2].second = Tensor::zeros({7});           // fc.bias mis-shaped
+  try {
+    b.load_state_dict(bad);
+    FAIL();
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("Error(s) in loading state_dict for Net"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("Missing key(s) in state_dict: \"features.0.weight\""), std::string::npos)
+        << msg;
+    EXPECT_NE(msg.find("Unexpected key(s) in state_dict: \"extra\""), std::string::npos) << msg;
+    EXPECT_NE(msg.find("size mismatch for fc.bias"), std::string::npos) << msg;
+  }
+  b.load_state_dict(bad, /*strict=*/false);  // still refuses the size mismatch
+}
+
+TEST(ModuleTest, CopyToAnotherDeviceIsDeepAndKeepsLeaves) {
+  Generator g(3);
+  Net net(g);
+  auto copy = net.copy_to(Device::parse("host:1"));
+  for (auto& [name, t] : copy->state_dict()) {
+    EXPECT_EQ(t.device(), Device::parse("host:1")) << name;
+    EXPECT_FALSE(t.shares_storage(net.find(name))) << name;
+    EXPECT_EQ(t.to(Device()).clone().numel(), net.find(name).numel());
+  }
+  for (const Tensor& p : copy->parameters()) {
+    EXPECT_TRUE(p.is_leaf());
+    EXPECT_TRUE(p.requires_grad());
+  }
+  Tensor x = randn({2, 1, 4, 4}, g);
+  net.eval();
+  copy->eval();
+  EXPECT_EQ(net(x).to_vector<float>(), (*copy)(x.to(Device::parse("host:1"))).to_vector<float>());
+  // The original is untouched by training the copy.
+  const auto before = net.find("fc.weight").to_vector<float>();
+  copy->find("fc.weight").fill_(0.0f);
+  EXPECT_EQ(net.find("fc.weight").to_vector<float>(), before);
+}
+
+TEST(ModuleTest, ZeroGradAndParameterGradients) {
+  Generator g(4);
+  nn::Linear fc(3, 2, g);
+  backward(ops::sum(fc(randn({5, 3}, g))));
+  EXPECT_TRUE(fc.weight().grad().defined());
+  fc.zero_grad();
+  EXPECT_FALSE(fc.weight().grad().defined());
+}
+
+TEST(ModuleTest, SequentialReprAndDropoutIsIdentityInEval) {
+  nn::Sequential s({std::make_shared<nn::ReLU>(), std::make_shared<nn::Dropout>(0.5f, 1)});
+  EXPECT_EQ(s.repr(), "Sequential(\n  (0): ReLU()\n  (1): Dropout(p=0.5)\n)");
+  Tensor x = Tensor::ones({100});
+  const auto train_out = s(x).to_vector<float>();
+  int zeros = 0;
+  for (float v : train_out) {
+    EXPECT_TRUE(v == 0.0f || std::abs(v - 2.0f) < 1e-6);
+    zeros += v == 0.0f;
+  }
+  EXPECT_GT(zeros, 20);
+  EXPECT_LT(zeros, 80);
+  s.eval();
+  EXPECT_EQ(s(x).to_vector<float>(), x.to_vector<float>());
+}
+
+}  // namespace
+}  // namespace dpe
