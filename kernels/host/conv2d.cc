@@ -1,0 +1,146 @@
+#include "kernels/host/conv2d.h"
+
+#include "engine/core/error.h"
+#include "kernels/host/prepared_primitive.h"
+
+namespace dpe::host {
+
+namespace {
+
+using dnnl::memory;
+using tag = memory::format_tag;
+using dt = memory::data_type;
+
+// Tags of this file's cache entries.
+enum : int64_t { kConvForward = 0x636f6e7601, kConvBackwardData, kConvBackwardWeights };
+
+struct Descs {
+  memory::desc src, wei, bias, dst;
+  memory::dims strides, pad;
+};
+
+Descs descs(const Conv2dShape& s) {
+  return {memory::desc({s.n, s.c, s.h, s.w}, dt::f32, tag::nchw),
+          memory::desc({s.o, s.c, s.kh, s.kw}, dt::f32, tag::oihw),
+          memory::desc({s.o}, dt::f32, tag::x),
+          memory::desc({s.n, s.o, s.ho, s.wo}, dt::f32, tag::nchw),
+          {s.stride, s.stride},
+          {s.padding, s.padding}};
+}
+
+dnnl::convolution_forward::primitive_desc forward_pd(HostContext& ctx, const Conv2dShape& s,
+                                                     bool bias) {
+  const Descs d = descs(s);
+  const dnnl::primitive_attr attr = user_scratchpad_attr();
+  auto desc = bias ? dnnl::convolution_forward::desc(
+                         dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
+                         d.src, d.wei, d.bias, d.dst, d.strides, d.pad, d.pad)
+                   : dnnl::convolution_forward::desc(
+                         dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
+                         d.src, d.wei, d.dst, d.strides, d.pad, d.pad);
+  return {desc, attr, ctx.engine()};
+}
+
+}  // namespace
+
+Conv2dShape conv2d_shape(int64_t n, int64_t c, int64_t h, int64_t w, int64_t o, int64_t kh,
+                         int64_t kw, int64_t stride, int64_t padding) {
+  DPE_CHECK(stride >= 1 && padding >= 0,
+            "conv2d: stride " << stride << " must be >= 1 and padding " << padding << " >= 0");
+  const int64_t ho = (h + 2 * padding - kh) / stride + 1;
+  const int64_t wo = (w + 2 * padding - kw) / stride + 1;
+  DPE_CHECK(h + 2 * padding >= kh && w + 2 * padding >= kw,
+            "conv2d: kernel " << kh << "x" << kw << " is larger than the padded input " << h
+                              << "x" << w << " (padding " << padding << ")");
+  return {n, c, h, w, o, kh, kw, stride, padding, ho, wo};
+}
+
+void conv2d_forward(HostContext& ctx, const Conv2dShape& s, const float* x, const float* w,
+                    const float* b, float* y) {
+  const bool bias = b != nullptr;
+  auto& e = ctx.cached<PreparedPrimitive>(
+      CacheKey(kConvForward, {s.n, s.c, s.h, s.w, s.o, s.kh, s.kw, s.stride, s.padding, bias}),
+      [&] {
+        auto e = std::make_unique<PreparedPrimitive>();
+        const auto pd = forward_pd(ctx, s, bias);
+        const Descs d = descs(s);
+        e->bind(ctx, DNNL_ARG_SRC, d.src);
+        e->bind(ctx, DNNL_ARG_WEIGHTS, d.wei);
+        if (bias) e->bind(ctx, DNNL_ARG_BIAS, d.bias);
+        e->bind(ctx, DNNL_ARG_DST, d.dst);
+        e->finish(ctx, dnnl::convolution_forward(pd), pd);
+        return e;
+      });
+  e.set(DNNL_ARG_SRC, x);
+  e.set(DNNL_ARG_WEIGHTS, w);
+  if (bias) e.set(DNNL_ARG_BIAS, b);
+  e.set(DNNL_ARG_DST, y);
+  e.run(ctx);
+}
+
+void conv2d_backward(HostContext& ctx, const Conv2dShape& s, const float* x, const float* w,
+                     const float* gy, float* gx, float* gw, float* gb) {
+  const Descs d = descs(s);
+  if (gx != nullptr) {
+    auto& e = ctx.cached<PreparedPrimitive>(
+        CacheKey(kConvBackwardData, {s.n, s.c, s.h, s.w, s.o, s.kh, s.kw, s.stride, s.padding}),
+        [&] {
+          auto e = std::make_unique<PreparedPrimitive>();
+          const dnnl::primitive_attr attr = user_scratchpad_attr();
+          dnnl::convolution_backward_data::desc desc(dnnl::algorithm::convolution_direct, d.src,
+                                                     d.wei, d.dst, d.strides, d.pad, d.pad);
+          dnnl::convolution_backward_data::primitive_desc pd(desc, attr, ctx.engine(),
+                                                             forward_pd(ctx, s, false));
+          e->bind(ctx, DNNL_ARG_DIFF_DST, d.dst);
+          e->bind(ctx, DNNL_ARG_WEIGHTS, d.wei);
+          e->bind(ctx, DNNL_ARG_DIFF_SRC, d.src);
+          e->finish(ctx, dnnl::convolution_backward_data(pd), pd);
+          return e;
+        });
+    e.set(DNNL_ARG_DIFF_DST, gy);
+    e.set(DNNL_ARG_WEIGHTS, w);
+    e.set(DNNL_ARG_DIFF_SRC, gx);
+    e.run(ctx);
+  }
+  if (gw != nullptr) {
+    const bool bias = gb != nullptr;
+    auto& e = ctx.cached<PreparedPrimitive>(
+        CacheKey(kConvBackwardWeights,
+                 {s.n, s.c, s.h, s.w, s.o, s.kh, s.kw, s.stride, s.padding, bias}),
+        [&] {
+          auto e = std::make_unique<PreparedPrimitive>();
+          const dnnl::primitive_attr attr = user_scratchpad_attr();
+          auto desc = bias ? dnnl::convolution_backward_weights::desc(
+                                 dnnl::algorithm::convolution_direct, d.src, d.wei, d.bias, d.dst,
+                                 d.strides, d.pad, d.pad)
+                           : dnnl::convolution_backward_weights::desc(
+                                 dnnl::algorithm::convolution_direct, d.src, d.wei, d.dst,
+                                 d.strides, d.pad, d.pad);
+          dnnl::convolution_backward_weights::primitive_desc pd(desc, attr, ctx.engine(),
+                                                                forward_pd(ctx, s, bias));
+          e->bind(ctx, DNNL_ARG_SRC, d.src);
+          e->bind(ctx, DNNL_ARG_DIFF_DST, d.dst);
+          e->bind(ctx, DNNL_ARG_DIFF_WEIGHTS, d.wei);
+          if (bias) e->bind(ctx, DNNL_ARG_DIFF_BIAS, d.bias);
+          e->finish(ctx, dnnl::convolution_backward_weights(pd), pd);
+          return e;
+        });
+    e.set(DNNL_ARG_SRC, x);
+    e.set(DNNL_ARG_DIFF_DST, gy);
+    e.set(DNNL_ARG_DIFF_WEIGHTS, gw);
+    if (bias) e.set(DNNL_ARG_DIFF_BIAS, gb);
+    e.run(ctx);
+  } else if (gb != nullptr) {
+    const int64_t plane = s.ho * s.wo;
+    for (int64_t oc = 0; oc < s.o; ++oc) {
+      double acc = 0.0;
+      for (int64_t i = 0; i < s.n; ++i) {
+        const float* p = gy + (i * s.o + oc) * plane;
+        for (int64_t k = 0; k < plane; ++k) acc += p[k];
+      }
+      gb[oc] = static_cast<float>(acc);
+    }
+  }
+}
+
+}  // namespace dpe::host

@@ -1,0 +1,36 @@
+#include "kernels/host/linear.h"
+
+#include "kernels/host/matmul.h"
+
+namespace dpe::host {
+
+void linear_forward(HostContext& ctx, const LinearShape& s, const float* x, const float* w,
+                    const float* b, float* y) {
+  float beta = 0.0f;
+  if (b != nullptr) {  // y starts as the broadcast bias and SGEMM accumulates onto it
+    for (int64_t r = 0; r < s.batch; ++r) {
+      for (int64_t j = 0; j < s.out; ++j) y[r * s.out + j] = b[j];
+    }
+    beta = 1.0f;
+  }
+  sgemm(ctx, false, true, s.batch, s.out, s.in, 1.0f, x, s.in, w, s.in, beta, y, s.out);
+}
+
+void linear_backward(HostContext& ctx, const LinearShape& s, const float* x, const float* w,
+                     const float* gy, float* gx, float* gw, float* gb) {
+  if (gx != nullptr) {  // gx[n, i] = gy[n, o] @ w[o, i]
+    sgemm(ctx, false, false, s.batch, s.in, s.out, 1.0f, gy, s.out, w, s.in, 0.0f, gx, s.in);
+  }
+  if (gw != nullptr) {  // gw[o, i] = gy^T[o, n] @ x[n, i]
+    sgemm(ctx, true, false, s.out, s.in, s.batch, 1.0f, gy, s.out, x, s.in, 0.0f, gw, s.in);
+  }
+  if (gb != nullptr) {
+    for (int64_t j = 0; j < s.out; ++j) gb[j] = 0.0f;
+    for (int64_t r = 0; r < s.batch; ++r) {
+#pragma omp simd
+      for (int64_t j = 0; j < s.out; ++j) gb[j] += gy[r * s.out + j];
+    }
+  }
+}
+
+}  // namespace dpe::host

@@ -1,0 +1,24 @@
+// Fully connected layer on the host, as torch.nn.functional.linear: y[n, o] = x[n, i] @ w[o, i]^T
+// + b[o], and its gradients. SGEMM through oneDNN (kernels/host/matmul.h).
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/host/host_context.h"
+
+namespace dpe::host {
+
+struct LinearShape {
+  int64_t batch;  // n
+  int64_t in;     // i
+  int64_t out;    // o
+};
+
+// b may be null (no bias).
+void linear_forward(HostContext& ctx, const LinearShape& s, const float* x, const float* w,
+                    const float* b, float* y);
+// Any of gx [n, i], gw [o, i], gb [o] may be null: that gradient is not computed.
+void linear_backward(HostContext& ctx, const LinearShape& s, const float* x, const float* w,
+                     const float* gy, float* gx, float* gw, float* gb);
+
+}  // namespace dpe::host

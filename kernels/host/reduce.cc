@@ -1,0 +1,81 @@
+#include "kernels/host/reduce.h"
+
+#include <cmath>
+
+#include "kernels/host/elementwise.h"
+
+namespace dpe::host {
+
+float sum_all(HostContext&, const float* x, int64_t n) {
+  double total = 0.0;
+#pragma omp parallel for simd reduction(+ : total) if (n >= kParallelGrain)
+  for (int64_t i = 0; i < n; ++i) total += x[i];
+  return static_cast<float>(total);
+}
+
+void argmax_rows(HostContext&, const float* x, int64_t* out, int64_t rows, int64_t cols) {
+#pragma omp parallel for if (rows * cols >= kParallelGrain)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = x + r * cols;
+    int64_t best = 0;
+    for (int64_t j = 1; j < cols; ++j) {
+      if (std::isnan(row[best])) break;
+      if (row[j] > row[best] || std::isnan(row[j])) best = j;
+    }
+    out[r] = cols > 0 ? best : -1;
+  }
+}
+
+bool all_finite(HostContext&, const float* x, int64_t n) {
+  // x - x is 0 for finite x and NaN for inf or NaN; summing keeps the loop branch-free.
+  float acc = 0.0f;
+#pragma omp parallel for simd reduction(+ : acc) if (n >= kParallelGrain)
+  for (int64_t i = 0; i < n; ++i) acc += x[i] - x[i];
+  return acc == 0.0f;
+}
+
+void channel_sums(HostContext&, const float* x, float* sum, float* sumsq, int64_t n, int64_t c,
+                  int64_t s) {
+#pragma omp parallel for if (n * c * s >= kParallelGrain)
+  for (int64_t ch = 0; ch < c; ++ch) {
+    double s1 = 0.0, s2 = 0.0;
+    for (int64_t i = 0; i < n; ++i) {
+      const float* p = x + (i * c + ch) * s;
+      float a1 = 0.0f, a2 = 0.0f;
+#pragma omp simd reduction(+ : a1, a2)
+      for (int64_t k = 0; k < s; ++k) {
+        a1 += p[k];
+        a2 += p[k] * p[k];
+      }
+      s1 += a1;
+      s2 += a2;
+    }
+    sum[ch] = static_cast<float>(s1);
+    sumsq[ch] = static_cast<float>(s2);
+  }
+}
+
+void channel_grad_sums(HostContext&, const float* x, const float* gy, const float* mean,
+                       float* sum_gy, float* sum_gy_xmu, int64_t n, int64_t c, int64_t s) {
+#pragma omp parallel for if (n * c * s >= kParallelGrain)
+  for (int64_t ch = 0; ch < c; ++ch) {
+    const float m = mean[ch];
+    double s1 = 0.0, s2 = 0.0;
+    for (int64_t i = 0; i < n; ++i) {
+      const float* px = x + (i * c + ch) * s;
+      const float* pg = gy + (i * c + ch) * s;
+      float a1 = 0.0f, a2 = 0.0f;
+#pragma omp simd reduction(+ : a1, a2)
+      for (int64_t k = 0; k < s; ++k) {
+        a1 += pg[k];
+        a2 += pg[k] * (px[k] - m);
+      }
+      s1 += a1;
+      s2 += a2;
+    }
+    sum_gy[ch] = static_cast<float>(s1);
+    sum_gy_xmu[ch] = static_cast<float>(s2);
+  }
+}
+
+}  // namespace dpe::host

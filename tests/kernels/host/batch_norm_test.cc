@@ -1,0 +1,124 @@
+#include "kernels/host/batch_norm.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "tests/kernels/host/kernel_test_util.h"
+
+namespace dpe::host {
+namespace {
+
+using testing::expect_close;
+using testing::random_floats;
+
+class BatchNormTest : public ::testing::TestWithParam<BatchNormShape> {};
+
+TEST_P(BatchNormTest, TrainEvalAndBackwardMatchReference) {
+  const BatchNormShape sh = GetParam();
+  HostContext ctx;
+  const int64_t total = sh.n * sh.c * sh.s, m = sh.n * sh.s;
+  const float eps = 1e-5f;
+  auto x = random_floats(total, 1, -2.0f, 3.0f);
+  const auto gamma = random_floats(sh.c, 2, 0.5f, 1.5f), beta = random_floats(sh.c, 3);
+  const auto gy = random_floats(total, 4);
+  auto at = [&](int64_t i, int64_t ch, int64_t j) { return (i * sh.c + ch) * sh.s + j; };
+
+  std::vector<double> mean(sh.c, 0.0), var(sh.c, 0.0), y(total), gx(total), gg(sh.c, 0.0),
+      gb(sh.c, 0.0), y_eval(total);
+  for (int64_t ch = 0; ch < sh.c; ++ch) {
+    for (int64_t i = 0; i < sh.n; ++i) {
+      for (int64_t j = 0; j < sh.s; ++j) mean[ch] += x[at(i, ch, j)];
+    }
+    mean[ch] /= m;
+    for (int64_t i = 0; i < sh.n; ++i) {
+      for (int64_t j = 0; j < sh.s; ++j) var[ch] += std::pow(x[at(i, ch, j)] - mean[ch], 2);
+    }
+    var[ch] /= m;  // biased, as torch normalises with
+    const double invstd = 1.0 / std::sqrt(var[ch] + eps);
+    for (int64_t i = 0; i < sh.n; ++i) {
+      for (int64_t j = 0; j < sh.s; ++j) {
+        const int64_t k = at(i, ch, j);
+        const double xhat = (x[k] - mean[ch]) * invstd;
+        y[k] = xhat * gamma[ch] + beta[ch];
+        gb[ch] += gy[k];
+        gg[ch] += gy[k] * xhat;
+      }
+    }
+    for (int64_t i = 0; i < sh.n; ++i) {
+      for (int64_t j = 0; j < sh.s; ++j) {
+        const int64_t k = at(i, ch, j);
+        const double xhat = (x[k] - mean[ch]) * invstd;
+        gx[k] = gamma[ch] * invstd / m * (m * gy[k] - gb[ch] - xhat * gg[ch]);
+      }
+    }
+  }
+
+  std::vector<float> got_y(total), got_mean(sh.c), got_var(sh.c);
+  batch_norm_forward_train(ctx, sh, x.data(), gamma.data(), beta.data(), eps, got_y.data(),
+                           got_mean.data(), got_var.data());
+  expect_close(y, got_y, 1e-4, 1e-4, "batch_norm y");
+  expect_close(mean, got_mean, 1e-5, 1e-5, "batch_norm mean");
+  expect_close(var, got_var, 1e-4, 1e-5, "batch_norm var");
+
+  std::vector<float> got_gx(total), got_gg(sh.c), got_gb(sh.c);
+  batch_norm_backward(ctx, sh, x.data(), gy.data(), gamma.data(), got_mean.data(),
+                      got_var.data(), eps, got_gx.data(), got_gg.data(), got_gb.data());
+  expect_close(gx, got_gx, 1e-3, 1e-4, "batch_norm gx");
+  expect_close(gg, got_gg, 1e-4, 1e-4, "batch_norm ggamma");
+  expect_close(gb, got_gb, 1e-5, 1e-5, "batch_norm gbeta");
+
+  // Evaluation with given statistics (here: other ones than the batch's).
+  const auto rm = random_floats(sh.c, 5), rv = random_floats(sh.c, 6, 0.5f, 2.0f);
+  for (int64_t k = 0; k < total; ++k) {
+    const int64_t ch = (k / sh.s) % sh.c;
+    y_eval[k] = (x[k] - rm[ch]) / std::sqrt(double(rv[ch]) + eps) * gamma[ch] + beta[ch];
+  }
+  batch_norm_forward_eval(ctx, sh, x.data(), gamma.data(), beta.data(), rm.data(), rv.data(), eps,
+                          got_y.data());
+  expect_close(y_eval, got_y, 1e-4, 1e-4, "batch_norm eval y");
+
+  // affine=False: gamma 1, beta 0.
+  batch_norm_forward_eval(ctx, sh, x.data(), nullptr, nullptr, rm.data(), rv.data(), eps,
+                          got_y.data());
+  for (int64_t k = 0; k < total; ++k) {
+    const int64_t ch = (k / sh.s) % sh.c;
+    y_eval[k] = (x[k] - rm[ch]) / std::sqrt(double(rv[ch]) + eps);
+  }
+  expect_close(y_eval, got_y, 1e-4, 1e-4, "batch_norm eval y without affine");
+}
+
+TEST_P(BatchNormTest, SyncBuildingBlocksMatchReference) {
+  const BatchNormShape sh = GetParam();
+  HostContext ctx;
+  const int64_t total = sh.n * sh.c * sh.s;
+  const auto x = random_floats(total, 7), gy = random_floats(total, 8);
+  const auto mean = random_floats(sh.c, 9), invstd = random_floats(sh.c, 10, 0.5f, 2.0f);
+  const auto gamma = random_floats(sh.c, 11), beta = random_floats(sh.c, 12);
+  const auto mg = random_floats(sh.c, 13), mgx = random_floats(sh.c, 14);
+  std::vector<double> y(total), gx(total);
+  for (int64_t k = 0; k < total; ++k) {
+    const int64_t ch = (k / sh.s) % sh.c;
+    y[k] = (double(x[k]) - mean[ch]) * invstd[ch] * gamma[ch] + beta[ch];
+    gx[k] = (double(gy[k]) - mg[ch] -
+             (double(x[k]) - mean[ch]) * double(invstd[ch]) * invstd[ch] * mgx[ch]) *
+            invstd[ch] * gamma[ch];
+  }
+  std::vector<float> got(total);
+  batch_norm_apply(ctx, sh, x.data(), mean.data(), invstd.data(), gamma.data(), beta.data(),
+                   got.data());
+  expect_close(y, got, 1e-5, 1e-5, "batch_norm_apply");
+  batch_norm_backward_elemt(ctx, sh, x.data(), gy.data(), mean.data(), invstd.data(),
+                            gamma.data(), mg.data(), mgx.data(), got.data());
+  expect_close(gx, got, 1e-5, 1e-5, "batch_norm_backward_elemt");
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, BatchNormTest,
+                         ::testing::Values(BatchNormShape{2, 1, 1},     // [2, 1]
+                                           BatchNormShape{7, 3, 1},     // [N, C] (BatchNorm1d)
+                                           BatchNormShape{3, 5, 35},    // odd [N, C, 5, 7]
+                                           BatchNormShape{4, 16, 784},  // the ConvNet's first
+                                           BatchNormShape{5, 32, 196}));
+
+}  // namespace
+}  // namespace dpe::host

@@ -1,0 +1,89 @@
+#include "kernels/host/conv2d.h"
+
+#include <gtest/gtest.h>
+
+#include "tests/kernels/host/kernel_test_util.h"
+
+namespace dpe::host {
+namespace {
+
+using testing::expect_close;
+using testing::random_floats;
+
+struct Case {
+  int64_t n, c, h, w, o, kh, kw, stride, padding;
+};
+
+class Conv2dTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(Conv2dTest, ForwardAndBackwardMatchReference) {
+  const Case k = GetParam();
+  const Conv2dShape s =
+      conv2d_shape(k.n, k.c, k.h, k.w, k.o, k.kh, k.kw, k.stride, k.padding);
+  HostContext ctx;
+  const int64_t nx = s.n * s.c * s.h * s.w, nw = s.o * s.c * s.kh * s.kw;
+  const int64_t ny = s.n * s.o * s.ho * s.wo;
+  const auto x = random_floats(nx, 1), w = random_floats(nw, 2), b = random_floats(s.o, 3);
+  const auto gy = random_floats(ny, 4);
+
+  std::vector<double> want_y(ny), want_gx(nx, 0.0), want_gw(nw, 0.0), want_gb(s.o, 0.0);
+  for (int64_t i = 0; i < s.n; ++i) {
+    for (int64_t o = 0; o < s.o; ++o) {
+      for (int64_t oh = 0; oh < s.ho; ++oh) {
+        for (int64_t ow = 0; ow < s.wo; ++ow) {
+          const int64_t yi = ((i * s.o + o) * s.ho + oh) * s.wo + ow;
+          double acc = b[o];
+          const double g = gy[yi];
+          want_gb[o] += g;
+          for (int64_t c = 0; c < s.c; ++c) {
+            for (int64_t a = 0; a < s.kh; ++a) {
+              for (int64_t e = 0; e < s.kw; ++e) {
+                const int64_t ih = oh * s.stride - s.padding + a;
+                const int64_t iw = ow * s.stride - s.padding + e;
+                if (ih < 0 || ih >= s.h || iw < 0 || iw >= s.w) continue;
+                const int64_t xi = ((i * s.c + c) * s.h + ih) * s.w + iw;
+                const int64_t wi = ((o * s.c + c) * s.kh + a) * s.kw + e;
+                acc += double(x[xi]) * w[wi];
+                want_gx[xi] += g * w[wi];
+                want_gw[wi] += g * x[xi];
+              }
+            }
+          }
+          want_y[yi] = acc;
+        }
+      }
+    }
+  }
+
+  std::vector<float> y(ny);
+  conv2d_forward(ctx, s, x.data(), w.data(), b.data(), y.data());
+  expect_close(want_y, y, 1e-4, 1e-4, "conv2d y");
+  std::vector<float> gx(nx), gw(nw), gb(s.o);
+  conv2d_backward(ctx, s, x.data(), w.data(), gy.data(), gx.data(), gw.data(), gb.data());
+  expect_close(want_gx, gx, 1e-4, 1e-4, "conv2d gx");
+  expect_close(want_gw, gw, 1e-4, 1e-4, "conv2d gw");
+  expect_close(want_gb, gb, 1e-4, 1e-4, "conv2d gb");
+
+  // Again through the cached primitives, without bias, one gradient at a time.
+  conv2d_forward(ctx, s, x.data(), w.data(), nullptr, y.data());
+  for (int64_t i = 0; i < ny; ++i) want_y[i] -= b[(i / (s.ho * s.wo)) % s.o];
+  expect_close(want_y, y, 1e-4, 1e-4, "conv2d y without bias");
+  std::vector<float> gb2(s.o);
+  conv2d_backward(ctx, s, x.data(), w.data(), gy.data(), nullptr, nullptr, gb2.data());
+  expect_close(want_gb, gb2, 1e-4, 1e-4, "conv2d gb alone");
+  std::vector<float> gw2(nw);
+  conv2d_backward(ctx, s, x.data(), w.data(), gy.data(), nullptr, gw2.data(), nullptr);
+  expect_close(want_gw, gw2, 1e-4, 1e-4, "conv2d gw alone");
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, Conv2dTest,
+    ::testing::Values(Case{1, 1, 5, 5, 1, 3, 3, 1, 0},   // smallest
+                      Case{2, 3, 7, 6, 4, 3, 3, 1, 1},   // odd, non-square input
+                      Case{3, 2, 9, 8, 5, 3, 2, 2, 0},   // stride 2, rectangular kernel
+                      Case{2, 4, 10, 11, 3, 5, 5, 2, 2},  // stride 2 with padding
+                      Case{2, 1, 28, 28, 16, 5, 5, 1, 2},  // the ConvNet's first layer
+                      Case{2, 16, 14, 14, 32, 5, 5, 1, 2}));  // and its second
+
+}  // namespace
+}  // namespace dpe::host

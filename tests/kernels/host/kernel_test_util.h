@@ -1,0 +1,48 @@
+// Test helpers for the host kernels: reproducible random inputs and a comparison of a kernel's
+// float output with a double-precision reference that reports the worst element.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace dpe::host::testing {
+
+inline std::vector<float> random_floats(int64_t n, uint32_t seed, float lo = -1.0f,
+                                        float hi = 1.0f) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = dist(gen);
+  return v;
+}
+
+// Every |got - want| <= atol + rtol * |want|; the message names the first bad index.
+inline void expect_close(const std::vector<double>& want, const float* got, double rtol,
+                         double atol, const std::string& what) {
+  double worst = 0.0;
+  int64_t worst_i = -1;
+  for (size_t i = 0; i < want.size(); ++i) {
+    const double err = std::fabs(static_cast<double>(got[i]) - want[i]);
+    const double excess = err - (atol + rtol * std::fabs(want[i]));
+    if (!(excess <= 0.0) && (worst_i < 0 || excess > worst)) {
+      worst = excess;
+      worst_i = static_cast<int64_t>(i);
+    }
+  }
+  EXPECT_LT(worst_i, 0) << what << ": element " << worst_i << " is "
+                        << (worst_i >= 0 ? got[worst_i] : 0.0f) << ", reference "
+                        << (worst_i >= 0 ? want[worst_i] : 0.0);
+}
+
+inline void expect_close(const std::vector<double>& want, const std::vector<float>& got,
+                         double rtol, double atol, const std::string& what) {
+  ASSERT_EQ(want.size(), got.size()) << what;
+  expect_close(want, got.data(), rtol, atol, what);
+}
+
+}  // namespace dpe::host::testing
