@@ -1,0 +1,293 @@
+// GlooProcessGroup: Gloo collectives on the group's communication thread.
+#include "engine/distributed/gloo_process_group.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <thread>
+
+#include <gloo/allgather.h>
+#include <gloo/allreduce.h>
+#include <gloo/barrier.h>
+#include <gloo/broadcast.h>
+#include <gloo/common/error.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/prefix_store.h>
+#include <gloo/transport/tcp/device.h>
+
+#include "engine/core/error.h"
+#include "engine/distributed/tcp_store.h"
+
+namespace dpe {
+namespace distributed {
+
+namespace {
+
+template <typename T>
+void reduce_sum(void* out, const void* a, const void* b, size_t n) {
+  auto* o = static_cast<T*>(out);
+  const auto* x = static_cast<const T*>(a);
+  const auto* y = static_cast<const T*>(b);
+  for (size_t i = 0; i < n; ++i) o[i] = x[i] + y[i];
+}
+
+template <typename T>
+void reduce_max(void* out, const void* a, const void* b, size_t n) {
+  auto* o = static_cast<T*>(out);
+  const auto* x = static_cast<const T*>(a);
+  const auto* y = static_cast<const T*>(b);
+  for (size_t i = 0; i < n; ++i) o[i] = std::max(x[i], y[i]);
+}
+
+template <typename T>
+void reduce_min(void* out, const void* a, const void* b, size_t n) {
+  auto* o = static_cast<T*>(out);
+  const auto* x = static_cast<const T*>(a);
+  const auto* y = static_cast<const T*>(b);
+  for (size_t i = 0; i < n; ++i) o[i] = std::min(x[i], y[i]);
+}
+
+template <typename T>
+gloo::AllreduceOptions::Func reduce_fn(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kMax:
+      return &reduce_max<T>;
+    case ReduceOp::kMin:
+      return &reduce_min<T>;
+    default:
+      return &reduce_sum<T>;
+  }
+}
+
+template <typename T>
+void run_allreduce(const std::shared_ptr<gloo::Context>& ctx, T* data, size_t n, ReduceOp op,
+                   uint32_t tag) {
+  gloo::AllreduceOptions opts(ctx);
+  opts.setOutput(data, n);
+  opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
+  opts.setReduceFunction(reduce_fn<T>(op));
+  opts.setTag(tag);
+  gloo::allreduce(opts);
+}
+
+}  // namespace
+
+std::string local_address_toward(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* res = nullptr;
+  const int rc = ::getaddrinfo(host.c_str(), "9", &hints, &res);
+  DPE_CHECK(rc == 0, "distributed: cannot resolve MASTER_ADDR '" << host << "': "
+                                                                 << gai_strerror(rc));
+  std::string result;
+  for (addrinfo* ai = res; ai != nullptr && result.empty(); ai = ai->ai_next) {
+    const int fd = ::socket(ai->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) continue;
+    // connect() on a UDP socket only picks the route and the local address; nothing is sent.
+    if (::connect(fd, ai->ai_addr, ai->ai_addrlen) == 0) {
+      sockaddr_storage ss{};
+      socklen_t len = sizeof(ss);
+      char buf[INET6_ADDRSTRLEN] = {0};
+      if (::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) == 0) {
+        const void* addr = ss.ss_family == AF_INET6
+                               ? static_cast<const void*>(
+                                     &reinterpret_cast<sockaddr_in6*>(&ss)->sin6_addr)
+                               : static_cast<const void*>(
+                                     &reinterpret_cast<sockaddr_in*>(&ss)->sin_addr);
+        if (::inet_ntop(ss.ss_family, addr, buf, sizeof(buf)) != nullptr) result = buf;
+      }
+    }
+    ::close(fd);
+  }
+  ::freeaddrinfo(res);
+  DPE_CHECK(!result.empty(), "distributed: no local interface routes to '" << host << "'");
+  return result;
+}
+
+GlooProcessGroup::GlooProcessGroup(std::shared_ptr<gloo::rendezvous::Store> store, int rank,
+                                   int size, GlooOptions options)
+    : ProcessGroup(rank, size), options_(std::move(options)), store_(std::move(store)) {
+  DPE_CHECK(store_ != nullptr, "GlooProcessGroup (rank " << rank << "): no store");
+  if (!options_.lost_ranks) {
+    if (auto tcp = std::dynamic_pointer_cast<TCPStore>(store_)) {
+      std::weak_ptr<TCPStore> weak = tcp;
+      options_.lost_ranks = [weak] {
+        auto s = weak.lock();
+        return s ? s->lost_ranks() : std::vector<int>{};
+      };
+    }
+  }
+  gloo::transport::tcp::attr attr;
+  if (!options_.iface.empty()) {
+    attr.iface = options_.iface;
+  } else {
+    attr.hostname = options_.hostname;
+  }
+  try {
+    device_ = gloo::transport::tcp::CreateDevice(attr);
+    auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
+    context->setTimeout(options_.timeout);
+    gloo::rendezvous::PrefixStore prefixed(options_.prefix, *store_);
+    context->connectFullMesh(prefixed, device_);
+    context_ = std::move(context);
+  } catch (const Error& e) {
+    DPE_THROW("init_process_group (gloo, rank " << rank << " of " << size
+                                                << "): rendezvous failed: " << e.what());
+  } catch (const std::exception& e) {
+    DPE_THROW("init_process_group (gloo, rank "
+              << rank << " of " << size << "): rendezvous failed within "
+              << options_.timeout.count() << " ms on "
+              << (options_.iface.empty() ? options_.hostname : options_.iface) << ": " << e.what());
+  }
+  queue_ = std::make_unique<WorkQueue>("gloo process group (rank " + std::to_string(rank) + ")");
+}
+
+GlooProcessGroup::~GlooProcessGroup() { queue_.reset(); }
+
+std::string GlooProcessGroup::describe_failure(const std::string& op, const std::string& what) {
+  std::ostringstream out;
+  out << "gloo " << op << " (rank " << rank_ << " of " << size_ << "): ";
+  const bool timed_out = what.find("Timed out") != std::string::npos ||
+                         what.find("timed out") != std::string::npos;
+  std::vector<int> lost;
+  bool store_gone = false;
+  if (options_.lost_ranks) {
+    // The store's server notices a dead process's closed socket about as fast as Gloo does;
+    // give it a moment so the lost rank can be named.
+    for (int attempt = 0; attempt < 20 && lost.empty() && !store_gone; ++attempt) {
+      try {
+        lost = options_.lost_ranks();
+      } catch (const std::exception&) {
+        store_gone = true;  // the store lives in rank 0's process
+      }
+      if (lost.empty() && !store_gone) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+  lost.erase(std::remove(lost.begin(), lost.end(), rank_), lost.end());
+  if (!lost.empty()) {
+    out << "lost connection to rank";
+    if (lost.size() > 1) out << "s";
+    for (size_t i = 0; i < lost.size(); ++i) out << (i ? ", " : " ") << lost[i];
+  } else if (store_gone && rank_ != 0) {
+    out << "lost connection to rank 0 (its store is gone too)";
+  } else if (timed_out) {
+    out << "timed out after " << options_.timeout.count() << " ms waiting for a peer";
+  } else {
+    out << "lost connection to a peer";
+  }
+  out << " [gloo: " << what << "]";
+  return out.str();
+}
+
+std::shared_ptr<Work> GlooProcessGroup::enqueue(const std::string& op, std::function<void()> fn) {
+  return queue_->submit([this, op, fn = std::move(fn)] {
+    {
+      std::lock_guard<std::mutex> lock(broken_mu_);
+      DPE_CHECK(broken_.empty(), "gloo " << op << " (rank " << rank_
+                                         << "): the process group failed earlier: " << broken_);
+    }
+    try {
+      fn();
+    } catch (const Error&) {
+      throw;
+    } catch (const std::exception& e) {
+      const std::string message = describe_failure(op, e.what());
+      {
+        std::lock_guard<std::mutex> lock(broken_mu_);
+        if (broken_.empty()) broken_ = message;
+      }
+      throw Error(message);
+    }
+  });
+}
+
+std::shared_ptr<Work> GlooProcessGroup::all_reduce_async(Tensor tensor, ReduceOp op) {
+  check_collective_tensor("all_reduce", tensor, rank_);
+  const DType dtype = tensor.dtype();
+  DPE_CHECK(dtype == DType::kFloat32 || op != ReduceOp::kAvg,
+            "all_reduce (rank " << rank_ << "): op avg needs float32, got " << dtype_name(dtype));
+  return enqueue(std::string("all_reduce(") + reduce_op_name(op) + ")", [this, tensor, op, dtype] {
+    const size_t n = static_cast<size_t>(tensor.numel());
+    if (n == 0) return;
+    const uint32_t tag = next_tag_++;
+    if (dtype == DType::kFloat32) {
+      float* data = tensor.data<float>();
+      if (size_ > 1) run_allreduce(context_, data, n, op, tag);
+      if (op == ReduceOp::kAvg) {
+        const float inv = 1.0f / static_cast<float>(size_);
+        for (size_t i = 0; i < n; ++i) data[i] *= inv;
+      }
+    } else {
+      if (size_ > 1) run_allreduce(context_, tensor.data<int64_t>(), n, op, tag);
+    }
+  });
+}
+
+std::shared_ptr<Work> GlooProcessGroup::broadcast_async(Tensor tensor, int root) {
+  check_collective_tensor("broadcast", tensor, rank_);
+  DPE_CHECK(root >= 0 && root < size_,
+            "broadcast (rank " << rank_ << "): root " << root << " is outside 0.." << size_ - 1);
+  return enqueue("broadcast(root=" + std::to_string(root) + ")", [this, tensor, root] {
+    if (size_ == 1 || tensor.numel() == 0) return;
+    gloo::BroadcastOptions opts(context_);
+    char* data = static_cast<char*>(tensor.raw_data());
+    const size_t bytes = tensor.nbytes();
+    if (rank_ == root) opts.setInput(data, bytes);
+    opts.setOutput(data, bytes);
+    opts.setRoot(root);
+    opts.setTag(next_tag_++);
+    gloo::broadcast(opts);
+  });
+}
+
+void GlooProcessGroup::all_gather(const Tensor& input, std::vector<Tensor>& outputs) {
+  check_collective_tensor("all_gather", input, rank_);
+  if (outputs.empty()) {
+    for (int r = 0; r < size_; ++r) outputs.push_back(Tensor::empty(input.shape(), input.dtype(),
+                                                                    input.device()));
+  }
+  DPE_CHECK(static_cast<int>(outputs.size()) == size_,
+            "all_gather (rank " << rank_ << "): expected " << size_ << " output tensors, got "
+                                << outputs.size());
+  for (const auto& out : outputs) {
+    DPE_CHECK(out.defined() && out.shape() == input.shape() && out.dtype() == input.dtype(),
+              "all_gather (rank " << rank_ << "): every output must be shaped like the input "
+                                  << input.str() << ", got " << out.str());
+  }
+  const size_t bytes = input.nbytes();
+  auto gathered = std::make_shared<std::vector<char>>(bytes * static_cast<size_t>(size_));
+  enqueue("all_gather", [this, input, gathered, bytes] {
+    if (bytes == 0) return;
+    if (size_ == 1) {
+      std::memcpy(gathered->data(), input.raw_data(), bytes);
+      return;
+    }
+    gloo::AllgatherOptions opts(context_);
+    opts.setInput(static_cast<char*>(input.raw_data()), bytes);
+    opts.setOutput(gathered->data(), gathered->size());
+    opts.setTag(next_tag_++);
+    gloo::allgather(opts);
+  })->wait();
+  for (int r = 0; r < size_; ++r) {
+    Tensor piece = Tensor::empty(input.shape(), input.dtype(), input.device());
+    if (bytes > 0) std::memcpy(piece.raw_data(), gathered->data() + bytes * r, bytes);
+    outputs[r].copy_(piece);
+  }
+}
+
+void GlooProcessGroup::barrier() {
+  enqueue("barrier", [this] {
+    if (size_ == 1) return;
+    gloo::BarrierOptions opts(context_);
+    opts.setTag(next_tag_++);
+    gloo::barrier(opts);
+  })->wait();
+}
+
+}  // namespace distributed
+}  // namespace dpe

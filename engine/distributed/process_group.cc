@@ -1,0 +1,102 @@
+// ProcessGroup, Work and WorkQueue: see the design note "one communication thread".
+#include "engine/distributed/process_group.h"
+
+#include "engine/core/error.h"
+
+namespace dpe {
+namespace distributed {
+
+const char* reduce_op_name(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum:
+      return "sum";
+    case ReduceOp::kAvg:
+      return "avg";
+    case ReduceOp::kMax:
+      return "max";
+    case ReduceOp::kMin:
+      return "min";
+  }
+  return "?";
+}
+
+void Work::wait() {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return done_; });
+  if (error_) std::rethrow_exception(error_);
+}
+
+bool Work::is_completed() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return done_;
+}
+
+void Work::finish(std::exception_ptr error) {
+  std::lock_guard<std::mutex> lock(mu_);
+  error_ = std::move(error);
+  done_ = true;
+  cv_.notify_all();
+}
+
+WorkQueue::WorkQueue(std::string name) : name_(std::move(name)) {
+  thread_ = std::thread([this] { loop(); });
+}
+
+WorkQueue::~WorkQueue() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+    cv_.notify_all();
+  }
+  thread_.join();
+}
+
+std::shared_ptr<Work> WorkQueue::submit(std::function<void()> fn) {
+  auto work = std::make_shared<Work>();
+  std::lock_guard<std::mutex> lock(mu_);
+  DPE_CHECK(!stop_, name_ << ": work submitted after shutdown");
+  queue_.emplace_back(std::move(fn), work);
+  cv_.notify_all();
+  return work;
+}
+
+void WorkQueue::loop() {
+  while (true) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+    if (queue_.empty()) return;  // stop_ and drained
+    auto item = std::move(queue_.front());
+    queue_.pop_front();
+    lock.unlock();
+    std::exception_ptr error;
+    try {
+      item.first();
+    } catch (...) {
+      error = std::current_exception();
+    }
+    item.second->finish(error);
+  }
+}
+
+ProcessGroup::ProcessGroup(int rank, int size) : rank_(rank), size_(size) {
+  DPE_CHECK(size >= 1, "ProcessGroup: world size " << size << " must be at least 1");
+  DPE_CHECK(rank >= 0 && rank < size,
+            "ProcessGroup: rank " << rank << " is outside 0.." << size - 1);
+}
+
+ProcessGroup::~ProcessGroup() = default;
+
+void ProcessGroup::all_reduce(Tensor& tensor, ReduceOp op) { all_reduce_async(tensor, op)->wait(); }
+
+void ProcessGroup::broadcast(Tensor& tensor, int root) { broadcast_async(tensor, root)->wait(); }
+
+void check_collective_tensor(const char* op, const Tensor& t, int rank) {
+  DPE_CHECK(t.defined(), op << " (rank " << rank << "): undefined tensor");
+  DPE_CHECK(t.device().is_host(), op << " (rank " << rank << "): expected a tensor on a host device"
+                                     << " (the gloo backend), got " << t.device());
+  DPE_CHECK(t.is_contiguous(), op << " (rank " << rank << "): expected a contiguous tensor, got "
+                                  << t.str());
+}
+
+}  // namespace distributed
+}  // namespace dpe

@@ -1,0 +1,269 @@
+// GlooProcessGroup with 2 and 3 ranks in separate processes on 127.0.0.1: all_reduce (sum, avg,
+// max, min; float32 and int64), broadcast, all_gather, barrier, asynchronous all-reduces in
+// submission order, argument errors, and a lost or silent rank turning into an error, not a hang.
+//
+// The test process serves the TCPStore (port 0: the kernel picks a free port) and forks the
+// ranks with spawn(); a check that fails in a rank throws, and spawn reports it with the rank.
+#include "engine/distributed/gloo_process_group.h"
+
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/core/error.h"
+#include "engine/distributed/spawn.h"
+#include "engine/distributed/tcp_store.h"
+#include "engine/tensor/tensor.h"
+
+namespace dpe {
+namespace distributed {
+namespace {
+
+using std::chrono::milliseconds;
+
+// For checks inside a rank's process: gtest's assertions would not reach the parent.
+#define RANK_CHECK(cond, msg) \
+  DPE_CHECK(cond, __FILE__ << ":" << __LINE__ << ": " << #cond << ": " << msg)
+
+struct Rank {
+  std::shared_ptr<TCPStore> store;
+  std::shared_ptr<GlooProcessGroup> pg;
+};
+
+Rank join(int port, int rank, int size, milliseconds timeout = milliseconds(10000)) {
+  Rank r;
+  r.store = std::make_shared<TCPStore>("127.0.0.1", port, false, timeout);
+  r.store->register_rank(rank);
+  GlooOptions options;
+  options.timeout = timeout;
+  r.pg = std::make_shared<GlooProcessGroup>(r.store, rank, size, options);
+  return r;
+}
+
+void expect_values(const Tensor& t, const std::vector<float>& expected, const std::string& what) {
+  const auto got = t.to_vector<float>();
+  RANK_CHECK(got.size() == expected.size(), what);
+  for (size_t i = 0; i < got.size(); ++i) {
+    RANK_CHECK(std::abs(got[i] - expected[i]) < 1e-5f,
+               what << ": element " << i << " is " << got[i] << ", expected " << expected[i]);
+  }
+}
+
+std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+class GlooProcessGroupTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(GlooProcessGroupTest, AllReduce) {
+  const int n = GetParam();
+  TCPStore server("127.0.0.1", 0, true);
+  const int port = server.port();
+  spawn(
+      [&](int rank) {
+        Rank r = join(port, rank, n);
+        RANK_CHECK(r.pg->rank() == rank && r.pg->size() == n, "rank/size");
+        const auto input = [&] {
+          return Tensor::from_vector(std::vector<float>{float(rank + 1), float(-rank), 0.5f * rank, 7.0f}, {2, 2});
+        };
+        float sum1 = 0, sum2 = 0, sum3 = 0;
+        for (int q = 0; q < n; ++q) {
+          sum1 += q + 1;
+          sum2 += -q;
+          sum3 += 0.5f * q;
+        }
+        Tensor t = input();
+        r.pg->all_reduce(t);
+        expect_values(t, {sum1, sum2, sum3, 7.0f * n}, "sum");
+        t = input();
+        r.pg->all_reduce(t, ReduceOp::kAvg);
+        expect_values(t, {sum1 / n, sum2 / n, sum3 / n, 7.0f}, "avg");
+        t = input();
+        r.pg->all_reduce(t, ReduceOp::kMax);
+        expect_values(t, {float(n), 0.0f, 0.5f * (n - 1), 7.0f}, "max");
+        t = input();
+        r.pg->all_reduce(t, ReduceOp::kMin);
+        expect_values(t, {1.0f, float(-(n - 1)), 0.0f, 7.0f}, "min");
+
+        Tensor i = Tensor::from_vector(std::vector<int64_t>{rank, 10 * rank}, {2});
+        r.pg->all_reduce(i);
+        const auto iv = i.to_vector<int64_t>();
+        RANK_CHECK(iv[0] == n * (n - 1) / 2 && iv[1] == 10 * n * (n - 1) / 2, "int64 sum");
+        i = Tensor::from_vector(std::vector<int64_t>{rank, -rank}, {2});
+        r.pg->all_reduce(i, ReduceOp::kMax);
+        RANK_CHECK(i.to_vector<int64_t>()[0] == n - 1 && i.to_vector<int64_t>()[1] == 0,
+                   "int64 max");
+
+        // A large tensor crosses Gloo's segment size (1 MiB).
+        Tensor big = Tensor::full({600000}, float(rank));
+        r.pg->all_reduce(big);
+        const auto bv = big.to_vector<float>();
+        RANK_CHECK(bv.front() == n * (n - 1) / 2.0f && bv.back() == n * (n - 1) / 2.0f, "big");
+      },
+      n);
+}
+
+TEST_P(GlooProcessGroupTest, BroadcastAndAllGather) {
+  const int n = GetParam();
+  TCPStore server("127.0.0.1", 0, true);
+  const int port = server.port();
+  spawn(
+      [&](int rank) {
+        Rank r = join(port, rank, n);
+        for (int root = 0; root < n; ++root) {
+          Tensor t = Tensor::full({3}, float(10 * rank + 1));
+          r.pg->broadcast(t, root);
+          expect_values(t, std::vector<float>(3, float(10 * root + 1)),
+                        "broadcast from " + std::to_string(root));
+        }
+        Tensor mine = Tensor::from_vector(std::vector<float>{float(rank), float(rank * rank)}, {2});
+        std::vector<Tensor> gathered;
+        r.pg->all_gather(mine, gathered);
+        RANK_CHECK(static_cast<int>(gathered.size()) == n, "all_gather count");
+        for (int q = 0; q < n; ++q) {
+          expect_values(gathered[q], {float(q), float(q * q)}, "all_gather " + std::to_string(q));
+        }
+        std::vector<Tensor> preallocated;
+        for (int q = 0; q < n; ++q) preallocated.push_back(Tensor::zeros({2}));
+        r.pg->all_gather(mine, preallocated);
+        expect_values(preallocated[n - 1], {float(n - 1), float((n - 1) * (n - 1))},
+                      "all_gather into given tensors");
+      },
+      n);
+}
+
+TEST_P(GlooProcessGroupTest, BarrierWaitsForEveryRank) {
+  const int n = GetParam();
+  TCPStore server("127.0.0.1", 0, true);
+  const int port = server.port();
+  spawn(
+      [&](int rank) {
+        Rank r = join(port, rank, n);
+        // The last rank arrives late; no rank may pass the barrier before it has set its key.
+        if (rank == n - 1) std::this_thread::sleep_for(milliseconds(200));
+        r.store->set("arrived/" + std::to_string(rank), {'1'});
+        r.pg->barrier();
+        std::vector<std::string> keys;
+        for (int q = 0; q < n; ++q) keys.push_back("arrived/" + std::to_string(q));
+        RANK_CHECK(r.store->check(keys), "passed the barrier before every rank arrived");
+      },
+      n);
+}
+
+TEST_P(GlooProcessGroupTest, AsyncAllReducesCompleteInSubmissionOrder) {
+  const int n = GetParam();
+  TCPStore server("127.0.0.1", 0, true);
+  const int port = server.port();
+  spawn(
+      [&](int rank) {
+        Rank r = join(port, rank, n);
+        // Same sizes, different values: a mismatch between ranks would give wrong sums.
+        std::vector<Tensor> tensors;
+        std::vector<std::shared_ptr<Work>> works;
+        for (int k = 0; k < 12; ++k) {
+          tensors.push_back(Tensor::full({1000}, float(100 * k + rank)));
+          works.push_back(r.pg->all_reduce_async(tensors.back(), ReduceOp::kSum));
+        }
+        // A synchronous collective queued behind them runs after them.
+        Tensor last = Tensor::full({1000}, 1.0f);
+        r.pg->all_reduce(last);
+        for (int k = 0; k < 12; ++k) RANK_CHECK(works[k]->is_completed(), "work " << k);
+        for (int k = 11; k >= 0; --k) {
+          works[k]->wait();
+          const float expected = 100.0f * k * n + n * (n - 1) / 2.0f;
+          expect_values(tensors[k].narrow(0, 0, 2), {expected, expected},
+                        "async all_reduce " + std::to_string(k));
+        }
+        expect_values(last.narrow(0, 0, 1), {float(n)}, "sync after async");
+      },
+      n);
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, GlooProcessGroupTest, ::testing::Values(2, 3),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return std::to_string(info.param) + "ranks";
+                         });
+
+TEST(GlooProcessGroupSingleTest, OneRankAndArgumentErrors) {
+  TCPStore server("127.0.0.1", 0, true);
+  GlooOptions options;
+  options.timeout = milliseconds(5000);
+  // A single process may use the group in-process: no fork needed.
+  auto store = std::make_shared<TCPStore>("127.0.0.1", server.port(), false);
+  GlooProcessGroup pg(store, 0, 1, options);
+  Tensor t = Tensor::from_vector(std::vector<float>{1.0f, 2.0f}, {2});
+  pg.all_reduce(t, ReduceOp::kAvg);
+  EXPECT_EQ(t.to_vector<float>(), (std::vector<float>{1.0f, 2.0f}));
+  pg.barrier();
+
+  Tensor m = Tensor::from_vector(std::vector<float>{1, 2, 3, 4, 5, 6}, {2, 3});
+  Tensor transposed = m.permute({1, 0});
+  EXPECT_NE(error_of([&] { pg.all_reduce(transposed); }).find("contiguous"), std::string::npos);
+  Tensor ints = Tensor::from_vector(std::vector<int64_t>{1, 2}, {2});
+  EXPECT_NE(error_of([&] { pg.all_reduce(ints, ReduceOp::kAvg); }).find("avg needs float32"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { pg.broadcast(t, 3); }).find("root 3"), std::string::npos);
+  std::vector<Tensor> wrong(2);
+  EXPECT_NE(error_of([&] { pg.all_gather(t, wrong); }).find("expected 1 output"),
+            std::string::npos);
+}
+
+// Rank 2 dies (no goodbye to the store) between two collectives; ranks 0 and 1 get an error
+// naming it from their next collective instead of hanging, and the group stays failed.
+TEST(GlooProcessGroupFailureTest, ALostRankIsNamed) {
+  TCPStore server("127.0.0.1", 0, true);
+  const int port = server.port();
+  spawn(
+      [&](int rank) {
+        Rank r = join(port, rank, 3, milliseconds(5000));
+        Tensor t = Tensor::ones({1000});
+        r.pg->all_reduce(t);
+        if (rank == 2) ::_exit(0);  // dies: no destructor, no goodbye
+        const std::string error = error_of([&] {
+          for (int k = 0; k < 3; ++k) r.pg->all_reduce(t);
+        });
+        RANK_CHECK(error.find("lost connection to rank 2") != std::string::npos, error);
+        RANK_CHECK(error.find("rank " + std::to_string(rank) + " of 3") != std::string::npos,
+                   error);
+        const std::string again = error_of([&] { r.pg->barrier(); });
+        RANK_CHECK(again.find("failed earlier") != std::string::npos, again);
+        // Stay alive until both survivors have checked, so neither sees the other leave.
+        r.store->set("checked/" + std::to_string(rank), {'1'});
+        r.store->wait({"checked/0", "checked/1"});
+      },
+      3);
+}
+
+// Rank 1 is alive but never joins the collective: rank 0 times out with an error.
+TEST(GlooProcessGroupFailureTest, ASilentRankTimesOut) {
+  TCPStore server("127.0.0.1", 0, true);
+  const int port = server.port();
+  spawn(
+      [&](int rank) {
+        Rank r = join(port, rank, 2, milliseconds(500));
+        if (rank == 1) {
+          r.store->wait({"done/0"}, milliseconds(20000));
+          return;
+        }
+        Tensor t = Tensor::ones({10});
+        const std::string error = error_of([&] { r.pg->all_reduce(t); });
+        RANK_CHECK(error.find("gloo all_reduce(sum) (rank 0 of 2)") != std::string::npos, error);
+        RANK_CHECK(error.find("timed out after 500 ms") != std::string::npos, error);
+        r.store->set("done/0", {'1'});
+      },
+      2);
+}
+
+}  // namespace
+}  // namespace distributed
+}  // namespace dpe
