@@ -1,0 +1,296 @@
+// init_process_group, the default group and the helpers: see the design notes in distributed.h.
+#include "engine/distributed/distributed.h"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+#include <gloo/rendezvous/file_store.h>
+
+#include "engine/core/error.h"
+#include "engine/distributed/gloo_process_group.h"
+#include "engine/distributed/tcp_store.h"
+
+namespace dpe {
+namespace distributed {
+
+namespace {
+
+std::mutex g_mu;
+std::shared_ptr<ProcessGroup> g_default;  // the default group (design note "the default group")
+int g_local_rank = 0;
+
+int parse_int(const char* name, const char* text) {
+  DPE_CHECK(text != nullptr && *text != '\0', "distributed: " << name << " is empty");
+  char* end = nullptr;
+  errno = 0;
+  const long v = std::strtol(text, &end, 10);
+  DPE_CHECK(errno == 0 && *end == '\0' && v >= 0 && v <= (1 << 24),
+            "distributed: " << name << "='" << text << "' is not a non-negative integer");
+  return static_cast<int>(v);
+}
+
+int parse_port(const std::string& name, const std::string& text) {
+  const int port = parse_int(name.c_str(), text.c_str());
+  DPE_CHECK(port >= 1 && port <= 65535,
+            "distributed: " << name << "=" << port << " is outside 1..65535");
+  return port;
+}
+
+struct Endpoint {
+  std::string host;
+  int port = 0;
+};
+
+// "host:port", "[v6]:port".
+Endpoint parse_endpoint(const std::string& text, const std::string& what) {
+  const size_t colon = text.rfind(':');
+  DPE_CHECK(colon != std::string::npos && colon > 0 && colon + 1 < text.size(),
+            "init_process_group: " << what << " '" << text << "' is not host:port");
+  Endpoint e;
+  e.host = text.substr(0, colon);
+  if (e.host.size() > 2 && e.host.front() == '[' && e.host.back() == ']') {
+    e.host = e.host.substr(1, e.host.size() - 2);
+  }
+  e.port = parse_port(what + " port", text.substr(colon + 1));
+  return e;
+}
+
+std::shared_ptr<ProcessGroup> make_group(const std::string& backend,
+                                         std::shared_ptr<gloo::rendezvous::Store> store,
+                                         int world_size, int rank,
+                                         std::chrono::milliseconds timeout,
+                                         const std::string& prefix, const std::string& hostname) {
+  if (backend == "nccl") {
+    DPE_THROW("init_process_group: nccl backend requires CUDA devices; use backend \"gloo\" for "
+              "host devices");
+  }
+  DPE_CHECK(backend == "gloo",
+            "init_process_group: unknown backend '" << backend << "' (expected gloo or nccl)");
+  DPE_CHECK(world_size >= 1, "init_process_group: world_size " << world_size
+                                                               << " must be at least 1");
+  DPE_CHECK(rank >= 0 && rank < world_size,
+            "init_process_group: rank " << rank << " is outside 0.." << world_size - 1);
+  GlooOptions options;
+  options.timeout = timeout;
+  options.prefix = prefix;
+  options.hostname = hostname;
+  if (const char* iface = std::getenv("GLOO_SOCKET_IFNAME")) options.iface = iface;
+  return std::make_shared<GlooProcessGroup>(std::move(store), rank, world_size, options);
+}
+
+void set_default(std::shared_ptr<ProcessGroup> group, int local_rank) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  g_default = std::move(group);
+  g_local_rank = local_rank;
+}
+
+void check_no_default() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  DPE_CHECK(g_default == nullptr,
+            "init_process_group: the default process group is already initialized (rank "
+                << g_default->rank() << " of " << g_default->size()
+                << "); call destroy_process_group() first");
+}
+
+}  // namespace
+
+std::optional<DistEnv> dist_env_from_env(const std::function<const char*(const char*)>& getenv) {
+  const auto get = [&](const char* name) -> const char* {
+    return getenv ? getenv(name) : std::getenv(name);
+  };
+  struct Family {
+    const char* source;
+    const char* rank;
+    const char* size;
+    const char* local;
+  };
+  static const Family kFamilies[] = {
+      {"RANK", "RANK", "WORLD_SIZE", "LOCAL_RANK"},
+      {"SLURM", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"},
+      {"OMPI", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"},
+  };
+  for (const Family& f : kFamilies) {
+    const char* rank = get(f.rank);
+    if (rank == nullptr) continue;
+    const char* size = get(f.size);
+    DPE_CHECK(size != nullptr,
+              "distributed: " << f.rank << " is set but " << f.size << " is not");
+    DistEnv env;
+    env.source = f.source;
+    env.rank = parse_int(f.rank, rank);
+    env.world_size = parse_int(f.size, size);
+    const char* local = get(f.local);
+    env.local_rank = local != nullptr ? parse_int(f.local, local) : 0;
+    DPE_CHECK(env.world_size >= 1, "distributed: " << f.size << "=0 must be at least 1");
+    DPE_CHECK(env.rank < env.world_size, "distributed: " << f.rank << "=" << env.rank
+                                                         << " is not below " << f.size << "="
+                                                         << env.world_size);
+    return env;
+  }
+  return std::nullopt;
+}
+
+std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend,
+                                                 const std::string& init_method, int world_size,
+                                                 int rank, std::chrono::milliseconds timeout) {
+  check_no_default();
+  const auto env = dist_env_from_env();
+  if (world_size < 0 || rank < 0) {
+    DPE_CHECK(env.has_value(),
+              "init_process_group: rank and world size are unknown: pass them, or set RANK and "
+              "WORLD_SIZE (tools/dpe-launch does), or run under srun (SLURM_PROCID) or mpirun "
+              "(OMPI_COMM_WORLD_RANK)");
+    if (world_size < 0) world_size = env->world_size;
+    if (rank < 0) rank = env->rank;
+  }
+  const int local_rank = env ? env->local_rank : 0;
+  // Check the backend before any rendezvous, so "nccl" fails fast and alone.
+  if (backend != "gloo") {
+    make_group(backend, nullptr, world_size, rank, timeout, "", "");
+  }
+
+  std::shared_ptr<gloo::rendezvous::Store> store;
+  std::string hostname = "127.0.0.1";
+  const std::string file_prefix = "file://";
+  if (init_method.rfind(file_prefix, 0) == 0) {
+    const std::string path = init_method.substr(file_prefix.size());
+    DPE_CHECK(!path.empty(), "init_process_group: init_method '" << init_method
+                                                                  << "' names no path");
+    if (::mkdir(path.c_str(), 0755) != 0 && errno != EEXIST) {
+      DPE_THROW("init_process_group: cannot create the store directory " << path << ": "
+                                                                         << std::strerror(errno));
+    }
+    store = std::make_shared<gloo::rendezvous::FileStore>(path);
+  } else {
+    Endpoint master;
+    if (init_method == "env://") {
+      const char* addr = std::getenv("MASTER_ADDR");
+      const char* port = std::getenv("MASTER_PORT");
+      DPE_CHECK(addr != nullptr && *addr != '\0' && port != nullptr,
+                "init_process_group: env:// needs MASTER_ADDR and MASTER_PORT (missing: "
+                    << (addr == nullptr || *addr == '\0' ? "MASTER_ADDR " : "")
+                    << (port == nullptr ? "MASTER_PORT" : "")
+                    << "); tools/dpe-launch sets them, or export them yourself");
+      master.host = addr;
+      master.port = parse_port("MASTER_PORT", port);
+    } else if (init_method.rfind("tcp://", 0) == 0) {
+      master = parse_endpoint(init_method.substr(6), "init_method");
+    } else {
+      DPE_THROW("init_process_group: unsupported init_method '"
+                << init_method << "' (expected env://, tcp://host:port or file:///path)");
+    }
+    DPE_CHECK(world_size >= 1 && rank >= 0 && rank < world_size,
+              "init_process_group: rank " << rank << " is outside 0.." << world_size - 1);
+    auto tcp = std::make_shared<TCPStore>(master.host, master.port, rank == 0, timeout);
+    tcp->register_rank(rank);
+    hostname = local_address_toward(master.host);
+    store = tcp;
+  }
+  auto group = make_group(backend, store, world_size, rank, timeout, "default_pg", hostname);
+  set_default(group, local_rank);
+  return group;
+}
+
+std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend,
+                                                 std::shared_ptr<gloo::rendezvous::Store> store,
+                                                 int world_size, int rank,
+                                                 std::chrono::milliseconds timeout) {
+  check_no_default();
+  DPE_CHECK(store != nullptr, "init_process_group: no store");
+  std::string hostname = "127.0.0.1";
+  if (auto tcp = std::dynamic_pointer_cast<TCPStore>(store)) {
+    tcp->register_rank(rank);
+    hostname = local_address_toward(tcp->host());
+  }
+  const auto env = dist_env_from_env();
+  auto group = make_group(backend, std::move(store), world_size, rank, timeout, "default_pg",
+                          hostname);
+  set_default(group, env ? env->local_rank : 0);
+  return group;
+}
+
+std::shared_ptr<ProcessGroup> new_process_group(const std::string& backend,
+                                                std::shared_ptr<gloo::rendezvous::Store> store,
+                                                int world_size, int rank,
+                                                std::chrono::milliseconds timeout,
+                                                const std::string& prefix) {
+  DPE_CHECK(store != nullptr, "new_process_group: no store");
+  std::string hostname = "127.0.0.1";
+  if (auto tcp = std::dynamic_pointer_cast<TCPStore>(store)) {
+    hostname = local_address_toward(tcp->host());
+  }
+  return make_group(backend, std::move(store), world_size, rank, timeout, prefix, hostname);
+}
+
+bool is_initialized() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  return g_default != nullptr;
+}
+
+std::shared_ptr<ProcessGroup> default_group() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  DPE_CHECK(g_default != nullptr,
+            "distributed: the default process group is not initialized; call "
+            "init_process_group() first");
+  return g_default;
+}
+
+void destroy_process_group() {
+  std::shared_ptr<ProcessGroup> group;
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    group = std::move(g_default);
+    g_default.reset();
+  }
+  // Destroyed outside the lock: the group joins its communication thread.
+  group.reset();
+}
+
+int get_rank() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  return g_default ? g_default->rank() : 0;
+}
+
+int get_world_size() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  return g_default ? g_default->size() : 1;
+}
+
+int get_local_rank() {
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    if (g_default) return g_local_rank;
+  }
+  const auto env = dist_env_from_env();
+  return env ? env->local_rank : 0;
+}
+
+bool is_main_process() { return get_rank() == 0; }
+
+void barrier() {
+  std::shared_ptr<ProcessGroup> group;
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    group = g_default;
+  }
+  if (group) group->barrier();
+}
+
+Tensor reduce_value(Tensor value, bool average) {
+  std::shared_ptr<ProcessGroup> group;
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    group = g_default;
+  }
+  if (!group || group->size() < 2) return value;
+  group->all_reduce(value, average ? ReduceOp::kAvg : ReduceOp::kSum);
+  value.bump_version();
+  return value;
+}
+
+}  // namespace distributed
+}  // namespace dpe
