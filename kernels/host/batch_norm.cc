@@ -50,8 +50,8 @@ dnnl::batch_normalization_forward::primitive_desc forward_train_pd(HostContext& 
 void batch_norm_forward_train(HostContext& ctx, const BatchNormShape& sh, const float* x,
                               const float* gamma, const float* beta, float eps, float* y,
                               float* mean, float* var) {
-  auto& e = ctx.cached<BatchNormEntry>(
-      CacheKey(kBnForwardTrain, {sh.n, sh.c, sh.s, eps_bits(eps)}), [&] {
+  auto& e =
+      ctx.cached<BatchNormEntry>(CacheKey(kBnForwardTrain, {sh.n, sh.c, sh.s, eps_bits(eps)}), [&] {
         auto e = std::make_unique<BatchNormEntry>(sh.c);
         const auto pd = forward_train_pd(ctx, sh, eps);
         e->bind(ctx, DNNL_ARG_SRC, data_desc(sh));
@@ -74,8 +74,8 @@ void batch_norm_forward_train(HostContext& ctx, const BatchNormShape& sh, const 
 void batch_norm_forward_eval(HostContext& ctx, const BatchNormShape& sh, const float* x,
                              const float* gamma, const float* beta, const float* mean,
                              const float* var, float eps, float* y) {
-  auto& e = ctx.cached<BatchNormEntry>(
-      CacheKey(kBnForwardEval, {sh.n, sh.c, sh.s, eps_bits(eps)}), [&] {
+  auto& e =
+      ctx.cached<BatchNormEntry>(CacheKey(kBnForwardEval, {sh.n, sh.c, sh.s, eps_bits(eps)}), [&] {
         auto e = std::make_unique<BatchNormEntry>(sh.c);
         dnnl::batch_normalization_forward::desc desc(dnnl::prop_kind::forward_inference,
                                                      data_desc(sh), eps,
@@ -102,8 +102,8 @@ void batch_norm_forward_eval(HostContext& ctx, const BatchNormShape& sh, const f
 void batch_norm_backward(HostContext& ctx, const BatchNormShape& sh, const float* x,
                          const float* gy, const float* gamma, const float* mean, const float* var,
                          float eps, float* gx, float* ggamma, float* gbeta) {
-  auto& e = ctx.cached<BatchNormEntry>(
-      CacheKey(kBnBackward, {sh.n, sh.c, sh.s, eps_bits(eps)}), [&] {
+  auto& e =
+      ctx.cached<BatchNormEntry>(CacheKey(kBnBackward, {sh.n, sh.c, sh.s, eps_bits(eps)}), [&] {
         auto e = std::make_unique<BatchNormEntry>(sh.c);
         dnnl::batch_normalization_backward::desc desc(dnnl::prop_kind::backward, data_desc(sh),
                                                       data_desc(sh), eps, kAffine);
@@ -149,8 +149,8 @@ void batch_norm_apply(HostContext&, const BatchNormShape& sh, const float* x, co
 
 void batch_norm_backward_elemt(HostContext&, const BatchNormShape& sh, const float* x,
                                const float* gy, const float* mean, const float* invstd,
-                               const float* gamma, const float* mean_gy,
-                               const float* mean_gy_xmu, float* gx) {
+                               const float* gamma, const float* mean_gy, const float* mean_gy_xmu,
+                               float* gx) {
   const int64_t planes = sh.n * sh.c;
 #pragma omp parallel for if (planes * sh.s >= kParallelGrain)
   for (int64_t p = 0; p < planes; ++p) {

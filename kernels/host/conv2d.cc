@@ -32,12 +32,12 @@ dnnl::convolution_forward::primitive_desc forward_pd(HostContext& ctx, const Con
                                                      bool bias) {
   const Descs d = descs(s);
   const dnnl::primitive_attr attr = user_scratchpad_attr();
-  auto desc = bias ? dnnl::convolution_forward::desc(
-                         dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
-                         d.src, d.wei, d.bias, d.dst, d.strides, d.pad, d.pad)
-                   : dnnl::convolution_forward::desc(
-                         dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
-                         d.src, d.wei, d.dst, d.strides, d.pad, d.pad);
+  auto desc = bias ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training,
+                                                     dnnl::algorithm::convolution_direct, d.src,
+                                                     d.wei, d.bias, d.dst, d.strides, d.pad, d.pad)
+                   : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training,
+                                                     dnnl::algorithm::convolution_direct, d.src,
+                                                     d.wei, d.dst, d.strides, d.pad, d.pad);
   return {desc, attr, ctx.engine()};
 }
 
@@ -50,8 +50,8 @@ Conv2dShape conv2d_shape(int64_t n, int64_t c, int64_t h, int64_t w, int64_t o, 
   const int64_t ho = (h + 2 * padding - kh) / stride + 1;
   const int64_t wo = (w + 2 * padding - kw) / stride + 1;
   DPE_CHECK(h + 2 * padding >= kh && w + 2 * padding >= kw,
-            "conv2d: kernel " << kh << "x" << kw << " is larger than the padded input " << h
-                              << "x" << w << " (padding " << padding << ")");
+            "conv2d: kernel " << kh << "x" << kw << " is larger than the padded input " << h << "x"
+                              << w << " (padding " << padding << ")");
   return {n, c, h, w, o, kh, kw, stride, padding, ho, wo};
 }
 

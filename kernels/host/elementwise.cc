@@ -2,8 +2,7 @@
 
 namespace dpe::host {
 
-void add_forward(HostContext&, const float* a, const float* b, float alpha, float* out,
-                 int64_t n) {
+void add_forward(HostContext&, const float* a, const float* b, float alpha, float* out, int64_t n) {
 #pragma omp parallel for simd if (n >= kParallelGrain)
   for (int64_t i = 0; i < n; ++i) out[i] = a[i] + alpha * b[i];
 }

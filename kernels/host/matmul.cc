@@ -18,11 +18,11 @@ void sgemm(HostContext&, bool trans_a, bool trans_b, int64_t m, int64_t n, int64
     return;
   }
   const dnnl::status st = dnnl::sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha, a,
-                                      std::max<int64_t>(lda, 1), b, std::max<int64_t>(ldb, 1),
-                                      beta, c, std::max<int64_t>(ldc, 1));
+                                      std::max<int64_t>(lda, 1), b, std::max<int64_t>(ldb, 1), beta,
+                                      c, std::max<int64_t>(ldc, 1));
   DPE_CHECK(st == dnnl::status::success, "sgemm: oneDNN failed with status "
-                                             << static_cast<int>(st) << " for m=" << m
-                                             << " n=" << n << " k=" << k);
+                                             << static_cast<int>(st) << " for m=" << m << " n=" << n
+                                             << " k=" << k);
 }
 
 void matmul(HostContext& ctx, const float* a, const float* b, float* c, int64_t m, int64_t k,

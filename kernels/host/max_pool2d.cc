@@ -19,8 +19,8 @@ Pool2dShape max_pool2d_shape(int64_t n, int64_t c, int64_t h, int64_t w, int64_t
   const int64_t ho = (h + 2 * padding - kernel) / stride + 1;
   const int64_t wo = (w + 2 * padding - kernel) / stride + 1;
   DPE_CHECK(ho >= 1 && wo >= 1, "max_pool2d: output size " << ho << "x" << wo
-                                                           << " is too small for input " << h
-                                                           << "x" << w);
+                                                           << " is too small for input " << h << "x"
+                                                           << w);
   return {n, c, h, w, kernel, stride, padding, ho, wo};
 }
 

@@ -8,8 +8,8 @@ namespace dpe::host {
 
 namespace {
 void check_target(int64_t t, int64_t c) {
-  DPE_CHECK(t >= 0 && t < c, "nll_loss: target " << t << " is out of bounds for " << c
-                                                 << " classes");
+  DPE_CHECK(t >= 0 && t < c,
+            "nll_loss: target " << t << " is out of bounds for " << c << " classes");
 }
 }  // namespace
 

@@ -15,8 +15,8 @@ float sum_all(HostContext& ctx, const float* x, int64_t n);
 void argmax_rows(HostContext& ctx, const float* x, int64_t* out, int64_t rows, int64_t cols);
 bool all_finite(HostContext& ctx, const float* x, int64_t n);
 // sum[c] = sum x[:, c, :], sumsq[c] = sum x[:, c, :]^2.
-void channel_sums(HostContext& ctx, const float* x, float* sum, float* sumsq, int64_t n,
-                  int64_t c, int64_t s);
+void channel_sums(HostContext& ctx, const float* x, float* sum, float* sumsq, int64_t n, int64_t c,
+                  int64_t s);
 // sum_gy[c] = sum gy[:, c, :], sum_gy_xmu[c] = sum gy[:, c, :] * (x[:, c, :] - mean[c]).
 void channel_grad_sums(HostContext& ctx, const float* x, const float* gy, const float* mean,
                        float* sum_gy, float* sum_gy_xmu, int64_t n, int64_t c, int64_t s);

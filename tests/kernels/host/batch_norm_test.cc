@@ -62,8 +62,8 @@ TEST_P(BatchNormTest, TrainEvalAndBackwardMatchReference) {
   expect_close(var, got_var, 1e-4, 1e-5, "batch_norm var");
 
   std::vector<float> got_gx(total), got_gg(sh.c), got_gb(sh.c);
-  batch_norm_backward(ctx, sh, x.data(), gy.data(), gamma.data(), got_mean.data(),
-                      got_var.data(), eps, got_gx.data(), got_gg.data(), got_gb.data());
+  batch_norm_backward(ctx, sh, x.data(), gy.data(), gamma.data(), got_mean.data(), got_var.data(),
+                      eps, got_gx.data(), got_gg.data(), got_gb.data());
   expect_close(gx, got_gx, 1e-3, 1e-4, "batch_norm gx");
   expect_close(gg, got_gg, 1e-4, 1e-4, "batch_norm ggamma");
   expect_close(gb, got_gb, 1e-5, 1e-5, "batch_norm gbeta");
@@ -108,8 +108,8 @@ TEST_P(BatchNormTest, SyncBuildingBlocksMatchReference) {
   batch_norm_apply(ctx, sh, x.data(), mean.data(), invstd.data(), gamma.data(), beta.data(),
                    got.data());
   expect_close(y, got, 1e-5, 1e-5, "batch_norm_apply");
-  batch_norm_backward_elemt(ctx, sh, x.data(), gy.data(), mean.data(), invstd.data(),
-                            gamma.data(), mg.data(), mgx.data(), got.data());
+  batch_norm_backward_elemt(ctx, sh, x.data(), gy.data(), mean.data(), invstd.data(), gamma.data(),
+                            mg.data(), mgx.data(), got.data());
   expect_close(gx, got, 1e-5, 1e-5, "batch_norm_backward_elemt");
 }
 

@@ -18,8 +18,7 @@ class Conv2dTest : public ::testing::TestWithParam<Case> {};
 
 TEST_P(Conv2dTest, ForwardAndBackwardMatchReference) {
   const Case k = GetParam();
-  const Conv2dShape s =
-      conv2d_shape(k.n, k.c, k.h, k.w, k.o, k.kh, k.kw, k.stride, k.padding);
+  const Conv2dShape s = conv2d_shape(k.n, k.c, k.h, k.w, k.o, k.kh, k.kw, k.stride, k.padding);
   HostContext ctx;
   const int64_t nx = s.n * s.c * s.h * s.w, nw = s.o * s.c * s.kh * s.kw;
   const int64_t ny = s.n * s.o * s.ho * s.wo;
@@ -78,11 +77,11 @@ TEST_P(Conv2dTest, ForwardAndBackwardMatchReference) {
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, Conv2dTest,
-    ::testing::Values(Case{1, 1, 5, 5, 1, 3, 3, 1, 0},   // smallest
-                      Case{2, 3, 7, 6, 4, 3, 3, 1, 1},   // odd, non-square input
-                      Case{3, 2, 9, 8, 5, 3, 2, 2, 0},   // stride 2, rectangular kernel
-                      Case{2, 4, 10, 11, 3, 5, 5, 2, 2},  // stride 2 with padding
-                      Case{2, 1, 28, 28, 16, 5, 5, 1, 2},  // the ConvNet's first layer
+    ::testing::Values(Case{1, 1, 5, 5, 1, 3, 3, 1, 0},        // smallest
+                      Case{2, 3, 7, 6, 4, 3, 3, 1, 1},        // odd, non-square input
+                      Case{3, 2, 9, 8, 5, 3, 2, 2, 0},        // stride 2, rectangular kernel
+                      Case{2, 4, 10, 11, 3, 5, 5, 2, 2},      // stride 2 with padding
+                      Case{2, 1, 28, 28, 16, 5, 5, 1, 2},     // the ConvNet's first layer
                       Case{2, 16, 14, 14, 32, 5, 5, 1, 2}));  // and its second
 
 }  // namespace

@@ -1,7 +1,6 @@
 #include "kernels/host/dropout.h"
 
 #include <gtest/gtest.h>
-
 #include <omp.h>
 
 #include <cmath>

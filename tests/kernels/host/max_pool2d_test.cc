@@ -60,10 +60,10 @@ TEST_P(MaxPool2dTest, ForwardAndBackwardMatchReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, MaxPool2dTest,
-                         ::testing::Values(Case{1, 1, 2, 2, 2, 2, 0},     // one window
-                                           Case{2, 3, 7, 9, 2, 2, 0},     // odd sizes drop the edge
-                                           Case{2, 2, 8, 8, 3, 2, 1},     // padding
-                                           Case{1, 2, 6, 5, 3, 1, 1},     // overlapping windows
+                         ::testing::Values(Case{1, 1, 2, 2, 2, 2, 0},  // one window
+                                           Case{2, 3, 7, 9, 2, 2, 0},  // odd sizes drop the edge
+                                           Case{2, 2, 8, 8, 3, 2, 1},  // padding
+                                           Case{1, 2, 6, 5, 3, 1, 1},  // overlapping windows
                                            Case{4, 16, 28, 28, 2, 2, 0}));  // the ConvNet's
 
 TEST(MaxPool2dShapeTest, RejectsPaddingLargerThanHalfTheKernel) {

@@ -28,10 +28,9 @@ void sgd_reference(std::vector<double>& p, const std::vector<float>& g, std::vec
 TEST(OptimStepTest, SgdMatchesTorchFormulas) {
   HostContext ctx;
   const int64_t n = 1001;
-  for (SgdOptions o : {SgdOptions{0.1f, 0.0f, 0.0f, 0.0f, false},
-                       SgdOptions{0.1f, 0.9f, 0.0f, 0.0f, false},
-                       SgdOptions{0.05f, 0.9f, 0.1f, 1e-2f, false},
-                       SgdOptions{0.05f, 0.8f, 0.0f, 1e-3f, true}}) {
+  for (SgdOptions o :
+       {SgdOptions{0.1f, 0.0f, 0.0f, 0.0f, false}, SgdOptions{0.1f, 0.9f, 0.0f, 0.0f, false},
+        SgdOptions{0.05f, 0.9f, 0.1f, 1e-2f, false}, SgdOptions{0.05f, 0.8f, 0.0f, 1e-3f, true}}) {
     auto p = random_floats(n, 1);
     std::vector<float> buf(n, 0.0f);
     std::vector<double> rp(p.begin(), p.end()), rbuf(n, 0.0);

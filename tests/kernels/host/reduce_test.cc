@@ -27,9 +27,9 @@ TEST(ReduceTest, SumAllMatchesDoubleSum) {
 TEST(ReduceTest, ArgmaxRowsTakesTheFirstMaximumAndNan) {
   HostContext ctx;
   const float nan = std::numeric_limits<float>::quiet_NaN();
-  const float x[12] = {1, 3, 3, 0,  //
-                       -5, -4, -6, -4,  //
-                       1, nan, 9, 2};
+  const float x[12] = {1,  3,   3,  0,   //
+                       -5, -4,  -6, -4,  //
+                       1,  nan, 9,  2};
   int64_t out[3];
   argmax_rows(ctx, x, out, 3, 4);
   EXPECT_EQ(out[0], 1);

@@ -1,0 +1,210 @@
+#include "engine/backend/host_backend.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/core/error.h"
+#include "engine/device/runtime.h"
+
+namespace dpe {
+namespace {
+
+const Device kHost0 = Device::parse("host:0");
+const Device kHost1 = Device::parse("host:1");
+
+Tensor floats(std::vector<float> v, const Shape& shape) { return Tensor::from_vector(v, shape); }
+
+// The message of the dpe::Error that `f` throws ("" when it does not throw).
+template <typename F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+TEST(BackendForTest, HostDevicesShareTheHostBackend) {
+  Backend& b0 = backend_for(kHost0);
+  EXPECT_EQ(&b0, &backend_for(kHost1));
+  EXPECT_NE(dynamic_cast<HostBackend*>(&b0), nullptr);
+}
+
+TEST(HostBackendTest, LinearComputesAndNamesBothShapesOnMismatch) {
+  Backend& b = backend_for(kHost0);
+  Tensor x = floats({1, 2, 3, 4, 5, 6}, {2, 3});
+  Tensor w = floats({1, 0, 0, 0, 1, 0}, {2, 3});
+  Tensor bias = floats({10, 20}, {2});
+  Tensor y = Tensor::empty({2, 2});
+  b.linear_forward(x, w, bias, y);
+  EXPECT_EQ(y.to_vector<float>(), (std::vector<float>{11, 22, 14, 25}));
+
+  Tensor w_bad = Tensor::zeros({2, 4});
+  const std::string msg = error_of([&] { b.linear_forward(x, w_bad, bias, y); });
+  EXPECT_TRUE(contains(msg, "linear:")) << msg;
+  EXPECT_TRUE(contains(msg, "torch.Size([2, 3])")) << msg;
+  EXPECT_TRUE(contains(msg, "torch.Size([2, 4])")) << msg;
+
+  Tensor y_bad = Tensor::empty({3, 2});
+  const std::string out_msg = error_of([&] { b.linear_forward(x, w, bias, y_bad); });
+  EXPECT_TRUE(contains(out_msg, "torch.Size([2, 2])") && contains(out_msg, "torch.Size([3, 2])"))
+      << out_msg;
+
+  // Undefined gradients are skipped.
+  Tensor gy = Tensor::ones({2, 2}), gw = Tensor::empty({2, 3}), none;
+  b.linear_backward(x, w, gy, none, gw, none);
+  EXPECT_EQ(gw.to_vector<float>(), (std::vector<float>{5, 7, 9, 5, 7, 9}));
+}
+
+TEST(HostBackendTest, RejectsMixedDevicesDtypesAndNonContiguousInputs) {
+  Backend& b = backend_for(kHost0);
+  Tensor a = Tensor::ones({2, 3}, kHost0);
+  Tensor other = Tensor::ones({2, 3}, kHost1);
+  Tensor out = Tensor::empty({2, 3}, DType::kFloat32, kHost0);
+  const std::string dev = error_of([&] { b.add(a, other, 1.0f, out); });
+  EXPECT_TRUE(contains(dev, "add: expected all tensors to be on the same device")) << dev;
+  EXPECT_TRUE(contains(dev, "host:0") && contains(dev, "host:1")) << dev;
+
+  Tensor labels = Tensor::zeros({2, 3}, DType::kInt64, kHost0);
+  const std::string dt = error_of([&] { b.mul(a, labels, out); });
+  EXPECT_TRUE(contains(dt, "mul: expected dtype float32 but got int64")) << dt;
+
+  Tensor t = Tensor::ones({3, 2}).permute({1, 0});
+  const std::string nc = error_of([&] { b.relu_forward(t, out); });
+  EXPECT_TRUE(contains(nc, "relu") && contains(nc, "contiguous")) << nc;
+
+  Tensor wrong = Tensor::empty({3, 2});
+  EXPECT_THROW(b.scale(a, 2.0f, wrong), Error);
+}
+
+TEST(HostBackendTest, Conv2dChecksChannelsAndOutputShape) {
+  Backend& b = backend_for(kHost0);
+  Tensor x = Tensor::ones({2, 3, 8, 8});
+  Tensor w = Tensor::ones({4, 2, 3, 3});
+  Tensor y = Tensor::empty({2, 4, 8, 8});
+  const std::string msg = error_of([&] { b.conv2d_forward(x, w, Tensor(), {1, 1}, y); });
+  EXPECT_TRUE(contains(msg, "conv2d:") && contains(msg, "torch.Size([4, 2, 3, 3])") &&
+              contains(msg, "torch.Size([2, 3, 8, 8])"))
+      << msg;
+
+  Tensor w3 = Tensor::ones({4, 3, 3, 3});
+  Tensor y_bad = Tensor::empty({2, 4, 6, 6});  // padding 1 keeps 8x8
+  const std::string out = error_of([&] { b.conv2d_forward(x, w3, Tensor(), {1, 1}, y_bad); });
+  EXPECT_TRUE(contains(out, "torch.Size([2, 4, 8, 8])") &&
+              contains(out, "torch.Size([2, 4, 6, 6])"))
+      << out;
+  b.conv2d_forward(x, w3, Tensor(), {1, 1}, y);
+  const std::vector<float> v = y.to_vector<float>();
+  EXPECT_EQ(v[0], 12.0f);      // corner: 2x2 window over 3 channels
+  EXPECT_EQ(v[8 + 1], 27.0f);  // interior: full 3x3 over 3 channels
+}
+
+TEST(HostBackendTest, MaxPoolWorkspaceIsInt64WithTheOutputShape) {
+  Backend& b = backend_for(kHost0);
+  Tensor x = floats({1, 5, 2, 0, 3, 4, 8, 7, 6}, {1, 1, 3, 3});
+  Tensor y = Tensor::empty({1, 1, 1, 1});
+  Tensor ws = Tensor::empty({1, 1, 1, 1}, DType::kInt64);
+  b.max_pool2d_forward(x, {2, 2, 0}, y, ws);
+  EXPECT_EQ(y.item(), 5.0f);
+  EXPECT_EQ(ws.to_vector<int64_t>()[0], 1);
+  Tensor ws_float = Tensor::empty({1, 1, 1, 1});
+  EXPECT_THROW(b.max_pool2d_forward(x, {2, 2, 0}, y, ws_float), Error);
+  Tensor gx = Tensor::empty({1, 1, 3, 3});
+  b.max_pool2d_backward(Tensor::full({1, 1, 1, 1}, 2.0f), ws, {2, 2, 0}, gx);
+  EXPECT_EQ(gx.to_vector<float>(), (std::vector<float>{0, 2, 0, 0, 0, 0, 0, 0, 0}));
+}
+
+TEST(HostBackendTest, BatchNormNeedsMoreThanOneValuePerChannelWhenTraining) {
+  Backend& b = backend_for(kHost0);
+  Tensor x = Tensor::ones({1, 4});
+  Tensor g = Tensor::ones({4}), beta = Tensor::zeros({4});
+  Tensor y = Tensor::empty({1, 4}), mean = Tensor::empty({4}), var = Tensor::empty({4});
+  const std::string msg =
+      error_of([&] { b.batch_norm_forward_train(x, g, beta, 1e-5f, y, mean, var); });
+  EXPECT_TRUE(contains(msg, "expected more than 1 value per channel when training")) << msg;
+  Tensor g_bad = Tensor::ones({3});
+  Tensor x2 = floats({1, 2, 3, 4, 5, 6, 7, 8}, {2, 4});
+  Tensor y2 = Tensor::empty({2, 4});
+  const std::string shape =
+      error_of([&] { b.batch_norm_forward_train(x2, g_bad, beta, 1e-5f, y2, mean, var); });
+  EXPECT_TRUE(contains(shape, "torch.Size([4])") && contains(shape, "torch.Size([3])")) << shape;
+  b.batch_norm_forward_train(x2, g, beta, 1e-5f, y2, mean, var);
+  EXPECT_EQ(mean.to_vector<float>(), (std::vector<float>{3, 4, 5, 6}));
+  EXPECT_EQ(var.to_vector<float>(), (std::vector<float>{4, 4, 4, 4}));  // biased
+}
+
+TEST(HostBackendTest, NllLossNamesTheBadTargetAndTheBatchMismatch) {
+  Backend& b = backend_for(kHost0);
+  Tensor logp = Tensor::zeros({2, 10});
+  Tensor out = Tensor::empty({});
+  Tensor bad = Tensor::from_vector(std::vector<int64_t>{1, 12}, {2});
+  EXPECT_EQ(error_of([&] { b.nll_loss_forward(logp, bad, out); }),
+            "nll_loss: target 12 is out of bounds for 10 classes");
+  Tensor three = Tensor::from_vector(std::vector<int64_t>{1, 2, 3}, {3});
+  const std::string msg = error_of([&] { b.nll_loss_forward(logp, three, out); });
+  EXPECT_TRUE(contains(msg, "expected input batch_size (2) to match target batch_size (3)")) << msg;
+  Tensor good = Tensor::from_vector(std::vector<int64_t>{1, 2}, {2});
+  Tensor lp = floats({0, -1, 0,  0, 0, -3, 0, 0, 0, 0,  //
+                      0, 0,  -3, 0, 0, 0,  0, 0, 0, 0},
+                     {2, 10});
+  b.nll_loss_forward(lp, good, out);
+  EXPECT_FLOAT_EQ(out.item(), 2.0f);
+}
+
+TEST(HostBackendTest, ScalarsArgmaxAndFiniteness) {
+  Backend& b = backend_for(kHost0);
+  Tensor x = floats({1, 9, 3, 7, 2, 0}, {2, 3});
+  Tensor s = Tensor::empty({});
+  b.sum_all(x, s);
+  EXPECT_EQ(s.item(), 22.0f);
+  Tensor idx = Tensor::empty({2}, DType::kInt64);
+  b.argmax_rows(x, idx);
+  EXPECT_EQ(idx.to_vector<int64_t>(), (std::vector<int64_t>{1, 0}));
+  Tensor idx_float = Tensor::empty({2});
+  EXPECT_THROW(b.argmax_rows(x, idx_float), Error);
+  EXPECT_TRUE(b.all_finite(x));
+  EXPECT_FALSE(b.all_finite(Tensor::full({3}, INFINITY)));
+}
+
+TEST(HostBackendTest, OptimizerStepsUpdateInPlaceAndCheckBuffers) {
+  Backend& b = backend_for(kHost0);
+  Tensor p = Tensor::ones({3}), g = Tensor::full({3}, 0.5f), buf;
+  const uint64_t v = p.version();
+  b.sgd_step(p, g, buf, 0.1f, 0.0f, 0.0f, 0.0f, false, true);
+  EXPECT_FLOAT_EQ(p.to_vector<float>()[0], 0.95f);
+  EXPECT_GT(p.version(), v);
+  EXPECT_THROW(b.sgd_step(p, g, buf, 0.1f, 0.9f, 0.0f, 0.0f, false, true), Error);
+  Tensor m = Tensor::zeros({3}), sq = Tensor::zeros({3});
+  b.adam_step(p, g, m, sq, 0.1f, 0.9f, 0.999f, 1e-8f, 0.0f, 1, false);
+  EXPECT_NEAR(p.to_vector<float>()[0], 0.85f, 1e-6);  // the first Adam step moves by lr
+}
+
+TEST(HostBackendTest, DevicesRunInParallelEachWithItsOwnContext) {
+  // Two host devices driving convolutions at once from their own threads: no shared state.
+  std::vector<std::thread> threads;
+  std::vector<std::vector<float>> results(2);
+  for (int d = 0; d < 2; ++d) {
+    threads.emplace_back([d, &results] {
+      const Device dev(DeviceType::kHost, d);
+      Tensor x = Tensor::ones({2, 1, 6, 6}, dev), w = Tensor::ones({2, 1, 3, 3}, dev);
+      Tensor y = Tensor::empty({2, 2, 4, 4}, DType::kFloat32, dev);
+      for (int i = 0; i < 20; ++i) backend_for(dev).conv2d_forward(x, w, Tensor(), {1, 0}, y);
+      results[d] = y.to_vector<float>();
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(results[0], results[1]);
+  EXPECT_EQ(results[0][0], 9.0f);
+}
+
+}  // namespace
+}  // namespace dpe
