@@ -1,0 +1,169 @@
+// tools/launch (dpe-launch): the environment each worker sees, flags after the program going to
+// the program, rank-prefixed output, and failure propagation: exit code, the failed worker named,
+// the others stopped; SIGTERM to the launcher stops every worker.
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fcntl.h>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+std::string launcher() { return ::testing::internal::GetArgvs().at(1); }
+std::string worker() { return ::testing::internal::GetArgvs().at(2); }
+
+std::string output_path(const std::string& name) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  return std::string(tmp ? tmp : "/tmp") + "/" + name + "_" + std::to_string(::getpid()) + ".txt";
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Starts the launcher with stdout and stderr into `out_path`; returns its pid.
+pid_t start(const std::vector<std::string>& args, const std::string& out_path) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    const int fd = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(fd, STDOUT_FILENO);
+    ::dup2(fd, STDERR_FILENO);
+    std::vector<std::string> all = {launcher()};
+    all.insert(all.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (auto& a : all) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    ::execv(argv[0], argv.data());
+    ::_exit(126);
+  }
+  return pid;
+}
+
+int wait_exit_code(pid_t pid) {
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+int run(const std::vector<std::string>& args, std::string* output) {
+  const std::string path = output_path("launch");
+  const int code = wait_exit_code(start(args, path));
+  *output = read_file(path);
+  return code;
+}
+
+bool contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+std::vector<int> pids_in(const std::string& output, const std::string& tag) {
+  std::vector<int> pids;
+  std::regex re(tag + " pid=([0-9]+)");
+  for (std::sregex_iterator it(output.begin(), output.end(), re), end; it != end; ++it) {
+    pids.push_back(std::stoi((*it)[1]));
+  }
+  return pids;
+}
+
+TEST(LaunchTest, WorkersSeeTheirRankAndTheRendezvousAddress) {
+  std::string out;
+  ASSERT_EQ(run({"--nproc_per_node=2", "--master_port=23456", worker(), "env"}, &out), 0) << out;
+  for (int r = 0; r < 2; ++r) {
+    const std::string p = "[rank" + std::to_string(r) + "]: ";
+    EXPECT_TRUE(contains(out, p + "RANK=" + std::to_string(r) + "\n")) << out;
+    EXPECT_TRUE(contains(out, p + "LOCAL_RANK=" + std::to_string(r) + "\n")) << out;
+    EXPECT_TRUE(contains(out, p + "WORLD_SIZE=2\n")) << out;
+    EXPECT_TRUE(contains(out, p + "LOCAL_WORLD_SIZE=2\n")) << out;
+    EXPECT_TRUE(contains(out, p + "MASTER_ADDR=127.0.0.1\n")) << out;
+    EXPECT_TRUE(contains(out, p + "MASTER_PORT=23456\n")) << out;
+    EXPECT_TRUE(contains(out, p + "OMP_NUM_THREADS=1\n")) << out;
+    EXPECT_TRUE(contains(out, p + "DPE_HOST_DEVICES=1\n")) << out;
+    EXPECT_TRUE(contains(out, p + "to stderr\n")) << out;
+    // A last line without a newline is still passed on, prefixed and terminated.
+    EXPECT_TRUE(contains(out, p + "no newline at the end\n")) << out;
+  }
+}
+
+TEST(LaunchTest, SecondNodeRanksAndDefaults) {
+  std::string out;
+  ASSERT_EQ(run({"--nnodes=2", "--node_rank=1", "--nproc_per_node", "2", "--master_addr",
+                 "10.0.0.1", worker(), "env"},
+                &out),
+            0)
+      << out;
+  EXPECT_TRUE(contains(out, "[rank2]: RANK=2\n")) << out;
+  EXPECT_TRUE(contains(out, "[rank3]: LOCAL_RANK=1\n")) << out;
+  EXPECT_TRUE(contains(out, "[rank3]: WORLD_SIZE=4\n")) << out;
+  EXPECT_TRUE(contains(out, "[rank2]: MASTER_ADDR=10.0.0.1\n")) << out;
+  EXPECT_TRUE(contains(out, "[rank2]: MASTER_PORT=29500\n")) << out;
+  // One process per node: OMP_NUM_THREADS is left alone.
+  ASSERT_EQ(run({worker(), "env"}, &out), 0) << out;
+  EXPECT_FALSE(contains(out, "OMP_NUM_THREADS=1\n") &&
+               std::getenv("OMP_NUM_THREADS") == nullptr)
+      << out;
+  EXPECT_TRUE(contains(out, "[rank0]: WORLD_SIZE=1\n")) << out;
+}
+
+TEST(LaunchTest, FlagsAfterTheProgramGoToTheProgram) {
+  std::string out;
+  ASSERT_EQ(run({"--nproc_per_node=1", worker(), "args", "--nproc_per_node=7", "-x", "plain"},
+                &out),
+            0)
+      << out;
+  EXPECT_TRUE(contains(out, "[rank0]: arg0=--nproc_per_node=7\n")) << out;
+  EXPECT_TRUE(contains(out, "[rank0]: arg1=-x\n")) << out;
+  EXPECT_TRUE(contains(out, "[rank0]: arg2=plain\n")) << out;
+}
+
+TEST(LaunchTest, AFailedWorkerStopsTheOthersAndSetsTheExitCode) {
+  std::string out;
+  EXPECT_EQ(run({"--nproc_per_node=3", "--grace=2", worker(), "fail", "1", "3"}, &out), 3) << out;
+  EXPECT_TRUE(contains(out, "[rank1]: failing on purpose\n")) << out;
+  EXPECT_TRUE(std::regex_search(out, std::regex("worker rank 1 \\(pid [0-9]+\\) exited with code 3")))
+      << out;
+  EXPECT_FALSE(contains(out, "survived")) << out;
+  for (int pid : pids_in(out, "waiting")) {
+    EXPECT_NE(::kill(pid, 0), 0) << "worker " << pid << " is still running";
+  }
+}
+
+TEST(LaunchTest, AMissingProgramIsReported) {
+  std::string out;
+  EXPECT_EQ(run({"/nonexistent/program"}, &out), 127) << out;
+  EXPECT_TRUE(contains(out, "cannot run '/nonexistent/program'")) << out;
+  EXPECT_NE(run({}, &out), 0);
+  EXPECT_TRUE(contains(out, "no program given")) << out;
+}
+
+TEST(LaunchTest, SigtermToTheLauncherStopsEveryWorker) {
+  const std::string path = output_path("sigterm");
+  const pid_t pid = start({"--nproc_per_node=2", worker(), "wait"}, path);
+  std::vector<int> pids;
+  for (int i = 0; i < 1000 && pids.size() < 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    pids = pids_in(read_file(path), "ready");
+  }
+  ASSERT_EQ(pids.size(), 2u) << read_file(path);
+  ::kill(pid, SIGTERM);
+  EXPECT_EQ(wait_exit_code(pid), 128 + SIGTERM);
+  const std::string out = read_file(path);
+  EXPECT_FALSE(contains(out, "survived")) << out;
+  EXPECT_TRUE(contains(out, "stopping the workers")) << out;
+  for (int w : pids) EXPECT_NE(::kill(w, 0), 0) << "worker " << w << " is still running";
+}
+
+}  // namespace

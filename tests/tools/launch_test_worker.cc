@@ -1,0 +1,54 @@
+// A worker for launch_test: what it does is chosen by its first argument.
+//   env                 print the variables the launcher sets, one line each
+//   args ...            print the arguments it received
+//   fail RANK CODE      rank RANK exits with CODE; the others print their pid and wait
+//   wait                print "ready pid=<pid>" and wait to be stopped
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+
+int main(int argc, char** argv) {
+  const std::string mode = argc > 1 ? argv[1] : "";
+  const char* rank_text = std::getenv("RANK");
+  const int rank = rank_text ? std::atoi(rank_text) : -1;
+  if (mode == "env") {
+    for (const char* name : {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
+                             "MASTER_PORT", "OMP_NUM_THREADS", "DPE_HOST_DEVICES"}) {
+      const char* v = std::getenv(name);
+      std::printf("%s=%s\n", name, v ? v : "<unset>");
+    }
+    std::fprintf(stderr, "to stderr\n");
+    std::printf("no newline at the end");
+    return 0;
+  }
+  if (mode == "args") {
+    for (int i = 2; i < argc; ++i) std::printf("arg%d=%s\n", i - 2, argv[i]);
+    return 0;
+  }
+  if (mode == "fail" && argc == 4) {
+    if (rank == std::atoi(argv[2])) {
+      // Let the others start, so the launcher has someone to stop.
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      std::fprintf(stderr, "failing on purpose\n");
+      return std::atoi(argv[3]);
+    }
+    std::printf("waiting pid=%d\n", static_cast<int>(::getpid()));
+    std::fflush(stdout);
+    std::this_thread::sleep_for(std::chrono::seconds(60));
+    std::printf("survived\n");
+    return 0;
+  }
+  if (mode == "wait") {
+    std::printf("ready pid=%d\n", static_cast<int>(::getpid()));
+    std::fflush(stdout);
+    std::this_thread::sleep_for(std::chrono::seconds(60));
+    std::printf("survived\n");
+    return 0;
+  }
+  std::fprintf(stderr, "launch_test_worker: unknown mode '%s'\n", mode.c_str());
+  return 2;
+}
