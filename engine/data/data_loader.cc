@@ -12,10 +12,10 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions
   DPE_CHECK(options_.prefetch_batches >= 1,
             "DataLoader: prefetch_batches must be at least 1, got " << options_.prefetch_batches);
   if (options_.batch_sampler) {
-    DPE_CHECK(options_.batch_size == 1 && !options_.shuffle && !options_.sampler &&
-                  !options_.drop_last,
-              "DataLoader: batch_sampler option is mutually exclusive with batch_size, "
-              "shuffle, sampler, and drop_last");
+    DPE_CHECK(
+        options_.batch_size == 1 && !options_.shuffle && !options_.sampler && !options_.drop_last,
+        "DataLoader: batch_sampler option is mutually exclusive with batch_size, "
+        "shuffle, sampler, and drop_last");
     batch_sampler_ = options_.batch_sampler;
     return;
   }
@@ -55,8 +55,15 @@ void DataLoader::start_pass() {
   if (owns_sampler_) batch_sampler_->set_epoch(epoch_++);
   batches_ = batch_sampler_->batches();
   consumed_ = 0;
+  if (options_.prefetch && !batches_.empty()) {
+    try {
+      producer_ = std::thread([this] { produce(); });
+    } catch (...) {
+      batches_.clear();  // no pass without its producer: next() would wait for it forever
+      throw;
+    }
+  }
   pass_active_ = true;
-  if (options_.prefetch && !batches_.empty()) producer_ = std::thread([this] { produce(); });
 }
 
 void DataLoader::stop_pass() {

@@ -24,12 +24,12 @@ Tensor stack_on_host(const std::vector<Tensor>& tensors, const char* what) {
   for (size_t i = 0; i < tensors.size(); ++i) {
     const Tensor& t = tensors[i];
     DPE_CHECK(t.defined(), what << ": tensor " << i << " is undefined");
-    DPE_CHECK(t.shape() == first.shape(), what << ": expected each tensor to be equal size, but got "
-                                                << first.shape() << " at entry 0 and "
-                                                << t.shape() << " at entry " << i);
+    DPE_CHECK(t.shape() == first.shape(),
+              what << ": expected each tensor to be equal size, but got " << first.shape()
+                   << " at entry 0 and " << t.shape() << " at entry " << i);
     DPE_CHECK(t.dtype() == first.dtype(), what << ": expected dtype " << dtype_name(first.dtype())
-                                                << " but got " << dtype_name(t.dtype())
-                                                << " at entry " << i);
+                                               << " but got " << dtype_name(t.dtype())
+                                               << " at entry " << i);
     // Host memory is addressable from here; only other devices need a counted copy.
     const Tensor src = t.device().is_host() ? t.contiguous() : t.to(Device());
     if (bytes > 0) std::memcpy(dst + i * bytes, src.raw_data(), bytes);

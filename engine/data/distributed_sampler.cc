@@ -19,9 +19,9 @@ DistributedSampler::DistributedSampler(int64_t dataset_size, int num_replicas, i
             "DistributedSampler: the dataset size must be non-negative, got " << dataset_size);
   DPE_CHECK(num_replicas >= 1,
             "DistributedSampler: num_replicas must be at least 1, got " << num_replicas);
-  DPE_CHECK(rank >= 0 && rank < num_replicas,
-            "DistributedSampler: Invalid rank " << rank << ", rank should be in the interval [0, "
-                                                << num_replicas - 1 << "]");
+  DPE_CHECK(rank >= 0 && rank < num_replicas, "DistributedSampler: Invalid rank "
+                                                  << rank << ", rank should be in the interval [0, "
+                                                  << num_replicas - 1 << "]");
   const int64_t r = num_replicas;
   // With drop_last and a remainder, ceil((n - r) / r) == floor(n / r), 0 when n < r.
   num_samples_ = (drop_last && n_ % r != 0) ? n_ / r : (n_ + r - 1) / r;

@@ -33,7 +33,8 @@ class GzFile {
     }
     DPE_CHECK(S_ISREG(st.st_mode), "FashionMnist: " << path << " is not a regular file");
     file_ = gzopen(path.c_str(), "rb");
-    DPE_CHECK(file_ != nullptr, "FashionMnist: cannot open " << path << ": "
+    DPE_CHECK(file_ != nullptr, "FashionMnist: cannot open "
+                                    << path << ": "
                                     << (errno ? std::strerror(errno) : "gzopen failed"));
   }
   ~GzFile() { gzclose(file_); }
@@ -55,8 +56,8 @@ class GzFile {
     if (done < n) {
       int err = Z_OK;
       const char* msg = gzerror(file_, &err);
-      DPE_THROW("FashionMnist: " << path_ << " is truncated: expected " << n << " bytes of "
-                                 << what << " at offset " << offset_ << ", found " << done
+      DPE_THROW("FashionMnist: " << path_ << " is truncated: expected " << n << " bytes of " << what
+                                 << " at offset " << offset_ << ", found " << done
                                  << (err != Z_OK ? std::string(" (") + msg + ")" : std::string()));
     }
     offset_ += n;

@@ -30,9 +30,13 @@ constexpr const char* kMetadataKey = "__metadata__";
 const char* dtype_code(DType t) { return t == DType::kFloat32 ? "F32" : "I64"; }
 
 bool parse_dtype(const std::string& code, DType* out) {
-  if (code == "F32") *out = DType::kFloat32;
-  else if (code == "I64") *out = DType::kInt64;
-  else return false;
+  if (code == "F32") {
+    *out = DType::kFloat32;
+  } else if (code == "I64") {
+    *out = DType::kInt64;
+  } else {
+    return false;
+  }
   return true;
 }
 
@@ -49,8 +53,7 @@ class TempFile {
  public:
   explicit TempFile(const std::string& target) : path_(target + ".tmp.XXXXXX") {
     const int fd = ::mkstemp(path_.data());
-    DPE_CHECK(fd >= 0, "save_safetensors: cannot create a temporary file next to " << target
-                                                                                   << ": "
+    DPE_CHECK(fd >= 0, "save_safetensors: cannot create a temporary file next to " << target << ": "
                                                                                    << errno_text());
     // mkstemp creates 0600; a checkpoint is as readable as any file the user writes.
     ::fchmod(fd, 0644);
@@ -71,9 +74,9 @@ class TempFile {
 
   void write(const void* data, size_t bytes, const std::string& target) {
     if (bytes == 0) return;
-    DPE_CHECK(std::fwrite(data, 1, bytes, file_) == bytes,
-              "save_safetensors: writing " << target << " (temporary " << path_
-                                           << ") failed: " << errno_text());
+    DPE_CHECK(std::fwrite(data, 1, bytes, file_) == bytes, "save_safetensors: writing "
+                                                               << target << " (temporary " << path_
+                                                               << ") failed: " << errno_text());
   }
 
   // Flushes, fsyncs and closes the file, renames it over `target`, then fsyncs the directory
@@ -84,9 +87,9 @@ class TempFile {
     const int closed = std::fclose(file_);
     file_ = nullptr;
     DPE_CHECK(closed == 0, "save_safetensors: closing " << path_ << " failed: " << errno_text());
-    DPE_CHECK(::rename(path_.c_str(), target.c_str()) == 0,
-              "save_safetensors: renaming " << path_ << " to " << target
-                                            << " failed: " << errno_text());
+    DPE_CHECK(::rename(path_.c_str(), target.c_str()) == 0, "save_safetensors: renaming "
+                                                                << path_ << " to " << target
+                                                                << " failed: " << errno_text());
     committed_ = true;
     const int dir = ::open(directory_of(target).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dir >= 0) {
@@ -108,8 +111,8 @@ class InputFile {
     fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     DPE_CHECK(fd_ >= 0, "load_safetensors: cannot open " << path << ": " << errno_text());
     struct stat st;
-    DPE_CHECK(::fstat(fd_, &st) == 0, "load_safetensors: cannot stat " << path << ": "
-                                                                       << errno_text());
+    DPE_CHECK(::fstat(fd_, &st) == 0,
+              "load_safetensors: cannot stat " << path << ": " << errno_text());
     DPE_CHECK(S_ISREG(st.st_mode), "load_safetensors: " << path << " is not a regular file");
     size_ = static_cast<uint64_t>(st.st_size);
   }
@@ -156,7 +159,9 @@ bool as_size(const OrderedJson& v, uint64_t* out) {
 
 Entry parse_entry(const std::string& path, const std::string& name, const OrderedJson& info,
                   uint64_t data_size) {
-  const auto fail_prefix = [&] { return "load_safetensors: " + path + ": tensor '" + name + "': "; };
+  const auto fail_prefix = [&] {
+    return "load_safetensors: " + path + ": tensor '" + name + "': ";
+  };
   DPE_CHECK(info.is_object(), fail_prefix() << "expected an object, got " << info.dump());
   Entry e;
   e.name = name;
@@ -172,9 +177,9 @@ Entry parse_entry(const std::string& path, const std::string& name, const Ordere
   bool numel_overflow = false;
   for (const OrderedJson& d : *shape) {
     uint64_t dim = 0;
-    DPE_CHECK(as_size(d, &dim) && dim <= static_cast<uint64_t>(INT64_MAX),
-              fail_prefix() << "shape " << shape->dump()
-                            << " must hold non-negative integers only");
+    DPE_CHECK(
+        as_size(d, &dim) && dim <= static_cast<uint64_t>(INT64_MAX),
+        fail_prefix() << "shape " << shape->dump() << " must hold non-negative integers only");
     e.shape.push_back(static_cast<int64_t>(dim));
     numel_overflow = numel_overflow || __builtin_mul_overflow(numel, dim, &numel);
   }
@@ -191,12 +196,12 @@ Entry parse_entry(const std::string& path, const std::string& name, const Ordere
                                               << " bytes (the file is truncated or corrupt)");
   uint64_t expected = 0;
   numel_overflow = numel_overflow || __builtin_mul_overflow(numel, dtype_size(e.dtype), &expected);
-  DPE_CHECK(!numel_overflow && e.end - e.begin == expected,
-            fail_prefix() << "data_offsets [" << e.begin << ", " << e.end << "] hold "
-                          << e.end - e.begin << " bytes but shape " << shape->dump() << " of "
-                          << dtype->get<std::string>() << " needs "
-                          << (numel_overflow ? std::string("more than 2^64")
-                                             : std::to_string(expected)));
+  DPE_CHECK(
+      !numel_overflow && e.end - e.begin == expected,
+      fail_prefix() << "data_offsets [" << e.begin << ", " << e.end << "] hold " << e.end - e.begin
+                    << " bytes but shape " << shape->dump() << " of " << dtype->get<std::string>()
+                    << " needs "
+                    << (numel_overflow ? std::string("more than 2^64") : std::to_string(expected)));
   return e;
 }
 
@@ -257,9 +262,9 @@ SafetensorsContents read_safetensors(const std::string& path, Device device) {
   DPE_CHECK(header_len <= kMaxHeaderBytes,
             where << "header length " << header_len << " exceeds the " << kMaxHeaderBytes
                   << "-byte limit (not a safetensors file, or corrupt)");
-  DPE_CHECK(header_len <= file.size() - 8,
-            where << "header length " << header_len << " is larger than the "
-                  << file.size() - 8 << " bytes after it (truncated or corrupt)");
+  DPE_CHECK(header_len <= file.size() - 8, where << "header length " << header_len
+                                                 << " is larger than the " << file.size() - 8
+                                                 << " bytes after it (truncated or corrupt)");
   std::string text(header_len, '\0');
   file.read_at(text.data(), header_len, 8, "the header");
   const uint64_t data_start = 8 + header_len;
@@ -270,19 +275,19 @@ SafetensorsContents read_safetensors(const std::string& path, Device device) {
   std::string repeated;
   OrderedJson header;
   try {
-    header = OrderedJson::parse(text, [&](int depth, OrderedJson::parse_event_t event,
-                                          OrderedJson& parsed) {
-      if (depth == 1 && event == OrderedJson::parse_event_t::key && parsed.is_string()) {
-        const std::string& key = parsed.get_ref<const std::string&>();
-        if (!seen.insert(key).second && repeated.empty()) repeated = key;
-      }
-      return true;
-    });
+    header = OrderedJson::parse(
+        text, [&](int depth, OrderedJson::parse_event_t event, OrderedJson& parsed) {
+          if (depth == 1 && event == OrderedJson::parse_event_t::key && parsed.is_string()) {
+            const std::string& key = parsed.get_ref<const std::string&>();
+            if (!seen.insert(key).second && repeated.empty()) repeated = key;
+          }
+          return true;
+        });
   } catch (const nlohmann::json::exception& e) {
     DPE_THROW(where << "the header is not valid JSON: " << e.what());
   }
-  DPE_CHECK(header.is_object(), where << "the header must be a JSON object, got a "
-                                      << header.type_name());
+  DPE_CHECK(header.is_object(),
+            where << "the header must be a JSON object, got a " << header.type_name());
   DPE_CHECK(repeated.empty(), where << "tensor '" << repeated << "' appears twice in the header");
 
   SafetensorsContents out;
@@ -308,8 +313,8 @@ SafetensorsContents read_safetensors(const std::string& path, Device device) {
     if (e.begin == e.end) continue;
     DPE_CHECK(last == nullptr || e.begin >= last->end,
               where << "tensor '" << e.name << "': data_offsets [" << e.begin << ", " << e.end
-                    << "] overlap those of tensor '" << last->name << "' [" << last->begin
-                    << ", " << last->end << "]");
+                    << "] overlap those of tensor '" << last->name << "' [" << last->begin << ", "
+                    << last->end << "]");
     last = &e;
   }
 

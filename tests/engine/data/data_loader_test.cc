@@ -3,7 +3,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
@@ -177,7 +176,8 @@ TEST(DataLoaderTest, RejectsConflictingOptions) {
   o.sampler = std::make_shared<SequentialSampler>(5);
   EXPECT_THROW(DataLoader(data, o), Error);
   DataLoaderOptions b = with(2);
-  b.batch_sampler = std::make_shared<BatchSampler>(std::make_shared<SequentialSampler>(5), 2, false);
+  b.batch_sampler =
+      std::make_shared<BatchSampler>(std::make_shared<SequentialSampler>(5), 2, false);
   EXPECT_THROW(DataLoader(data, b), Error);
   EXPECT_THROW(DataLoader(data, with(0)), Error);
   EXPECT_THROW(DataLoader(nullptr, with(1)), Error);

@@ -35,8 +35,7 @@ TEST(DatasetTest, DefaultGetBatchStacksAlongDimZero) {
   const Batch b = data.get_batch({4, 0, 5});
   EXPECT_EQ(b.input.shape(), (Shape{3, 2, 2}));
   EXPECT_EQ(b.input.device(), Device());
-  EXPECT_EQ(b.input.to_vector<float>(),
-            (std::vector<float>{4, 4, 4, 4, 0, 0, 0, 0, 5, 5, 5, 5}));
+  EXPECT_EQ(b.input.to_vector<float>(), (std::vector<float>{4, 4, 4, 4, 0, 0, 0, 0, 5, 5, 5, 5}));
   EXPECT_EQ(b.target.shape(), (Shape{3}));
   EXPECT_EQ(b.target.dtype(), DType::kInt64);
   EXPECT_EQ(b.target.to_vector<int64_t>(), (std::vector<int64_t>{1, 0, 2}));

@@ -3,7 +3,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <map>
 #include <numeric>
 
 #include "engine/core/error.h"
@@ -74,13 +73,13 @@ TEST(DistributedSamplerTest, NumSamplesFollowsTorch) {
     bool drop_last;
     int64_t num_samples;
   };
-  for (const Case& c : {Case{10, 3, false, 4}, Case{10, 3, true, 3}, Case{9, 3, true, 3},
-                        Case{9, 3, false, 3}, Case{0, 2, false, 0}, Case{1, 4, false, 1},
-                        Case{1, 4, true, 0}, Case{60000, 7, false, 8572},
-                        Case{60000, 7, true, 8571}}) {
+  for (const Case& c :
+       {Case{10, 3, false, 4}, Case{10, 3, true, 3}, Case{9, 3, true, 3}, Case{9, 3, false, 3},
+        Case{0, 2, false, 0}, Case{1, 4, false, 1}, Case{1, 4, true, 0},
+        Case{60000, 7, false, 8572}, Case{60000, 7, true, 8571}}) {
     DistributedSampler s(c.n, c.replicas, 0, true, 0, c.drop_last);
-    EXPECT_EQ(s.size(), c.num_samples) << "n=" << c.n << " replicas=" << c.replicas
-                                       << " drop_last=" << c.drop_last;
+    EXPECT_EQ(s.size(), c.num_samples)
+        << "n=" << c.n << " replicas=" << c.replicas << " drop_last=" << c.drop_last;
     EXPECT_EQ(static_cast<int64_t>(s.indices().size()), c.num_samples);
     EXPECT_EQ(s.total_size(), c.num_samples * c.replicas);
   }
@@ -92,9 +91,9 @@ TEST(DistributedSamplerTest, EveryIndexOncePerEpochApartFromPadding) {
       for (bool drop_last : {false, true}) {
         for (bool shuffle : {false, true}) {
           for (int64_t epoch : {0, 1, 5}) {
-            SCOPED_TRACE(testing::Message() << "n=" << n << " replicas=" << replicas
-                                            << " drop_last=" << drop_last
-                                            << " shuffle=" << shuffle << " epoch=" << epoch);
+            SCOPED_TRACE(testing::Message()
+                         << "n=" << n << " replicas=" << replicas << " drop_last=" << drop_last
+                         << " shuffle=" << shuffle << " epoch=" << epoch);
             const Index order = interleave(all_ranks(n, replicas, shuffle, drop_last, epoch, 3));
             const int64_t total = static_cast<int64_t>(order.size());
             if (drop_last) {

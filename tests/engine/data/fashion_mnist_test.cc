@@ -17,7 +17,8 @@ namespace {
 using Bytes = std::vector<unsigned char>;
 
 void put_u32(Bytes& out, uint32_t v) {
-  for (int shift = 24; shift >= 0; shift -= 8) out.push_back(static_cast<unsigned char>(v >> shift));
+  for (int shift = 24; shift >= 0; shift -= 8)
+    out.push_back(static_cast<unsigned char>(v >> shift));
 }
 
 // Pixel p of image i is (i * 31 + p) % 256; label i is i % 10.
@@ -28,7 +29,8 @@ Bytes idx_images(uint32_t count, uint32_t rows = 28, uint32_t cols = 28, uint32_
   put_u32(out, rows);
   put_u32(out, cols);
   for (uint32_t i = 0; i < count; ++i) {
-    for (uint32_t p = 0; p < rows * cols; ++p) out.push_back(static_cast<unsigned char>((i * 31 + p) % 256));
+    for (uint32_t p = 0; p < rows * cols; ++p)
+      out.push_back(static_cast<unsigned char>((i * 31 + p) % 256));
   }
   return out;
 }
@@ -66,7 +68,8 @@ class FashionMnistTest : public testing::Test {
   }
   void write_raw(const std::string& name, const Bytes& data) const {
     std::ofstream out(path(name), std::ios::binary | std::ios::trunc);
-    out.write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size()));
+    out.write(reinterpret_cast<const char*>(data.data()),
+              static_cast<std::streamsize>(data.size()));
   }
 
   void write_split(const std::string& prefix, uint32_t images, uint32_t labels) const {

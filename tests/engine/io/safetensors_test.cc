@@ -105,9 +105,8 @@ TEST_F(SafetensorsTest, RoundTripKeepsNamesOrderShapesDtypesAndValues) {
 TEST_F(SafetensorsTest, ExactBytesOfATinyFile) {
   save_safetensors(path_, {{"w", Tensor::from_vector(std::vector<float>{1.0f, -2.0f}, {2})},
                            {"n", Tensor::from_vector(std::vector<int64_t>{7}, {1})}});
-  const std::string json =
-      R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
-      R"("n":{"dtype":"I64","shape":[1],"data_offsets":[8,16]}})";
+  const std::string json = R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                           R"("n":{"dtype":"I64","shape":[1],"data_offsets":[8,16]}})";
   std::string header = json;
   header.append((8 - header.size() % 8) % 8, ' ');  // padded so the data is 8-byte aligned
   Bytes expected(8, '\0');
@@ -149,6 +148,20 @@ TEST_F(SafetensorsTest, SavesFromAnyDeviceAndViewsAndLoadsOntoAGivenDevice) {
   EXPECT_EQ(loaded[1].second.to_vector<float>(), (std::vector<float>{4, 5, 6}));
 }
 
+TEST_F(SafetensorsTest, SavesFromAndLoadsOntoCuda) {
+  if (Runtime::get().cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  const Device cuda0 = Device::parse("cuda:0");
+  const StateDict saved = {{"w", Tensor::from_vector(std::vector<float>{1, 2, 3}, {3}, cuda0)},
+                           {"n", Tensor::from_vector(std::vector<int64_t>{5}, Shape{}, cuda0)}};
+  save_safetensors(path_, saved);
+  const StateDict on_host = load_safetensors(path_);
+  EXPECT_EQ(on_host[0].second.to_vector<float>(), (std::vector<float>{1, 2, 3}));
+  const StateDict on_cuda = load_safetensors(path_, cuda0);
+  EXPECT_EQ(on_cuda[0].second.device(), cuda0);
+  EXPECT_EQ(on_cuda[0].second.to_vector<float>(), (std::vector<float>{1, 2, 3}));
+  EXPECT_EQ(on_cuda[1].second.to_vector<int64_t>(), (std::vector<int64_t>{5}));
+}
+
 TEST_F(SafetensorsTest, FailureMidWriteKeepsThePreviousFile) {
   save_safetensors(path_, sample_state());
   const Bytes before = read_file(path_);
@@ -156,8 +169,8 @@ TEST_F(SafetensorsTest, FailureMidWriteKeepsThePreviousFile) {
   options.on_tensor_written = [](size_t index, const std::string& name) {
     if (index == 1) throw Error("simulated disk failure after " + name);
   };
-  StateDict other = {{"x", Tensor::ones({1000})}, {"y", Tensor::ones({1000})},
-                     {"z", Tensor::ones({1000})}};
+  StateDict other = {
+      {"x", Tensor::ones({1000})}, {"y", Tensor::ones({1000})}, {"z", Tensor::ones({1000})}};
   try {
     save_safetensors(path_, other, options);
     FAIL() << "the save did not fail";
@@ -226,12 +239,12 @@ TEST_F(SafetensorsTest, InvalidHeaders) {
   };
   const Bytes eight(8, '\0');
   const std::vector<Case> cases = {
-      {R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]})", eight,
-       "not valid JSON"},
+      {R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]})", eight, "not valid JSON"},
       {R"([1, 2])", "", "must be a JSON object"},
       {R"({"a": {"dtype": "F16", "shape": [4], "data_offsets": [0, 8]}})", eight,
        "tensor 'a': dtype F16 is not supported"},
-      {R"({"a": {"shape": [2], "data_offsets": [0, 8]}})", eight, "tensor 'a': missing string dtype"},
+      {R"({"a": {"shape": [2], "data_offsets": [0, 8]}})", eight,
+       "tensor 'a': missing string dtype"},
       {R"({"a": {"dtype": "F32", "shape": [-2], "data_offsets": [0, 8]}})", eight,
        "tensor 'a': shape [-2] must hold non-negative integers"},
       {R"({"a": {"dtype": "F32", "shape": [2.5], "data_offsets": [0, 8]}})", eight,
