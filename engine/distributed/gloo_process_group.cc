@@ -3,6 +3,7 @@
 
 #include <arpa/inet.h>
 #include <netdb.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -121,6 +122,13 @@ GlooProcessGroup::GlooProcessGroup(std::shared_ptr<gloo::rendezvous::Store> stor
         return s ? s->lost_ranks() : std::vector<int>{};
       };
     }
+  }
+  // Gloo writes to its sockets without MSG_NOSIGNAL: a peer that died would kill this process
+  // with SIGPIPE instead of surfacing as an error. Python (hence PyTorch) ignores SIGPIPE too;
+  // a handler the program installed itself is left alone.
+  struct sigaction old_action {};
+  if (::sigaction(SIGPIPE, nullptr, &old_action) == 0 && old_action.sa_handler == SIG_DFL) {
+    ::signal(SIGPIPE, SIG_IGN);
   }
   gloo::transport::tcp::attr attr;
   if (!options_.iface.empty()) {

@@ -6,6 +6,9 @@
 // peer after the group's timeout; both become a dpe::Error naming the op, this rank and, when the
 // store is a TCPStore (which tracks which ranks' connections dropped), the rank that was lost.
 //
+// Side effect: the first group sets SIGPIPE to SIG_IGN when it has its default action (Gloo writes
+// to sockets without MSG_NOSIGNAL), as Python does for PyTorch.
+//
 // Threading contract: as ProcessGroup (process_group.h).
 #pragma once
 

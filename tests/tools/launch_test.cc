@@ -1,7 +1,9 @@
 // tools/launch (dpe-launch): the environment each worker sees, flags after the program going to
 // the program, rank-prefixed output, and failure propagation: exit code, the failed worker named,
 // the others stopped; SIGTERM to the launcher stops every worker.
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -147,6 +149,32 @@ TEST(LaunchTest, AMissingProgramIsReported) {
   EXPECT_TRUE(contains(out, "cannot run '/nonexistent/program'")) << out;
   EXPECT_NE(run({}, &out), 0);
   EXPECT_TRUE(contains(out, "no program given")) << out;
+}
+
+// A port the kernel reports free: the launcher needs a number before rank 0 listens on it.
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  socklen_t len = sizeof(addr);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+// End to end: the workers find each other through the environment the launcher sets.
+TEST(LaunchTest, WorkersFormAProcessGroup) {
+  std::string out;
+  ASSERT_EQ(run({"--nproc_per_node=3", "--master_port=" + std::to_string(free_port()), worker(),
+                 "reduce"},
+                &out),
+            0)
+      << out;
+  EXPECT_TRUE(contains(out, "[rank0]: rank 0 of 3 local 0: mean 2.00 (main)\n")) << out;
+  EXPECT_TRUE(contains(out, "[rank1]: rank 1 of 3 local 1: mean 2.00\n")) << out;
+  EXPECT_TRUE(contains(out, "[rank2]: rank 2 of 3 local 2: mean 2.00\n")) << out;
 }
 
 TEST(LaunchTest, SigtermToTheLauncherStopsEveryWorker) {

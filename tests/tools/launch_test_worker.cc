@@ -3,6 +3,7 @@
 //   args ...            print the arguments it received
 //   fail RANK CODE      rank RANK exits with CODE; the others print their pid and wait
 //   wait                print "ready pid=<pid>" and wait to be stopped
+//   reduce              init_process_group() from the launcher's environment, reduce_value
 #include <unistd.h>
 
 #include <chrono>
@@ -10,6 +11,9 @@
 #include <cstdlib>
 #include <string>
 #include <thread>
+
+#include "engine/distributed/distributed.h"
+#include "engine/tensor/tensor.h"
 
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
@@ -47,6 +51,18 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
     std::this_thread::sleep_for(std::chrono::seconds(60));
     std::printf("survived\n");
+    return 0;
+  }
+  if (mode == "reduce") {
+    namespace dist = dpe::distributed;
+    dist::init_process_group("gloo", "env://", -1, -1, std::chrono::seconds(20));
+    dpe::Tensor value = dpe::Tensor::scalar(static_cast<float>(dist::get_rank() + 1));
+    const float mean = dist::reduce_value(value, /*average=*/true).item();
+    std::printf("rank %d of %d local %d: mean %.2f%s\n", dist::get_rank(),
+                dist::get_world_size(), dist::get_local_rank(), mean,
+                dist::is_main_process() ? " (main)" : "");
+    dist::barrier();
+    dist::destroy_process_group();
     return 0;
   }
   std::fprintf(stderr, "launch_test_worker: unknown mode '%s'\n", mode.c_str());

@@ -166,6 +166,24 @@ TEST(InitProcessGroupTest, EnvMethodWithThreeRanks) {
       3);
 }
 
+// Rank 0 serves the store; when it dies, rank 1's next collective names it.
+TEST(InitProcessGroupTest, LosingRankZeroIsNamed) {
+  const int port = free_port();
+  spawn(
+      [&](int rank) {
+        init_process_group("gloo", "tcp://127.0.0.1:" + std::to_string(port), 2, rank,
+                           milliseconds(5000));
+        Tensor v = Tensor::scalar(1.0f);
+        reduce_value(v, false);
+        if (rank == 0) ::_exit(0);
+        const std::string error = error_of([&] {
+          for (int k = 0; k < 3; ++k) reduce_value(v, false);
+        });
+        RANK_CHECK(error.find("lost connection to rank 0") != std::string::npos, error);
+      },
+      2);
+}
+
 TEST(InitProcessGroupTest, SlurmVariablesWithTcpMethod) {
   const int port = free_port();
   spawn(

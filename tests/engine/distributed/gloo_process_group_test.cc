@@ -218,19 +218,26 @@ TEST(GlooProcessGroupSingleTest, OneRankAndArgumentErrors) {
             std::string::npos);
 }
 
-// Rank 2 dies (no goodbye to the store) between two collectives; ranks 0 and 1 get an error
-// naming it from their next collective instead of hanging, and the group stays failed.
-TEST(GlooProcessGroupFailureTest, ALostRankIsNamed) {
+// Rank 2 dies (no goodbye to the store) in the middle of an all-reduce of 16 MiB; ranks 0 and 1
+// get an error naming it instead of hanging, and the group stays failed.
+TEST(GlooProcessGroupFailureTest, ARankLostMidCollectiveIsNamed) {
   TCPStore server("127.0.0.1", 0, true);
   const int port = server.port();
   spawn(
       [&](int rank) {
-        Rank r = join(port, rank, 3, milliseconds(5000));
-        Tensor t = Tensor::ones({1000});
-        r.pg->all_reduce(t);
-        if (rank == 2) ::_exit(0);  // dies: no destructor, no goodbye
+        // Gloo notices a closed connection at once when a receive from it is pending, otherwise
+        // when its timeout ends: either way the error names rank 2.
+        Rank r = join(port, rank, 3, milliseconds(3000));
+        Tensor small = Tensor::ones({1000});
+        r.pg->all_reduce(small);
+        Tensor big = Tensor::ones({4 << 20});
+        if (rank == 2) {
+          r.pg->all_reduce_async(big);
+          std::this_thread::sleep_for(milliseconds(5));
+          ::_exit(0);  // dies mid-collective: no destructor, no goodbye
+        }
         const std::string error = error_of([&] {
-          for (int k = 0; k < 3; ++k) r.pg->all_reduce(t);
+          for (int k = 0; k < 3; ++k) r.pg->all_reduce(big);
         });
         RANK_CHECK(error.find("lost connection to rank 2") != std::string::npos, error);
         RANK_CHECK(error.find("rank " + std::to_string(rank) + " of 3") != std::string::npos,
@@ -239,7 +246,7 @@ TEST(GlooProcessGroupFailureTest, ALostRankIsNamed) {
         RANK_CHECK(again.find("failed earlier") != std::string::npos, again);
         // Stay alive until both survivors have checked, so neither sees the other leave.
         r.store->set("checked/" + std::to_string(rank), {'1'});
-        r.store->wait({"checked/0", "checked/1"});
+        r.store->wait({"checked/0", "checked/1"}, milliseconds(30000));
       },
       3);
 }
