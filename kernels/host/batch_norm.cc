@@ -1,135 +1,86 @@
 #include "kernels/host/batch_norm.h"
 
-#include <cstring>
+#include <cmath>
 #include <vector>
 
 #include "kernels/host/elementwise.h"
-#include "kernels/host/prepared_primitive.h"
+#include "kernels/host/reduce.h"
 
 namespace dpe::host {
 
 namespace {
 
-using dnnl::memory;
-using flags = dnnl::normalization_flags;
+enum : int64_t { kBnScratch = 0x626e01 };
 
-enum : int64_t { kBnForwardTrain = 0x626e01, kBnForwardEval, kBnBackward };
-
-// Per-channel stand-ins for null gamma / beta / ggamma / gbeta, so one primitive serves all.
-struct BatchNormEntry : PreparedPrimitive {
-  std::vector<float> ones, zeros, dscale, dshift;
-  explicit BatchNormEntry(int64_t c) : ones(c, 1.0f), zeros(c, 0.0f), dscale(c), dshift(c) {}
+// Per-channel temporaries, kept in the HostContext so a call allocates nothing.
+struct ChannelScratch : HostContext::CacheEntry {
+  std::vector<float> a, b, c;
+  explicit ChannelScratch(int64_t channels) : a(channels), b(channels), c(channels) {}
 };
-
-memory::desc data_desc(const BatchNormShape& sh) {
-  return memory::desc({sh.n, sh.c, sh.s, 1}, memory::data_type::f32, memory::format_tag::nchw);
-}
-memory::desc channel_desc(const BatchNormShape& sh) {
-  return memory::desc({sh.c}, memory::data_type::f32, memory::format_tag::x);
-}
-
-// eps is part of the primitive: keyed by its exact bits.
-int64_t eps_bits(float eps) {
-  uint32_t bits;
-  std::memcpy(&bits, &eps, sizeof bits);
-  return bits;
-}
-
-const flags kAffine = flags::use_scale | flags::use_shift;
-
-dnnl::batch_normalization_forward::primitive_desc forward_train_pd(HostContext& ctx,
-                                                                   const BatchNormShape& sh,
-                                                                   float eps) {
-  dnnl::batch_normalization_forward::desc desc(dnnl::prop_kind::forward_training, data_desc(sh),
-                                               eps, kAffine);
-  return {desc, user_scratchpad_attr(), ctx.engine()};
-}
 
 }  // namespace
 
 void batch_norm_forward_train(HostContext& ctx, const BatchNormShape& sh, const float* x,
                               const float* gamma, const float* beta, float eps, float* y,
                               float* mean, float* var) {
-  auto& e =
-      ctx.cached<BatchNormEntry>(CacheKey(kBnForwardTrain, {sh.n, sh.c, sh.s, eps_bits(eps)}), [&] {
-        auto e = std::make_unique<BatchNormEntry>(sh.c);
-        const auto pd = forward_train_pd(ctx, sh, eps);
-        e->bind(ctx, DNNL_ARG_SRC, data_desc(sh));
-        e->bind(ctx, DNNL_ARG_DST, data_desc(sh));
-        for (int arg : {DNNL_ARG_SCALE, DNNL_ARG_SHIFT, DNNL_ARG_MEAN, DNNL_ARG_VARIANCE}) {
-          e->bind(ctx, arg, channel_desc(sh));
-        }
-        e->finish(ctx, dnnl::batch_normalization_forward(pd), pd);
-        return e;
-      });
-  e.set(DNNL_ARG_SRC, x);
-  e.set(DNNL_ARG_DST, y);
-  e.set(DNNL_ARG_SCALE, gamma ? gamma : e.ones.data());
-  e.set(DNNL_ARG_SHIFT, beta ? beta : e.zeros.data());
-  e.set(DNNL_ARG_MEAN, mean);
-  e.set(DNNL_ARG_VARIANCE, var);
-  e.run(ctx);
+  const int64_t m = sh.n * sh.s;
+  // Two passes per channel, the mean then the mean squared deviation, as torch's CPU kernel
+  // does: no cancellation from E[x^2] - E[x]^2. Each plane sums in float, planes in double.
+#pragma omp parallel for if (sh.n * sh.c * sh.s >= kParallelGrain)
+  for (int64_t ch = 0; ch < sh.c; ++ch) {
+    double total = 0.0;
+    for (int64_t i = 0; i < sh.n; ++i) {
+      const float* p = x + (i * sh.c + ch) * sh.s;
+      float acc = 0.0f;
+#pragma omp simd reduction(+ : acc)
+      for (int64_t k = 0; k < sh.s; ++k) acc += p[k];
+      total += acc;
+    }
+    const float mu = static_cast<float>(total / static_cast<double>(m));
+    double sq = 0.0;
+    for (int64_t i = 0; i < sh.n; ++i) {
+      const float* p = x + (i * sh.c + ch) * sh.s;
+      float acc = 0.0f;
+#pragma omp simd reduction(+ : acc)
+      for (int64_t k = 0; k < sh.s; ++k) acc += (p[k] - mu) * (p[k] - mu);
+      sq += acc;
+    }
+    mean[ch] = mu;
+    var[ch] = static_cast<float>(sq / static_cast<double>(m));
+  }
+  auto& scratch = ctx.cached<ChannelScratch>(
+      CacheKey(kBnScratch, {sh.c}), [&] { return std::make_unique<ChannelScratch>(sh.c); });
+  for (int64_t ch = 0; ch < sh.c; ++ch) scratch.a[ch] = 1.0f / std::sqrt(var[ch] + eps);
+  batch_norm_apply(ctx, sh, x, mean, scratch.a.data(), gamma, beta, y);
 }
 
 void batch_norm_forward_eval(HostContext& ctx, const BatchNormShape& sh, const float* x,
                              const float* gamma, const float* beta, const float* mean,
                              const float* var, float eps, float* y) {
-  auto& e =
-      ctx.cached<BatchNormEntry>(CacheKey(kBnForwardEval, {sh.n, sh.c, sh.s, eps_bits(eps)}), [&] {
-        auto e = std::make_unique<BatchNormEntry>(sh.c);
-        dnnl::batch_normalization_forward::desc desc(dnnl::prop_kind::forward_inference,
-                                                     data_desc(sh), eps,
-                                                     kAffine | flags::use_global_stats);
-        dnnl::batch_normalization_forward::primitive_desc pd(desc, user_scratchpad_attr(),
-                                                             ctx.engine());
-        e->bind(ctx, DNNL_ARG_SRC, data_desc(sh));
-        e->bind(ctx, DNNL_ARG_DST, data_desc(sh));
-        for (int arg : {DNNL_ARG_SCALE, DNNL_ARG_SHIFT, DNNL_ARG_MEAN, DNNL_ARG_VARIANCE}) {
-          e->bind(ctx, arg, channel_desc(sh));
-        }
-        e->finish(ctx, dnnl::batch_normalization_forward(pd), pd);
-        return e;
-      });
-  e.set(DNNL_ARG_SRC, x);
-  e.set(DNNL_ARG_DST, y);
-  e.set(DNNL_ARG_SCALE, gamma ? gamma : e.ones.data());
-  e.set(DNNL_ARG_SHIFT, beta ? beta : e.zeros.data());
-  e.set(DNNL_ARG_MEAN, mean);
-  e.set(DNNL_ARG_VARIANCE, var);
-  e.run(ctx);
+  auto& scratch = ctx.cached<ChannelScratch>(
+      CacheKey(kBnScratch, {sh.c}), [&] { return std::make_unique<ChannelScratch>(sh.c); });
+  for (int64_t ch = 0; ch < sh.c; ++ch) scratch.a[ch] = 1.0f / std::sqrt(var[ch] + eps);
+  batch_norm_apply(ctx, sh, x, mean, scratch.a.data(), gamma, beta, y);
 }
 
 void batch_norm_backward(HostContext& ctx, const BatchNormShape& sh, const float* x,
                          const float* gy, const float* gamma, const float* mean, const float* var,
                          float eps, float* gx, float* ggamma, float* gbeta) {
-  auto& e =
-      ctx.cached<BatchNormEntry>(CacheKey(kBnBackward, {sh.n, sh.c, sh.s, eps_bits(eps)}), [&] {
-        auto e = std::make_unique<BatchNormEntry>(sh.c);
-        dnnl::batch_normalization_backward::desc desc(dnnl::prop_kind::backward, data_desc(sh),
-                                                      data_desc(sh), eps, kAffine);
-        dnnl::batch_normalization_backward::primitive_desc pd(
-            desc, user_scratchpad_attr(), ctx.engine(), forward_train_pd(ctx, sh, eps));
-        e->bind(ctx, DNNL_ARG_SRC, data_desc(sh));
-        e->bind(ctx, DNNL_ARG_DIFF_DST, data_desc(sh));
-        e->bind(ctx, DNNL_ARG_DIFF_SRC, data_desc(sh));
-        // oneDNN 2.6's backward asks for the shift too (and does not read it).
-        for (int arg : {DNNL_ARG_SCALE, DNNL_ARG_SHIFT, DNNL_ARG_MEAN, DNNL_ARG_VARIANCE,
-                        DNNL_ARG_DIFF_SCALE, DNNL_ARG_DIFF_SHIFT}) {
-          e->bind(ctx, arg, channel_desc(sh));
-        }
-        e->finish(ctx, dnnl::batch_normalization_backward(pd), pd);
-        return e;
-      });
-  e.set(DNNL_ARG_SRC, x);
-  e.set(DNNL_ARG_DIFF_DST, gy);
-  e.set(DNNL_ARG_DIFF_SRC, gx);
-  e.set(DNNL_ARG_SCALE, gamma ? gamma : e.ones.data());
-  e.set(DNNL_ARG_SHIFT, e.zeros.data());
-  e.set(DNNL_ARG_MEAN, mean);
-  e.set(DNNL_ARG_VARIANCE, var);
-  e.set(DNNL_ARG_DIFF_SCALE, ggamma ? ggamma : e.dscale.data());
-  e.set(DNNL_ARG_DIFF_SHIFT, gbeta ? gbeta : e.dshift.data());
-  e.run(ctx);
+  auto& t = ctx.cached<ChannelScratch>(CacheKey(kBnScratch, {sh.c}),
+                                       [&] { return std::make_unique<ChannelScratch>(sh.c); });
+  // sum(gy) and sum(gy * (x - mean)) per channel, then gx elementwise: the same two steps
+  // SyncBatchNorm takes with a reduction across ranks in between.
+  channel_grad_sums(ctx, x, gy, mean, t.a.data(), t.b.data(), sh.n, sh.c, sh.s);
+  const float inv_m = 1.0f / static_cast<float>(sh.n * sh.s);
+  for (int64_t ch = 0; ch < sh.c; ++ch) {
+    const float invstd = 1.0f / std::sqrt(var[ch] + eps);
+    if (ggamma != nullptr) ggamma[ch] = t.b[ch] * invstd;
+    if (gbeta != nullptr) gbeta[ch] = t.a[ch];
+    t.a[ch] *= inv_m;  // mean of gy
+    t.b[ch] *= inv_m;  // mean of gy * (x - mean)
+    t.c[ch] = invstd;
+  }
+  batch_norm_backward_elemt(ctx, sh, x, gy, mean, t.c.data(), gamma, t.a.data(), t.b.data(), gx);
 }
 
 void batch_norm_apply(HostContext&, const BatchNormShape& sh, const float* x, const float* mean,

@@ -1,32 +1,60 @@
 // PreparedPrimitive: a oneDNN primitive cached in a HostContext together with its argument
-// memories (whose data handles are swapped per call) and its own scratchpad, so executing it
-// allocates nothing. For kernel .cc files only: this header includes oneDNN.
+// memories (the caller's buffers are swapped in per call), the reorders between the caller's
+// plain layouts and the blocked layouts the primitive chose, and its own scratchpad, so running
+// it allocates nothing. For kernel .cc files only: this header includes oneDNN.
 #pragma once
 
 #include <oneapi/dnnl/dnnl.hpp>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include "kernels/host/host_context.h"
 
 namespace dpe::host {
 
 struct PreparedPrimitive : HostContext::CacheEntry {
+  struct Reorder {
+    dnnl::reorder prim;
+    dnnl::memory from, to;
+  };
   dnnl::primitive prim;
-  std::unordered_map<int, dnnl::memory> args;
+  std::unordered_map<int, dnnl::memory> args;  // what the primitive reads and writes
+  std::unordered_map<int, dnnl::memory> user;  // the caller's buffers, set() before each run()
+  std::vector<Reorder> before, after;          // into and out of the primitive's layouts
 
-  // Declares argument `arg` with layout `md`; its data is given by set() before each run().
-  void bind(HostContext& ctx, int arg, const dnnl::memory::desc& md) {
-    args.emplace(arg, dnnl::memory(md, ctx.engine(), DNNL_MEMORY_NONE));
+  // Declares argument `arg`, held by the caller in layout `user_md`.
+  void bind(HostContext& ctx, int arg, const dnnl::memory::desc& user_md) {
+    bind(ctx, arg, user_md, user_md, false);
+  }
+  // The same, where the primitive wants layout `prim_md`: a buffer of that layout is kept here
+  // and reordered from the caller's (inputs) or to it (outputs) on each run.
+  void bind(HostContext& ctx, int arg, const dnnl::memory::desc& user_md,
+            const dnnl::memory::desc& prim_md, bool output) {
+    dnnl::memory u(user_md, ctx.engine(), DNNL_MEMORY_NONE);
+    user.emplace(arg, u);
+    if (prim_md == user_md) {
+      args.emplace(arg, u);
+      return;
+    }
+    dnnl::memory inner(prim_md, ctx.engine());
+    args.emplace(arg, inner);
+    if (output) {
+      after.push_back({dnnl::reorder(inner, u), inner, u});
+    } else {
+      before.push_back({dnnl::reorder(u, inner), u, inner});
+    }
   }
   // Takes the primitive and allocates its scratchpad (the pd must use scratchpad_mode::user).
   void finish(HostContext& ctx, dnnl::primitive p, const dnnl::primitive_desc_base& pd) {
     prim = std::move(p);
     args.emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(pd.scratchpad_desc(), ctx.engine()));
   }
-  void set(int arg, const void* p) { args.at(arg).set_data_handle(const_cast<void*>(p)); }
+  void set(int arg, const void* p) { user.at(arg).set_data_handle(const_cast<void*>(p)); }
   void run(HostContext& ctx) {
+    for (Reorder& r : before) r.prim.execute(ctx.stream(), r.from, r.to);
     prim.execute(ctx.stream(), args);
+    for (Reorder& r : after) r.prim.execute(ctx.stream(), r.from, r.to);
     ctx.stream().wait();
   }
 };

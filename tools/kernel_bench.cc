@@ -1,0 +1,129 @@
+// kernel_bench: single-thread GFLOP/s of the host backend's heavy kernels — a large SGEMM through
+// oneDNN and the ConvNet's convolutions (forward, backward data, backward weights) at batch 100 —
+// so a change of kernel or layout can be measured. A benchmark, not a test.
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <vector>
+
+#include "engine/backend/backend.h"
+
+namespace {
+
+using dpe::Tensor;
+
+// Median seconds of `reps` calls after one warm-up call.
+double time_it(const std::function<void()>& f, int reps) {
+  f();
+  std::vector<double> t;
+  for (int i = 0; i < reps; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    f();
+    t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+void report(const char* what, double flops, double seconds) {
+  std::printf("%-40s %9.3f ms %8.1f GFLOP/s\n", what, seconds * 1e3, flops / seconds * 1e-9);
+}
+
+Tensor filled(const dpe::Shape& shape, float v) { return Tensor::full(shape, v); }
+
+void bench_conv(dpe::Backend& b, const char* name, int64_t n, int64_t c, int64_t h, int64_t o,
+                int64_t k, int64_t pad, int reps) {
+  Tensor x = filled({n, c, h, h}, 0.5f), w = filled({o, c, k, k}, 0.01f), bias = filled({o}, 0);
+  const int64_t ho = h + 2 * pad - k + 1;
+  Tensor y = Tensor::empty({n, o, ho, ho}), gy = filled({n, o, ho, ho}, 0.1f);
+  Tensor gx = Tensor::empty(x.shape()), gw = Tensor::empty(w.shape()), gb = Tensor::empty({o});
+  Tensor none;
+  const dpe::Conv2dParams p{1, pad};
+  const double flops = 2.0 * n * o * ho * ho * c * k * k;
+  char label[80];
+  std::snprintf(label, sizeof label, "%s forward", name);
+  report(label, flops, time_it([&] { b.conv2d_forward(x, w, bias, p, y); }, reps));
+  std::snprintf(label, sizeof label, "%s backward data", name);
+  report(label, flops, time_it([&] { b.conv2d_backward(x, w, gy, p, gx, none, none); }, reps));
+  std::snprintf(label, sizeof label, "%s backward weights+bias", name);
+  report(label, flops, time_it([&] { b.conv2d_backward(x, w, gy, p, none, gw, gb); }, reps));
+}
+
+// Memory-bound layers: reported as GB/s of the tensors read and written.
+void report_bytes(const char* what, double bytes, double seconds) {
+  std::printf("%-40s %9.3f ms %8.1f GB/s\n", what, seconds * 1e3, bytes / seconds * 1e-9);
+}
+
+void bench_bn_pool(dpe::Backend& b, const char* name, int64_t n, int64_t c, int64_t h, int reps) {
+  Tensor x = filled({n, c, h, h}, 0.5f), y = Tensor::empty(x.shape()), gy = filled(x.shape(), 1);
+  Tensor gx = Tensor::empty(x.shape());
+  Tensor g = filled({c}, 1), beta = filled({c}, 0), mean = Tensor::empty({c}),
+         var = Tensor::empty({c}), gg = Tensor::empty({c}), gb = Tensor::empty({c});
+  const double bytes = 4.0 * x.numel();
+  char label[80];
+  std::snprintf(label, sizeof label, "%s bn forward", name);
+  report_bytes(label, 2 * bytes,
+               time_it([&] { b.batch_norm_forward_train(x, g, beta, 1e-5f, y, mean, var); }, reps));
+  std::snprintf(label, sizeof label, "%s bn backward", name);
+  report_bytes(
+      label, 3 * bytes,
+      time_it([&] { b.batch_norm_backward(x, gy, g, mean, var, 1e-5f, gx, gg, gb); }, reps));
+  std::snprintf(label, sizeof label, "%s relu forward", name);
+  report_bytes(label, 2 * bytes, time_it([&] { b.relu_forward(x, y); }, reps));
+  Tensor p = Tensor::empty({n, c, h / 2, h / 2}),
+         idx = Tensor::empty(p.shape(), dpe::DType::kInt64);
+  std::snprintf(label, sizeof label, "%s max_pool2d forward", name);
+  report_bytes(label, 1.75 * bytes,
+               time_it(
+                   [&] {
+                     b.max_pool2d_forward(x, {2, 2, 0}, p, idx);
+                   },
+                   reps));
+  Tensor gp = filled(p.shape(), 1);
+  std::snprintf(label, sizeof label, "%s max_pool2d backward", name);
+  report_bytes(label, 1.75 * bytes,
+               time_it(
+                   [&] {
+                     b.max_pool2d_backward(gp, idx, {2, 2, 0}, gx);
+                   },
+                   reps));
+}
+
+void bench_linear(dpe::Backend& b, int64_t n, int64_t in, int64_t out, int reps) {
+  Tensor x = filled({n, in}, 0.5f), w = filled({out, in}, 0.01f), bias = filled({out}, 0);
+  Tensor y = Tensor::empty({n, out}), gy = filled({n, out}, 0.1f);
+  Tensor gx = Tensor::empty(x.shape()), gw = Tensor::empty(w.shape()), gb = Tensor::empty({out});
+  const double flops = 2.0 * n * in * out;
+  char label[80];
+  std::snprintf(label, sizeof label, "linear %lldx%lld->%lld forward", static_cast<long long>(n),
+                static_cast<long long>(in), static_cast<long long>(out));
+  report(label, flops, time_it([&] { b.linear_forward(x, w, bias, y); }, reps));
+  std::snprintf(label, sizeof label, "linear %lldx%lld->%lld backward", static_cast<long long>(n),
+                static_cast<long long>(in), static_cast<long long>(out));
+  report(label, 2 * flops, time_it([&] { b.linear_backward(x, w, gy, gx, gw, gb); }, reps));
+}
+
+}  // namespace
+
+int main() {
+  omp_set_num_threads(1);
+  dpe::Backend& b = dpe::backend_for(dpe::Device::parse("host:0"));
+  std::printf("host backend, 1 thread (OpenMP), medians\n");
+
+  const int64_t m = 2048;
+  Tensor a = filled({m, m}, 0.5f), bb = filled({m, m}, 0.25f), c = Tensor::empty({m, m});
+  report("sgemm 2048x2048x2048", 2.0 * m * m * m, time_it([&] { b.matmul(a, bb, c); }, 5));
+
+  bench_conv(b, "conv1 (1->16, 5x5, pad 2, 28x28) N=100", 100, 1, 28, 16, 5, 2, 20);
+  bench_conv(b, "conv2 (16->32, 5x5, pad 2, 14x14) N=100", 100, 16, 14, 32, 5, 2, 20);
+  bench_bn_pool(b, "[100, 16, 28, 28]", 100, 16, 28, 20);
+  bench_bn_pool(b, "[100, 32, 14, 14]", 100, 32, 14, 20);
+  bench_linear(b, 100, 1568, 10, 50);
+  bench_linear(b, 64, 784, 512, 50);
+  bench_linear(b, 64, 512, 512, 50);
+  bench_linear(b, 64, 512, 10, 50);
+  return 0;
+}
