@@ -9,6 +9,8 @@ DPE_COPTS = [
     "-Wextra",
     "-Werror",
     "-Wno-unused-parameter",
+    # GCC 12 reports false positives for std::variant members at -O2 (dpe::Value).
+    "-Wno-maybe-uninitialized",
     "-fopenmp",
 ]
 

@@ -49,7 +49,8 @@ Tensor max_pool2d(const Tensor& x, const Pool2dParams& p);
 Tensor batch_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& running_mean,
                   Tensor& running_var, bool training, float momentum, float eps,
                   const std::string& who = "batch_norm");
-Tensor dropout(const Tensor& x, float p, bool training, Generator& gen);
+// The mask is a function of `seed` alone, so the same seed gives the same mask.
+Tensor dropout(const Tensor& x, float p, bool training, uint64_t seed);
 
 // --- losses (mean reduction) ---
 Tensor log_softmax(const Tensor& x);  // over dim 1 of [N, C]

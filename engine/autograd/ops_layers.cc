@@ -176,13 +176,13 @@ Tensor batch_norm(const Tensor& x_in, const Tensor& gamma_in, const Tensor& beta
   return y;
 }
 
-Tensor dropout(const Tensor& x_in, float p, bool training, Generator& gen) {
+Tensor dropout(const Tensor& x_in, float p, bool training, uint64_t seed) {
   DPE_CHECK(p >= 0.0f && p <= 1.0f, "dropout probability has to be between 0 and 1, but got " << p);
   if (!training || p == 0.0f) return x_in;
   Tensor x = prepare("dropout", x_in, x_in, "input");
   DeviceGuard guard(&x.context());
   Tensor mask = like(x);
-  backend_of(x).dropout_mask(p, gen.next_u64(), mask);
+  backend_of(x).dropout_mask(p, seed, mask);
   return mul(x_in, mask);
 }
 

@@ -1,6 +1,9 @@
 // Stateless layers: ReLU, MaxPool2d, Flatten, Dropout.
 #pragma once
 
+#include <memory>
+#include <mutex>
+
 #include "engine/backend/backend.h"
 #include "engine/nn/module.h"
 #include "engine/tensor/random.h"
@@ -33,17 +36,22 @@ class Flatten : public Cloneable<Flatten> {
   int64_t start_dim_;
 };
 
-// Dropout with its own seeded generator; replicas made by DataParallel get distinct streams.
+// Dropout with a seeded generator. Copies (DataParallel's replicas) share the generator, so each
+// forward, on any replica, draws a fresh mask seed from it.
 class Dropout : public Cloneable<Dropout> {
  public:
-  explicit Dropout(float p = 0.5f, uint64_t seed = 0) : p_(p), gen_(seed) {}
+  explicit Dropout(float p = 0.5f, uint64_t seed = 0);
   Tensor forward(const Tensor& x) override;
   std::string repr() const override;
-  void reseed(uint64_t seed) { gen_.manual_seed(seed); }
+  void reseed(uint64_t seed);
 
  private:
+  struct SeedSource {
+    std::mutex mu;
+    Generator gen;
+  };
   float p_;
-  Generator gen_;
+  std::shared_ptr<SeedSource> seeds_;
 };
 
 }  // namespace dpe::nn

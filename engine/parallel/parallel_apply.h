@@ -1,0 +1,20 @@
+// parallel_apply: runs each replica on its own device's worker, all at once (PyTorch's
+// torch/nn/parallel/parallel_apply.py). Each worker runs under its device's guard with the
+// caller's grad mode. If replicas throw, every worker still finishes; the caller then gets one
+// dpe::Error naming the first replica and device that failed, with the original message.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "engine/nn/module.h"
+#include "engine/parallel/step_profiler.h"
+
+namespace dpe {
+
+std::vector<Value> parallel_apply(const std::vector<std::shared_ptr<Module>>& replicas,
+                                  const std::vector<Value>& inputs,
+                                  const std::vector<Device>& devices,
+                                  StepProfiler* profiler = nullptr);
+
+}  // namespace dpe

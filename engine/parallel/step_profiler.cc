@@ -1,0 +1,77 @@
+#include "engine/parallel/step_profiler.h"
+
+#include "engine/core/error.h"
+#include "engine/device/runtime.h"
+
+namespace dpe {
+
+const char* phase_name(Phase p) {
+  static const char* names[kNumPhases] = {"replicate", "scatter",  "forward",    "gather",
+                                          "loss",      "backward", "reduce_add", "step"};
+  return names[static_cast<int>(p)];
+}
+
+void StepProfiler::begin_step(const std::vector<Device>& devices) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Runtime& rt = Runtime::get();
+  devices_ = devices;
+  busy_.clear();
+  for (Device d : devices) {
+    busy_[d] = {};
+    rt.context(d).allocator().reset_peak();
+  }
+  copies_at_start_ = rt.copy_matrix();
+  start_ = std::chrono::steady_clock::now();
+  active_ = true;
+}
+
+void StepProfiler::add(Device device, Phase phase, int64_t ns) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!active_) return;
+  busy_[device][static_cast<int>(phase)] += ns;
+}
+
+StepStats StepProfiler::end_step() {
+  std::lock_guard<std::mutex> lock(mu_);
+  DPE_CHECK(active_, "StepProfiler::end_step without begin_step");
+  active_ = false;
+  StepStats out;
+  out.wall_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                    std::chrono::steady_clock::now() - start_)
+                    .count();
+  Runtime& rt = Runtime::get();
+  const CopyMatrix copies = rt.copy_matrix();
+  for (Device d : devices_) {
+    DeviceStepStats s;
+    s.device = d;
+    s.busy_ns = busy_[d];
+    for (int64_t ns : s.busy_ns) s.busy_total_ns += ns;
+    s.idle_ns = std::max<int64_t>(0, out.wall_ns - s.busy_total_ns);
+    const MemoryStats m = rt.context(d).allocator().stats();
+    s.peak_bytes = m.peak_bytes;
+    s.held_bytes = m.current_bytes;
+    for (const auto& [pair, bytes] : copies) {
+      auto it = copies_at_start_.find(pair);
+      const int64_t delta = bytes - (it == copies_at_start_.end() ? 0 : it->second);
+      if (pair.first == d) s.sent_bytes += delta;
+      if (pair.second == d) s.received_bytes += delta;
+    }
+    out.devices.push_back(s);
+  }
+  return out;
+}
+
+StepProfiler::Scope::Scope(StepProfiler* profiler, Device device, Phase phase)
+    : profiler_(profiler), device_(device), phase_(phase) {
+  if (profiler_ != nullptr) start_ = std::chrono::steady_clock::now();
+}
+
+StepProfiler::Scope::~Scope() {
+  if (profiler_ == nullptr) return;
+  profiler_->add(device_, phase_,
+                 std::chrono::duration_cast<std::chrono::nanoseconds>(
+                     std::chrono::steady_clock::now() - start_)
+                     .count());
+}
+
+}  // namespace dpe

@@ -1,0 +1,299 @@
+// DataParallel against one device on the same data: loss, gradients and the parameters after an
+// SGD step agree (relative error < 1e-5) for 2, 3 and 4 host devices; plus PyTorch's semantics
+// and errors, failure injection, and the imbalance it causes on device 0.
+#include "engine/parallel/data_parallel.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "engine/autograd/engine.h"
+#include "engine/autograd/ops.h"
+#include "engine/core/error.h"
+#include "engine/device/runtime.h"
+#include "engine/nn/linear.h"
+#include "engine/optim/sgd.h"
+#include "models/convnet.h"
+#include "models/mlp.h"
+#include "models/toy_model.h"
+
+namespace dpe {
+namespace {
+
+const Device kH0 = Device::parse("host:0");
+
+std::vector<Device> hosts(int n) {
+  Runtime::get().set_host_device_count(std::max(n, 2));
+  std::vector<Device> out;
+  for (int i = 0; i < n; ++i) out.emplace_back(DeviceType::kHost, i);
+  return out;
+}
+
+double rel_error(const std::vector<float>& a, const std::vector<float>& b) {
+  double diff = 0, ref = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    diff += (static_cast<double>(a[i]) - b[i]) * (static_cast<double>(a[i]) - b[i]);
+    ref += static_cast<double>(b[i]) * b[i];
+  }
+  return std::sqrt(diff) / std::max(std::sqrt(ref), 1e-12);
+}
+
+struct StepResult {
+  float loss;
+  StateDict grads;
+  StateDict params;
+};
+
+// One SGD step (momentum 0.9) of `model` (possibly wrapped) on (x, y) with cross-entropy.
+StepResult train_step(Module& model, Module& inner, const Tensor& x, const Tensor& y) {
+  optim::SgdOptions o;
+  o.lr = 0.05f;
+  o.momentum = 0.9f;
+  optim::SGD sgd(inner.parameters(), o);
+  Tensor out = model(x);
+  Tensor loss = ops::cross_entropy(out, y.to(out.device()));
+  backward(loss);
+  StepResult r;
+  r.loss = loss.item();
+  for (auto& [n, p] : inner.named_parameters()) r.grads.emplace_back(n, p.grad().clone());
+  sgd.step();
+  for (auto& [n, p] : inner.named_parameters()) r.params.emplace_back(n, p.clone());
+  return r;
+}
+
+void expect_same(const StepResult& dp, const StepResult& single, const std::string& what) {
+  EXPECT_NEAR(dp.loss, single.loss, 1e-5 * std::abs(single.loss)) << what;
+  for (size_t i = 0; i < single.grads.size(); ++i) {
+    EXPECT_EQ(dp.grads[i].second.device(), kH0) << what << " " << dp.grads[i].first;
+    EXPECT_LT(rel_error(dp.grads[i].second.to_vector<float>(),
+                        single.grads[i].second.to_vector<float>()),
+              1e-5)
+        << what << " grad " << single.grads[i].first;
+    EXPECT_LT(rel_error(dp.params[i].second.to_vector<float>(),
+                        single.params[i].second.to_vector<float>()),
+              1e-5)
+        << what << " param " << single.params[i].first;
+  }
+}
+
+template <typename MakeModel>
+void check_equivalence(MakeModel make, const Shape& input_shape, int classes, int batch) {
+  for (int n : {2, 3, 4}) {
+    auto devices = hosts(n);
+    Generator g(42);
+    std::vector<int64_t> dims = input_shape.dims();
+    dims.insert(dims.begin(), batch);
+    Tensor x = randn(Shape(dims), g);
+    std::vector<int64_t> labels(batch);
+    for (auto& l : labels) l = static_cast<int64_t>(g.next_u64() % classes);
+    Tensor y = Tensor::from_vector(labels, {batch});
+
+    std::shared_ptr<Module> single = make();
+    std::shared_ptr<Module> original = single->copy_to(kH0);
+    StepResult ref = train_step(*single, *single, x, y);
+
+    DataParallel dp(original, devices);
+    StepResult got = train_step(dp, *original, x, y);
+    expect_same(got, ref, original->repr() + " on " + std::to_string(n) + " devices");
+  }
+}
+
+TEST(DataParallelEquivalenceTest, ToyModel) {
+  check_equivalence([] { Generator g(1); return std::make_shared<models::ToyModel>(g); },
+                    Shape{10}, 5, 30);
+}
+
+TEST(DataParallelEquivalenceTest, Mlp) {
+  check_equivalence([] { Generator g(2); return std::make_shared<models::Mlp>(g); },
+                    Shape{1, 28, 28}, 10, 17);
+}
+
+TEST(DataParallelEquivalenceTest, ConvNetWithoutBatchNorm) {
+  check_equivalence([] { Generator g(3); return std::make_shared<models::ConvNet>(g, false); },
+                    Shape{1, 28, 28}, 10, 10);
+}
+
+TEST(DataParallelTest, BatchNormRunningStatsAreThoseOfDeviceZerosChunk) {
+  auto devices = hosts(2);
+  Generator g(5);
+  auto model = std::make_shared<models::ConvNet>(g, true);
+  auto reference = model->copy_to(kH0);
+  Tensor x = randn({8, 1, 28, 28}, g);
+  DataParallel dp(model, devices);
+  dp(x);
+  (*reference)(x.narrow(0, 0, 4).contiguous());  // device 0's chunk alone
+  for (const char* name : {"layer1.1.running_mean", "layer1.1.running_var",
+                           "layer2.1.running_mean", "layer2.1.running_var"}) {
+    EXPECT_LT(rel_error(model->find(name).to_vector<float>(),
+                        reference->find(name).to_vector<float>()),
+              1e-5)
+        << name;
+  }
+  EXPECT_EQ(model->find("layer1.1.num_batches_tracked").to_vector<int64_t>()[0], 1);
+}
+
+TEST(DataParallelTest, DefaultsAndStateDictPrefix) {
+  hosts(2);
+  Generator g(6);
+  auto fc = std::make_shared<nn::Linear>(5, 2, g);
+  DataParallel dp(fc);
+  EXPECT_EQ(dp.device_ids().size(), static_cast<size_t>(Runtime::get().host_device_count()));
+  EXPECT_EQ(dp.output_device(), kH0);
+  EXPECT_EQ(dp.dim(), 0);
+  StateDict sd = dp.state_dict();
+  EXPECT_EQ(sd[0].first, "module.weight");
+  // A wrapped checkpoint loads into a bare model and the reverse.
+  auto bare = std::make_shared<nn::Linear>(5, 2, g);
+  bare->load_state_dict(strip_prefix(sd));
+  EXPECT_EQ(bare->weight().to_vector<float>(), fc->weight().to_vector<float>());
+  dp.load_state_dict(add_prefix(bare->state_dict()));
+}
+
+TEST(DataParallelTest, OneDeviceRunsTheModuleDirectly) {
+  hosts(2);
+  Generator g(7);
+  auto fc = std::make_shared<nn::Linear>(5, 2, g);
+  DataParallel dp(fc, {kH0});
+  Tensor x = randn({4, 5}, g, Device::parse("host:1"));  // moved to device_ids[0]
+  Tensor y = dp(x);
+  EXPECT_EQ(y.device(), kH0);
+  EXPECT_EQ(y.to_vector<float>(), (*fc)(x.to(kH0)).to_vector<float>());
+}
+
+TEST(DataParallelTest, OutputDeviceAndScalarOutputs) {
+  auto devices = hosts(2);
+  Generator g(8);
+  auto fc = std::make_shared<nn::Linear>(5, 2, g);
+  DataParallel dp(fc, devices, devices[1]);
+  EXPECT_EQ(dp(randn({6, 5}, g)).device(), devices[1]);
+}
+
+TEST(DataParallelTest, ErrorsUsePyTorchsWording) {
+  hosts(2);
+  Generator g(9);
+  auto fc = std::make_shared<nn::Linear>(5, 2, g, true, Device::parse("host:1"));
+  try {
+    DataParallel dp(fc, hosts(2));
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(
+                  "module must have its parameters and buffers on device host:0 (device_ids[0]) "
+                  "but found one of them on device: host:1"),
+              std::string::npos)
+        << e.what();
+  }
+  auto ok = std::make_shared<nn::Linear>(5, 2, g);
+  EXPECT_THROW(DataParallel(ok, std::vector<Device>{}), Error);
+  EXPECT_THROW(DataParallel(ok, {kH0, kH0}), Error);
+  try {
+    DataParallel(ok, {kH0, Device::parse("host:7")});
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("host:7"), std::string::npos) << e.what();
+  }
+  DataParallel dp(ok, hosts(2));
+  EXPECT_THROW(dp(Tensor::zeros({0, 5})), Error);
+}
+
+// A module that fails on one device, to check failure isolation.
+class FailOn : public Cloneable<FailOn> {
+ public:
+  explicit FailOn(Device bad) : bad_(bad) {
+    register_parameter("w", Tensor::ones({3, 3}));
+  }
+  Tensor forward(const Tensor& x) override {
+    if (x.device() == bad_ && armed_) throw std::runtime_error("injected failure");
+    return ops::matmul(x, param("w"));
+  }
+  std::string repr() const override { return "FailOn"; }
+  bool armed_ = true;
+
+ private:
+  Device bad_;
+};
+
+TEST(DataParallelTest, AFailingReplicaGivesOneErrorNamingItAndTheNextStepWorks) {
+  auto devices = hosts(3);
+  auto m = std::make_shared<FailOn>(devices[2]);
+  DataParallel dp(m, devices);
+  try {
+    dp(Tensor::ones({6, 3}));
+    FAIL();
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("replica 2 on device host:2"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("injected failure"), std::string::npos) << msg;
+  }
+  m->armed_ = false;
+  EXPECT_EQ(dp(Tensor::ones({6, 3})).shape(), Shape({6, 3}));
+}
+
+TEST(DataParallelTest, ParallelCriterionMatchesTheGatheredLoss) {
+  auto devices = hosts(3);
+  Generator g(10);
+  auto model = std::make_shared<models::ToyModel>(g);
+  auto copy = model->copy_to(kH0);
+  Tensor x = randn({11, 10}, g);
+  std::vector<int64_t> labels(11);
+  for (auto& l : labels) l = static_cast<int64_t>(g.next_u64() % 5);
+  Tensor y = Tensor::from_vector(labels, {11});
+  DataParallel dp(model, devices);
+  Tensor loss = parallel_criterion(dp.forward_replicas(Value(x)), y, 0, ops::cross_entropy, kH0);
+  backward(loss);
+  DataParallel dp2(copy, devices);
+  Tensor ref = ops::cross_entropy(dp2(x), y);
+  backward(ref);
+  EXPECT_NEAR(loss.item(), ref.item(), 1e-5);
+  for (auto& [n, p] : model->named_parameters()) {
+    EXPECT_LT(rel_error(p.grad().to_vector<float>(), copy->find(n).grad().to_vector<float>()),
+              1e-5)
+        << n;
+  }
+}
+
+TEST(DataParallelTest, ChunkWeightsShiftWorkAwayFromDeviceZero) {
+  auto devices = hosts(2);
+  Generator g(11);
+  auto model = std::make_shared<models::ToyModel>(g);
+  DataParallelOptions o;
+  o.device_ids = devices;
+  o.chunk_weights = {0.5, 1.0};
+  DataParallel dp(model, o);
+  ReplicaOutputs r = dp.forward_replicas(Value(randn({30, 10}, g)));
+  EXPECT_EQ(r.sizes, (std::vector<int64_t>{10, 20}));
+}
+
+TEST(DataParallelTest, ImbalanceShowsDeviceZerosExtraMemory) {
+  auto devices = hosts(2);
+  Generator g(12);
+  auto model = std::make_shared<models::Mlp>(g);
+  DataParallel dp(model, devices);
+  StepProfiler prof;
+  dp.set_profiler(&prof);
+  Tensor x = randn({64, 1, 28, 28}, g);
+  std::vector<int64_t> labels(64, 3);
+  Tensor y = Tensor::from_vector(labels, {64});
+  prof.begin_step(devices);
+  Tensor out = dp(x);
+  Tensor loss = ops::cross_entropy(out, y);
+  backward(loss);
+  StepStats s = prof.end_step();
+  ASSERT_EQ(s.devices.size(), 2u);
+  const DeviceStepStats& d0 = s.devices[0];
+  const DeviceStepStats& d1 = s.devices[1];
+  // Device 0 holds the reduced gradients (one per parameter) on top of what device 1 holds.
+  int64_t param_bytes = 0;
+  for (const Tensor& p : model->parameters()) param_bytes += static_cast<int64_t>(p.nbytes());
+  EXPECT_GE(d0.held_bytes - d1.held_bytes, param_bytes);
+  EXPECT_GT(d0.peak_bytes, d1.peak_bytes);
+  EXPECT_GT(d0.busy_ns[static_cast<int>(Phase::kReplicate)], 0);
+  EXPECT_GT(d0.busy_ns[static_cast<int>(Phase::kReduceAdd)], 0);
+  EXPECT_EQ(d1.busy_ns[static_cast<int>(Phase::kReduceAdd)], 0);
+  EXPECT_GT(d1.busy_ns[static_cast<int>(Phase::kForward)], 0);
+  // Device 0 sent the replica's parameters and received its gradients and outputs.
+  EXPECT_GE(d0.sent_bytes, param_bytes);
+  EXPECT_GE(d0.received_bytes, param_bytes);
+}
+
+}  // namespace
+}  // namespace dpe
