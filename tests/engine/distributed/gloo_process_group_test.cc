@@ -196,26 +196,33 @@ INSTANTIATE_TEST_SUITE_P(Ranks, GlooProcessGroupTest, ::testing::Values(2, 3),
 
 TEST(GlooProcessGroupSingleTest, OneRankAndArgumentErrors) {
   TCPStore server("127.0.0.1", 0, true);
-  GlooOptions options;
-  options.timeout = milliseconds(5000);
-  // A single process may use the group in-process: no fork needed.
-  auto store = std::make_shared<TCPStore>("127.0.0.1", server.port(), false);
-  GlooProcessGroup pg(store, 0, 1, options);
-  Tensor t = Tensor::from_vector(std::vector<float>{1.0f, 2.0f}, {2});
-  pg.all_reduce(t, ReduceOp::kAvg);
-  EXPECT_EQ(t.to_vector<float>(), (std::vector<float>{1.0f, 2.0f}));
-  pg.barrier();
+  const int port = server.port();
+  // In a child too, so this process never starts the device runtime's threads before a fork.
+  spawn(
+      [&](int rank) {
+        GlooOptions options;
+        options.timeout = milliseconds(5000);
+        auto store = std::make_shared<TCPStore>("127.0.0.1", port, false);
+        GlooProcessGroup pg(store, 0, 1, options);
+        Tensor t = Tensor::from_vector(std::vector<float>{1.0f, 2.0f}, {2});
+        pg.all_reduce(t, ReduceOp::kAvg);
+        expect_values(t, {1.0f, 2.0f}, "avg over one rank");
+        pg.barrier();
 
-  Tensor m = Tensor::from_vector(std::vector<float>{1, 2, 3, 4, 5, 6}, {2, 3});
-  Tensor transposed = m.permute({1, 0});
-  EXPECT_NE(error_of([&] { pg.all_reduce(transposed); }).find("contiguous"), std::string::npos);
-  Tensor ints = Tensor::from_vector(std::vector<int64_t>{1, 2}, {2});
-  EXPECT_NE(error_of([&] { pg.all_reduce(ints, ReduceOp::kAvg); }).find("avg needs float32"),
-            std::string::npos);
-  EXPECT_NE(error_of([&] { pg.broadcast(t, 3); }).find("root 3"), std::string::npos);
-  std::vector<Tensor> wrong(2);
-  EXPECT_NE(error_of([&] { pg.all_gather(t, wrong); }).find("expected 1 output"),
-            std::string::npos);
+        Tensor m = Tensor::from_vector(std::vector<float>{1, 2, 3, 4, 5, 6}, {2, 3});
+        Tensor transposed = m.permute({1, 0});
+        std::string e = error_of([&] { pg.all_reduce(transposed); });
+        RANK_CHECK(e.find("contiguous") != std::string::npos, e);
+        Tensor ints = Tensor::from_vector(std::vector<int64_t>{1, 2}, {2});
+        e = error_of([&] { pg.all_reduce(ints, ReduceOp::kAvg); });
+        RANK_CHECK(e.find("avg needs float32") != std::string::npos, e);
+        e = error_of([&] { pg.broadcast(t, 3); });
+        RANK_CHECK(e.find("root 3") != std::string::npos, e);
+        std::vector<Tensor> wrong(2);
+        e = error_of([&] { pg.all_gather(t, wrong); });
+        RANK_CHECK(e.find("expected 1 output") != std::string::npos, e);
+      },
+      1);
 }
 
 // Rank 2 dies (no goodbye to the store) in the middle of an all-reduce of 16 MiB; ranks 0 and 1
