@@ -209,8 +209,8 @@ int main(int argc, char** argv) {
   }
 
   using Clock = std::chrono::steady_clock;
-  int failed = -1;            // index of the first worker that failed
-  int stop_signal = 0;        // the signal that stopped the launcher
+  int failed = -1;      // index of the first worker that failed
+  int stop_signal = 0;  // the signal that stopped the launcher
   auto kill_deadline = Clock::time_point::max();
   const auto grace = std::chrono::milliseconds(static_cast<int64_t>(grace_s * 1000));
   const auto stop_all = [&](int sig) {
@@ -258,8 +258,7 @@ int main(int argc, char** argv) {
         while (::read(g_signal_pipe[0], &sig, 1) == 1) {
           if ((sig == SIGINT || sig == SIGTERM) && stop_signal == 0) {
             stop_signal = sig;
-            std::fprintf(stderr, "dpe-launch: received %s; stopping the workers\n",
-                         strsignal(sig));
+            std::fprintf(stderr, "dpe-launch: received %s; stopping the workers\n", strsignal(sig));
             stop_all(SIGTERM);
             kill_deadline = Clock::now() + grace;
           }
@@ -295,8 +294,10 @@ int main(int argc, char** argv) {
     if (Clock::now() >= kill_deadline) {
       for (auto& w : workers) {
         if (w.exited) continue;
-        std::fprintf(stderr, "dpe-launch: worker rank %d (pid %d) did not stop after SIGTERM; "
-                             "sending SIGKILL\n", w.rank, static_cast<int>(w.pid));
+        std::fprintf(stderr,
+                     "dpe-launch: worker rank %d (pid %d) did not stop after SIGTERM; "
+                     "sending SIGKILL\n",
+                     w.rank, static_cast<int>(w.pid));
         ::kill(w.pid, SIGKILL);
       }
       kill_deadline = Clock::time_point::max();

@@ -1,14 +1,13 @@
 // init_process_group, the default group and the helpers: see the design notes in distributed.h.
 #include "engine/distributed/distributed.h"
 
+#include <gloo/rendezvous/file_store.h>
 #include <sys/stat.h>
 
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
-
-#include <gloo/rendezvous/file_store.h>
 
 #include "engine/core/error.h"
 #include "engine/distributed/gloo_process_group.h"
@@ -65,13 +64,14 @@ std::shared_ptr<ProcessGroup> make_group(const std::string& backend,
                                          std::chrono::milliseconds timeout,
                                          const std::string& prefix, const std::string& hostname) {
   if (backend == "nccl") {
-    DPE_THROW("init_process_group: nccl backend requires CUDA devices; use backend \"gloo\" for "
-              "host devices");
+    DPE_THROW(
+        "init_process_group: nccl backend requires CUDA devices; use backend \"gloo\" for "
+        "host devices");
   }
   DPE_CHECK(backend == "gloo",
             "init_process_group: unknown backend '" << backend << "' (expected gloo or nccl)");
-  DPE_CHECK(world_size >= 1, "init_process_group: world_size " << world_size
-                                                               << " must be at least 1");
+  DPE_CHECK(world_size >= 1,
+            "init_process_group: world_size " << world_size << " must be at least 1");
   DPE_CHECK(rank >= 0 && rank < world_size,
             "init_process_group: rank " << rank << " is outside 0.." << world_size - 1);
   GlooOptions options;
@@ -117,8 +117,7 @@ std::optional<DistEnv> dist_env_from_env(const std::function<const char*(const c
     const char* rank = get(f.rank);
     if (rank == nullptr) continue;
     const char* size = get(f.size);
-    DPE_CHECK(size != nullptr,
-              "distributed: " << f.rank << " is set but " << f.size << " is not");
+    DPE_CHECK(size != nullptr, "distributed: " << f.rank << " is set but " << f.size << " is not");
     DistEnv env;
     env.source = f.source;
     env.rank = parse_int(f.rank, rank);
@@ -158,8 +157,8 @@ std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend,
   const std::string file_prefix = "file://";
   if (init_method.rfind(file_prefix, 0) == 0) {
     const std::string path = init_method.substr(file_prefix.size());
-    DPE_CHECK(!path.empty(), "init_process_group: init_method '" << init_method
-                                                                  << "' names no path");
+    DPE_CHECK(!path.empty(),
+              "init_process_group: init_method '" << init_method << "' names no path");
     if (::mkdir(path.c_str(), 0755) != 0 && errno != EEXIST) {
       DPE_THROW("init_process_group: cannot create the store directory " << path << ": "
                                                                          << std::strerror(errno));
@@ -207,8 +206,8 @@ std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend,
     hostname = local_address_toward(tcp->host());
   }
   const auto env = dist_env_from_env();
-  auto group = make_group(backend, std::move(store), world_size, rank, timeout, "default_pg",
-                          hostname);
+  auto group =
+      make_group(backend, std::move(store), world_size, rank, timeout, "default_pg", hostname);
   set_default(group, env ? env->local_rank : 0);
   return group;
 }

@@ -78,9 +78,9 @@ std::shared_ptr<ProcessGroup> default_group();
 // Drops the default group (and the store it rendezvoused through). A no-op without one.
 void destroy_process_group();
 
-int get_rank();        // 0 without a default group
-int get_world_size();  // 1 without a default group
-int get_local_rank();  // from the environment (LOCAL_RANK, ...); 0 when unset
+int get_rank();          // 0 without a default group
+int get_world_size();    // 1 without a default group
+int get_local_rank();    // from the environment (LOCAL_RANK, ...); 0 when unset
 bool is_main_process();  // get_rank() == 0
 void barrier();          // no-op without a default group
 

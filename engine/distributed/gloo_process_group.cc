@@ -2,15 +2,6 @@
 #include "engine/distributed/gloo_process_group.h"
 
 #include <arpa/inet.h>
-#include <netdb.h>
-#include <signal.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
-#include <algorithm>
-#include <cstring>
-#include <thread>
-
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
 #include <gloo/barrier.h>
@@ -19,6 +10,14 @@
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/prefix_store.h>
 #include <gloo/transport/tcp/device.h>
+#include <netdb.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <thread>
 
 #include "engine/core/error.h"
 #include "engine/distributed/tcp_store.h"
@@ -83,8 +82,8 @@ std::string local_address_toward(const std::string& host) {
   hints.ai_socktype = SOCK_DGRAM;
   addrinfo* res = nullptr;
   const int rc = ::getaddrinfo(host.c_str(), "9", &hints, &res);
-  DPE_CHECK(rc == 0, "distributed: cannot resolve MASTER_ADDR '" << host << "': "
-                                                                 << gai_strerror(rc));
+  DPE_CHECK(rc == 0,
+            "distributed: cannot resolve MASTER_ADDR '" << host << "': " << gai_strerror(rc));
   std::string result;
   for (addrinfo* ai = res; ai != nullptr && result.empty(); ai = ai->ai_next) {
     const int fd = ::socket(ai->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
@@ -95,11 +94,10 @@ std::string local_address_toward(const std::string& host) {
       socklen_t len = sizeof(ss);
       char buf[INET6_ADDRSTRLEN] = {0};
       if (::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) == 0) {
-        const void* addr = ss.ss_family == AF_INET6
-                               ? static_cast<const void*>(
-                                     &reinterpret_cast<sockaddr_in6*>(&ss)->sin6_addr)
-                               : static_cast<const void*>(
-                                     &reinterpret_cast<sockaddr_in*>(&ss)->sin_addr);
+        const void* addr =
+            ss.ss_family == AF_INET6
+                ? static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&ss)->sin6_addr)
+                : static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&ss)->sin_addr);
         if (::inet_ntop(ss.ss_family, addr, buf, sizeof(buf)) != nullptr) result = buf;
       }
     }
@@ -160,8 +158,8 @@ GlooProcessGroup::~GlooProcessGroup() { queue_.reset(); }
 std::string GlooProcessGroup::describe_failure(const std::string& op, const std::string& what) {
   std::ostringstream out;
   out << "gloo " << op << " (rank " << rank_ << " of " << size_ << "): ";
-  const bool timed_out = what.find("Timed out") != std::string::npos ||
-                         what.find("timed out") != std::string::npos;
+  const bool timed_out =
+      what.find("Timed out") != std::string::npos || what.find("timed out") != std::string::npos;
   std::vector<int> lost;
   bool store_gone = false;
   if (options_.lost_ranks) {
@@ -256,8 +254,8 @@ std::shared_ptr<Work> GlooProcessGroup::broadcast_async(Tensor tensor, int root)
 void GlooProcessGroup::all_gather(const Tensor& input, std::vector<Tensor>& outputs) {
   check_collective_tensor("all_gather", input, rank_);
   if (outputs.empty()) {
-    for (int r = 0; r < size_; ++r) outputs.push_back(Tensor::empty(input.shape(), input.dtype(),
-                                                                    input.device()));
+    for (int r = 0; r < size_; ++r)
+      outputs.push_back(Tensor::empty(input.shape(), input.dtype(), input.device()));
   }
   DPE_CHECK(static_cast<int>(outputs.size()) == size_,
             "all_gather (rank " << rank_ << "): expected " << size_ << " output tensors, got "

@@ -72,7 +72,7 @@ class GlooProcessGroup : public ProcessGroup {
   std::shared_ptr<gloo::Context> context_;
   uint32_t next_tag_ = 0;  // used on the communication thread only
   std::mutex broken_mu_;
-  std::string broken_;  // the first failure; later collectives refuse to run
+  std::string broken_;                // the first failure; later collectives refuse to run
   std::unique_ptr<WorkQueue> queue_;  // declared last: its thread stops before the rest goes
 };
 

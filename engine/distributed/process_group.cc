@@ -94,8 +94,8 @@ void check_collective_tensor(const char* op, const Tensor& t, int rank) {
   DPE_CHECK(t.defined(), op << " (rank " << rank << "): undefined tensor");
   DPE_CHECK(t.device().is_host(), op << " (rank " << rank << "): expected a tensor on a host device"
                                      << " (the gloo backend), got " << t.device());
-  DPE_CHECK(t.is_contiguous(), op << " (rank " << rank << "): expected a contiguous tensor, got "
-                                  << t.str());
+  DPE_CHECK(t.is_contiguous(),
+            op << " (rank " << rank << "): expected a contiguous tensor, got " << t.str());
 }
 
 }  // namespace distributed

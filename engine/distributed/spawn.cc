@@ -25,8 +25,8 @@ namespace {
 
 struct Child {
   pid_t pid = -1;
-  int error_fd = -1;   // read end: the child's exception message
-  std::string error;   // what was read from it
+  int error_fd = -1;  // read end: the child's exception message
+  std::string error;  // what was read from it
   bool done = false;
   int status = 0;
 };
@@ -144,8 +144,8 @@ void spawn(const std::function<void(int rank)>& fn, int nprocs, SpawnOptions opt
   if (failed >= 0) {
     const Child& c = children[failed];
     DPE_THROW("spawn: process rank " << failed << " (pid " << c.pid << ") "
-                                     << describe_status(c.status)
-                                     << (c.error.empty() ? "" : ": ") << c.error);
+                                     << describe_status(c.status) << (c.error.empty() ? "" : ": ")
+                                     << c.error);
   }
 }
 

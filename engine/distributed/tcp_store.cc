@@ -165,10 +165,10 @@ TCPStoreServer::TCPStoreServer(const std::string& host, int port) {
   hints.ai_flags = AI_PASSIVE;
   addrinfo* res = nullptr;
   const std::string port_text = std::to_string(port);
-  const int rc = ::getaddrinfo(host.empty() ? nullptr : host.c_str(), port_text.c_str(), &hints,
-                               &res);
-  DPE_CHECK(rc == 0, "TCPStore: cannot resolve " << host << ":" << port << ": "
-                                                 << gai_strerror(rc));
+  const int rc =
+      ::getaddrinfo(host.empty() ? nullptr : host.c_str(), port_text.c_str(), &hints, &res);
+  DPE_CHECK(rc == 0,
+            "TCPStore: cannot resolve " << host << ":" << port << ": " << gai_strerror(rc));
   std::string last_error = "no address";
   for (addrinfo* ai = res; ai != nullptr; ai = ai->ai_next) {
     const int fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
@@ -183,8 +183,8 @@ TCPStoreServer::TCPStoreServer(const std::string& host, int port) {
     ::close(fd);
   }
   ::freeaddrinfo(res);
-  DPE_CHECK(listen_fd_ >= 0, "TCPStore: cannot listen on " << host << ":" << port << ": "
-                                                           << last_error);
+  DPE_CHECK(listen_fd_ >= 0,
+            "TCPStore: cannot listen on " << host << ":" << port << ": " << last_error);
   sockaddr_storage ss{};
   socklen_t len = sizeof(ss);
   ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&ss), &len);
@@ -461,9 +461,8 @@ void TCPStore::connect_with_retry() {
     if (fd_ >= 0) return;
     if (Clock::now() + backoff > deadline) {
       DPE_THROW("TCPStore: could not connect to the store at "
-                << host_ << ":" << port_ << " within " << timeout_.count()
-                << " ms (last error: " << last_error
-                << "); is rank 0 running and MASTER_ADDR/MASTER_PORT right?");
+                << host_ << ":" << port_ << " within " << timeout_.count() << " ms (last error: "
+                << last_error << "); is rank 0 running and MASTER_ADDR/MASTER_PORT right?");
     }
     std::this_thread::sleep_for(backoff);
     backoff = std::min(backoff * 2, std::chrono::milliseconds(200));
@@ -479,8 +478,8 @@ void client_read(int fd, void* buf, size_t n, Clock::time_point deadline, const 
   while (n > 0) {
     const auto left =
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-    DPE_CHECK(left > 0, "TCPStore: no reply from the store at " << host << ":" << port
-                                                                 << " to " << what);
+    DPE_CHECK(left > 0,
+              "TCPStore: no reply from the store at " << host << ":" << port << " to " << what);
     pollfd pfd{fd, POLLIN, 0};
     const int rc = ::poll(&pfd, 1, static_cast<int>(std::min<int64_t>(left, 1 << 30)));
     if (rc < 0 && errno == EINTR) continue;
@@ -499,12 +498,12 @@ void client_read(int fd, void* buf, size_t n, Clock::time_point deadline, const 
 // Sends `msg` and reads the reply's status and payload. Returns the payload of an OK reply;
 // sets *timed_out for a TIMEOUT reply; throws the server's message for an ERROR reply.
 std::vector<char> TCPStore::request(const std::vector<char>& msg,
-                                    std::chrono::milliseconds reply_within,
-                                    const std::string& what, bool* timed_out) {
+                                    std::chrono::milliseconds reply_within, const std::string& what,
+                                    bool* timed_out) {
   DPE_CHECK(fd_ >= 0, "TCPStore: " << what << " after close()");
   DPE_CHECK(send_all(fd_, msg.data(), msg.size()),
-            "TCPStore: lost connection to the store server at "
-                << host_ << ":" << port_ << " (rank 0) during " << what);
+            "TCPStore: lost connection to the store server at " << host_ << ":" << port_
+                                                                << " (rank 0) during " << what);
   // The server answers blocking requests itself when their timeout ends; the margin covers a
   // busy machine.
   const auto deadline = Clock::now() + reply_within + std::chrono::seconds(10);
@@ -601,7 +600,8 @@ int64_t TCPStore::add(const std::string& key, int64_t delta) {
   Writer w;
   w.u8(kAdd).str(key).i64(delta);
   std::lock_guard<std::mutex> lock(mu_);
-  const auto payload = request(w.buf(), std::chrono::milliseconds(0), "add('" + key + "')", nullptr);
+  const auto payload =
+      request(w.buf(), std::chrono::milliseconds(0), "add('" + key + "')", nullptr);
   return decode_i64(reinterpret_cast<const unsigned char*>(payload.data()));
 }
 
@@ -636,8 +636,8 @@ std::vector<int> TCPStore::lost_ranks() {
   const auto payload = request(w.buf(), std::chrono::milliseconds(0), "lost_ranks", nullptr);
   std::vector<int> ranks;
   for (size_t i = 0; i + 8 <= payload.size(); i += 8) {
-    ranks.push_back(static_cast<int>(
-        decode_i64(reinterpret_cast<const unsigned char*>(payload.data() + i))));
+    ranks.push_back(
+        static_cast<int>(decode_i64(reinterpret_cast<const unsigned char*>(payload.data() + i))));
   }
   return ranks;
 }

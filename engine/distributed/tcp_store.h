@@ -16,14 +16,14 @@
 // connection; the destructor stops and joins them all.
 #pragma once
 
+#include <gloo/rendezvous/store.h>
+
 #include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
-
-#include <gloo/rendezvous/store.h>
 
 namespace dpe {
 namespace distributed {

@@ -1,6 +1,8 @@
 // tools/launch (dpe-launch): the environment each worker sees, flags after the program going to
 // the program, rank-prefixed output, and failure propagation: exit code, the failed worker named,
 // the others stopped; SIGTERM to the launcher stops every worker.
+#include <fcntl.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -8,11 +10,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <gtest/gtest.h>
-
 #include <chrono>
 #include <cstdlib>
-#include <fcntl.h>
 #include <fstream>
 #include <regex>
 #include <sstream>
@@ -114,17 +113,15 @@ TEST(LaunchTest, SecondNodeRanksAndDefaults) {
   EXPECT_TRUE(contains(out, "[rank2]: MASTER_PORT=29500\n")) << out;
   // One process per node: OMP_NUM_THREADS is left alone.
   ASSERT_EQ(run({worker(), "env"}, &out), 0) << out;
-  EXPECT_FALSE(contains(out, "OMP_NUM_THREADS=1\n") &&
-               std::getenv("OMP_NUM_THREADS") == nullptr)
+  EXPECT_FALSE(contains(out, "OMP_NUM_THREADS=1\n") && std::getenv("OMP_NUM_THREADS") == nullptr)
       << out;
   EXPECT_TRUE(contains(out, "[rank0]: WORLD_SIZE=1\n")) << out;
 }
 
 TEST(LaunchTest, FlagsAfterTheProgramGoToTheProgram) {
   std::string out;
-  ASSERT_EQ(run({"--nproc_per_node=1", worker(), "args", "--nproc_per_node=7", "-x", "plain"},
-                &out),
-            0)
+  ASSERT_EQ(
+      run({"--nproc_per_node=1", worker(), "args", "--nproc_per_node=7", "-x", "plain"}, &out), 0)
       << out;
   EXPECT_TRUE(contains(out, "[rank0]: arg0=--nproc_per_node=7\n")) << out;
   EXPECT_TRUE(contains(out, "[rank0]: arg1=-x\n")) << out;
@@ -135,7 +132,8 @@ TEST(LaunchTest, AFailedWorkerStopsTheOthersAndSetsTheExitCode) {
   std::string out;
   EXPECT_EQ(run({"--nproc_per_node=3", "--grace=2", worker(), "fail", "1", "3"}, &out), 3) << out;
   EXPECT_TRUE(contains(out, "[rank1]: failing on purpose\n")) << out;
-  EXPECT_TRUE(std::regex_search(out, std::regex("worker rank 1 \\(pid [0-9]+\\) exited with code 3")))
+  EXPECT_TRUE(
+      std::regex_search(out, std::regex("worker rank 1 \\(pid [0-9]+\\) exited with code 3")))
       << out;
   EXPECT_FALSE(contains(out, "survived")) << out;
   for (int pid : pids_in(out, "waiting")) {

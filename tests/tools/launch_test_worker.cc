@@ -58,9 +58,8 @@ int main(int argc, char** argv) {
     dist::init_process_group("gloo", "env://", -1, -1, std::chrono::seconds(20));
     dpe::Tensor value = dpe::Tensor::scalar(static_cast<float>(dist::get_rank() + 1));
     const float mean = dist::reduce_value(value, /*average=*/true).item();
-    std::printf("rank %d of %d local %d: mean %.2f%s\n", dist::get_rank(),
-                dist::get_world_size(), dist::get_local_rank(), mean,
-                dist::is_main_process() ? " (main)" : "");
+    std::printf("rank %d of %d local %d: mean %.2f%s\n", dist::get_rank(), dist::get_world_size(),
+                dist::get_local_rank(), mean, dist::is_main_process() ? " (main)" : "");
     dist::barrier();
     dist::destroy_process_group();
     return 0;

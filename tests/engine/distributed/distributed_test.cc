@@ -3,11 +3,10 @@
 // caller's store, using reduce_value, barrier, is_main_process and destroy_process_group.
 #include "engine/distributed/distributed.h"
 
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <map>
@@ -83,7 +82,9 @@ TEST(DistEnvTest, ReadsTorchrunSlurmAndOpenMpiVariables) {
   // RANK wins over SLURM (a torchrun job inside an allocation), SLURM over OMPI.
   env = parse({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"SLURM_PROCID", "7"}, {"SLURM_NTASKS", "8"}});
   EXPECT_EQ(env->rank, 1);
-  env = parse({{"SLURM_PROCID", "7"}, {"SLURM_NTASKS", "8"}, {"OMPI_COMM_WORLD_RANK", "0"},
+  env = parse({{"SLURM_PROCID", "7"},
+               {"SLURM_NTASKS", "8"},
+               {"OMPI_COMM_WORLD_RANK", "0"},
                {"OMPI_COMM_WORLD_SIZE", "1"}});
   EXPECT_EQ(env->rank, 7);
   // No LOCAL_RANK: 0.
@@ -91,12 +92,14 @@ TEST(DistEnvTest, ReadsTorchrunSlurmAndOpenMpiVariables) {
 }
 
 TEST(DistEnvTest, MalformedValuesNameTheVariable) {
-  EXPECT_NE(error_of([] { parse({{"RANK", "two"}, {"WORLD_SIZE", "4"}}); }).find("RANK='two'"),
+  EXPECT_NE(error_of([] {
+              parse({{"RANK", "two"}, {"WORLD_SIZE", "4"}});
+            }).find("RANK='two'"),
             std::string::npos);
-  EXPECT_NE(error_of([] { parse({{"RANK", "0"}}); }).find("WORLD_SIZE is not"),
-            std::string::npos);
-  const std::string too_big =
-      error_of([] { parse({{"SLURM_PROCID", "4"}, {"SLURM_NTASKS", "4"}}); });
+  EXPECT_NE(error_of([] { parse({{"RANK", "0"}}); }).find("WORLD_SIZE is not"), std::string::npos);
+  const std::string too_big = error_of([] {
+    parse({{"SLURM_PROCID", "4"}, {"SLURM_NTASKS", "4"}});
+  });
   EXPECT_NE(too_big.find("SLURM_PROCID=4 is not below SLURM_NTASKS=4"), std::string::npos)
       << too_big;
 }

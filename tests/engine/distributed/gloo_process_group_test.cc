@@ -6,9 +6,8 @@
 // ranks with spawn(); a check that fails in a rank throws, and spawn reports it with the rank.
 #include "engine/distributed/gloo_process_group.h"
 
-#include <unistd.h>
-
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <string>
@@ -74,7 +73,8 @@ TEST_P(GlooProcessGroupTest, AllReduce) {
         Rank r = join(port, rank, n);
         RANK_CHECK(r.pg->rank() == rank && r.pg->size() == n, "rank/size");
         const auto input = [&] {
-          return Tensor::from_vector(std::vector<float>{float(rank + 1), float(-rank), 0.5f * rank, 7.0f}, {2, 2});
+          return Tensor::from_vector(
+              std::vector<float>{float(rank + 1), float(-rank), 0.5f * rank, 7.0f}, {2, 2});
         };
         float sum1 = 0, sum2 = 0, sum3 = 0;
         for (int q = 0; q < n; ++q) {

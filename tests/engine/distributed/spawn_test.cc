@@ -2,10 +2,9 @@
 // back as an error naming the rank, and the other ranks are stopped.
 #include "engine/distributed/spawn.h"
 
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <chrono>
 #include <cstdlib>
@@ -22,8 +21,8 @@ namespace {
 
 std::string temp_dir(const std::string& name) {
   const char* base = std::getenv("TEST_TMPDIR");
-  std::string dir = std::string(base ? base : "/tmp") + "/" + name + "_" +
-                    std::to_string(::getpid());
+  std::string dir =
+      std::string(base ? base : "/tmp") + "/" + name + "_" + std::to_string(::getpid());
   ::mkdir(dir.c_str(), 0755);
   return dir;
 }

@@ -3,12 +3,11 @@
 #include "engine/distributed/tcp_store.h"
 
 #include <arpa/inet.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <chrono>
 #include <cstring>
@@ -121,8 +120,7 @@ TEST(TCPStoreTest, GetAndWaitTimeOutNamingTheKey) {
   const std::string get_error = error_of([&] { server.get("missing_key"); });
   EXPECT_NE(get_error.find("missing_key"), std::string::npos) << get_error;
   EXPECT_NE(get_error.find("150 ms"), std::string::npos) << get_error;
-  const std::string wait_error =
-      error_of([&] { server.wait({"other_key"}, milliseconds(100)); });
+  const std::string wait_error = error_of([&] { server.wait({"other_key"}, milliseconds(100)); });
   EXPECT_NE(wait_error.find("other_key"), std::string::npos) << wait_error;
   EXPECT_NE(wait_error.find("100 ms"), std::string::npos) << wait_error;
   // The connection still works after a timeout.
@@ -162,8 +160,7 @@ TEST(TCPStoreTest, RefusesMalformedAndOversizedRequestsAndKeepsServing) {
   expect_refused(server.port(), concat({{1}, u32(1u << 30)}), "key length 1073741824");
   expect_refused(server.port(), concat({{1}, u32(0)}), "key length 0");
   // SET with a valid key and a value of 1 GiB that is never sent: refused, nothing allocated.
-  expect_refused(server.port(), concat({{1}, u32(1), {'k'}, u32(1u << 30)}),
-                 "exceeds the limit");
+  expect_refused(server.port(), concat({{1}, u32(1), {'k'}, u32(1u << 30)}), "exceeds the limit");
   // WAIT with a million keys.
   expect_refused(server.port(), concat({{4}, u32(1000000)}), "key count 1000000");
   expect_refused(server.port(), concat({{5}, u32(0)}), "key count 0");
@@ -207,8 +204,7 @@ TEST(TCPStoreTest, RefusesOversizedKeysOnTheClientSide) {
   const std::string long_key(TCPStore::kMaxKeyBytes + 1, 'k');
   EXPECT_NE(error_of([&] { server.set(long_key, bytes("v")); }).find("key length"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { server.set("", bytes("v")); }).find("key length 0"),
-            std::string::npos);
+  EXPECT_NE(error_of([&] { server.set("", bytes("v")); }).find("key length 0"), std::string::npos);
 }
 
 }  // namespace
