@@ -1,6 +1,7 @@
 // HostContext: what one host device's kernels share — a oneDNN CPU engine and stream, and a cache
 // of per-shape kernel state (oneDNN primitives, their memory objects and scratchpads), so a
-// training step creates no primitive and allocates no scratch after its first iteration.
+// training step creates no primitive and allocates no scratch after its first iteration. The
+// cache keeps every shape it has seen (a handful per model: a smaller last batch adds one set).
 //
 // Threading contract: a HostContext is used by one thread at a time (engine/backend/host_backend
 // serialises the calls per device). oneDNN runs with the OpenMP thread count of the calling thread;
