@@ -106,6 +106,61 @@ void bench_linear(dpe::Backend& b, int64_t n, int64_t in, int64_t out, int reps)
   report(label, 2 * flops, time_it([&] { b.linear_backward(x, w, gy, gx, gw, gb); }, reps));
 }
 
+// One training step of the ConvNet's layers at batch n (no autograd, no optimizer): the sum of
+// the kernels the host backend runs, to set against PyTorch's time per step.
+double convnet_step(dpe::Backend& b, int64_t n, int reps) {
+  using dpe::Shape;
+  auto e = [](const Shape& s) { return Tensor::empty(s); };
+  Tensor x = filled({n, 1, 28, 28}, 0.5f), w1 = filled({16, 1, 5, 5}, 0.01f), b1 = filled({16}, 0);
+  Tensor w2 = filled({32, 16, 5, 5}, 0.01f), b2 = filled({32}, 0);
+  Tensor g1 = filled({16}, 1), be1 = filled({16}, 0), g2 = filled({32}, 1), be2 = filled({32}, 0);
+  Tensor fw = filled({10, 1568}, 0.01f), fb = filled({10}, 0);
+  Tensor c1 = e({n, 16, 28, 28}), n1 = e(c1.shape()), r1 = e(c1.shape()), p1 = e({n, 16, 14, 14});
+  Tensor i1 = Tensor::empty(p1.shape(), dpe::DType::kInt64);
+  Tensor c2 = e({n, 32, 14, 14}), n2 = e(c2.shape()), r2 = e(c2.shape()), p2 = e({n, 32, 7, 7});
+  Tensor i2 = Tensor::empty(p2.shape(), dpe::DType::kInt64);
+  Tensor logits = e({n, 10}), logp = e({n, 10}), loss = e({});
+  Tensor m1 = e({16}), v1 = e({16}), m2 = e({32}), v2 = e({32});
+  std::vector<int64_t> labels(n);
+  for (int64_t i = 0; i < n; ++i) labels[i] = i % 10;
+  Tensor target = Tensor::from_vector(labels, {n});
+  // Gradients.
+  Tensor glogp = e({n, 10}), glogits = e({n, 10}), gfw = e(fw.shape()), gfb = e({10});
+  Tensor gp2 = e(p2.shape()), gr2 = e(r2.shape()), gn2 = e(n2.shape()), gc2 = e(c2.shape());
+  Tensor gw2 = e(w2.shape()), gb2 = e({32}), gg2 = e({32}), gbe2 = e({32}), gp1 = e(p1.shape());
+  Tensor gr1 = e(r1.shape()), gn1 = e(n1.shape()), gc1 = e(c1.shape()), gw1 = e(w1.shape());
+  Tensor gb1 = e({16}), gg1 = e({16}), gbe1 = e({16}), none;
+  Tensor one = Tensor::scalar(1.0f);
+  return time_it(
+      [&] {
+        b.conv2d_forward(x, w1, b1, {1, 2}, c1);
+        b.batch_norm_forward_train(c1, g1, be1, 1e-5f, n1, m1, v1);
+        b.relu_forward(n1, r1);
+        b.max_pool2d_forward(r1, {2, 2, 0}, p1, i1);
+        b.conv2d_forward(p1, w2, b2, {1, 2}, c2);
+        b.batch_norm_forward_train(c2, g2, be2, 1e-5f, n2, m2, v2);
+        b.relu_forward(n2, r2);
+        b.max_pool2d_forward(r2, {2, 2, 0}, p2, i2);
+        const Tensor flat = p2.view({n, 1568});
+        b.linear_forward(flat, fw, fb, logits);
+        b.log_softmax_forward(logits, logp);
+        b.nll_loss_forward(logp, target, loss);
+        b.nll_loss_backward(one, target, glogp);
+        b.log_softmax_backward(logp, glogp, glogits);
+        Tensor gflat = gp2.view({n, 1568});
+        b.linear_backward(flat, fw, glogits, gflat, gfw, gfb);
+        b.max_pool2d_backward(gp2, i2, {2, 2, 0}, gr2);
+        b.relu_backward(r2, gr2, gn2);
+        b.batch_norm_backward(c2, gn2, g2, m2, v2, 1e-5f, gc2, gg2, gbe2);
+        b.conv2d_backward(p1, w2, gc2, {1, 2}, gp1, gw2, gb2);
+        b.max_pool2d_backward(gp1, i1, {2, 2, 0}, gr1);
+        b.relu_backward(r1, gr1, gn1);
+        b.batch_norm_backward(c1, gn1, g1, m1, v1, 1e-5f, gc1, gg1, gbe1);
+        b.conv2d_backward(x, w1, gc1, {1, 2}, none, gw1, gb1);
+      },
+      reps);
+}
+
 }  // namespace
 
 int main() {
@@ -125,5 +180,7 @@ int main() {
   bench_linear(b, 64, 784, 512, 50);
   bench_linear(b, 64, 512, 512, 50);
   bench_linear(b, 64, 512, 10, 50);
+  std::printf("%-40s %9.3f ms\n", "ConvNet step kernels, batch 100",
+              convnet_step(b, 100, 20) * 1e3);
   return 0;
 }
