@@ -1,5 +1,6 @@
 #include "engine/parallel/step_profiler.h"
 
+#include "engine/autograd/engine.h"
 #include "engine/core/error.h"
 #include "engine/device/runtime.h"
 
@@ -59,6 +60,40 @@ StepStats StepProfiler::end_step() {
     out.devices.push_back(s);
   }
   return out;
+}
+
+void StepProfiler::backward(const Tensor& loss) {
+  Runtime& rt = Runtime::get();
+  std::vector<Device> devices;
+  std::vector<int64_t> busy_before, reduce_before;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    devices = devices_;
+    for (Device d : devices) reduce_before.push_back(busy_[d][static_cast<int>(Phase::kReduceAdd)]);
+  }
+  for (Device d : devices) busy_before.push_back(rt.context(d).worker().busy_ns());
+  const auto start = std::chrono::steady_clock::now();
+  dpe::backward(loss);
+  const int64_t wall = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                           std::chrono::steady_clock::now() - start)
+                           .count();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!active_) return;
+  int64_t total = 0;
+  std::vector<int64_t> deltas;
+  for (size_t i = 0; i < devices.size(); ++i) {
+    const int64_t reduce = busy_[devices[i]][static_cast<int>(Phase::kReduceAdd)] - reduce_before[i];
+    deltas.push_back(std::max<int64_t>(
+        0, rt.context(devices[i]).worker().busy_ns() - busy_before[i] - reduce));
+    total += deltas.back();
+  }
+  if (total == 0 && !devices.empty()) {
+    busy_[loss.device()][static_cast<int>(Phase::kBackward)] += wall;
+    return;
+  }
+  for (size_t i = 0; i < devices.size(); ++i) {
+    busy_[devices[i]][static_cast<int>(Phase::kBackward)] += deltas[i];
+  }
 }
 
 StepProfiler::Scope::Scope(StepProfiler* profiler, Device device, Phase phase)

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "engine/device/device.h"
+#include "engine/tensor/tensor.h"
 
 namespace dpe {
 
@@ -48,6 +49,10 @@ class StepProfiler {
   void add(Device device, Phase phase, int64_t ns);
   StepStats end_step();
   bool active() const { return active_; }
+  // Runs loss.backward() and charges each device's share of it to Phase::kBackward: the time its
+  // worker spent on backward nodes (minus the reduce-add recorded inside), or, for a graph that
+  // ran inline on one device, the wall time.
+  void backward(const Tensor& loss);
 
   // Times a scope of work of `device` in `phase`; a null profiler makes it a no-op.
   class Scope {

@@ -2,6 +2,7 @@
 // SGD step agree (relative error < 1e-5) for 2, 3 and 4 host devices; plus PyTorch's semantics
 // and errors, failure injection, and the imbalance it causes on device 0.
 #include "engine/parallel/data_parallel.h"
+#include "engine/parallel/imbalance_report.h"
 
 #include <gtest/gtest.h>
 
@@ -276,7 +277,7 @@ TEST(DataParallelTest, ImbalanceShowsDeviceZerosExtraMemory) {
   prof.begin_step(devices);
   Tensor out = dp(x);
   Tensor loss = ops::cross_entropy(out, y);
-  backward(loss);
+  prof.backward(loss);
   StepStats s = prof.end_step();
   ASSERT_EQ(s.devices.size(), 2u);
   const DeviceStepStats& d0 = s.devices[0];
@@ -290,6 +291,12 @@ TEST(DataParallelTest, ImbalanceShowsDeviceZerosExtraMemory) {
   EXPECT_GT(d0.busy_ns[static_cast<int>(Phase::kReduceAdd)], 0);
   EXPECT_EQ(d1.busy_ns[static_cast<int>(Phase::kReduceAdd)], 0);
   EXPECT_GT(d1.busy_ns[static_cast<int>(Phase::kForward)], 0);
+  EXPECT_GT(d1.busy_ns[static_cast<int>(Phase::kBackward)], 0);
+  EXPECT_GT(d0.busy_ns[static_cast<int>(Phase::kBackward)], 0);
+  ImbalanceReport report = ImbalanceReport::from_steps({s});
+  EXPECT_GT(report.extra_peak_bytes, 0);
+  EXPECT_NE(report.table().find("device 0 vs mean of the others"), std::string::npos);
+  EXPECT_NE(report.to_json().find("\"others_wait_share\""), std::string::npos);
   // Device 0 sent the replica's parameters and received its gradients and outputs.
   EXPECT_GE(d0.sent_bytes, param_bytes);
   EXPECT_GE(d0.received_bytes, param_bytes);

@@ -1,0 +1,36 @@
+// ImbalanceReport: the parameter-server imbalance of a run of DataParallel steps, summarised from
+// StepProfiler's per-step statistics (medians over the steps): per device, peak and held memory,
+// busy time per phase, idle time and traffic; device 0's extra memory and busy time against the
+// mean of the others; and the share of each step the other devices spend waiting.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "engine/parallel/step_profiler.h"
+
+namespace dpe {
+
+struct DeviceSummary {
+  Device device;
+  double peak_bytes = 0, held_bytes = 0, sent_bytes = 0, received_bytes = 0;
+  double busy_ms[kNumPhases] = {};
+  double busy_total_ms = 0, idle_ms = 0;
+};
+
+struct ImbalanceReport {
+  int steps = 0;
+  double step_ms = 0;  // median wall time of a step
+  std::vector<DeviceSummary> devices;
+  // Device 0 against the mean of the others (0 when there is only one device).
+  double extra_peak_bytes = 0, extra_peak_ratio = 0, extra_busy_ms = 0;
+  double others_wait_share = 0;  // mean idle time of the other devices / step time
+  bool memory_warning = false;   // device 0's peak exceeds the others' mean by more than 25%
+
+  static ImbalanceReport from_steps(const std::vector<StepStats>& steps);
+  std::string table() const;      // aligned text, one row per device, then the summary lines
+  std::string to_json() const;    // the same figures as JSON
+  std::string warning() const;    // empty unless memory_warning
+};
+
+}  // namespace dpe
