@@ -55,7 +55,7 @@ class Call {
               op_ << ": expected a " << r << "-D " << what << ", but got shape " << t.shape());
   }
   // An optional per-channel tensor: undefined, or [c].
-  const float* channel(const Tensor& t, const char* what, int64_t c, const Tensor& x) const {
+  float* channel(const Tensor& t, const char* what, int64_t c, const Tensor& x) const {
     if (!t.defined()) return nullptr;
     shaped(t, what, Shape{c}, "input", x.shape());
     return t.data<float>();
@@ -332,8 +332,8 @@ void HostBackend::batch_norm_backward(const Tensor& x, const Tensor& gy, const T
   c.shaped(mean, "mean", Shape{s.c}, "input", x.shape());
   c.shaped(var, "var", Shape{s.c}, "input", x.shape());
   c.shaped(gx, "grad_input", x.shape(), "input", x.shape());
-  float* gg = const_cast<float*>(c.channel(ggamma, "grad_weight", s.c, x));
-  float* gb = const_cast<float*>(c.channel(gbeta, "grad_bias", s.c, x));
+  float* gg = c.channel(ggamma, "grad_weight", s.c, x);
+  float* gb = c.channel(gbeta, "grad_bias", s.c, x);
   host::batch_norm_backward(c.ctx(), s, x.data<float>(), gy.data<float>(), g, mean.data<float>(),
                             var.data<float>(), eps, gx.data<float>(), gg, gb);
 }
