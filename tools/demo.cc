@@ -20,6 +20,7 @@
 #include "models/demo_model.h"
 #include "models/mlp.h"
 #include "models/toy_model.h"
+#include "tools/paths.h"
 
 namespace {
 
@@ -135,6 +136,7 @@ int main(int argc, char** argv) {
   app.add_option("--data-dir", f.data_dir, "Fashion-MNIST folder");
   CLI11_PARSE(app, argc, argv);
   try {
+    f.data_dir = dpe::tools::user_path(f.data_dir);
     dpe::Runtime& rt = dpe::Runtime::get();
     if (f.devices > 0) rt.set_host_device_count(f.devices);
     const auto devices = rt.host_devices();
