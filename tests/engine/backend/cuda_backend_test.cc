@@ -1,0 +1,420 @@
+// The CUDA backend against the host backend: every op, forward and backward, on the same random
+// inputs; its argument and label errors; the caching allocator's statistics and out-of-memory
+// error. Without a GPU only the tests that show the host stays the default run; the others skip.
+#include "engine/backend/cuda_backend.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "engine/backend/host_backend.h"
+#include "engine/core/error.h"
+#include "engine/device/cuda_device.h"
+#include "engine/device/runtime.h"
+
+namespace dpe {
+namespace {
+
+const Device kHost0 = Device::parse("host:0");
+const Device kCuda0 = Device::parse("cuda:0");
+
+template <typename F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+// --- without a GPU (these run everywhere) ---
+
+TEST(CudaBackendNoGpuTest, ChoosingCuda0FailsClearlyAndTheHostStaysTheDefault) {
+  if (Runtime::get().cuda_device_count() > 0) GTEST_SKIP() << "a CUDA device is present";
+  const std::string msg =
+      error_of([] { Tensor::zeros({2, 3}, DType::kFloat32, Device::parse("cuda:0")); });
+  EXPECT_TRUE(contains(msg, "cuda:0 is not available")) << msg;
+  EXPECT_TRUE(contains(msg, "host devices remain the default")) << msg;
+
+  // Factories without a device, and backend_for() of that device, are the host's.
+  Tensor t = Tensor::ones({2, 3});
+  EXPECT_TRUE(t.device().is_host());
+  EXPECT_NE(dynamic_cast<HostBackend*>(&backend_for(t.device())), nullptr);
+  Tensor out = Tensor::empty({2, 3});
+  backend_for(t.device()).scale(t, 2.0f, out);
+  EXPECT_EQ(out.to_vector<float>(), std::vector<float>(6, 2.0f));
+}
+
+TEST(CudaBackendNoGpuTest, TheCudaBackendRefusesHostTensors) {
+  // Built with CUDA: the backend exists and names the wrong device; built without: it says so.
+  std::string msg;
+  try {
+    Backend& b = cuda_backend();
+    Tensor x = Tensor::ones({4});
+    Tensor y = Tensor::empty({4});
+    msg = error_of([&] { b.relu_forward(x, y); });
+    EXPECT_TRUE(contains(msg, "relu: the cuda backend got a tensor on host:0")) << msg;
+  } catch (const Error& e) {
+    msg = e.what();
+    EXPECT_TRUE(contains(msg, "cuda backend: not built")) << msg;
+  }
+}
+
+// --- with a GPU ---
+
+class CudaBackendTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (Runtime::get().cuda_device_count() == 0) {
+      GTEST_SKIP() << "no CUDA device: " << cuda::device_count_status();
+    }
+  }
+
+  Backend& host() { return backend_for(kHost0); }
+  Backend& gpu() { return cuda_backend(); }
+
+  // Uniform values in [lo, hi) on host:0.
+  Tensor random(const Shape& shape, float lo = -1.0f, float hi = 1.0f) {
+    std::uniform_real_distribution<float> dist(lo, hi);
+    std::vector<float> v(static_cast<size_t>(shape.numel()));
+    for (float& x : v) x = dist(rng_);
+    return Tensor::from_vector(v, shape);
+  }
+  Tensor labels(int64_t n, int64_t classes) {
+    std::uniform_int_distribution<int64_t> dist(0, classes - 1);
+    std::vector<int64_t> v(static_cast<size_t>(n));
+    for (int64_t& x : v) x = dist(rng_);
+    return Tensor::from_vector(v, Shape{n});
+  }
+  static Tensor dev(const Tensor& t) { return t.defined() ? t.to(kCuda0) : Tensor(); }
+  static Tensor empty_like(const Tensor& t, Device d) {
+    return Tensor::empty(t.shape(), t.dtype(), d);
+  }
+
+  // |gpu - host| <= atol + rtol * |host| elementwise.
+  static void expect_close(const Tensor& on_gpu, const Tensor& on_host, const std::string& what,
+                           float atol = 1e-4f, float rtol = 1e-4f) {
+    ASSERT_EQ(on_gpu.shape(), on_host.shape()) << what;
+    const std::vector<float> g = on_gpu.to_vector<float>();
+    const std::vector<float> h = on_host.to_vector<float>();
+    for (size_t i = 0; i < h.size(); ++i) {
+      if (std::isnan(h[i])) {
+        EXPECT_TRUE(std::isnan(g[i])) << what << " [" << i << "]";
+        continue;
+      }
+      ASSERT_NEAR(g[i], h[i], atol + rtol * std::fabs(h[i])) << what << " [" << i << "]";
+    }
+  }
+
+  std::mt19937 rng_{1234};
+};
+
+TEST_F(CudaBackendTest, ElementwiseMatchesHost) {
+  const Shape s{7, 33};
+  Tensor a = random(s), b = random(s), gy = random(s);
+  Tensor ha = empty_like(a, kHost0), ga = empty_like(a, kCuda0);
+  host().add(a, b, -0.5f, ha);
+  gpu().add(dev(a), dev(b), -0.5f, ga);
+  expect_close(ga, ha, "add");
+  host().mul(a, b, ha);
+  gpu().mul(dev(a), dev(b), ga);
+  expect_close(ga, ha, "mul");
+  host().scale(a, 3.0f, ha);
+  gpu().scale(dev(a), 3.0f, ga);
+  expect_close(ga, ha, "scale");
+  host().relu_forward(a, ha);
+  gpu().relu_forward(dev(a), ga);
+  expect_close(ga, ha, "relu");
+  Tensor hgx = empty_like(a, kHost0), ggx = empty_like(a, kCuda0);
+  host().relu_backward(ha, gy, hgx);
+  gpu().relu_backward(ga, dev(gy), ggx);
+  expect_close(ggx, hgx, "relu_backward");
+}
+
+TEST_F(CudaBackendTest, ReductionsMatchHost) {
+  Tensor x = random({1000, 37});
+  Tensor hs = Tensor::empty({}), gs = Tensor::empty({}, DType::kFloat32, kCuda0);
+  host().sum_all(x, hs);
+  gpu().sum_all(dev(x), gs);
+  EXPECT_NEAR(gs.item(), hs.item(), 1e-3);
+
+  // Ties keep the first maximum; a NaN wins.
+  std::vector<float> v = {1, 3, 3, 0, 5, 5, 5, 5, 0, std::nanf(""), 9, std::nanf("")};
+  Tensor m = Tensor::from_vector(v, {3, 4});
+  Tensor hi = Tensor::empty({3}, DType::kInt64), gi = Tensor::empty({3}, DType::kInt64, kCuda0);
+  host().argmax_rows(m, hi);
+  gpu().argmax_rows(dev(m), gi);
+  EXPECT_EQ(gi.to_vector<int64_t>(), hi.to_vector<int64_t>());
+  Tensor wide = random({5, 3000});
+  Tensor hw = Tensor::empty({5}, DType::kInt64), gw = Tensor::empty({5}, DType::kInt64, kCuda0);
+  host().argmax_rows(wide, hw);
+  gpu().argmax_rows(dev(wide), gw);
+  EXPECT_EQ(gw.to_vector<int64_t>(), hw.to_vector<int64_t>());
+
+  EXPECT_TRUE(gpu().all_finite(dev(x)));
+  std::vector<float> bad(100, 1.0f);
+  bad[77] = std::numeric_limits<float>::infinity();
+  EXPECT_FALSE(gpu().all_finite(dev(Tensor::from_vector(bad, {100}))));
+  bad[77] = std::nanf("");
+  EXPECT_FALSE(gpu().all_finite(dev(Tensor::from_vector(bad, {100}))));
+}
+
+TEST_F(CudaBackendTest, LinearAndMatmulMatchHost) {
+  Tensor x = random({9, 17}), w = random({5, 17}), b = random({5}), gy = random({9, 5});
+  for (bool bias : {true, false}) {
+    Tensor bb = bias ? b : Tensor();
+    Tensor hy = Tensor::empty({9, 5}), gyy = Tensor::empty({9, 5}, DType::kFloat32, kCuda0);
+    host().linear_forward(x, w, bb, hy);
+    gpu().linear_forward(dev(x), dev(w), dev(bb), gyy);
+    expect_close(gyy, hy, "linear");
+  }
+  Tensor hgx = empty_like(x, kHost0), hgw = empty_like(w, kHost0), hgb = empty_like(b, kHost0);
+  Tensor ggx = empty_like(x, kCuda0), ggw = empty_like(w, kCuda0), ggb = empty_like(b, kCuda0);
+  host().linear_backward(x, w, gy, hgx, hgw, hgb);
+  gpu().linear_backward(dev(x), dev(w), dev(gy), ggx, ggw, ggb);
+  expect_close(ggx, hgx, "linear grad_input");
+  expect_close(ggw, hgw, "linear grad_weight");
+  expect_close(ggb, hgb, "linear grad_bias");
+
+  Tensor a = random({6, 11}), c = random({11, 4});
+  Tensor hc = Tensor::empty({6, 4}), gc = Tensor::empty({6, 4}, DType::kFloat32, kCuda0);
+  host().matmul(a, c, hc);
+  gpu().matmul(dev(a), dev(c), gc);
+  expect_close(gc, hc, "matmul");
+}
+
+TEST_F(CudaBackendTest, Conv2dMatchesHost) {
+  struct Case {
+    Conv2dParams p;
+    bool bias;
+  };
+  for (const Case& k : {Case{{1, 1}, true}, Case{{2, 0}, false}, Case{{2, 2}, true}}) {
+    Tensor x = random({3, 4, 9, 10}), w = random({6, 4, 3, 3}), b = random({6});
+    Tensor bb = k.bias ? b : Tensor();
+    const int64_t ho = (9 + 2 * k.p.padding - 3) / k.p.stride + 1;
+    const int64_t wo = (10 + 2 * k.p.padding - 3) / k.p.stride + 1;
+    const Shape ys{3, 6, ho, wo};
+    Tensor hy = Tensor::empty(ys), gyy = Tensor::empty(ys, DType::kFloat32, kCuda0);
+    host().conv2d_forward(x, w, bb, k.p, hy);
+    gpu().conv2d_forward(dev(x), dev(w), dev(bb), k.p, gyy);
+    expect_close(gyy, hy, "conv2d", 1e-3f, 1e-3f);
+
+    Tensor gy = random(ys);
+    Tensor hgx = empty_like(x, kHost0), hgw = empty_like(w, kHost0), hgb = empty_like(b, kHost0);
+    Tensor ggx = empty_like(x, kCuda0), ggw = empty_like(w, kCuda0), ggb = empty_like(b, kCuda0);
+    host().conv2d_backward(x, w, gy, k.p, hgx, hgw, hgb);
+    gpu().conv2d_backward(dev(x), dev(w), dev(gy), k.p, ggx, ggw, ggb);
+    expect_close(ggx, hgx, "conv2d grad_input", 1e-3f, 1e-3f);
+    expect_close(ggw, hgw, "conv2d grad_weight", 1e-3f, 1e-3f);
+    expect_close(ggb, hgb, "conv2d grad_bias", 1e-3f, 1e-3f);
+  }
+}
+
+TEST_F(CudaBackendTest, MaxPool2dMatchesHostIncludingIndices) {
+  for (const Pool2dParams& p : {Pool2dParams{2, 2, 0}, Pool2dParams{3, 2, 1}, Pool2dParams{3, 1, 0}}) {
+    Tensor x = random({2, 3, 8, 9});
+    const int64_t ho = (8 + 2 * p.padding - p.kernel) / p.stride + 1;
+    const int64_t wo = (9 + 2 * p.padding - p.kernel) / p.stride + 1;
+    const Shape ys{2, 3, ho, wo};
+    Tensor hy = Tensor::empty(ys), hi = Tensor::empty(ys, DType::kInt64);
+    Tensor gyy = Tensor::empty(ys, DType::kFloat32, kCuda0);
+    Tensor gi = Tensor::empty(ys, DType::kInt64, kCuda0);
+    host().max_pool2d_forward(x, p, hy, hi);
+    gpu().max_pool2d_forward(dev(x), p, gyy, gi);
+    expect_close(gyy, hy, "max_pool2d", 0.0f, 0.0f);
+    EXPECT_EQ(gi.to_vector<int64_t>(), hi.to_vector<int64_t>());
+
+    Tensor gy = random(ys);
+    Tensor hgx = empty_like(x, kHost0), ggx = empty_like(x, kCuda0);
+    host().max_pool2d_backward(gy, hi, p, hgx);
+    gpu().max_pool2d_backward(dev(gy), gi, p, ggx);
+    expect_close(ggx, hgx, "max_pool2d_backward", 1e-6f, 1e-6f);
+  }
+}
+
+TEST_F(CudaBackendTest, BatchNormMatchesHost) {
+  for (const Shape& s : {Shape{8, 5}, Shape{4, 3, 6, 7}}) {
+    const int64_t c = s[1];
+    Tensor x = random(s, -2.0f, 3.0f), gamma = random({c}), beta = random({c});
+    Tensor gy = random(s);
+    Tensor hy = empty_like(x, kHost0), hm = Tensor::empty({c}), hv = Tensor::empty({c});
+    Tensor gyy = empty_like(x, kCuda0), gm = empty_like(hm, kCuda0), gv = empty_like(hv, kCuda0);
+    host().batch_norm_forward_train(x, gamma, beta, 1e-5f, hy, hm, hv);
+    gpu().batch_norm_forward_train(dev(x), dev(gamma), dev(beta), 1e-5f, gyy, gm, gv);
+    expect_close(gyy, hy, "batch_norm train");
+    expect_close(gm, hm, "batch_norm mean");
+    expect_close(gv, hv, "batch_norm var");
+
+    host().batch_norm_forward_eval(x, gamma, beta, hm, hv, 1e-5f, hy);
+    gpu().batch_norm_forward_eval(dev(x), dev(gamma), dev(beta), gm, gv, 1e-5f, gyy);
+    expect_close(gyy, hy, "batch_norm eval");
+
+    Tensor hgx = empty_like(x, kHost0), hgg = Tensor::empty({c}), hgb = Tensor::empty({c});
+    Tensor ggx = empty_like(x, kCuda0), ggg = empty_like(hgg, kCuda0), ggb = empty_like(hgb, kCuda0);
+    host().batch_norm_backward(x, gy, gamma, hm, hv, 1e-5f, hgx, hgg, hgb);
+    gpu().batch_norm_backward(dev(x), dev(gy), dev(gamma), gm, gv, 1e-5f, ggx, ggg, ggb);
+    expect_close(ggx, hgx, "batch_norm grad_input", 1e-3f, 1e-3f);
+    expect_close(ggg, hgg, "batch_norm grad_weight", 1e-3f, 1e-3f);
+    expect_close(ggb, hgb, "batch_norm grad_bias", 1e-3f, 1e-3f);
+
+    // SyncBatchNorm's building blocks.
+    Tensor hs = Tensor::empty({c}), hq = Tensor::empty({c});
+    Tensor gs = empty_like(hs, kCuda0), gq = empty_like(hq, kCuda0);
+    host().channel_sums(x, hs, hq);
+    gpu().channel_sums(dev(x), gs, gq);
+    expect_close(gs, hs, "channel_sums sum", 1e-3f, 1e-4f);
+    expect_close(gq, hq, "channel_sums sumsq", 1e-3f, 1e-4f);
+    host().channel_grad_sums(x, gy, hm, hs, hq);
+    gpu().channel_grad_sums(dev(x), dev(gy), gm, gs, gq);
+    expect_close(gs, hs, "channel_grad_sums sum_dy", 1e-3f, 1e-4f);
+    expect_close(gq, hq, "channel_grad_sums sum_dy_xmu", 1e-3f, 1e-4f);
+    Tensor invstd = random({c}, 0.5f, 2.0f), mg = random({c}), mgx = random({c});
+    host().batch_norm_apply(x, hm, invstd, gamma, beta, hy);
+    gpu().batch_norm_apply(dev(x), gm, dev(invstd), dev(gamma), dev(beta), gyy);
+    expect_close(gyy, hy, "batch_norm_apply");
+    host().batch_norm_backward_elemt(x, gy, hm, invstd, gamma, mg, mgx, hgx);
+    gpu().batch_norm_backward_elemt(dev(x), dev(gy), gm, dev(invstd), dev(gamma), dev(mg),
+                                    dev(mgx), ggx);
+    expect_close(ggx, hgx, "batch_norm_backward_elemt");
+  }
+}
+
+TEST_F(CudaBackendTest, LogSoftmaxAndNllLossMatchHost) {
+  Tensor x = random({13, 10}, -5.0f, 5.0f), gy = random({13, 10});
+  Tensor hy = empty_like(x, kHost0), gyy = empty_like(x, kCuda0);
+  host().log_softmax_forward(x, hy);
+  gpu().log_softmax_forward(dev(x), gyy);
+  expect_close(gyy, hy, "log_softmax");
+  Tensor hgx = empty_like(x, kHost0), ggx = empty_like(x, kCuda0);
+  host().log_softmax_backward(hy, gy, hgx);
+  gpu().log_softmax_backward(gyy, dev(gy), ggx);
+  expect_close(ggx, hgx, "log_softmax_backward");
+
+  Tensor t = labels(13, 10);
+  Tensor hl = Tensor::empty({}), gl = Tensor::empty({}, DType::kFloat32, kCuda0);
+  host().nll_loss_forward(hy, t, hl);
+  gpu().nll_loss_forward(gyy, dev(t), gl);
+  EXPECT_NEAR(gl.item(), hl.item(), 1e-5);
+  Tensor gout = Tensor::scalar(0.7f);
+  host().nll_loss_backward(gout, t, hgx);
+  gpu().nll_loss_backward(dev(gout), dev(t), ggx);
+  expect_close(ggx, hgx, "nll_loss_backward", 0.0f, 1e-6f);
+}
+
+TEST_F(CudaBackendTest, NllLossNamesTheBadLabelAsTheHostDoes) {
+  Tensor logp = dev(random({3, 10}));
+  Tensor target = dev(Tensor::from_vector(std::vector<int64_t>{1, 12, -1}, {3}));
+  Tensor out = Tensor::empty({}, DType::kFloat32, kCuda0);
+  const std::string msg = error_of([&] { gpu().nll_loss_forward(logp, target, out); });
+  EXPECT_EQ(msg, "nll_loss: target 12 is out of bounds for 10 classes");
+  Tensor gx = Tensor::empty({3, 10}, DType::kFloat32, kCuda0);
+  Tensor gout = dev(Tensor::scalar(1.0f));
+  const std::string back = error_of([&] { gpu().nll_loss_backward(gout, target, gx); });
+  EXPECT_EQ(back, "nll_loss: target 12 is out of bounds for 10 classes");
+  // The device is still usable afterwards.
+  Tensor ok = dev(Tensor::from_vector(std::vector<int64_t>{1, 2, 3}, {3}));
+  EXPECT_NO_THROW(gpu().nll_loss_forward(logp, ok, out));
+}
+
+TEST_F(CudaBackendTest, DropoutMaskIsDeterministicAndMatchesTheHostHash) {
+  Tensor hm = Tensor::empty({4097});
+  Tensor g1 = Tensor::empty({4097}, DType::kFloat32, kCuda0);
+  Tensor g2 = Tensor::empty({4097}, DType::kFloat32, kCuda0);
+  host().dropout_mask(0.3f, 42, hm);
+  gpu().dropout_mask(0.3f, 42, g1);
+  gpu().dropout_mask(0.3f, 42, g2);
+  EXPECT_EQ(g1.to_vector<float>(), g2.to_vector<float>());
+  EXPECT_EQ(g1.to_vector<float>(), hm.to_vector<float>());
+  const std::string msg = error_of([&] { gpu().dropout_mask(1.5f, 1, g1); });
+  EXPECT_TRUE(contains(msg, "dropout: probability has to be between 0 and 1")) << msg;
+}
+
+TEST_F(CudaBackendTest, OptimizerStepsMatchHost) {
+  const Shape s{257};
+  Tensor grad = random(s);
+  for (bool nesterov : {false, true}) {
+    Tensor hp = random(s), hb = Tensor::zeros(s);
+    Tensor gp = dev(hp), gb = dev(hb);
+    for (int step = 0; step < 3; ++step) {
+      host().sgd_step(hp, grad, hb, 0.1f, 0.9f, 0.0f, 1e-2f, nesterov, step == 0);
+      gpu().sgd_step(gp, dev(grad), gb, 0.1f, 0.9f, 0.0f, 1e-2f, nesterov, step == 0);
+    }
+    expect_close(gp, hp, "sgd param");
+    expect_close(gb, hb, "sgd momentum_buffer");
+  }
+  for (bool adamw : {false, true}) {
+    Tensor hp = random(s), hm = Tensor::zeros(s), hv = Tensor::zeros(s);
+    Tensor gp = dev(hp), gm = dev(hm), gv = dev(hv);
+    for (int64_t step = 1; step <= 3; ++step) {
+      host().adam_step(hp, grad, hm, hv, 1e-2f, 0.9f, 0.999f, 1e-8f, 0.1f, step, adamw);
+      gpu().adam_step(gp, dev(grad), gm, gv, 1e-2f, 0.9f, 0.999f, 1e-8f, 0.1f, step, adamw);
+    }
+    expect_close(gp, hp, "adam param");
+    expect_close(gm, hm, "adam exp_avg");
+    expect_close(gv, hv, "adam exp_avg_sq");
+  }
+}
+
+TEST_F(CudaBackendTest, ArgumentErrorsMatchTheHostBackend) {
+  Tensor x = random({2, 3}), w = random({2, 4}), y = Tensor::empty({2, 2});
+  const std::string h = error_of([&] { host().linear_forward(x, w, Tensor(), y); });
+  Tensor gyy = empty_like(y, kCuda0);
+  const std::string g = error_of([&] { gpu().linear_forward(dev(x), dev(w), Tensor(), gyy); });
+  EXPECT_FALSE(g.empty());
+  EXPECT_EQ(g, h);
+  const std::string mixed = error_of([&] { gpu().add(dev(x), x, 1.0f, gyy); });
+  EXPECT_TRUE(contains(mixed, "expected all tensors to be on the same device")) << mixed;
+}
+
+// --- the caching allocator ---
+
+TEST_F(CudaBackendTest, CachingAllocatorCountsTensorBytesNotCachedBytes) {
+  DeviceContext& ctx = Runtime::get().context(kCuda0);
+  cuda::empty_cache(ctx);
+  const MemoryStats before = ctx.allocator().stats();
+  {
+    Tensor t = Tensor::empty({1000}, DType::kFloat32, kCuda0);  // 4000 bytes, a 4096-byte block
+    const MemoryStats during = ctx.allocator().stats();
+    EXPECT_EQ(during.current_bytes, before.current_bytes + 4000);
+    EXPECT_EQ(during.allocations, before.allocations + 1);
+    EXPECT_GE(during.peak_bytes, during.current_bytes);
+  }
+  EXPECT_EQ(ctx.allocator().stats().current_bytes, before.current_bytes);
+  EXPECT_EQ(cuda::cached_bytes(ctx), 4096);
+  {
+    Tensor again = Tensor::empty({900}, DType::kFloat32, kCuda0);  // same size class: reused
+    EXPECT_EQ(cuda::cached_bytes(ctx), 0);
+    EXPECT_EQ(ctx.allocator().stats().current_bytes, before.current_bytes + 3600);
+    EXPECT_EQ(ctx.allocator().stats().allocations, before.allocations + 2);
+  }
+  cuda::empty_cache(ctx);
+  EXPECT_EQ(cuda::cached_bytes(ctx), 0);
+}
+
+TEST_F(CudaBackendTest, OutOfMemoryNamesTheDeviceAndLeavesTheCountsUnchanged) {
+  DeviceContext& ctx = Runtime::get().context(kCuda0);
+  const MemoryStats before = ctx.allocator().stats();
+  // 2^42 floats = 16 TiB: more than any GPU has.
+  const std::string msg = error_of(
+      [] { Tensor::empty({int64_t{1} << 42}, DType::kFloat32, Device::parse("cuda:0")); });
+  EXPECT_TRUE(contains(msg, "out of memory on cuda:0")) << msg;
+  EXPECT_TRUE(contains(msg, "tried to allocate 17592186044416 bytes")) << msg;
+  EXPECT_EQ(ctx.allocator().stats().current_bytes, before.current_bytes);
+  EXPECT_EQ(ctx.allocator().stats().allocations, before.allocations);
+  // The device still works.
+  Tensor t = Tensor::full({16}, 2.0f, kCuda0);
+  EXPECT_EQ(t.to_vector<float>(), std::vector<float>(16, 2.0f));
+}
+
+}  // namespace
+}  // namespace dpe
