@@ -1,0 +1,133 @@
+// DistributedDataParallel: PyTorch's nn.parallel.DistributedDataParallel(module, process_group,
+// device_ids, output_device, broadcast_buffers, bucket_cap_mb, find_unused_parameters,
+// gradient_as_bucket_view) for one process per device, over a ProcessGroup.
+//
+// Design note "gradient buckets": at construction every rank checks that all ranks hold the same
+// parameters (count, names and shapes: an all-gather of a hash, then of the full signature when
+// the hashes differ, so every rank throws the same error naming the first difference), then takes
+// rank 0's parameters and buffers (one coalesced broadcast per dtype). The parameters that require
+// grad are split into buckets in *reverse* registration order (the order backward produces their
+// gradients): the first bucket closes once it holds 1 MiB, later ones at bucket_cap_mb. Each bucket
+// owns one flat gradient buffer. A post-accumulate hook on every parameter copies its gradient
+// into its slot (or, with gradient_as_bucket_view, makes .grad a view of the slot). When a bucket's
+// last slot is filled, the bucket is launched as all_reduce_async(avg) — but only after every
+// bucket with a smaller index, so all ranks queue the same all-reduces in the same order on the
+// group's communication thread (design note "one communication thread", process_group.h), while
+// backward goes on computing the remaining gradients.
+//
+// Design note "end of backward": the autograd engine has no final callback, so the reducer counts
+// ready parameters. The hook that marks the last parameter ready (which also launches the last
+// bucket) waits for every bucket's Work, then copies the averaged values back into each .grad
+// (views need no copy). It runs inside dpe::backward(), so when backward() returns the gradients
+// are averaged — or backward() has thrown the collective's error (a lost rank is named). A
+// parameter that never receives a gradient keeps its bucket (and every later one) from
+// launching; the next training forward then throws PyTorch's "Expected to have finished reduction
+// in the prior iteration ..." error naming those parameters, rather than hang. With
+// find_unused_parameters the forward walks the autograd graph from the outputs
+// (Node::next_edges) and the first hook of the backward marks the parameters it cannot reach as
+// ready with a zero contribution; a usage map is all-reduced with the last bucket so a parameter
+// that no rank used keeps an undefined .grad, as in PyTorch. Unlike PyTorch, buckets are not
+// rebuilt from the order gradients arrived in during the first iteration.
+//
+// Threading contract: construction, forward, no_sync and destruction are called by one thread,
+// and not while a backward through this module runs. The hooks may fire on any thread (the
+// caller of backward(), or device workers for graphs that span devices); the reducer serialises
+// them with a mutex. backward_trace() and bucket_parameter_names() may be called from any thread.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/distributed/process_group.h"
+#include "engine/nn/module.h"
+
+namespace dpe {
+
+struct DistributedDataParallelOptions {
+  // Empty, or the one device the module lives on (PyTorch: "device_ids can only be None or
+  // contain a single element"). Inputs are moved there before the forward.
+  std::vector<Device> device_ids;
+  std::optional<Device> output_device;  // default: the module's device
+  // Broadcast rank 0's buffers (running statistics) before each forward in training mode.
+  bool broadcast_buffers = true;
+  double bucket_cap_mb = 25.0;
+  bool find_unused_parameters = false;
+  bool gradient_as_bucket_view = false;
+};
+
+// What one backward did, for tests and profiling: an observation, not a timing.
+struct BucketLaunch {
+  size_t bucket = 0;       // index of the bucket (0: the last parameters registered)
+  size_t hooks_fired = 0;  // post-accumulate hooks that had fired in this backward at the launch
+};
+
+struct BackwardTrace {
+  std::vector<BucketLaunch> launches;  // in launch order (always 0, 1, 2, ...)
+  size_t hooks_fired = 0;              // hooks fired in this backward so far
+  size_t unused_marked = 0;            // parameters marked ready by find_unused_parameters
+  bool finished = false;               // every bucket was reduced and written back
+};
+
+namespace distributed_detail {
+class Reducer;
+}  // namespace distributed_detail
+
+class DistributedDataParallel : public Cloneable<DistributedDataParallel> {
+ public:
+  // process_group null: the default group (distributed::default_group()). Collective: every rank
+  // must construct its DDP at the same point. Throws when the ranks' parameters differ.
+  explicit DistributedDataParallel(
+      std::shared_ptr<Module> module,
+      std::shared_ptr<distributed::ProcessGroup> process_group = nullptr,
+      DistributedDataParallelOptions options = {});
+  DistributedDataParallel(const DistributedDataParallel&) = default;  // shares the reducer
+  ~DistributedDataParallel() override;
+
+  Tensor forward(const Tensor& x) override;
+  Value forward_value(const Value& input) override;
+  std::string repr() const override;
+
+  Module& module() const { return child("module"); }
+  const std::shared_ptr<distributed::ProcessGroup>& process_group() const { return group_; }
+  const DistributedDataParallelOptions& options() const { return options_; }
+
+  // with ddp.no_sync(): backward passes inside the guard accumulate gradients locally with no
+  // communication; the first synchronised backward after it reduces the accumulated gradients.
+  class NoSyncGuard {
+   public:
+    explicit NoSyncGuard(DistributedDataParallel& ddp);
+    ~NoSyncGuard();
+    NoSyncGuard(const NoSyncGuard&) = delete;
+    NoSyncGuard& operator=(const NoSyncGuard&) = delete;
+
+   private:
+    DistributedDataParallel& ddp_;
+    bool previous_;
+  };
+  NoSyncGuard no_sync() { return NoSyncGuard(*this); }
+  bool require_backward_grad_sync() const { return require_backward_grad_sync_; }
+
+  // The parameter names of each bucket, bucket 0 first.
+  std::vector<std::vector<std::string>> bucket_parameter_names() const;
+  // The current (or last) synchronised backward.
+  BackwardTrace backward_trace() const;
+
+ private:
+  void sync_buffers();
+
+  std::shared_ptr<distributed::ProcessGroup> group_;
+  DistributedDataParallelOptions options_;
+  Device device_;
+  std::shared_ptr<distributed_detail::Reducer> reducer_;
+  bool require_backward_grad_sync_ = true;
+};
+
+// Broadcasts `tensors` (host devices, contiguous, float32 or int64) from `root` in one flat
+// buffer per dtype, then copies the values back in place. Collective.
+void broadcast_coalesced(distributed::ProcessGroup& group, const std::vector<Tensor>& tensors,
+                         int root = 0);
+
+}  // namespace dpe

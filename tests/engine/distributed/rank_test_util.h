@@ -1,0 +1,58 @@
+// Helpers for tests whose ranks run in forked processes (spawn): checks that throw (gtest's
+// assertions would not reach the parent), joining a default group through the test's TCPStore
+// with one host device per process, and a relative error for comparing runs.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/core/error.h"
+#include "engine/device/runtime.h"
+#include "engine/distributed/distributed.h"
+#include "engine/distributed/tcp_store.h"
+
+namespace dpe::test {
+
+// For checks inside a rank's process: spawn reports the message with the rank.
+#define RANK_CHECK(cond, msg) \
+  DPE_CHECK(cond, __FILE__ << ":" << __LINE__ << ": " << #cond << ": " << msg)
+
+inline std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+inline double rel_error(const std::vector<float>& a, const std::vector<float>& b) {
+  DPE_CHECK(a.size() == b.size(), "rel_error: " << a.size() << " vs " << b.size() << " values");
+  double diff = 0, ref = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    diff += (static_cast<double>(a[i]) - b[i]) * (static_cast<double>(a[i]) - b[i]);
+    ref += static_cast<double>(b[i]) * b[i];
+  }
+  return std::sqrt(diff) / std::max(std::sqrt(ref), 1e-12);
+}
+
+// One host device (one compute thread) in this process, and the default group of `size` ranks
+// through the TCPStore that the test process serves on `port`. Short timeouts: a failure is an
+// error within seconds, never a hang.
+inline std::shared_ptr<distributed::ProcessGroup> join_job(
+    int port, int rank, int size,
+    std::chrono::milliseconds timeout = std::chrono::milliseconds(5000)) {
+  HostDeviceOptions host;
+  host.count = 1;
+  host.compute_threads = 1;
+  Runtime::get().set_host_devices(host);
+  auto store = std::make_shared<distributed::TCPStore>("127.0.0.1", port, false, timeout);
+  return distributed::init_process_group("gloo", store, size, rank, timeout);
+}
+
+}  // namespace dpe::test
