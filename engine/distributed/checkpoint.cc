@@ -26,7 +26,11 @@ void save_on_main(const std::string& path, const StateDict& state,
     }
   }
   if (g && g->size() > 1) {
-    Tensor status = Tensor::from_vector(std::vector<int64_t>{error.empty() ? 0 : 1}, Shape{1});
+    // On the state's device, which a group of any backend accepts (host for gloo, the GPU for
+    // nccl).
+    const Device device = state.empty() ? Device() : state.front().second.device();
+    Tensor status =
+        Tensor::from_vector(std::vector<int64_t>{error.empty() ? 0 : 1}, Shape{1}, device);
     g->all_reduce(status, ReduceOp::kMax);
     DPE_CHECK(rank == 0 || status.to_vector<int64_t>()[0] == 0,
               "save_on_main (rank " << rank << "): rank 0 failed to write " << path

@@ -286,7 +286,8 @@ void Reducer::launch_ready_locked() {
     ++next_bucket_;
   }
   if (next_bucket_ == buckets_.size() && options_.find_unused_parameters && !used_work_) {
-    used_map_ = Tensor::from_vector(local_used_, Shape{static_cast<int64_t>(local_used_.size())});
+    used_map_ = Tensor::from_vector(local_used_, Shape{static_cast<int64_t>(local_used_.size())},
+                                    params_[0].device());
     used_work_ = group_->all_reduce_async(used_map_, ReduceOp::kMax);
   }
 }
@@ -397,14 +398,17 @@ std::vector<ParamSignature> decode(const std::vector<int64_t>& v, size_t len) {
 
 // Every rank gets every rank's signature only when the hashes differ; then each throws the same
 // message naming the first parameter (lowest index) that differs and the two ranks.
+// The small tensors live on `device` (the module's): the one a process group of any backend
+// accepts.
 void verify_same_parameters(ProcessGroup& group,
-                            const std::vector<std::pair<std::string, Tensor>>& params) {
+                            const std::vector<std::pair<std::string, Tensor>>& params,
+                            Device device) {
   if (group.size() == 1) return;
   const std::vector<int64_t> sig = encode(params);
   Tensor header = Tensor::from_vector(
       std::vector<int64_t>{static_cast<int64_t>(params.size()), static_cast<int64_t>(fnv1a(sig)),
                            static_cast<int64_t>(sig.size())},
-      Shape{3});
+      Shape{3}, device);
   std::vector<Tensor> headers;
   group.all_gather(header, headers);
   std::vector<std::vector<int64_t>> h;
@@ -419,7 +423,7 @@ void verify_same_parameters(ProcessGroup& group,
   std::vector<int64_t> padded = sig;
   padded.resize(static_cast<size_t>(max_len), 0);
   std::vector<Tensor> all;
-  group.all_gather(Tensor::from_vector(padded, Shape{max_len}), all);
+  group.all_gather(Tensor::from_vector(padded, Shape{max_len}, device), all);
   std::vector<std::vector<ParamSignature>> ranks;
   for (size_t r = 0; r < all.size(); ++r) {
     ranks.push_back(decode(all[r].to_vector<int64_t>(), static_cast<size_t>(h[r][2])));
@@ -531,7 +535,7 @@ DistributedDataParallel::DistributedDataParallel(
       options_.bucket_cap_mb > 0,
       "DistributedDataParallel: bucket_cap_mb must be positive, got " << options_.bucket_cap_mb);
   const auto params = module->named_parameters();
-  verify_same_parameters(*group_, params);
+  verify_same_parameters(*group_, params, device_);
   std::vector<Tensor> state;
   for (const auto& [n, t] : params) state.push_back(t);
   for (const auto& [n, t] : module->named_buffers()) state.push_back(t);

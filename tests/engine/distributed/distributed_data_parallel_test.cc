@@ -13,6 +13,7 @@
 #include "engine/autograd/ops.h"
 #include "engine/distributed/spawn.h"
 #include "engine/nn/activation.h"
+#include "engine/nn/batch_norm.h"
 #include "engine/nn/linear.h"
 #include "engine/nn/sequential.h"
 #include "engine/optim/sgd.h"
@@ -370,6 +371,34 @@ TEST(DdpConstructionTest, DifferentShapesAcrossRanksNameTheFirstDifference) {
                    devices);
       },
       3);
+}
+
+// Rank 1's running statistics drift from rank 0's; each training forward starts from rank 0's
+// buffers (broadcast_buffers), so with the same input both ranks end with the same buffers.
+TEST(DdpBuffersTest, TrainingForwardsStartFromRankZerosBuffers) {
+  TCPStore server("127.0.0.1", 0, true);
+  const int port = server.port();
+  spawn(
+      [&](int rank) {
+        auto group = join_job(port, rank, 2);
+        for (bool broadcast : {true, false}) {
+          Generator g(1);
+          auto net = std::make_shared<nn::Sequential>();
+          net->push_back(std::make_shared<nn::Linear>(4, 3, g));
+          net->push_back(std::make_shared<nn::BatchNorm2d>(3));
+          DistributedDataParallelOptions o;
+          o.broadcast_buffers = broadcast;
+          DistributedDataParallel ddp(net, group, o);
+          net->find("1.running_mean").fill_(static_cast<float>(rank));  // drift
+          Generator data(6);
+          ddp(randn({5, 4}, data));
+          std::vector<Tensor> all;
+          group->all_gather(net->find("1.running_mean"), all);
+          const bool same = all[0].to_vector<float>() == all[1].to_vector<float>();
+          RANK_CHECK(same == broadcast, "broadcast_buffers=" << broadcast);
+        }
+      },
+      2);
 }
 
 // Rank 2 dies inside its backward, right after launching its first bucket: ranks 0 and 1 get
