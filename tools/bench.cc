@@ -1,0 +1,154 @@
+// //tools:bench — DataParallel against DDP in one run: for each model, device count and global
+// batch, training samples per second (median of timed steps after warm-up; data loading not
+// included), speed-up over one device, each device's peak memory and busy share, achieved GFLOP/s
+// against the machine's measured single-thread GEMM peak. Prints a table, writes JSON and an SVG
+// plot. Every host device (and every DDP process) computes with one thread.
+#include <CLI/CLI.hpp>
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "engine/device/memory_stats.h"
+#include "tools/bench_plot.h"
+#include "tools/bench_runner.h"
+#include "tools/paths.h"
+
+namespace {
+
+using dpe::tools::BenchConfig;
+using dpe::tools::BenchResult;
+
+std::string self_exe() {
+  char buf[4096];
+  const ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
+}
+
+nlohmann::json to_json(const BenchResult& r, double speedup, double peak_gflops) {
+  nlohmann::json j;
+  j["model"] = r.config.model;
+  j["mode"] = r.config.mode;
+  j["devices"] = r.config.devices;
+  j["global_batch"] = r.config.global_batch;
+  j["step_ms"] = r.step_ms;
+  j["samples_per_second"] = r.samples_per_second;
+  j["speedup_vs_1_device"] = speedup;
+  j["gflops"] = r.gflops;
+  j["gflops_share_of_peak"] = r.gflops / (peak_gflops * r.config.devices);
+  for (const auto& d : r.devices) {
+    j["per_device"].push_back(
+        {{"device", d.device}, {"peak_bytes", d.peak_bytes}, {"busy_share", d.busy_share}});
+  }
+  if (!r.phase_ms.empty()) {
+    static const char* names[] = {"replicate", "scatter", "forward", "gather",
+                                  "loss",      "backward", "reduce_add", "step"};
+    for (size_t p = 0; p < r.phase_ms.size(); ++p) j["device0_phase_ms"][names[p]] = r.phase_ms[p];
+  }
+  return j;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> models{"toy", "mlp", "convnet"};
+  std::vector<int> device_counts{1, 2, 4};
+  std::vector<int64_t> batches{256};
+  BenchConfig base;
+  std::string json_path = "bench.json", svg_path = "bench.svg", worker_result;
+  CLI::App app{"dpe bench: DataParallel against DDP on host devices (one thread per device)"};
+  app.add_option("--models", models, "models to run")->delimiter(',')->capture_default_str();
+  app.add_option("--devices", device_counts, "device counts")->delimiter(',')->capture_default_str();
+  app.add_option("--batches", batches, "global batch sizes")->delimiter(',')->capture_default_str();
+  app.add_option("--warmup", base.warmup, "untimed steps first")->capture_default_str();
+  app.add_option("--steps", base.steps, "timed steps (the median is reported)")->capture_default_str();
+  app.add_option("--json", json_path, "where to write the results")->capture_default_str();
+  app.add_option("--svg", svg_path, "where to draw the plot")->capture_default_str();
+  app.add_option("--data-dir", base.data_dir, "Fashion-MNIST folder");
+  app.add_option("--ddp-worker", worker_result, "internal: run as one DDP worker")->group("");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? 0 : 2;
+  }
+  try {
+    if (!worker_result.empty()) {
+      base.model = models.at(0);
+      base.global_batch = batches.at(0);
+      dpe::tools::ddp_worker(base, worker_result);
+      return 0;
+    }
+    json_path = dpe::tools::user_path(json_path);
+    svg_path = dpe::tools::user_path(svg_path);
+    base.data_dir = dpe::tools::user_path(base.data_dir);
+    const unsigned cores = std::thread::hardware_concurrency();
+    const double peak = dpe::tools::measure_gemm_gflops(1024, 5);
+    std::printf("machine: %u cores; single-thread SGEMM (oneDNN, 1024^3) peak %.1f GFLOP/s\n",
+                cores, peak);
+    std::printf("every device/process computes with 1 thread; samples/s = global batch / median "
+                "step time over %d steps after %d warm-up steps\n",
+                base.steps, base.warmup);
+    for (int n : device_counts) {
+      if (n > static_cast<int>(cores)) {
+        std::printf("note: %d devices oversubscribe the %u cores: their figures share the CPU\n",
+                    n, cores);
+      }
+    }
+    std::printf("\n%-8s %6s %5s %4s %9s %10s %7s %8s %6s  %s\n", "model", "batch", "mode", "dev",
+                "step ms", "samples/s", "speedup", "GFLOP/s", "%peak", "per device: peak memory / busy share");
+    nlohmann::json all = nlohmann::json::array();
+    std::vector<BenchResult> results;
+    for (const std::string& model : models) {
+      for (int64_t batch : batches) {
+        double one_device = 0;
+        for (int n : device_counts) {
+          for (const char* mode : {"dp", "ddp"}) {
+            if (n == 1 && std::string(mode) == "ddp") continue;  // one device: the same step
+            BenchConfig c = base;
+            c.model = model;
+            c.global_batch = batch;
+            c.devices = n;
+            c.mode = n == 1 ? "single" : mode;
+            BenchResult r = c.mode == "ddp" ? dpe::tools::run_ddp(c, self_exe())
+                                            : dpe::tools::run_in_process(c);
+            if (n == 1) one_device = r.samples_per_second;
+            const double speedup = one_device > 0 ? r.samples_per_second / one_device : 0;
+            std::string per_device;
+            for (const auto& d : r.devices) {
+              char buf[96];
+              std::snprintf(buf, sizeof buf, "%s %s/%.0f%%  ", d.device.c_str(),
+                            dpe::format_bytes(static_cast<int64_t>(d.peak_bytes)).c_str(),
+                            100 * d.busy_share);
+              per_device += buf;
+            }
+            std::printf("%-8s %6lld %5s %4d %9.2f %10.0f %7.2f %8.1f %5.0f%%  %s\n",
+                        model.c_str(), static_cast<long long>(batch), c.mode.c_str(), n,
+                        r.step_ms, r.samples_per_second, speedup, r.gflops,
+                        100 * r.gflops / (peak * n), per_device.c_str());
+            std::fflush(stdout);
+            all.push_back(to_json(r, speedup, peak));
+            results.push_back(r);
+          }
+        }
+      }
+    }
+    nlohmann::json doc;
+    doc["gemm_peak_gflops_1_thread"] = peak;
+    doc["cores"] = cores;
+    doc["warmup"] = base.warmup;
+    doc["steps"] = base.steps;
+    doc["results"] = all;
+    std::ofstream(json_path) << doc.dump(2) << "\n";
+    dpe::tools::write_bench_svg(svg_path, results);
+    std::printf("\nwrote %s and %s\n", json_path.c_str(), svg_path.c_str());
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench: %s\n", e.what());
+    return 1;
+  }
+}

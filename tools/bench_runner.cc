@@ -1,0 +1,282 @@
+#include "tools/bench_runner.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "engine/autograd/engine.h"
+#include "engine/autograd/ops.h"
+#include "engine/backend/backend.h"
+#include "engine/core/error.h"
+#include "engine/data/fashion_mnist.h"
+#include "engine/device/device_guard.h"
+#include "engine/device/runtime.h"
+#include "engine/optim/sgd.h"
+#include "engine/parallel/data_parallel.h"
+#include "engine/parallel/imbalance_report.h"
+#include "models/convnet.h"
+#include "models/mlp.h"
+#include "models/toy_model.h"
+#include "tools/train_distributed.h"
+
+namespace dpe::tools {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n == 0 ? 0 : (n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2);
+}
+
+std::shared_ptr<Module> make_model(const std::string& name) {
+  Generator gen(0);
+  if (name == "toy") return std::make_shared<models::ToyModel>(gen);
+  if (name == "mlp") return std::make_shared<models::Mlp>(gen);
+  return std::make_shared<models::ConvNet>(gen);
+}
+
+// A fixed batch of real data (or the toy's synthetic one) on host:0.
+std::pair<Tensor, Tensor> make_batch(const BenchConfig& c, int64_t n, int64_t offset) {
+  if (c.model == "toy") {
+    Generator g(static_cast<uint64_t>(offset) + 1);
+    return {randn({n, 10}, g), randn({n, 5}, g)};
+  }
+  FashionMnist train(c.data_dir.empty() ? FashionMnist::kDefaultRoot : c.data_dir, true);
+  std::vector<int64_t> idx(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) idx[i] = (offset + i) % train.size();
+  Batch b = train.get_batch(idx);
+  return {b.input, b.target};
+}
+
+Tensor loss_for(const std::string& model, const Tensor& out, const Tensor& y) {
+  return model == "toy" ? ops::mse_loss(out, y) : ops::cross_entropy(out, y);
+}
+
+// A port the kernel says is free now; rank 0 binds it a moment later (a small, accepted race).
+int free_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  DPE_CHECK(fd >= 0, "bench: socket() failed");
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+                  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
+  close(fd);
+  DPE_CHECK(ok, "bench: could not find a free port");
+  return ntohs(addr.sin_port);
+}
+
+double thread_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+}  // namespace
+
+double training_flops_per_sample(const std::string& model) {
+  // Multiply-adds of the forward pass, counted by hand from the layer shapes (x2 for FLOPs).
+  if (model == "toy") return 2.0 * (3 * (10 * 10 + 10 * 5) - 10 * 10);
+  if (model == "mlp") {
+    const double l1 = 784 * 512, l2 = 512 * 512, l3 = 512 * 10;
+    return 2.0 * (3 * (l1 + l2 + l3) - l1);
+  }
+  const double c1 = 28 * 28 * 16 * 25.0, c2 = 14 * 14 * 32 * 16 * 25.0, fc = 1568 * 10.0;
+  return 2.0 * (3 * (c1 + c2 + fc) - c1);
+}
+
+BenchResult run_in_process(const BenchConfig& c) {
+  DPE_CHECK(c.mode == "single" || c.mode == "dp", "run_in_process: mode " << c.mode);
+  Runtime& rt = Runtime::get();
+  rt.set_host_devices({std::max(c.devices, 2), 1, 0});
+  std::vector<Device> devices;
+  for (int i = 0; i < c.devices; ++i) devices.emplace_back(DeviceType::kHost, i);
+
+  std::shared_ptr<Module> model = make_model(c.model);
+  std::shared_ptr<DataParallel> dp;
+  if (c.mode == "dp") dp = std::make_shared<DataParallel>(model, devices);
+  Module& net = dp ? static_cast<Module&>(*dp) : *model;
+  StepProfiler prof;
+  if (dp) dp->set_profiler(&prof);
+  optim::SgdOptions so;
+  so.lr = 0.01f;
+  so.momentum = 0.9f;
+  optim::SGD sgd(model->parameters(), so);
+  auto [x, y] = make_batch(c, c.global_batch, 0);
+
+  std::vector<double> times;
+  std::vector<StepStats> stats;
+  for (int s = 0; s < c.warmup + c.steps; ++s) {
+    const auto start = Clock::now();
+    prof.begin_step(devices);
+    Tensor out = net.forward(x);
+    Tensor loss;
+    {
+      StepProfiler::Scope scope(&prof, devices[0], Phase::kLoss);
+      loss = loss_for(c.model, out, y);
+    }
+    prof.backward(loss);
+    {
+      StepProfiler::Scope scope(&prof, devices[0], Phase::kStep);
+      sgd.step();
+      sgd.zero_grad();
+    }
+    StepStats st = prof.end_step();
+    const double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+    if (s >= c.warmup) {
+      times.push_back(ms);
+      stats.push_back(st);
+    }
+  }
+  BenchResult r;
+  r.config = c;
+  r.step_ms = median(times);
+  r.samples_per_second = static_cast<double>(c.global_batch) / (r.step_ms / 1000.0);
+  r.gflops = r.samples_per_second * training_flops_per_sample(c.model) / 1e9;
+  ImbalanceReport report = ImbalanceReport::from_steps(stats);
+  for (const DeviceSummary& d : report.devices) {
+    DeviceUse u;
+    u.device = d.device.str();
+    u.peak_bytes = d.peak_bytes;
+    u.busy_share = c.mode == "single" || report.step_ms <= 0
+                       ? 1.0
+                       : std::min(1.0, d.busy_total_ms / report.step_ms);
+    r.devices.push_back(u);
+  }
+  for (int p = 0; p < kNumPhases; ++p) r.phase_ms.push_back(report.devices[0].busy_ms[p]);
+  return r;
+}
+
+void ddp_worker(const BenchConfig& c, const std::string& result_path) {
+  Distributed dist = Distributed::init();
+  DPE_CHECK(c.global_batch % dist.world == 0, "the global batch " << c.global_batch
+                                                                  << " must divide by the world size "
+                                                                  << dist.world);
+  const int64_t per_rank = c.global_batch / dist.world;
+  std::shared_ptr<Module> model = make_model(c.model);
+  std::shared_ptr<Module> ddp = dist.wrap(model);
+  optim::SgdOptions so;
+  so.lr = 0.01f;
+  so.momentum = 0.9f;
+  optim::SGD sgd(model->parameters(), so);
+  auto [x, y] = make_batch(c, per_rank, per_rank * dist.rank);
+  DeviceContext& ctx = Runtime::get().context(Device());
+  std::vector<double> times, busy;
+  for (int s = 0; s < c.warmup + c.steps; ++s) {
+    dist.barrier();  // every rank starts the step together
+    if (s == c.warmup) ctx.allocator().reset_peak();
+    const double cpu0 = thread_cpu_seconds();
+    const auto start = Clock::now();
+    Tensor out = ddp->forward(x);
+    backward(loss_for(c.model, out, y));
+    sgd.step();
+    sgd.zero_grad();
+    const double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+    if (s >= c.warmup) {
+      times.push_back(ms);
+      busy.push_back(std::min(1.0, (thread_cpu_seconds() - cpu0) * 1000.0 / ms));
+    }
+  }
+  // Rank 0 collects every rank's peak memory and busy share.
+  const double mine[2] = {static_cast<double>(ctx.allocator().stats().peak_bytes), median(busy)};
+  std::vector<double> all(static_cast<size_t>(2 * dist.world), 0.0);
+  all[2 * dist.rank] = mine[0];
+  all[2 * dist.rank + 1] = mine[1];
+  all = dist.sum(all);
+  if (dist.rank == 0) {
+    nlohmann::json j;
+    j["step_ms"] = median(times);
+    for (int r = 0; r < dist.world; ++r) {
+      j["devices"].push_back({{"device", "rank" + std::to_string(r) + ":host:0"},
+                              {"peak_bytes", all[2 * r]},
+                              {"busy_share", all[2 * r + 1]}});
+    }
+    std::ofstream(result_path) << j.dump();
+  }
+  dist.barrier();
+}
+
+BenchResult run_ddp(const BenchConfig& c, const std::string& self_exe) {
+  char dir_template[] = "/tmp/dpe_bench_XXXXXX";
+  const char* dir = mkdtemp(dir_template);
+  DPE_CHECK(dir != nullptr, "bench: cannot create a temporary directory");
+  const std::string result_path = std::string(dir) + "/rank0.json";
+  const int port = free_port();
+  std::vector<pid_t> pids;
+  for (int rank = 0; rank < c.devices; ++rank) {
+    const pid_t pid = fork();
+    DPE_CHECK(pid >= 0, "bench: fork failed");
+    if (pid == 0) {
+      setenv("RANK", std::to_string(rank).c_str(), 1);
+      setenv("LOCAL_RANK", std::to_string(rank).c_str(), 1);
+      setenv("WORLD_SIZE", std::to_string(c.devices).c_str(), 1);
+      setenv("MASTER_ADDR", "127.0.0.1", 1);
+      setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+      setenv("DPE_HOST_DEVICES", "1", 1);
+      setenv("DPE_HOST_THREADS", "1", 1);
+      setenv("OMP_NUM_THREADS", "1", 1);
+      const std::string batch = std::to_string(c.global_batch);
+      const std::string warmup = std::to_string(c.warmup), steps = std::to_string(c.steps);
+      std::vector<const char*> argv{self_exe.c_str(), "--ddp-worker", result_path.c_str(),
+                                    "--models", c.model.c_str(), "--batches", batch.c_str(),
+                                    "--warmup", warmup.c_str(), "--steps", steps.c_str(),
+                                    "--data-dir", c.data_dir.c_str(), nullptr};
+      execv(self_exe.c_str(), const_cast<char* const*>(argv.data()));
+      _exit(127);
+    }
+    pids.push_back(pid);
+  }
+  int failed = 0;
+  for (pid_t pid : pids) {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) ++failed;
+  }
+  DPE_CHECK(failed == 0, "bench: " << failed << " DDP worker(s) failed for " << c.model
+                                   << " on " << c.devices << " processes");
+  std::ifstream in(result_path);
+  DPE_CHECK(in.good(), "bench: rank 0 wrote no result to " << result_path);
+  nlohmann::json j = nlohmann::json::parse(in);
+  std::remove(result_path.c_str());
+  rmdir(dir);
+  BenchResult r;
+  r.config = c;
+  r.step_ms = j["step_ms"].get<double>();
+  r.samples_per_second = static_cast<double>(c.global_batch) / (r.step_ms / 1000.0);
+  r.gflops = r.samples_per_second * training_flops_per_sample(c.model) / 1e9;
+  for (auto& d : j["devices"]) {
+    r.devices.push_back({d["device"].get<std::string>(), d["peak_bytes"].get<double>(),
+                         d["busy_share"].get<double>()});
+  }
+  return r;
+}
+
+double measure_gemm_gflops(int64_t n, int reps) {
+  Runtime& rt = Runtime::get();
+  rt.set_host_devices({2, 1, 0});
+  Generator g(0);
+  Tensor a = randn({n, n}, g), b = randn({n, n}, g), c = Tensor::empty({n, n});
+  DeviceGuard guard(&rt.context(Device()));
+  std::vector<double> times;
+  for (int i = 0; i < reps + 1; ++i) {
+    const auto start = Clock::now();
+    backend_for(Device()).matmul(a, b, c);
+    if (i > 0) times.push_back(std::chrono::duration<double>(Clock::now() - start).count());
+  }
+  return 2.0 * static_cast<double>(n) * n * n / median(times) / 1e9;
+}
+
+}  // namespace dpe::tools

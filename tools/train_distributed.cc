@@ -1,0 +1,47 @@
+#include "tools/train_distributed.h"
+
+#include "engine/core/error.h"
+#include "engine/distributed/distributed.h"
+#include "engine/distributed/distributed_data_parallel.h"
+#include "engine/distributed/sync_batch_norm.h"
+
+namespace dpe::tools {
+
+Distributed Distributed::init() {
+  Distributed d;
+  d.group = distributed::init_process_group("gloo", "env://");
+  d.rank = d.group->rank();
+  d.world = d.group->size();
+  return d;
+}
+
+std::shared_ptr<Module> Distributed::wrap(std::shared_ptr<Module> model) const {
+  DPE_CHECK(group != nullptr, "DDP needs a process group (run under //tools:launch)");
+  return std::make_shared<DistributedDataParallel>(std::move(model), group);
+}
+
+std::shared_ptr<Module> Distributed::convert_sync_batchnorm(std::shared_ptr<Module> model) const {
+  DPE_CHECK(group != nullptr, "--sync-bn needs a process group (run under //tools:launch)");
+  return nn::convert_sync_batchnorm(std::move(model), group);
+}
+
+double Distributed::reduce_mean(double value) const {
+  if (!group) return value;
+  return sum({value})[0] / world;
+}
+
+std::vector<double> Distributed::sum(std::vector<double> values) const {
+  if (!group) return values;
+  // float64 is not a dpe dtype; float32 is plenty for metrics.
+  std::vector<float> f(values.begin(), values.end());
+  Tensor t = Tensor::from_vector(f, {static_cast<int64_t>(f.size())});
+  group->all_reduce(t, distributed::ReduceOp::kSum);
+  const auto r = t.to_vector<float>();
+  return std::vector<double>(r.begin(), r.end());
+}
+
+void Distributed::barrier() const {
+  if (group) group->barrier();
+}
+
+}  // namespace dpe::tools

@@ -1,0 +1,29 @@
+// The process-group side of //tools:train: one process of a DDP job (rank, world size, DDP
+// wrapping, SyncBatchNorm, reductions of metrics), or a stand-in for a single process.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "engine/distributed/process_group.h"
+#include "engine/nn/module.h"
+
+namespace dpe::tools {
+
+struct Distributed {
+  int rank = 0;
+  int world = 1;
+  std::shared_ptr<distributed::ProcessGroup> group;  // null for a single process
+
+  static Distributed single() { return {}; }
+  // init_process_group("gloo", "env://") from the launcher's environment.
+  static Distributed init();
+
+  std::shared_ptr<Module> wrap(std::shared_ptr<Module> model) const;  // DistributedDataParallel
+  std::shared_ptr<Module> convert_sync_batchnorm(std::shared_ptr<Module> model) const;
+  double reduce_mean(double value) const;  // mean over ranks
+  std::vector<double> sum(std::vector<double> values) const;  // elementwise sum over ranks
+  void barrier() const;
+};
+
+}  // namespace dpe::tools
