@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -21,6 +22,7 @@
 #include <cstring>
 #include <iostream>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -142,6 +144,14 @@ int main(int argc, char** argv) {
     return 2;
   }
   const int world_size = nproc_per_node * nnodes;
+  // Under `bazel run`, paths on the command line (the program, its files) are the user's.
+  if (const char* wd = std::getenv("BUILD_WORKING_DIRECTORY"); wd != nullptr && *wd != '\0') {
+    if (::chdir(wd) != 0) std::perror("dpe-launch: chdir to BUILD_WORKING_DIRECTORY");
+  }
+  // The node's cores are shared by its workers: each device computes with its share.
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  const std::string threads_per_worker =
+      std::to_string(std::max(1u, cores / static_cast<unsigned>(nproc_per_node)));
 
   if (::pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
     std::perror("dpe-launch: pipe");
@@ -192,6 +202,7 @@ int main(int argc, char** argv) {
       ::setenv("MASTER_PORT", std::to_string(master_port).c_str(), 1);
       // Each worker drives one host device; several workers on one node share its cores.
       ::setenv("DPE_HOST_DEVICES", "1", 0);
+      ::setenv("DPE_HOST_THREADS", threads_per_worker.c_str(), 0);
       if (nproc_per_node > 1) ::setenv("OMP_NUM_THREADS", "1", 0);
       std::vector<char*> args;
       for (auto& a : command) args.push_back(a.data());

@@ -214,7 +214,8 @@ TrainResult train(const TrainConfig& c, FILE* out) {
       sgd.zero_grad();
       backward(loss);
       sgd.step();
-      progress.update(b->input.size(0), dist.reduce_mean(loss.item()));
+      // The line shows the whole job: every rank's samples and the loss averaged over ranks.
+      progress.update(b->input.size(0) * dist.world, dist.reduce_mean(loss.item()));
       ++step;
     }
     // Drain the rest of the pass when max_steps cut it short, so the next epoch starts afresh.
@@ -224,7 +225,7 @@ TrainResult train(const TrainConfig& c, FILE* out) {
     m.epoch = epoch;
     m.steps = step;
     m.train_loss = progress.mean_loss();
-    m.samples_per_second = progress.finish() * (c.mode == "ddp" ? dist.world : 1);
+    m.samples_per_second = progress.finish();
 
     // Test: loss and accuracy over the whole test set (every rank's shard, reduced).
     net->eval();
