@@ -12,6 +12,7 @@
 #include "engine/autograd/node.h"
 #include "engine/autograd/ops.h"
 #include "engine/core/error.h"
+#include "engine/device/runtime.h"
 #include "engine/distributed/distributed.h"
 
 namespace dpe {
@@ -477,34 +478,36 @@ Value move_to(const Value& v, Device device) {
 
 void broadcast_coalesced(ProcessGroup& group, const std::vector<Tensor>& tensors, int root) {
   if (group.size() == 1 || tensors.empty()) return;
-  for (DType dtype : {DType::kFloat32, DType::kInt64}) {
-    std::vector<Tensor> of_type;
-    int64_t total = 0;
-    for (const Tensor& t : tensors) {
-      DPE_CHECK(t.defined() && t.is_contiguous(),
-                "broadcast_coalesced (rank " << group.rank() << "): expected defined contiguous "
-                                             << "tensors, got " << t.str());
-      DPE_CHECK(t.device() == tensors[0].device(),
-                "broadcast_coalesced (rank " << group.rank() << "): tensors on "
-                                             << tensors[0].device() << " and " << t.device());
-      if (t.dtype() != dtype) continue;
-      of_type.push_back(t);
-      total += t.numel();
+  // One collective for every dtype: the tensors' bytes, each at an 8-byte aligned offset, in a
+  // float32 buffer. A broadcast moves bits and does no arithmetic, so int64 values survive.
+  std::vector<int64_t> offsets;  // in bytes
+  int64_t bytes = 0;
+  for (const Tensor& t : tensors) {
+    DPE_CHECK(t.defined() && t.is_contiguous(),
+              "broadcast_coalesced (rank "
+                  << group.rank() << "): expected defined contiguous tensors, got " << t.str());
+    DPE_CHECK(t.device() == tensors[0].device(),
+              "broadcast_coalesced (rank " << group.rank() << "): tensors on "
+                                           << tensors[0].device() << " and " << t.device());
+    offsets.push_back(bytes);
+    bytes += (static_cast<int64_t>(t.nbytes()) + 7) / 8 * 8;
+  }
+  if (bytes == 0) return;
+  Tensor flat = Tensor::empty(Shape{bytes / 4}, DType::kFloat32, tensors[0].device());
+  Runtime& rt = Runtime::get();
+  DeviceContext& ctx = flat.context();
+  char* base = static_cast<char*>(flat.raw_data());
+  if (group.rank() == root) {
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      rt.copy(ctx, base + offsets[i], ctx, tensors[i].raw_data(), tensors[i].nbytes());
     }
-    if (total == 0) continue;
-    Tensor flat = Tensor::empty(Shape{total}, dtype, tensors[0].device());
-    int64_t offset = 0;
-    for (const Tensor& t : of_type) {
-      flat.narrow(0, offset, t.numel()).view(t.shape()).copy_(t);
-      offset += t.numel();
-    }
-    group.broadcast(flat, root);
-    if (group.rank() == root) continue;
-    offset = 0;
-    for (Tensor t : of_type) {
-      t.copy_(flat.narrow(0, offset, t.numel()).view(t.shape()));
-      offset += t.numel();
-    }
+  }
+  group.broadcast(flat, root);
+  if (group.rank() == root) return;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    Tensor t = tensors[i];
+    rt.copy(ctx, t.raw_data(), ctx, base + offsets[i], t.nbytes());
+    t.bump_version();
   }
 }
 

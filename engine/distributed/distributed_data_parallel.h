@@ -125,8 +125,8 @@ class DistributedDataParallel : public Cloneable<DistributedDataParallel> {
   bool require_backward_grad_sync_ = true;
 };
 
-// Broadcasts `tensors` (host devices, contiguous, float32 or int64) from `root` in one flat
-// buffer per dtype, then copies the values back in place. Collective.
+// Broadcasts `tensors` (contiguous, any dtypes, all on one device the group accepts) from `root`
+// as one flat buffer, then copies the values back in place on the other ranks. Collective.
 void broadcast_coalesced(distributed::ProcessGroup& group, const std::vector<Tensor>& tensors,
                          int root = 0);
 

@@ -390,12 +390,18 @@ TEST(DdpBuffersTest, TrainingForwardsStartFromRankZerosBuffers) {
           o.broadcast_buffers = broadcast;
           DistributedDataParallel ddp(net, group, o);
           net->find("1.running_mean").fill_(static_cast<float>(rank));  // drift
+          // int64 buffers travel in the same (float32) buffer, bit for bit.
+          const int64_t big = (int64_t{1} << 40) + 3;
+          net->find("1.num_batches_tracked")
+              .copy_(Tensor::from_vector(std::vector<int64_t>{big + rank}, Shape{}));
           Generator data(6);
           ddp(randn({5, 4}, data));
           std::vector<Tensor> all;
           group->all_gather(net->find("1.running_mean"), all);
           const bool same = all[0].to_vector<float>() == all[1].to_vector<float>();
           RANK_CHECK(same == broadcast, "broadcast_buffers=" << broadcast);
+          const int64_t tracked = net->find("1.num_batches_tracked").to_vector<int64_t>()[0];
+          RANK_CHECK(tracked == (broadcast ? big + 1 : big + rank + 1), tracked);
         }
       },
       2);
