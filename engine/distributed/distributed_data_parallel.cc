@@ -364,14 +364,17 @@ uint64_t fnv1a(const std::vector<int64_t>& v) {
 struct ParamSignature {
   std::string name;
   Shape shape;
+  bool requires_grad = true;
 };
 
-// [ndim, dims..., name length, name bytes...] per parameter.
+// [ndim, dims..., requires_grad, name length, name bytes...] per parameter: a parameter frozen on
+// one rank only would give the ranks different buckets.
 std::vector<int64_t> encode(const std::vector<std::pair<std::string, Tensor>>& params) {
   std::vector<int64_t> out;
   for (const auto& [name, t] : params) {
     out.push_back(t.dim());
     for (int64_t d : t.shape()) out.push_back(d);
+    out.push_back(t.requires_grad() ? 1 : 0);
     out.push_back(static_cast<int64_t>(name.size()));
     for (char c : name) out.push_back(static_cast<unsigned char>(c));
   }
@@ -390,6 +393,7 @@ std::vector<ParamSignature> decode(const std::vector<int64_t>& v, size_t len) {
     std::vector<int64_t> dims(static_cast<size_t>(next()));
     for (int64_t& d : dims) d = next();
     s.shape = Shape(dims);
+    s.requires_grad = next() != 0;
     const int64_t n = next();
     for (int64_t c = 0; c < n; ++c) s.name.push_back(static_cast<char>(next()));
     out.push_back(std::move(s));
@@ -436,7 +440,16 @@ void verify_same_parameters(ProcessGroup& group,
       const auto& a = ranks[0];
       const auto& b = ranks[r];
       if (i < a.size() && i < b.size()) {
-        if (a[i].shape == b[i].shape && a[i].name == b[i].name) continue;
+        if (a[i].shape == b[i].shape && a[i].name == b[i].name &&
+            a[i].requires_grad == b[i].requires_grad) {
+          continue;
+        }
+        DPE_CHECK(
+            a[i].shape != b[i].shape || a[i].name != b[i].name,
+            "DistributedDataParallel: DDP expects the same model on every rank, but parameter "
+                << i << " (" << a[i].name << ") has requires_grad="
+                << (a[i].requires_grad ? "true" : "false") << " on rank 0 and "
+                << (b[i].requires_grad ? "true" : "false") << " on rank " << r);
         DPE_THROW(
             "DistributedDataParallel: DDP expects the same model on every rank, but parameter "
             << i << " is " << a[i].name << " with shape " << a[i].shape << " on rank 0 and "

@@ -352,6 +352,14 @@ TEST(DdpConstructionTest, DifferentShapesAcrossRanksNameTheFirstDifference) {
                           "shape torch.Size([2, 2])) on rank 2 has no counterpart on rank 0") !=
                        std::string::npos,
                    e);
+        // A layer frozen on rank 1 only would give the ranks different buckets.
+        Generator same(2);
+        auto f = small_net({4, 8, 2}, same);
+        if (rank == 1) f->find("2.bias").requires_grad_(false);
+        e = error_of([&] { DistributedDataParallel ddp(f, group); });
+        RANK_CHECK(e.find("parameter 3 (2.bias) has requires_grad=true on rank 0 and false on "
+                          "rank 1") != std::string::npos,
+                   e);
         // Same shapes, different values: rank 0's are broadcast.
         Generator mine(50 + rank);
         auto c = small_net({4, 8, 2}, mine);
