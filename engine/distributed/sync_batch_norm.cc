@@ -152,12 +152,9 @@ std::shared_ptr<Module> SyncBatchNorm::convert_sync_batchnorm(
     sync->train(bn->is_training());
     return sync;
   }
-  // Module has no public way to replace a child. Its child list is a non-const member of a
-  // non-const object, reached through the const reference named_children() returns, so writing
-  // an entry through const_cast is well defined; it keeps the child's name and position.
-  auto& children = const_cast<std::vector<std::pair<std::string, std::shared_ptr<Module>>>&>(
-      module->named_children());
-  for (auto& [name, child] : children) child = convert_sync_batchnorm(child, process_group);
+  for (const auto& [name, child] : module->named_children()) {
+    module->replace_module(name, convert_sync_batchnorm(child, process_group));
+  }
   return module;
 }
 

@@ -118,6 +118,17 @@ std::pair<std::string, std::string> split_last(const std::string& name) {
 
 }  // namespace
 
+void Module::replace_module(const std::string& name, std::shared_ptr<Module> module) {
+  DPE_CHECK(module != nullptr, repr() << ".replace_module('" << name << "'): the module is null");
+  for (auto& [n, m] : children_) {
+    if (n == name) {
+      m = std::move(module);
+      return;
+    }
+  }
+  DPE_THROW(repr() << " has no child module '" << name << "'");
+}
+
 void Module::set_parameter(const std::string& name, const Tensor& t) {
   const auto [path, leaf] = split_last(name);
   if (!path.empty()) {

@@ -45,6 +45,8 @@ class Module {
   // A child by name; composite modules reach their children through this rather than keeping
   // pointers of their own, so clone_structure() stays correct.
   Module& child(const std::string& name) const;
+  // Replaces the child `name` in place (same name, same position); throws when absent.
+  void replace_module(const std::string& name, std::shared_ptr<Module> module);
   // Replaces the tensor of a parameter or buffer by its dotted name ("features.0.weight").
   void set_parameter(const std::string& name, const Tensor& t);
   void set_buffer(const std::string& name, const Tensor& t);
