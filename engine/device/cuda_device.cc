@@ -63,6 +63,9 @@ class CudaCachingAllocator final : public Allocator {
  protected:
   void* raw_allocate(size_t bytes) override {
     const size_t block = size_class(bytes);
+    // cudaMalloc made the device current, and callers came to rely on it (Tensor::fill_ launches
+    // on the current device right after allocating): keep doing so when the cache serves.
+    set_device(device().index());
     std::lock_guard<std::mutex> lock(mu_);
     auto it = free_.find(block);
     if (it != free_.end() && !it->second.empty()) {
@@ -98,6 +101,9 @@ class CudaCachingAllocator final : public Allocator {
 
  private:
   void release_locked() {
+    if (cached_ == 0) return;
+    // Blocks freed by the host may still be read by queued kernels: let them finish first.
+    synchronize(device().index());
     for (auto& [block, ptrs] : free_) {
       for (void* p : ptrs) free_on(device().index(), p);
       ptrs.clear();

@@ -67,7 +67,10 @@ void* CudaContext::workspace(size_t bytes) {
   if (bytes > r.workspace_bytes) {
     DPE_CUDA_CHECK(cudaSetDevice(device_));
     if (r.workspace != nullptr) {
-      DPE_CUDA_CHECK(cudaFree(r.workspace));  // waits for the kernels that may still use it
+      // Kernels queued earlier may still use the old buffer; cudaFree is also documented to
+      // synchronise, but the explicit wait does not depend on that.
+      DPE_CUDA_CHECK(cudaStreamSynchronize(r.compute));
+      DPE_CUDA_CHECK(cudaFree(r.workspace));
       r.workspace = nullptr;
       r.workspace_bytes = 0;
     }

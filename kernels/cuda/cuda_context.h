@@ -36,7 +36,7 @@ class CudaContext {
   void* cublas();       // cublasHandle_t on stream(), FP32 math (no TF32)
   void* cudnn();        // cudnnHandle_t on stream()
   // At least `bytes` of device memory, valid until the next workspace() call on this context.
-  // Growing frees the old buffer (cudaFree waits for the device, so in-flight users are done).
+  // Growing waits for the compute stream, then frees the old buffer.
   void* workspace(size_t bytes);
 
   // Waits for the compute stream.
