@@ -23,20 +23,20 @@ namespace distributed {
 
 namespace {
 
-#define DPE_NCCL_CHECK(call, what)                                                      \
-  do {                                                                                  \
-    const ncclResult_t dpe_nccl_ = (call);                                              \
-    if (dpe_nccl_ != ncclSuccess) {                                                     \
-      DPE_THROW(what << ": " #call " failed: " << ncclGetErrorString(dpe_nccl_));       \
-    }                                                                                   \
+#define DPE_NCCL_CHECK(call, what)                                                \
+  do {                                                                            \
+    const ncclResult_t dpe_nccl_ = (call);                                        \
+    if (dpe_nccl_ != ncclSuccess) {                                               \
+      DPE_THROW(what << ": " #call " failed: " << ncclGetErrorString(dpe_nccl_)); \
+    }                                                                             \
   } while (0)
 
-#define DPE_CUDA_RT_CHECK(call, what)                                                   \
-  do {                                                                                  \
-    const cudaError_t dpe_cu_ = (call);                                                 \
-    if (dpe_cu_ != cudaSuccess) {                                                       \
-      DPE_THROW(what << ": " #call " failed: " << cudaGetErrorString(dpe_cu_));         \
-    }                                                                                   \
+#define DPE_CUDA_RT_CHECK(call, what)                                           \
+  do {                                                                          \
+    const cudaError_t dpe_cu_ = (call);                                         \
+    if (dpe_cu_ != cudaSuccess) {                                               \
+      DPE_THROW(what << ": " #call " failed: " << cudaGetErrorString(dpe_cu_)); \
+    }                                                                           \
   } while (0)
 
 ncclRedOp_t nccl_op(ReduceOp op) {
@@ -53,9 +53,7 @@ ncclRedOp_t nccl_op(ReduceOp op) {
   return ncclSum;
 }
 
-ncclDataType_t nccl_type(DType dtype) {
-  return dtype == DType::kInt64 ? ncclInt64 : ncclFloat32;
-}
+ncclDataType_t nccl_type(DType dtype) { return dtype == DType::kInt64 ? ncclInt64 : ncclFloat32; }
 
 ncclComm_t comm_of(void* p) { return static_cast<ncclComm_t>(p); }
 cudaStream_t stream_of(void* p) { return static_cast<cudaStream_t>(p); }
@@ -89,9 +87,9 @@ NcclProcessGroup::NcclProcessGroup(std::shared_ptr<gloo::rendezvous::Store> stor
                      << " ms: " << e.what());
     }
     const std::vector<char> bytes = store_->get(key);
-    DPE_CHECK(bytes.size() == NCCL_UNIQUE_ID_BYTES,
-              what << ": the NCCL id in the store has " << bytes.size() << " bytes, expected "
-                   << NCCL_UNIQUE_ID_BYTES);
+    DPE_CHECK(bytes.size() == NCCL_UNIQUE_ID_BYTES, what << ": the NCCL id in the store has "
+                                                         << bytes.size() << " bytes, expected "
+                                                         << NCCL_UNIQUE_ID_BYTES);
     std::copy(bytes.begin(), bytes.end(), id.internal);
   }
   ncclComm_t comm = nullptr;
@@ -114,8 +112,8 @@ NcclProcessGroup::~NcclProcessGroup() {
 
 void NcclProcessGroup::check_tensor(const char* op, const Tensor& t) const {
   DPE_CHECK(t.defined(), op << " (rank " << rank_ << "): undefined tensor");
-  DPE_CHECK(t.device() == device_, op << " (rank " << rank_ << "): expected a tensor on "
-                                      << device_ << " (the nccl backend), got " << t.device());
+  DPE_CHECK(t.device() == device_, op << " (rank " << rank_ << "): expected a tensor on " << device_
+                                      << " (the nccl backend), got " << t.device());
   DPE_CHECK(t.is_contiguous(),
             op << " (rank " << rank_ << "): expected a contiguous tensor, got " << t.str());
 }
@@ -216,7 +214,8 @@ void NcclProcessGroup::all_gather(const Tensor& input, std::vector<Tensor>& outp
                                  comm_of(comm_), stream_of(stream_)),
                    "nccl all_gather (rank " << rank_ << ")");
   })->wait();
-  for (int r = 0; r < size_; ++r) outputs[r].copy_(gathered.narrow(0, r * n, n).view(input.shape()));
+  for (int r = 0; r < size_; ++r)
+    outputs[r].copy_(gathered.narrow(0, r * n, n).view(input.shape()));
 }
 
 void NcclProcessGroup::barrier() {

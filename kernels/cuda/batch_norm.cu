@@ -62,9 +62,9 @@ __global__ void backward_channel_kernel(const float* var, float eps, float inv_m
 }
 
 __global__ void backward_elemt_kernel(const float* x, const float* gy, const float* mean,
-                                      const float* invstd, const float* gamma,
-                                      const float* mean_gy, const float* mean_gy_xmu, float* gx,
-                                      int64_t total, int64_t c, int64_t s) {
+                                      const float* invstd, const float* gamma, const float* mean_gy,
+                                      const float* mean_gy_xmu, float* gx, int64_t total, int64_t c,
+                                      int64_t s) {
   DPE_GRID_STRIDE(i, total) {
     const int64_t ch = (i / s) % c;
     const float is = invstd[ch];
@@ -76,9 +76,8 @@ __global__ void backward_elemt_kernel(const float* x, const float* gy, const flo
 
 }  // namespace
 
-void batch_norm_apply(CudaContext& ctx, const BatchNormShape& sh, const float* x,
-                      const float* mean, const float* invstd, const float* gamma,
-                      const float* beta, float* y) {
+void batch_norm_apply(CudaContext& ctx, const BatchNormShape& sh, const float* x, const float* mean,
+                      const float* invstd, const float* gamma, const float* beta, float* y) {
   const int64_t total = sh.n * sh.c * sh.s;
   if (total == 0) return;
   apply_kernel<<<grid_for(total), kBlock, 0, stream_of(ctx)>>>(x, mean, invstd, gamma, beta, y,
@@ -126,8 +125,8 @@ void batch_norm_backward(CudaContext& ctx, const BatchNormShape& sh, const float
 
 void batch_norm_backward_elemt(CudaContext& ctx, const BatchNormShape& sh, const float* x,
                                const float* gy, const float* mean, const float* invstd,
-                               const float* gamma, const float* mean_gy,
-                               const float* mean_gy_xmu, float* gx) {
+                               const float* gamma, const float* mean_gy, const float* mean_gy_xmu,
+                               float* gx) {
   const int64_t total = sh.n * sh.c * sh.s;
   if (total == 0) return;
   backward_elemt_kernel<<<grid_for(total), kBlock, 0, stream_of(ctx)>>>(

@@ -36,18 +36,18 @@ struct Descriptors {
       DPE_CUDNN_CHECK(cudnnCreateTensorDescriptor(&y), device);
       DPE_CUDNN_CHECK(cudnnCreateFilterDescriptor(&w), device);
       DPE_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&conv), device);
-      DPE_CUDNN_CHECK(cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT,
-                                                 as_int(s.n), as_int(s.c), as_int(s.h),
-                                                 as_int(s.w)),
-                      device);
-      DPE_CUDNN_CHECK(cudnnSetTensor4dDescriptor(y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT,
-                                                 as_int(s.n), as_int(s.o), as_int(s.ho),
-                                                 as_int(s.wo)),
-                      device);
-      DPE_CUDNN_CHECK(cudnnSetFilter4dDescriptor(w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW,
-                                                 as_int(s.o), as_int(s.c), as_int(s.kh),
-                                                 as_int(s.kw)),
-                      device);
+      DPE_CUDNN_CHECK(
+          cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, as_int(s.n),
+                                     as_int(s.c), as_int(s.h), as_int(s.w)),
+          device);
+      DPE_CUDNN_CHECK(
+          cudnnSetTensor4dDescriptor(y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, as_int(s.n),
+                                     as_int(s.o), as_int(s.ho), as_int(s.wo)),
+          device);
+      DPE_CUDNN_CHECK(
+          cudnnSetFilter4dDescriptor(w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, as_int(s.o),
+                                     as_int(s.c), as_int(s.kh), as_int(s.kw)),
+          device);
       DPE_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(conv, as_int(s.padding), as_int(s.padding),
                                                       as_int(s.stride), as_int(s.stride), 1, 1,
                                                       CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
@@ -80,10 +80,10 @@ struct Descriptors {
 cudnnConvolutionFwdAlgo_t forward_algo(const Descriptors& d, size_t* bytes) {
   cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
   int count = 0;
-  DPE_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(d.handle, d.x, d.w, d.conv, d.y,
-                                                         CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count,
-                                                         perf),
-                  d.device);
+  DPE_CUDNN_CHECK(
+      cudnnGetConvolutionForwardAlgorithm_v7(d.handle, d.x, d.w, d.conv, d.y,
+                                             CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count, perf),
+      d.device);
   for (int i = 0; i < count; ++i) {
     if (perf[i].status != CUDNN_STATUS_SUCCESS || !fp32_math(perf[i].mathType)) continue;
     size_t ws = 0;
@@ -105,15 +105,15 @@ cudnnConvolutionFwdAlgo_t forward_algo(const Descriptors& d, size_t* bytes) {
 cudnnConvolutionBwdDataAlgo_t backward_data_algo(const Descriptors& d, size_t* bytes) {
   cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
   int count = 0;
-  DPE_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(
-                      d.handle, d.w, d.y, d.conv, d.x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
-                      &count, perf),
-                  d.device);
+  DPE_CUDNN_CHECK(
+      cudnnGetConvolutionBackwardDataAlgorithm_v7(
+          d.handle, d.w, d.y, d.conv, d.x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &count, perf),
+      d.device);
   for (int i = 0; i < count; ++i) {
     if (perf[i].status != CUDNN_STATUS_SUCCESS || !fp32_math(perf[i].mathType)) continue;
     size_t ws = 0;
-    if (cudnnGetConvolutionBackwardDataWorkspaceSize(d.handle, d.w, d.y, d.conv, d.x,
-                                                     perf[i].algo, &ws) != CUDNN_STATUS_SUCCESS ||
+    if (cudnnGetConvolutionBackwardDataWorkspaceSize(d.handle, d.w, d.y, d.conv, d.x, perf[i].algo,
+                                                     &ws) != CUDNN_STATUS_SUCCESS ||
         ws > kMaxWorkspace) {
       continue;
     }
@@ -130,16 +130,15 @@ cudnnConvolutionBwdDataAlgo_t backward_data_algo(const Descriptors& d, size_t* b
 cudnnConvolutionBwdFilterAlgo_t backward_filter_algo(const Descriptors& d, size_t* bytes) {
   cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
   int count = 0;
-  DPE_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
-                      d.handle, d.x, d.y, d.conv, d.w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
-                      &count, perf),
-                  d.device);
+  DPE_CUDNN_CHECK(
+      cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+          d.handle, d.x, d.y, d.conv, d.w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &count, perf),
+      d.device);
   for (int i = 0; i < count; ++i) {
     if (perf[i].status != CUDNN_STATUS_SUCCESS || !fp32_math(perf[i].mathType)) continue;
     size_t ws = 0;
     if (cudnnGetConvolutionBackwardFilterWorkspaceSize(d.handle, d.x, d.y, d.conv, d.w,
-                                                       perf[i].algo,
-                                                       &ws) != CUDNN_STATUS_SUCCESS ||
+                                                       perf[i].algo, &ws) != CUDNN_STATUS_SUCCESS ||
         ws > kMaxWorkspace) {
       continue;
     }
@@ -186,7 +185,7 @@ void conv2d_forward(CudaContext& ctx, const Conv2dShape& s, const float* x, cons
   if (b != nullptr) {
     const int64_t total = s.n * s.o * s.ho * s.wo;
     add_channel_bias_kernel<<<grid_for(total), kBlock, 0, stream_of(ctx)>>>(y, b, total, s.o,
-                                                                           s.ho * s.wo);
+                                                                            s.ho * s.wo);
     DPE_CUDA_CHECK(cudaGetLastError());
   }
 }
@@ -213,7 +212,7 @@ void conv2d_backward(CudaContext& ctx, const Conv2dShape& s, const float* x, con
   }
   if (gb != nullptr && s.o > 0) {
     bias_grad_kernel<<<static_cast<unsigned>(s.o), kBlock, 0, stream_of(ctx)>>>(gy, gb, s.n, s.o,
-                                                                               s.ho * s.wo);
+                                                                                s.ho * s.wo);
     DPE_CUDA_CHECK(cudaGetLastError());
   }
 }

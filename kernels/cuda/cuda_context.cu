@@ -81,8 +81,8 @@ void* CudaContext::workspace(size_t bytes) {
     if (err != cudaSuccess) {
       cudaGetLastError();
       r.workspace = nullptr;
-      DPE_THROW("out of memory on cuda:" << device_ << ": cannot allocate a workspace of " << rounded
-                                         << " bytes: " << cudaGetErrorString(err));
+      DPE_THROW("out of memory on cuda:" << device_ << ": cannot allocate a workspace of "
+                                         << rounded << " bytes: " << cudaGetErrorString(err));
     }
     r.workspace_bytes = rounded;
   }
@@ -105,8 +105,7 @@ void CudaContext::compute_waits_for_copy() {
 
 void CudaContext::read_back(void* host_dst, const void* device_src, size_t bytes) {
   Impl& r = impl();
-  DPE_CUDA_CHECK(
-      cudaMemcpyAsync(host_dst, device_src, bytes, cudaMemcpyDeviceToHost, r.compute));
+  DPE_CUDA_CHECK(cudaMemcpyAsync(host_dst, device_src, bytes, cudaMemcpyDeviceToHost, r.compute));
   DPE_CUDA_CHECK(cudaStreamSynchronize(r.compute));
 }
 

@@ -35,8 +35,7 @@ void fill_forward(void* stream, float* out, int64_t n, float value) {
   DPE_CUDA_CHECK(cudaGetLastError());
 }
 
-void add_forward(void* stream, float* out, const float* a, const float* b, float alpha,
-                 int64_t n) {
+void add_forward(void* stream, float* out, const float* a, const float* b, float alpha, int64_t n) {
   if (n == 0) return;
   add_kernel<<<grid_for(n), kBlock, 0, static_cast<cudaStream_t>(stream)>>>(out, a, b, alpha, n);
   DPE_CUDA_CHECK(cudaGetLastError());

@@ -21,8 +21,8 @@ inline int grid_for(int64_t n) {
 
 inline cudaStream_t stream_of(CudaContext& ctx) { return static_cast<cudaStream_t>(ctx.stream()); }
 
-#define DPE_GRID_STRIDE(i, n)                                                      \
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < (n);       \
+#define DPE_GRID_STRIDE(i, n)                                               \
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < (n); \
        i += int64_t{gridDim.x} * blockDim.x)
 
 template <typename T>

@@ -43,8 +43,8 @@ void log_softmax_forward(CudaContext& ctx, const float* x, float* y, int64_t row
 void log_softmax_backward(CudaContext& ctx, const float* y, const float* gy, float* gx,
                           int64_t rows, int64_t cols) {
   if (rows == 0 || cols == 0) return;
-  log_softmax_backward_kernel<<<static_cast<unsigned>(rows), kBlock, 0, stream_of(ctx)>>>(
-      y, gy, gx, cols);
+  log_softmax_backward_kernel<<<static_cast<unsigned>(rows), kBlock, 0, stream_of(ctx)>>>(y, gy, gx,
+                                                                                          cols);
   DPE_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -56,13 +56,12 @@ void sgd_step(CudaContext& ctx, float* param, const float* grad, float* buf, con
   DPE_CHECK(buf != nullptr, "sgd_step: momentum " << o.momentum << " needs a momentum buffer");
   if (n == 0) return;
   sgd_momentum_kernel<<<grid_for(n), kBlock, 0, stream_of(ctx)>>>(
-      param, grad, buf, n, o.lr, o.weight_decay, o.momentum, 1.0f - o.dampening, o.nesterov,
-      first);
+      param, grad, buf, n, o.lr, o.weight_decay, o.momentum, 1.0f - o.dampening, o.nesterov, first);
   DPE_CUDA_CHECK(cudaGetLastError());
 }
 
-void adam_step(CudaContext& ctx, float* param, const float* grad, float* exp_avg,
-               float* exp_avg_sq, const AdamOptions& o, int64_t step, int64_t n) {
+void adam_step(CudaContext& ctx, float* param, const float* grad, float* exp_avg, float* exp_avg_sq,
+               const AdamOptions& o, int64_t step, int64_t n) {
   DPE_CHECK(step >= 1, "adam_step: step counts from 1, got " << step);
   const double bc1 = 1.0 - std::pow(static_cast<double>(o.beta1), static_cast<double>(step));
   const double bc2 = 1.0 - std::pow(static_cast<double>(o.beta2), static_cast<double>(step));
@@ -71,9 +70,8 @@ void adam_step(CudaContext& ctx, float* param, const float* grad, float* exp_avg
   const float l2 = o.adamw ? 0.0f : o.weight_decay;
   const float decay = o.adamw ? 1.0f - o.lr * o.weight_decay : 1.0f;
   if (n == 0) return;
-  adam_kernel<<<grid_for(n), kBlock, 0, stream_of(ctx)>>>(param, grad, exp_avg, exp_avg_sq, n,
-                                                          o.beta1, o.beta2, o.eps, l2, decay,
-                                                          step_size, bc2_sqrt);
+  adam_kernel<<<grid_for(n), kBlock, 0, stream_of(ctx)>>>(
+      param, grad, exp_avg, exp_avg_sq, n, o.beta1, o.beta2, o.eps, l2, decay, step_size, bc2_sqrt);
   DPE_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -31,7 +31,7 @@ struct AdamOptions {
 };
 
 // `step` counts from 1.
-void adam_step(CudaContext& ctx, float* param, const float* grad, float* exp_avg,
-               float* exp_avg_sq, const AdamOptions& o, int64_t step, int64_t n);
+void adam_step(CudaContext& ctx, float* param, const float* grad, float* exp_avg, float* exp_avg_sq,
+               const AdamOptions& o, int64_t step, int64_t n);
 
 }  // namespace dpe::cuda

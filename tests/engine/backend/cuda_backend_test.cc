@@ -41,8 +41,9 @@ bool contains(const std::string& s, const std::string& part) {
 
 TEST(CudaBackendNoGpuTest, ChoosingCuda0FailsClearlyAndTheHostStaysTheDefault) {
   if (Runtime::get().cuda_device_count() > 0) GTEST_SKIP() << "a CUDA device is present";
-  const std::string msg =
-      error_of([] { Tensor::zeros({2, 3}, DType::kFloat32, Device::parse("cuda:0")); });
+  const std::string msg = error_of([] {
+    Tensor::zeros({2, 3}, DType::kFloat32, Device::parse("cuda:0"));
+  });
   EXPECT_TRUE(contains(msg, "cuda:0 is not available")) << msg;
   EXPECT_TRUE(contains(msg, "host devices remain the default")) << msg;
 
@@ -221,7 +222,8 @@ TEST_F(CudaBackendTest, Conv2dMatchesHost) {
 }
 
 TEST_F(CudaBackendTest, MaxPool2dMatchesHostIncludingIndices) {
-  for (const Pool2dParams& p : {Pool2dParams{2, 2, 0}, Pool2dParams{3, 2, 1}, Pool2dParams{3, 1, 0}}) {
+  for (const Pool2dParams& p :
+       {Pool2dParams{2, 2, 0}, Pool2dParams{3, 2, 1}, Pool2dParams{3, 1, 0}}) {
     Tensor x = random({2, 3, 8, 9});
     const int64_t ho = (8 + 2 * p.padding - p.kernel) / p.stride + 1;
     const int64_t wo = (9 + 2 * p.padding - p.kernel) / p.stride + 1;
@@ -260,7 +262,8 @@ TEST_F(CudaBackendTest, BatchNormMatchesHost) {
     expect_close(gyy, hy, "batch_norm eval");
 
     Tensor hgx = empty_like(x, kHost0), hgg = Tensor::empty({c}), hgb = Tensor::empty({c});
-    Tensor ggx = empty_like(x, kCuda0), ggg = empty_like(hgg, kCuda0), ggb = empty_like(hgb, kCuda0);
+    Tensor ggx = empty_like(x, kCuda0), ggg = empty_like(hgg, kCuda0),
+           ggb = empty_like(hgb, kCuda0);
     host().batch_norm_backward(x, gy, gamma, hm, hv, 1e-5f, hgx, hgg, hgb);
     gpu().batch_norm_backward(dev(x), dev(gy), dev(gamma), gm, gv, 1e-5f, ggx, ggg, ggb);
     expect_close(ggx, hgx, "batch_norm grad_input", 1e-3f, 1e-3f);
@@ -283,8 +286,8 @@ TEST_F(CudaBackendTest, BatchNormMatchesHost) {
     gpu().batch_norm_apply(dev(x), gm, dev(invstd), dev(gamma), dev(beta), gyy);
     expect_close(gyy, hy, "batch_norm_apply");
     host().batch_norm_backward_elemt(x, gy, hm, invstd, gamma, mg, mgx, hgx);
-    gpu().batch_norm_backward_elemt(dev(x), dev(gy), gm, dev(invstd), dev(gamma), dev(mg),
-                                    dev(mgx), ggx);
+    gpu().batch_norm_backward_elemt(dev(x), dev(gy), gm, dev(invstd), dev(gamma), dev(mg), dev(mgx),
+                                    ggx);
     expect_close(ggx, hgx, "batch_norm_backward_elemt");
   }
 }
@@ -405,8 +408,8 @@ TEST_F(CudaBackendTest, OutOfMemoryNamesTheDeviceAndLeavesTheCountsUnchanged) {
   DeviceContext& ctx = Runtime::get().context(kCuda0);
   const MemoryStats before = ctx.allocator().stats();
   // 2^42 floats = 16 TiB: more than any GPU has.
-  const std::string msg = error_of(
-      [] { Tensor::empty({int64_t{1} << 42}, DType::kFloat32, Device::parse("cuda:0")); });
+  const std::string msg =
+      error_of([] { Tensor::empty({int64_t{1} << 42}, DType::kFloat32, Device::parse("cuda:0")); });
   EXPECT_TRUE(contains(msg, "out of memory on cuda:0")) << msg;
   EXPECT_TRUE(contains(msg, "tried to allocate 17592186044416 bytes")) << msg;
   EXPECT_EQ(ctx.allocator().stats().current_bytes, before.current_bytes);
