@@ -41,10 +41,14 @@ def dpe_cc_binary(name, copts = [], linkopts = [], **kwargs):
         **kwargs
     )
 
-def dpe_cc_test(name, copts = [], linkopts = [], deps = [], size = "small", **kwargs):
-    """A GoogleTest test; tag GPU tests with "gpu": they skip themselves without a device."""
+def dpe_cc_test(name, srcs = [], copts = [], linkopts = [], deps = [], size = "small", **kwargs):
+    """A GoogleTest test; tag GPU tests with "gpu": they skip themselves without a device.
+
+    Every test carries the ThreadSanitizer suppressions in its own executable, where TSan looks.
+    """
     native.cc_test(
         name = name,
+        srcs = srcs + ["//tests:tsan_suppressions.cc"],
         copts = DPE_COPTS + copts,
         linkopts = DPE_LINKOPTS + linkopts,
         deps = deps + ["@gtest//:gtest_main"],

@@ -44,6 +44,10 @@ nlohmann::json to_json(const BenchResult& r, double speedup, double peak_gflops)
     j["per_device"].push_back(
         {{"device", d.device}, {"peak_bytes", d.peak_bytes}, {"busy_share", d.busy_share}});
   }
+  if (r.config.mode == "dp") {
+    j["dp_overhead_us"] =
+        1000 * (r.phase_ms[0] + r.phase_ms[1] + r.phase_ms[3] + r.phase_ms[6]);
+  }
   if (!r.phase_ms.empty()) {
     static const char* names[] = {"replicate", "scatter", "forward", "gather",
                                   "loss",      "backward", "reduce_add", "step"};
@@ -99,8 +103,9 @@ int main(int argc, char** argv) {
                     n, cores);
       }
     }
-    std::printf("\n%-8s %6s %5s %4s %9s %10s %7s %8s %6s  %s\n", "model", "batch", "mode", "dev",
-                "step ms", "samples/s", "speedup", "GFLOP/s", "%peak", "per device: peak memory / busy share");
+    std::printf("\n%-8s %6s %5s %4s %9s %10s %7s %8s %6s %9s  %s\n", "model", "batch", "mode",
+                "dev", "step ms", "samples/s", "speedup", "GFLOP/s", "%peak", "DP ovh us",
+                "per device: peak memory / busy share");
     nlohmann::json all = nlohmann::json::array();
     std::vector<BenchResult> results;
     for (const std::string& model : models) {
@@ -126,10 +131,17 @@ int main(int argc, char** argv) {
                             100 * d.busy_share);
               per_device += buf;
             }
-            std::printf("%-8s %6lld %5s %4d %9.2f %10.0f %7.2f %8.1f %5.0f%%  %s\n",
+            // DataParallel's own work per step on device 0: replicate, scatter, gather and
+            // reduce-add (StepProfiler phases 0, 1, 3 and 6).
+            const double overhead_us =
+                c.mode == "dp" ? 1000 * (r.phase_ms[0] + r.phase_ms[1] + r.phase_ms[3] + r.phase_ms[6])
+                               : 0;
+            char overhead[16] = "-";
+            if (c.mode == "dp") std::snprintf(overhead, sizeof overhead, "%.0f", overhead_us);
+            std::printf("%-8s %6lld %5s %4d %9.2f %10.0f %7.2f %8.1f %5.0f%% %9s  %s\n",
                         model.c_str(), static_cast<long long>(batch), c.mode.c_str(), n,
                         r.step_ms, r.samples_per_second, speedup, r.gflops,
-                        100 * r.gflops / (peak * n), per_device.c_str());
+                        100 * r.gflops / (peak * n), overhead, per_device.c_str());
             std::fflush(stdout);
             all.push_back(to_json(r, speedup, peak));
             results.push_back(r);

@@ -118,7 +118,7 @@ class GraphTask {
     }
     std::unique_lock<std::mutex> lock(mu_);
     done_.wait(lock, [this] { return outstanding_ == 0; });
-    if (error_) std::rethrow_exception(error_);
+    DPE_CHECK(error_.empty(), error_);
   }
 
  private:
@@ -126,21 +126,17 @@ class GraphTask {
     ++outstanding_;
     Runtime::get().context(n->device()).worker().submit([this, n] {
       std::vector<Node*> ready;
+      std::string error;  // text only crosses threads, never the exception object
       try {
         ready = run(n);
       } catch (const std::exception& e) {
-        std::lock_guard<std::mutex> lock(mu_);
-        if (!error_) {
-          try {
-            DPE_THROW("backward: " << n->name() << " on " << n->device()
-                                   << " failed: " << e.what());
-          } catch (...) {
-            error_ = std::current_exception();
-          }
-        }
+        error = "backward: " + n->name() + " on " + n->device().str() + " failed: " + e.what();
+      } catch (...) {
+        error = "backward: " + n->name() + " on " + n->device().str() + " failed";
       }
       std::lock_guard<std::mutex> lock(mu_);
-      if (!error_) {
+      if (!error.empty() && error_.empty()) error_ = error;
+      if (error_.empty()) {
         for (Node* next : ready) submit_locked(next);
       }
       if (--outstanding_ == 0) done_.notify_all();
@@ -150,7 +146,7 @@ class GraphTask {
   std::mutex mu_;
   std::condition_variable done_;
   int outstanding_ = 0;
-  std::exception_ptr error_;
+  std::string error_;  // the first node's failure
   std::set<Node*> seen_;
   std::set<Device> devices_;
   std::unordered_map<Node*, NodeState> state_;

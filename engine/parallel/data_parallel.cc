@@ -120,26 +120,25 @@ Tensor parallel_criterion(const ReplicaOutputs& outputs, const Tensor& target, i
   // The losses run concurrently, one per device, like the forward.
   const bool grad_mode = grad_enabled();
   std::vector<Tensor> losses(outputs.outputs.size());
+  std::vector<std::string> errors(losses.size());  // text only crosses threads
   std::vector<std::future<void>> futures;
   for (size_t k = 0; k < losses.size(); ++k) {
     futures.push_back(Runtime::get().context(outputs.devices[k]).worker().submit([&, k] {
-      GradModeGuard mode(grad_mode);
-      StepProfiler::Scope scope(profiler, outputs.devices[k], Phase::kLoss);
-      losses[k] = criterion(outputs.outputs[k].tensor(), targets[k]);
+      try {
+        GradModeGuard mode(grad_mode);
+        StepProfiler::Scope scope(profiler, outputs.devices[k], Phase::kLoss);
+        losses[k] = criterion(outputs.outputs[k].tensor(), targets[k]);
+      } catch (const std::exception& e) {
+        errors[k] = e.what();
+      }
     }));
   }
-  std::string error;
-  for (size_t k = 0; k < futures.size(); ++k) {
-    try {
-      futures[k].get();
-    } catch (const std::exception& e) {
-      if (error.empty()) {
-        error = "parallel_criterion: replica " + std::to_string(k) + " on " +
-                outputs.devices[k].str() + " failed: " + e.what();
-      }
-    }
+  for (auto& f : futures) f.get();
+  for (size_t k = 0; k < errors.size(); ++k) {
+    DPE_CHECK(errors[k].empty(), "parallel_criterion: replica " << k << " on "
+                                                                << outputs.devices[k]
+                                                                << " failed: " << errors[k]);
   }
-  DPE_CHECK(error.empty(), error);
   StepProfiler::Scope scope(profiler, output_device, Phase::kGather);
   int64_t total = 0;
   for (int64_t s : outputs.sizes) total += s;

@@ -17,28 +17,30 @@ std::vector<Value> parallel_apply(const std::vector<std::shared_ptr<Module>>& re
                                << " inputs and " << devices.size() << " devices");
   const bool grad_mode = grad_enabled();
   std::vector<Value> results(replicas.size());
+  // Errors travel as text: the exception object itself never crosses threads.
+  std::vector<std::string> errors(replicas.size());
   std::vector<std::future<void>> futures;
   for (size_t i = 0; i < replicas.size(); ++i) {
     futures.push_back(Runtime::get().context(devices[i]).worker().submit(
         [&, i, grad_mode] {
-          GradModeGuard mode(grad_mode);
-          StepProfiler::Scope scope(profiler, devices[i], Phase::kForward);
-          results[i] = replicas[i]->forward_value(inputs[i]);
+          try {
+            GradModeGuard mode(grad_mode);
+            StepProfiler::Scope scope(profiler, devices[i], Phase::kForward);
+            results[i] = replicas[i]->forward_value(inputs[i]);
+          } catch (const std::exception& e) {
+            errors[i] = e.what();
+          } catch (...) {
+            errors[i] = "an exception that is not a std::exception";
+          }
         }));
   }
   // Wait for every worker before reporting, so no task outlives the call.
-  std::string error;
-  for (size_t i = 0; i < futures.size(); ++i) {
-    try {
-      futures[i].get();
-    } catch (const std::exception& e) {
-      if (error.empty()) {
-        error = "Caught an error in replica " + std::to_string(i) + " on device " +
-                devices[i].str() + ".\nOriginal message: " + e.what();
-      }
-    }
+  for (auto& f : futures) f.get();
+  for (size_t i = 0; i < errors.size(); ++i) {
+    DPE_CHECK(errors[i].empty(), "Caught an error in replica " << i << " on device " << devices[i]
+                                                               << ".\nOriginal message: "
+                                                               << errors[i]);
   }
-  DPE_CHECK(error.empty(), error);
   return results;
 }
 

@@ -147,6 +147,16 @@ TEST(ModuleTest, CopyToAnotherDeviceIsDeepAndKeepsLeaves) {
   EXPECT_EQ(net.find("fc.weight").to_vector<float>(), before);
 }
 
+TEST(ModuleTest, ReplaceModuleKeepsNameAndPosition) {
+  Generator g(5);
+  Net net(g);
+  net.replace_module("fc", std::make_shared<nn::Linear>(32, 3, g, /*bias=*/false));
+  EXPECT_EQ(keys(net.state_dict()).back(), "fc.weight");
+  EXPECT_EQ(net.named_children()[1].first, "fc");
+  EXPECT_THROW(net.replace_module("nope", std::make_shared<nn::ReLU>()), Error);
+  EXPECT_THROW(net.replace_module("fc", nullptr), Error);
+}
+
 TEST(ModuleTest, ZeroGradAndParameterGradients) {
   Generator g(4);
   nn::Linear fc(3, 2, g);
