@@ -10,6 +10,9 @@
 #include <mutex>
 
 #include "engine/core/error.h"
+#include "engine/device/cuda_device.h"
+#include "engine/device/runtime.h"
+#include "engine/distributed/nccl_process_group.h"
 #include "engine/distributed/gloo_process_group.h"
 #include "engine/distributed/tcp_store.h"
 
@@ -58,15 +61,30 @@ Endpoint parse_endpoint(const std::string& text, const std::string& what) {
   return e;
 }
 
+// Builds the group of `backend`. With a null store it only checks that the backend can be made
+// here (so "nccl" fails fast, before any rendezvous, on a machine without a GPU).
 std::shared_ptr<ProcessGroup> make_group(const std::string& backend,
                                          std::shared_ptr<gloo::rendezvous::Store> store,
                                          int world_size, int rank,
                                          std::chrono::milliseconds timeout,
-                                         const std::string& prefix, const std::string& hostname) {
+                                         const std::string& prefix, const std::string& hostname,
+                                         int local_rank = 0) {
   if (backend == "nccl") {
-    DPE_THROW(
-        "init_process_group: nccl backend requires CUDA devices; use backend \"gloo\" for "
-        "host devices");
+    const int gpus = Runtime::get().cuda_device_count();
+    DPE_CHECK(gpus > 0, "init_process_group: nccl backend requires CUDA devices, and this process "
+                        "sees none ("
+                            << cuda::device_count_status()
+                            << "); use backend \"gloo\" for host devices");
+    DPE_CHECK(local_rank < gpus, "init_process_group: nccl: local rank "
+                                     << local_rank << " has no GPU of its own (" << gpus
+                                     << " visible); start at most one process per GPU");
+    if (store == nullptr) return nullptr;
+    NcclOptions options;
+    options.timeout = timeout;
+    options.prefix = prefix;
+    // One process per GPU, as torchrun: this rank drives cuda:LOCAL_RANK.
+    return std::make_shared<NcclProcessGroup>(std::move(store), rank, world_size,
+                                              Device(DeviceType::kCuda, local_rank), options);
   }
   DPE_CHECK(backend == "gloo",
             "init_process_group: unknown backend '" << backend << "' (expected gloo or nccl)");
@@ -149,7 +167,7 @@ std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend,
   const int local_rank = env ? env->local_rank : 0;
   // Check the backend before any rendezvous, so "nccl" fails fast and alone.
   if (backend != "gloo") {
-    make_group(backend, nullptr, world_size, rank, timeout, "", "");
+    make_group(backend, nullptr, world_size, rank, timeout, "", "", local_rank);
   }
 
   std::shared_ptr<gloo::rendezvous::Store> store;
@@ -189,7 +207,8 @@ std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend,
     hostname = local_address_toward(master.host);
     store = tcp;
   }
-  auto group = make_group(backend, store, world_size, rank, timeout, "default_pg", hostname);
+  auto group =
+      make_group(backend, store, world_size, rank, timeout, "default_pg", hostname, local_rank);
   set_default(group, local_rank);
   return group;
 }
@@ -206,9 +225,10 @@ std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend,
     hostname = local_address_toward(tcp->host());
   }
   const auto env = dist_env_from_env();
-  auto group =
-      make_group(backend, std::move(store), world_size, rank, timeout, "default_pg", hostname);
-  set_default(group, env ? env->local_rank : 0);
+  const int local_rank = env ? env->local_rank : 0;
+  auto group = make_group(backend, std::move(store), world_size, rank, timeout, "default_pg",
+                          hostname, local_rank);
+  set_default(group, local_rank);
   return group;
 }
 
@@ -222,7 +242,9 @@ std::shared_ptr<ProcessGroup> new_process_group(const std::string& backend,
   if (auto tcp = std::dynamic_pointer_cast<TCPStore>(store)) {
     hostname = local_address_toward(tcp->host());
   }
-  return make_group(backend, std::move(store), world_size, rank, timeout, prefix, hostname);
+  const auto env = dist_env_from_env();
+  return make_group(backend, std::move(store), world_size, rank, timeout, prefix, hostname,
+                    env ? env->local_rank : 0);
 }
 
 bool is_initialized() {

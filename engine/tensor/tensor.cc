@@ -6,6 +6,7 @@
 
 #include "engine/core/error.h"
 #include "engine/device/cuda_device.h"
+#include "engine/device/device_guard.h"
 #include "engine/device/runtime.h"
 #include "kernels/host/copy.h"
 
@@ -221,8 +222,14 @@ void Tensor::fill_(float value) {
     else host::fill(data<int64_t>(), numel(), static_cast<int64_t>(value));
   } else {
 #if DPE_WITH_CUDA
-    DPE_CHECK(dtype() == DType::kFloat32, "fill_: int64 CUDA tensors cannot be filled yet");
-    cuda::fill_forward(nullptr, data<float>(), numel(), value);
+    DeviceGuard guard(&context());  // the kernel runs on the current device
+    if (dtype() == DType::kFloat32) {
+      cuda::fill_forward(nullptr, data<float>(), numel(), value);
+    } else {
+      const std::vector<int64_t> values(static_cast<size_t>(numel()), static_cast<int64_t>(value));
+      Runtime& rt = Runtime::get();
+      rt.copy(context(), raw_data(), rt.context(Device()), values.data(), nbytes());
+    }
 #else
     DPE_THROW("fill_: " << device() << " is not available in this build");
 #endif
