@@ -1,6 +1,7 @@
 #include "engine/parallel/gather.h"
 
 #include <cstdio>
+#include <mutex>
 
 #include "engine/autograd/ops.h"
 #include "engine/core/error.h"
@@ -22,8 +23,13 @@ Value gather_value(const std::vector<Value>& outputs, Device target, int64_t dim
     }
     if (all_scalars) {
       DPE_CHECK(dim == 0, "gather: cannot gather scalars along dim " << dim);
-      // PyTorch: "Was asked to gather along dimension 0, but all input tensors were scalars;
-      // will instead unsqueeze and return a vector."
+      // PyTorch warns once per process and does the same.
+      static std::once_flag warned;
+      std::call_once(warned, [] {
+        std::fprintf(stderr,
+                     "dpe warning: Was asked to gather along dimension 0, but all input tensors "
+                     "were scalars; will instead unsqueeze and return a vector.\n");
+      });
       for (Tensor& p : parts) p = ops::reshape(p, Shape{1});
     }
     return ops::cat(parts, dim, &target);

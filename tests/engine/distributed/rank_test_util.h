@@ -15,6 +15,7 @@
 #include "engine/device/runtime.h"
 #include "engine/distributed/distributed.h"
 #include "engine/distributed/tcp_store.h"
+#include "tests/util/compare.h"
 
 namespace dpe::test {
 
@@ -31,15 +32,6 @@ inline std::string error_of(const std::function<void()>& fn) {
   return "";
 }
 
-inline double rel_error(const std::vector<float>& a, const std::vector<float>& b) {
-  DPE_CHECK(a.size() == b.size(), "rel_error: " << a.size() << " vs " << b.size() << " values");
-  double diff = 0, ref = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    diff += (static_cast<double>(a[i]) - b[i]) * (static_cast<double>(a[i]) - b[i]);
-    ref += static_cast<double>(b[i]) * b[i];
-  }
-  return std::sqrt(diff) / std::max(std::sqrt(ref), 1e-12);
-}
 
 // One host device (one compute thread) in this process, and the default group of `size` ranks
 // through the TCPStore that the test process serves on `port`. Short timeouts: a failure is an

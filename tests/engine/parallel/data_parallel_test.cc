@@ -17,9 +17,12 @@
 #include "models/convnet.h"
 #include "models/mlp.h"
 #include "models/toy_model.h"
+#include "tests/engine/parallel/equivalence.h"
 
 namespace dpe {
 namespace {
+
+using test::rel_error;
 
 const Device kH0 = Device::parse("host:0");
 
@@ -30,73 +33,9 @@ std::vector<Device> hosts(int n) {
   return out;
 }
 
-double rel_error(const std::vector<float>& a, const std::vector<float>& b) {
-  double diff = 0, ref = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    diff += (static_cast<double>(a[i]) - b[i]) * (static_cast<double>(a[i]) - b[i]);
-    ref += static_cast<double>(b[i]) * b[i];
-  }
-  return std::sqrt(diff) / std::max(std::sqrt(ref), 1e-12);
-}
-
-struct StepResult {
-  float loss;
-  StateDict grads;
-  StateDict params;
-};
-
-// One SGD step (momentum 0.9) of `model` (possibly wrapped) on (x, y) with cross-entropy.
-StepResult train_step(Module& model, Module& inner, const Tensor& x, const Tensor& y) {
-  optim::SgdOptions o;
-  o.lr = 0.05f;
-  o.momentum = 0.9f;
-  optim::SGD sgd(inner.parameters(), o);
-  Tensor out = model(x);
-  Tensor loss = ops::cross_entropy(out, y.to(out.device()));
-  backward(loss);
-  StepResult r;
-  r.loss = loss.item();
-  for (auto& [n, p] : inner.named_parameters()) r.grads.emplace_back(n, p.grad().clone());
-  sgd.step();
-  for (auto& [n, p] : inner.named_parameters()) r.params.emplace_back(n, p.clone());
-  return r;
-}
-
-void expect_same(const StepResult& dp, const StepResult& single, const std::string& what) {
-  EXPECT_NEAR(dp.loss, single.loss, 1e-5 * std::abs(single.loss)) << what;
-  for (size_t i = 0; i < single.grads.size(); ++i) {
-    EXPECT_EQ(dp.grads[i].second.device(), kH0) << what << " " << dp.grads[i].first;
-    EXPECT_LT(rel_error(dp.grads[i].second.to_vector<float>(),
-                        single.grads[i].second.to_vector<float>()),
-              1e-5)
-        << what << " grad " << single.grads[i].first;
-    EXPECT_LT(rel_error(dp.params[i].second.to_vector<float>(),
-                        single.params[i].second.to_vector<float>()),
-              1e-5)
-        << what << " param " << single.params[i].first;
-  }
-}
-
 template <typename MakeModel>
 void check_equivalence(MakeModel make, const Shape& input_shape, int classes, int batch) {
-  for (int n : {2, 3, 4}) {
-    auto devices = hosts(n);
-    Generator g(42);
-    std::vector<int64_t> dims = input_shape.dims();
-    dims.insert(dims.begin(), batch);
-    Tensor x = randn(Shape(dims), g);
-    std::vector<int64_t> labels(batch);
-    for (auto& l : labels) l = static_cast<int64_t>(g.next_u64() % classes);
-    Tensor y = Tensor::from_vector(labels, {batch});
-
-    std::shared_ptr<Module> single = make();
-    std::shared_ptr<Module> original = single->copy_to(kH0);
-    StepResult ref = train_step(*single, *single, x, y);
-
-    DataParallel dp(original, devices);
-    StepResult got = train_step(dp, *original, x, y);
-    expect_same(got, ref, original->repr() + " on " + std::to_string(n) + " devices");
-  }
+  for (int n : {2, 3, 4}) test::check_equivalence(make, input_shape, classes, batch, hosts(n));
 }
 
 TEST(DataParallelEquivalenceTest, ToyModel) {
