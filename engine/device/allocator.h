@@ -5,6 +5,9 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
 
 #include "engine/device/device.h"
 #include "engine/device/memory_stats.h"
@@ -43,14 +46,29 @@ class Allocator {
   std::atomic<int64_t> allocations_{0};
 };
 
-// Host memory: aligned malloc.
+// Host memory: aligned malloc, with a cache of large blocks. A training step allocates the same
+// large activations every step; returning them to glibc unmaps them and the next step pays the
+// page faults again, so blocks of kCacheMinBytes or more are kept, keyed by their rounded size,
+// and reused. The statistics above count bytes held by tensors, not bytes cached.
 class HostAllocator final : public Allocator {
  public:
+  static constexpr size_t kCacheMinBytes = size_t{1} << 16;
+  static constexpr size_t kCacheMaxBytes = size_t{1} << 30;  // per device
+
   using Allocator::Allocator;
+  ~HostAllocator() override;
+  // Frees every cached block.
+  void release_cache();
+  size_t cached_bytes() const;
 
  protected:
   void* raw_allocate(size_t bytes) override;
   void raw_deallocate(void* ptr, size_t bytes) override;
+
+ private:
+  mutable std::mutex mu_;
+  std::unordered_map<size_t, std::vector<void*>> free_;  // rounded size -> blocks
+  size_t cached_ = 0;
 };
 
 }  // namespace dpe
