@@ -87,11 +87,21 @@ void throughput_panel(std::ostringstream& svg, int x0, int y0, const std::string
 }
 
 void memory_panel(std::ostringstream& svg, int x0, int y0, const std::vector<BenchResult>& results) {
-  // The largest multi-device configuration of the last model with both modes.
+  // The DataParallel configuration whose device 0 stands out most (peak memory against the
+  // mean of the others), beside DDP on the same model, batch and device count.
   const BenchResult* dp = nullptr;
   const BenchResult* ddp = nullptr;
+  double worst = 0;
   for (const auto& r : results) {
-    if (r.config.mode == "dp" && (!dp || r.config.devices >= dp->config.devices)) dp = &r;
+    if (r.config.mode != "dp" || r.devices.size() < 2) continue;
+    double others = 0;
+    for (size_t i = 1; i < r.devices.size(); ++i) others += r.devices[i].peak_bytes;
+    others /= static_cast<double>(r.devices.size() - 1);
+    const double ratio = others > 0 ? r.devices[0].peak_bytes / others : 0;
+    if (!dp || ratio > worst) {
+      dp = &r;
+      worst = ratio;
+    }
   }
   if (!dp) return;
   for (const auto& r : results) {
