@@ -21,6 +21,13 @@ std::string fmt(double v) {
   return buf;
 }
 
+// A bar label in MiB with two decimals below 10 MiB.
+std::string fmt_mib(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, v < 10 ? "%.2f" : "%.1f", v);
+  return buf;
+}
+
 std::string color_for(const std::string& mode, size_t batch_index) {
   static const char* dp[] = {"#1f77b4", "#6baed6", "#08519c"};
   static const char* ddp[] = {"#d62728", "#fc9272", "#a50f15"};
@@ -87,8 +94,8 @@ void throughput_panel(std::ostringstream& svg, int x0, int y0, const std::string
 }
 
 void memory_panel(std::ostringstream& svg, int x0, int y0, const std::vector<BenchResult>& results) {
-  // The DataParallel configuration whose device 0 stands out most (peak memory against the
-  // mean of the others), beside DDP on the same model, batch and device count.
+  // The DataParallel configuration whose device 0 holds the most extra memory (its peak minus
+  // the mean of the others), beside DDP on the same model, batch and device count.
   const BenchResult* dp = nullptr;
   const BenchResult* ddp = nullptr;
   double worst = 0;
@@ -97,10 +104,10 @@ void memory_panel(std::ostringstream& svg, int x0, int y0, const std::vector<Ben
     double others = 0;
     for (size_t i = 1; i < r.devices.size(); ++i) others += r.devices[i].peak_bytes;
     others /= static_cast<double>(r.devices.size() - 1);
-    const double ratio = others > 0 ? r.devices[0].peak_bytes / others : 0;
-    if (!dp || ratio > worst) {
+    const double extra = r.devices[0].peak_bytes - others;
+    if (!dp || extra > worst) {
       dp = &r;
-      worst = ratio;
+      worst = extra;
     }
   }
   if (!dp) return;
@@ -132,13 +139,13 @@ void memory_panel(std::ostringstream& svg, int x0, int y0, const std::vector<Ben
     svg << "<rect x='" << gx << "' y='" << fmt(py(a)) << "' width='" << group / 3 << "' height='"
         << fmt(py(0) - py(a)) << "' fill='#1f77b4'/>\n";
     svg << "<text x='" << gx + group / 6 << "' y='" << fmt(py(a) - 3)
-        << "' text-anchor='middle' font-size='10'>" << fmt(a) << "</text>\n";
+        << "' text-anchor='middle' font-size='10'>" << fmt_mib(a) << "</text>\n";
     if (ddp && i < static_cast<int>(ddp->devices.size())) {
       const double b = ddp->devices[i].peak_bytes / (1 << 20);
       svg << "<rect x='" << gx + group / 3 + 4 << "' y='" << fmt(py(b)) << "' width='" << group / 3
           << "' height='" << fmt(py(0) - py(b)) << "' fill='#d62728'/>\n";
       svg << "<text x='" << gx + group / 2 + 4 << "' y='" << fmt(py(b) - 3)
-          << "' text-anchor='middle' font-size='10'>" << fmt(b) << "</text>\n";
+          << "' text-anchor='middle' font-size='10'>" << fmt_mib(b) << "</text>\n";
     }
     svg << "<text x='" << gx + group / 3 << "' y='" << py(0) + 16
         << "' text-anchor='middle' font-size='11'>device " << i << "</text>\n";
