@@ -253,18 +253,7 @@ std::shared_ptr<Work> GlooProcessGroup::broadcast_async(Tensor tensor, int root)
 
 void GlooProcessGroup::all_gather(const Tensor& input, std::vector<Tensor>& outputs) {
   check_collective_tensor("all_gather", input, rank_);
-  if (outputs.empty()) {
-    for (int r = 0; r < size_; ++r)
-      outputs.push_back(Tensor::empty(input.shape(), input.dtype(), input.device()));
-  }
-  DPE_CHECK(static_cast<int>(outputs.size()) == size_,
-            "all_gather (rank " << rank_ << "): expected " << size_ << " output tensors, got "
-                                << outputs.size());
-  for (const auto& out : outputs) {
-    DPE_CHECK(out.defined() && out.shape() == input.shape() && out.dtype() == input.dtype(),
-              "all_gather (rank " << rank_ << "): every output must be shaped like the input "
-                                  << input.str() << ", got " << out.str());
-  }
+  prepare_gather_outputs(input, outputs);
   const size_t bytes = input.nbytes();
   auto gathered = std::make_shared<std::vector<char>>(bytes * static_cast<size_t>(size_));
   enqueue("all_gather", [this, input, gathered, bytes] {

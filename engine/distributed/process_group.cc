@@ -98,5 +98,21 @@ void check_collective_tensor(const char* op, const Tensor& t, int rank) {
             op << " (rank " << rank << "): expected a contiguous tensor, got " << t.str());
 }
 
+void ProcessGroup::prepare_gather_outputs(const Tensor& input,
+                                          std::vector<Tensor>& outputs) const {
+  if (outputs.empty()) {
+    for (int r = 0; r < size_; ++r)
+      outputs.push_back(Tensor::empty(input.shape(), input.dtype(), input.device()));
+  }
+  DPE_CHECK(static_cast<int>(outputs.size()) == size_,
+            "all_gather (rank " << rank_ << "): expected " << size_ << " output tensors, got "
+                                << outputs.size());
+  for (const auto& out : outputs) {
+    DPE_CHECK(out.defined() && out.shape() == input.shape() && out.dtype() == input.dtype(),
+              "all_gather (rank " << rank_ << "): every output must be shaped like the input "
+                                  << input.str() << ", got " << out.str());
+  }
+}
+
 }  // namespace distributed
 }  // namespace dpe

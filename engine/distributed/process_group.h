@@ -92,6 +92,10 @@ class ProcessGroup {
   virtual void barrier() = 0;
 
  protected:
+  // all_gather's outputs: fills an empty list with size() tensors shaped like `input`, or checks
+  // the given list (count, shapes, dtypes), naming this rank in the error.
+  void prepare_gather_outputs(const Tensor& input, std::vector<Tensor>& outputs) const;
+
   const int rank_;
   const int size_;
 };
