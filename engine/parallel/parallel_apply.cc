@@ -15,6 +15,14 @@ std::vector<Value> parallel_apply(const std::vector<std::shared_ptr<Module>>& re
   DPE_CHECK(replicas.size() == inputs.size() && inputs.size() == devices.size(),
             "parallel_apply: " << replicas.size() << " replicas, " << inputs.size()
                                << " inputs and " << devices.size() << " devices");
+  // A worker that waited for a task queued behind itself would never return.
+  for (Device d : devices) {
+    DPE_CHECK(!Runtime::get().context(d).worker().on_worker_thread(),
+              "parallel_apply: called from the worker of " << d
+                                                           << ", which must run a replica; call "
+                                                              "DataParallel from a thread that is "
+                                                              "not a device worker");
+  }
   const bool grad_mode = grad_enabled();
   std::vector<Value> results(replicas.size());
   // Errors travel as text: the exception object itself never crosses threads.

@@ -168,6 +168,28 @@ TEST(DataParallelTest, AFailingReplicaGivesOneErrorNamingItAndTheNextStepWorks) 
   EXPECT_EQ(dp(Tensor::ones({6, 3})).shape(), Shape({6, 3}));
 }
 
+TEST(DataParallelTest, CalledFromADeviceWorkerItIsAnErrorNotADeadlock) {
+  auto devices = hosts(2);
+  Generator g(13);
+  auto fc = std::make_shared<nn::Linear>(5, 2, g);
+  DataParallel dp(fc, devices);
+  Tensor x = randn({4, 5}, g);
+  std::string error;  // caught on the worker: only text crosses threads
+  Runtime::get()
+      .context(devices[1])
+      .worker()
+      .submit([&] {
+        try {
+          dp(x);
+        } catch (const Error& e) {
+          error = e.what();
+        }
+      })
+      .get();
+  EXPECT_NE(error.find("called from the worker of host:1"), std::string::npos) << error;
+  EXPECT_EQ(dp(x).shape(), Shape({4, 2}));  // and the engine is still usable
+}
+
 TEST(DataParallelTest, ParallelCriterionMatchesTheGatheredLoss) {
   auto devices = hosts(3);
   Generator g(10);
