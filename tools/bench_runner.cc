@@ -23,9 +23,7 @@
 #include "engine/optim/sgd.h"
 #include "engine/parallel/data_parallel.h"
 #include "engine/parallel/imbalance_report.h"
-#include "models/convnet.h"
-#include "models/mlp.h"
-#include "models/toy_model.h"
+#include "models/by_name.h"
 #include "tools/train_distributed.h"
 
 namespace dpe::tools {
@@ -38,13 +36,6 @@ double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t n = v.size();
   return n == 0 ? 0 : (n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2);
-}
-
-std::shared_ptr<Module> make_model(const std::string& name) {
-  Generator gen(0);
-  if (name == "toy") return std::make_shared<models::ToyModel>(gen);
-  if (name == "mlp") return std::make_shared<models::Mlp>(gen);
-  return std::make_shared<models::ConvNet>(gen);
 }
 
 // A fixed batch of real data (or the toy's synthetic one) on host:0.
@@ -105,7 +96,8 @@ BenchResult run_in_process(const BenchConfig& c) {
   std::vector<Device> devices;
   for (int i = 0; i < c.devices; ++i) devices.emplace_back(DeviceType::kHost, i);
 
-  std::shared_ptr<Module> model = make_model(c.model);
+  Generator gen(0);
+  std::shared_ptr<Module> model = models::make_model(c.model, gen);
   std::shared_ptr<DataParallel> dp;
   if (c.mode == "dp") dp = std::make_shared<DataParallel>(model, devices);
   Module& net = dp ? static_cast<Module&>(*dp) : *model;
@@ -166,7 +158,8 @@ void ddp_worker(const BenchConfig& c, const std::string& result_path) {
                                                                   << " must divide by the world size "
                                                                   << dist.world);
   const int64_t per_rank = c.global_batch / dist.world;
-  std::shared_ptr<Module> model = make_model(c.model);
+  Generator gen(0);
+  std::shared_ptr<Module> model = models::make_model(c.model, gen);
   std::shared_ptr<Module> ddp = dist.wrap(model);
   optim::SgdOptions so;
   so.lr = 0.01f;

@@ -16,10 +16,8 @@
 #include "engine/optim/sgd.h"
 #include "engine/parallel/data_parallel.h"
 #include "engine/parallel/imbalance_report.h"
-#include "models/convnet.h"
+#include "models/by_name.h"
 #include "models/demo_model.h"
-#include "models/mlp.h"
-#include "models/toy_model.h"
 #include "tools/paths.h"
 
 namespace {
@@ -58,18 +56,12 @@ void seeds_demo(const Flags& f, const std::vector<dpe::Device>& devices) {
   }
 }
 
-std::shared_ptr<dpe::Module> make_model(const std::string& name, dpe::Generator& gen) {
-  if (name == "toy") return std::make_shared<dpe::models::ToyModel>(gen);
-  if (name == "mlp") return std::make_shared<dpe::models::Mlp>(gen);
-  return std::make_shared<dpe::models::ConvNet>(gen);
-}
-
 void imbalance_demo(const Flags& f, const std::vector<dpe::Device>& devices) {
   if (devices.size() < 2) return;
   std::printf("\nTraining %s with DataParallel on %zu devices, global batch %d, %d steps:\n",
               f.model.c_str(), devices.size(), f.train_batch, f.steps);
   dpe::Generator gen(1);
-  auto model = make_model(f.model, gen);
+  auto model = dpe::models::make_model(f.model, gen);
   dpe::DataParallel dp(model, devices);
   dpe::StepProfiler prof;
   dp.set_profiler(&prof);

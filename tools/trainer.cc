@@ -19,9 +19,7 @@
 #include "engine/io/safetensors.h"
 #include "engine/optim/sgd.h"
 #include "engine/parallel/data_parallel.h"
-#include "models/convnet.h"
-#include "models/mlp.h"
-#include "models/toy_model.h"
+#include "models/by_name.h"
 #include "tools/progress.h"
 #include "tools/toy_dataset.h"
 #include "tools/train_distributed.h"
@@ -29,13 +27,6 @@
 namespace dpe::tools {
 
 namespace {
-
-std::shared_ptr<Module> make_model(const std::string& name, Generator& gen) {
-  if (name == "toy") return std::make_shared<models::ToyModel>(gen);
-  if (name == "mlp") return std::make_shared<models::Mlp>(gen);
-  if (name == "convnet") return std::make_shared<models::ConvNet>(gen);
-  DPE_THROW("unknown model '" << name << "' (expected toy, mlp or convnet)");
-}
 
 // A dataset prefix: the first `n` samples of `inner`.
 class Prefix : public Dataset {
@@ -124,7 +115,7 @@ TrainResult train(const TrainConfig& c, FILE* out) {
   const bool main = dist.rank == 0;
 
   Generator gen(c.seed);
-  std::shared_ptr<Module> model = make_model(c.model, gen);
+  std::shared_ptr<Module> model = models::make_model(c.model, gen);
   if (c.sync_bn) model = dist.convert_sync_batchnorm(model);
   std::shared_ptr<Module> net = model;
   std::vector<Device> devices{home};
