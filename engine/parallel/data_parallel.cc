@@ -1,9 +1,7 @@
 #include "engine/parallel/data_parallel.h"
 
-#include <future>
 #include <set>
 
-#include "engine/autograd/grad_mode.h"
 #include "engine/autograd/ops.h"
 #include "engine/core/error.h"
 #include "engine/device/runtime.h"
@@ -118,22 +116,11 @@ Tensor parallel_criterion(const ReplicaOutputs& outputs, const Tensor& target, i
     for (const Value& v : st.chunks) targets.push_back(v.tensor());
   }
   // The losses run concurrently, one per device, like the forward.
-  const bool grad_mode = grad_enabled();
   std::vector<Tensor> losses(outputs.outputs.size());
-  std::vector<std::string> errors(losses.size());  // text only crosses threads
-  std::vector<std::future<void>> futures;
-  for (size_t k = 0; k < losses.size(); ++k) {
-    futures.push_back(Runtime::get().context(outputs.devices[k]).worker().submit([&, k] {
-      try {
-        GradModeGuard mode(grad_mode);
-        StepProfiler::Scope scope(profiler, outputs.devices[k], Phase::kLoss);
-        losses[k] = criterion(outputs.outputs[k].tensor(), targets[k]);
-      } catch (const std::exception& e) {
-        errors[k] = e.what();
-      }
-    }));
-  }
-  for (auto& f : futures) f.get();
+  const auto errors = run_on_workers("parallel_criterion", outputs.devices, [&](size_t k) {
+    StepProfiler::Scope scope(profiler, outputs.devices[k], Phase::kLoss);
+    losses[k] = criterion(outputs.outputs[k].tensor(), targets[k]);
+  });
   for (size_t k = 0; k < errors.size(); ++k) {
     DPE_CHECK(errors[k].empty(), "parallel_criterion: replica " << k << " on "
                                                                 << outputs.devices[k]

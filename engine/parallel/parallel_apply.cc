@@ -9,41 +9,47 @@
 
 namespace dpe {
 
+std::vector<std::string> run_on_workers(const char* what, const std::vector<Device>& devices,
+                                        const std::function<void(size_t)>& fn) {
+  // A worker that waited for a task queued behind itself would never return.
+  for (Device d : devices) {
+    DPE_CHECK(!Runtime::get().context(d).worker().on_worker_thread(),
+              what << ": called from the worker of " << d
+                   << ", which must run a replica; call DataParallel from a thread that is not a "
+                      "device worker");
+  }
+  const bool grad_mode = grad_enabled();
+  // Errors travel as text: the exception object itself never crosses threads.
+  std::vector<std::string> errors(devices.size());
+  std::vector<std::future<void>> futures;
+  for (size_t k = 0; k < devices.size(); ++k) {
+    futures.push_back(Runtime::get().context(devices[k]).worker().submit([&, k, grad_mode] {
+      try {
+        GradModeGuard mode(grad_mode);
+        fn(k);
+      } catch (const std::exception& e) {
+        errors[k] = e.what();
+      } catch (...) {
+        errors[k] = "an exception that is not a std::exception";
+      }
+    }));
+  }
+  // Wait for every worker before reporting, so no task outlives the call.
+  for (auto& f : futures) f.get();
+  return errors;
+}
+
 std::vector<Value> parallel_apply(const std::vector<std::shared_ptr<Module>>& replicas,
                                   const std::vector<Value>& inputs,
                                   const std::vector<Device>& devices, StepProfiler* profiler) {
   DPE_CHECK(replicas.size() == inputs.size() && inputs.size() == devices.size(),
             "parallel_apply: " << replicas.size() << " replicas, " << inputs.size()
                                << " inputs and " << devices.size() << " devices");
-  // A worker that waited for a task queued behind itself would never return.
-  for (Device d : devices) {
-    DPE_CHECK(!Runtime::get().context(d).worker().on_worker_thread(),
-              "parallel_apply: called from the worker of " << d
-                                                           << ", which must run a replica; call "
-                                                              "DataParallel from a thread that is "
-                                                              "not a device worker");
-  }
-  const bool grad_mode = grad_enabled();
   std::vector<Value> results(replicas.size());
-  // Errors travel as text: the exception object itself never crosses threads.
-  std::vector<std::string> errors(replicas.size());
-  std::vector<std::future<void>> futures;
-  for (size_t i = 0; i < replicas.size(); ++i) {
-    futures.push_back(Runtime::get().context(devices[i]).worker().submit(
-        [&, i, grad_mode] {
-          try {
-            GradModeGuard mode(grad_mode);
-            StepProfiler::Scope scope(profiler, devices[i], Phase::kForward);
-            results[i] = replicas[i]->forward_value(inputs[i]);
-          } catch (const std::exception& e) {
-            errors[i] = e.what();
-          } catch (...) {
-            errors[i] = "an exception that is not a std::exception";
-          }
-        }));
-  }
-  // Wait for every worker before reporting, so no task outlives the call.
-  for (auto& f : futures) f.get();
+  const auto errors = run_on_workers("parallel_apply", devices, [&](size_t i) {
+    StepProfiler::Scope scope(profiler, devices[i], Phase::kForward);
+    results[i] = replicas[i]->forward_value(inputs[i]);
+  });
   for (size_t i = 0; i < errors.size(); ++i) {
     DPE_CHECK(errors[i].empty(), "Caught an error in replica " << i << " on device " << devices[i]
                                                                << ".\nOriginal message: "

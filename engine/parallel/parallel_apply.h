@@ -4,13 +4,21 @@
 // dpe::Error naming the first replica and device that failed, with the original message.
 #pragma once
 
+#include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "engine/nn/module.h"
 #include "engine/parallel/step_profiler.h"
 
 namespace dpe {
+
+// Runs fn(k) for every k on devices[k]'s worker, all at once, under the caller's grad mode, and
+// waits for all of them. Returns each k's error text (empty when fn(k) returned). Throws, naming
+// `what`, when called from one of those workers (it would wait for itself).
+std::vector<std::string> run_on_workers(const char* what, const std::vector<Device>& devices,
+                                        const std::function<void(size_t)>& fn);
 
 std::vector<Value> parallel_apply(const std::vector<std::shared_ptr<Module>>& replicas,
                                   const std::vector<Value>& inputs,
