@@ -1,9 +1,13 @@
 // Value: what flows into and out of a module's forward when it is more than one tensor — a tensor,
 // a list, a dict of named values, or a plain scalar/string (passed unchanged to every replica by
 // DataParallel's scatter, as PyTorch passes non-tensor arguments).
+//
+// Threading contract: a Value is an ordinary value type; reading one from several threads is safe,
+// as for the Tensor handles it holds.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <variant>
@@ -59,6 +63,33 @@ class Value {
       if (k == key) return v;
     }
     DPE_THROW("no entry '" << key << "' in the dict value");
+  }
+  // Calls fn on every tensor inside this value, depth first, in list order and dict insertion
+  // order: the order every walker over a Value (scatter, gather, DDP) agrees on.
+  void for_each_tensor(const std::function<void(const Tensor&)>& fn) const {
+    if (is_tensor()) {
+      fn(tensor());
+    } else if (is_list()) {
+      for (const Value& e : list()) e.for_each_tensor(fn);
+    } else if (is_dict()) {
+      for (const auto& [k, e] : dict()) e.for_each_tensor(fn);
+    }
+  }
+  // The same structure with every tensor replaced by fn(tensor), visited in for_each_tensor's
+  // order; non-tensor values are kept.
+  Value map_tensors(const std::function<Value(const Tensor&)>& fn) const {
+    if (is_tensor()) return fn(tensor());
+    if (is_list()) {
+      ValueList out;
+      for (const Value& e : list()) out.push_back(e.map_tensors(fn));
+      return out;
+    }
+    if (is_dict()) {
+      ValueDict out;
+      for (const auto& [k, e] : dict()) out.emplace_back(k, e.map_tensors(fn));
+      return out;
+    }
+    return *this;
   }
   const char* kind() const {
     static const char* names[] = {"none", "tensor", "float", "int", "bool", "string", "list",
