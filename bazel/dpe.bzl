@@ -70,7 +70,10 @@ NVCC_FLAGS = " ".join([
 ])
 
 # Headers every .cu file may include (nvcc runs in a genrule, which sees only declared inputs).
-_NVCC_COMMON_HDRS = ["//engine/core:error.h"]
+_NVCC_COMMON_HDRS = [
+    "//engine/core:error.h",
+    "//kernels:op_params.h",
+]
 
 def dpe_cuda_library(name, srcs = [], hdrs = [], deps = [], nvcc_hdrs = [], visibility = None, **kwargs):
     """Compiles `srcs` (.cu files) with nvcc into objects wrapped in a cc_library.

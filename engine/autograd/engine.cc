@@ -13,6 +13,7 @@
 #include "engine/core/error.h"
 #include "engine/device/device_guard.h"
 #include "engine/device/runtime.h"
+#include "engine/device/worker.h"
 
 namespace dpe {
 
@@ -156,21 +157,20 @@ class GraphTask {
 
 void backward(const Tensor& root) {
   DPE_CHECK(root.defined(), "backward: the tensor is undefined");
-  DPE_CHECK(root.numel() == 1, "grad can be implicitly created only for scalar outputs (got "
-                                   << root.shape() << ")");
+  DPE_CHECK(root.numel() == 1,
+            "grad can be implicitly created only for scalar outputs (got " << root.shape() << ")");
   backward({root}, {Tensor::ones(root.shape(), root.device())});
 }
 
 void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads) {
-  DPE_CHECK(roots.size() == grads.size(), "backward: " << roots.size() << " roots but "
-                                                       << grads.size() << " gradients");
+  DPE_CHECK(roots.size() == grads.size(),
+            "backward: " << roots.size() << " roots but " << grads.size() << " gradients");
   std::vector<Edge> edges;
   for (size_t i = 0; i < roots.size(); ++i) {
     DPE_CHECK(roots[i].requires_grad(),
               "element " << i << " of tensors does not require grad and does not have a grad_fn");
     DPE_CHECK(grads[i].shape() == roots[i].shape() && grads[i].device() == roots[i].device(),
-              "backward: gradient " << grads[i].str() << " does not match root "
-                                    << roots[i].str());
+              "backward: gradient " << grads[i].str() << " does not match root " << roots[i].str());
     edges.push_back(gradient_edge(roots[i]));
   }
   GraphTask task;

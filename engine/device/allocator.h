@@ -1,13 +1,14 @@
 // Allocator: the memory of one device, with the accounting DataParallel's imbalance report reads.
-// Thread-safe: any worker may allocate or free on any device's allocator concurrently.
+// Each device type derives one (engine/backend/host/host_allocator.h, the CUDA caching allocator)
+// and supplies raw_allocate/raw_deallocate; this class counts and enforces the capacity.
+//
+// Threading contract: thread-safe; any worker may allocate or free on any device's allocator
+// concurrently.
 #pragma once
 
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <mutex>
-#include <unordered_map>
-#include <vector>
 
 #include "engine/device/device.h"
 #include "engine/device/memory_stats.h"
@@ -44,31 +45,6 @@ class Allocator {
   std::atomic<int64_t> current_{0};
   std::atomic<int64_t> peak_{0};
   std::atomic<int64_t> allocations_{0};
-};
-
-// Host memory: aligned malloc, with a cache of large blocks. A training step allocates the same
-// large activations every step; returning them to glibc unmaps them and the next step pays the
-// page faults again, so blocks of kCacheMinBytes or more are kept, keyed by their rounded size,
-// and reused. The statistics above count bytes held by tensors, not bytes cached.
-class HostAllocator final : public Allocator {
- public:
-  static constexpr size_t kCacheMinBytes = size_t{1} << 16;
-  static constexpr size_t kCacheMaxBytes = size_t{1} << 30;  // per device
-
-  using Allocator::Allocator;
-  ~HostAllocator() override;
-  // Frees every cached block.
-  void release_cache();
-  size_t cached_bytes() const;
-
- protected:
-  void* raw_allocate(size_t bytes) override;
-  void raw_deallocate(void* ptr, size_t bytes) override;
-
- private:
-  mutable std::mutex mu_;
-  std::unordered_map<size_t, std::vector<void*>> free_;  // rounded size -> blocks
-  size_t cached_ = 0;
 };
 
 }  // namespace dpe

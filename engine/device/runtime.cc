@@ -1,12 +1,11 @@
 #include "engine/device/runtime.h"
 
 #include <cstdlib>
-#include <cstring>
 #include <string>
-#include <thread>
 
+#include "engine/backend/cuda/cuda_device.h"
+#include "engine/backend/host/host_device.h"
 #include "engine/core/error.h"
-#include "engine/device/cuda_device.h"
 
 namespace dpe {
 
@@ -82,24 +81,15 @@ void Runtime::set_host_device_count(int count) {
   set_host_devices(o);
 }
 
-std::unique_ptr<DeviceContext> Runtime::make_host_context(int index) const {
-  int threads = host_options_.compute_threads;
-  if (threads == 0) {
-    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    threads = std::max(1, cores / host_options_.count);
-  }
-  const Device d(DeviceType::kHost, index);
-  return std::make_unique<DeviceContext>(
-      d, std::make_unique<HostAllocator>(d, host_options_.capacity_bytes), threads);
-}
+std::string Runtime::cuda_status() const { return cuda::device_count_status(); }
 
 DeviceContext& Runtime::context(Device device) {
   if (device.is_cuda()) {
     const int count = cuda_device_count();
-    DPE_CHECK(device.index() < count,
-              "device " << device << " is not available: " << count
-                        << " CUDA device(s) visible (" << cuda::device_count_status()
-                        << "); host devices remain the default backend");
+    DPE_CHECK(device.index() < count, "device " << device << " is not available: " << count
+                                                << " CUDA device(s) visible ("
+                                                << cuda::device_count_status()
+                                                << "); host devices remain the default backend");
     std::lock_guard<std::mutex> lock(mu_);
     if (cuda_contexts_.size() < static_cast<size_t>(count)) cuda_contexts_.resize(count);
     auto& slot = cuda_contexts_[device.index()];
@@ -115,7 +105,11 @@ DeviceContext& Runtime::context(Device device) {
     host_contexts_.resize(host_options_.count);
   }
   auto& slot = host_contexts_[device.index()];
-  if (!slot) slot = make_host_context(device.index());
+  if (!slot) {
+    slot = std::make_unique<HostDeviceContext>(
+        device.index(), default_host_threads(host_options_.count, host_options_.compute_threads),
+        host_options_.capacity_bytes);
+  }
   return *slot;
 }
 
@@ -131,16 +125,20 @@ std::vector<Device> Runtime::cuda_devices() const {
   return out;
 }
 
+void Runtime::copy(DeviceContext& dst_ctx, void* dst, DeviceContext& src_ctx,
+                   const StridedView& src) {
+  const int64_t bytes = src.numel() * static_cast<int64_t>(src.elem_size);
+  if (bytes == 0) return;
+  // ggml's rule for buffers: the destination's type first, then the source's.
+  DPE_CHECK(dst_ctx.copy(dst_ctx, dst, src_ctx, src) || src_ctx.copy(dst_ctx, dst, src_ctx, src),
+            "cannot copy from " << src_ctx.device() << " to " << dst_ctx.device()
+                                << ": neither device type copies between them");
+  if (dst_ctx.device() != src_ctx.device()) record_copy(src_ctx.device(), dst_ctx.device(), bytes);
+}
+
 void Runtime::copy(DeviceContext& dst_ctx, void* dst, DeviceContext& src_ctx, const void* src,
                    size_t bytes) {
-  if (bytes == 0) return;
-  const Device d = dst_ctx.device(), s = src_ctx.device();
-  if (d.is_host() && s.is_host()) {
-    std::memcpy(dst, src, bytes);
-  } else {
-    cuda::copy_bytes(dst, d, src, s, bytes);
-  }
-  if (d != s) record_copy(s, d, static_cast<int64_t>(bytes));
+  copy(dst_ctx, dst, src_ctx, StridedView::bytes(src, bytes));
 }
 
 void Runtime::record_copy(Device src, Device dst, int64_t bytes) {

@@ -1,8 +1,11 @@
 // Runtime: the registry of devices in this process and the traffic between them.
 //
-// Design note "one registry": the Runtime is the only process-wide object in dpe. It creates each
-// DeviceContext once, on first use, and never destroys it before exit, so a DeviceContext& stays
-// valid for the life of the process; everything else receives a context explicitly.
+// Design note "one registry": the Runtime is the process-wide registry of devices. It creates each
+// DeviceContext once, on first use, from its device type's folder (engine/backend/host,
+// engine/backend/cuda), and never destroys it before exit, so a DeviceContext& stays valid for the
+// life of the process; code that runs on a device receives its context explicitly. (The other
+// process-wide objects are stateless tables or caches that live as long: one Backend per device
+// type, engine/backend/backend.h; the grad mode is per thread.)
 //
 // Host devices are the default backend. Their count comes from set_host_device_count() or the
 // environment (DPE_HOST_DEVICES, default 2); DPE_HOST_THREADS sets compute threads per device
@@ -16,6 +19,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -26,7 +30,7 @@ namespace dpe {
 
 struct HostDeviceOptions {
   int count = 2;
-  int compute_threads = 0;   // 0: cores / count, at least 1
+  int compute_threads = 0;     // 0: cores / count, at least 1
   int64_t capacity_bytes = 0;  // 0: unlimited
 };
 
@@ -42,6 +46,8 @@ class Runtime {
 
   int host_device_count() const;
   int cuda_device_count() const;
+  // Why cuda_device_count() is what it is ("CUDA driver version is insufficient...", "ok").
+  std::string cuda_status() const;
   // Makes host:0..count-1 the visible host devices. Devices created before keep their state;
   // a device whose options change is re-created once nothing uses it (tests only).
   void set_host_devices(const HostDeviceOptions& options);
@@ -54,7 +60,11 @@ class Runtime {
   std::vector<Device> host_devices() const;
   std::vector<Device> cuda_devices() const;
 
-  // Copies `bytes` between any two devices and counts them in the copy matrix.
+  // Copies the view `src` (in the memory of src_ctx's device) into contiguous memory at dst (in
+  // dst_ctx's device) through the device interface of either side, and counts the bytes in the
+  // copy matrix when the devices differ. Throws when neither device type can do the pair.
+  void copy(DeviceContext& dst_ctx, void* dst, DeviceContext& src_ctx, const StridedView& src);
+  // The same for `bytes` contiguous bytes.
   void copy(DeviceContext& dst_ctx, void* dst, DeviceContext& src_ctx, const void* src,
             size_t bytes);
   void record_copy(Device src, Device dst, int64_t bytes);
@@ -64,7 +74,6 @@ class Runtime {
 
  private:
   Runtime();
-  std::unique_ptr<DeviceContext> make_host_context(int index) const;
 
   mutable std::mutex mu_;
   HostDeviceOptions host_options_;

@@ -9,10 +9,9 @@
 #include <cstring>
 #include <mutex>
 
+#include "engine/backend/cuda/nccl_process_group.h"
 #include "engine/core/error.h"
-#include "engine/device/cuda_device.h"
 #include "engine/device/runtime.h"
-#include "engine/distributed/nccl_process_group.h"
 #include "engine/distributed/gloo_process_group.h"
 #include "engine/distributed/tcp_store.h"
 
@@ -71,10 +70,10 @@ std::shared_ptr<ProcessGroup> make_group(const std::string& backend,
                                          int local_rank = 0) {
   if (backend == "nccl") {
     const int gpus = Runtime::get().cuda_device_count();
-    DPE_CHECK(gpus > 0, "init_process_group: nccl backend requires CUDA devices, and this process "
-                        "sees none ("
-                            << cuda::device_count_status()
-                            << "); use backend \"gloo\" for host devices");
+    DPE_CHECK(gpus > 0,
+              "init_process_group: nccl backend requires CUDA devices, and this process "
+              "sees none ("
+                  << Runtime::get().cuda_status() << "); use backend \"gloo\" for host devices");
     DPE_CHECK(local_rank < gpus, "init_process_group: nccl: local rank "
                                      << local_rank << " has no GPU of its own (" << gpus
                                      << " visible); start at most one process per GPU");

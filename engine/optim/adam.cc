@@ -6,8 +6,8 @@
 
 namespace dpe::optim {
 
-Adam::Adam(std::vector<Tensor> params, const AdamOptions& options, bool decoupled)
-    : Optimizer(std::move(params), options.lr), options_(options), decoupled_(decoupled) {
+Adam::Adam(std::vector<Tensor> params, const AdamOptions& options)
+    : Optimizer(std::move(params), options.lr), options_(options) {
   DPE_CHECK(options.eps >= 0.0f, "Invalid epsilon value: " << options.eps);
   DPE_CHECK(options.beta1 >= 0.0f && options.beta1 < 1.0f,
             "Invalid beta parameter at index 0: " << options.beta1);
@@ -29,10 +29,9 @@ void Adam::step() {
       exp_avg_sq_[i] = Tensor::zeros(p.shape(), DType::kFloat32, p.device());
     }
     ++steps_[i];
-    backend_for(p.device())
-        .adam_step(p, g.contiguous(), exp_avg_[i], exp_avg_sq_[i], lr_, options_.beta1,
-                   options_.beta2, options_.eps, options_.weight_decay, steps_[i], decoupled_);
-    p.bump_version();
+    AdamOptions o = options_;
+    o.lr = lr_;  // a scheduler may have changed it
+    backend_for(p.device()).adam_step(p, g.contiguous(), exp_avg_[i], exp_avg_sq_[i], o, steps_[i]);
   }
 }
 
@@ -66,9 +65,12 @@ void Adam::load_state_dict(const StateDict& state) {
                                                    << name << "' " << t.shape()
                                                    << " does not match " << params_[i].shape());
     Tensor copy = t.to(params_[i].device()).clone();
-    if (field == "exp_avg") exp_avg_[i] = copy;
-    else if (field == "exp_avg_sq") exp_avg_sq_[i] = copy;
-    else DPE_THROW("Adam.load_state_dict: unexpected key '" << name << "'");
+    if (field == "exp_avg")
+      exp_avg_[i] = copy;
+    else if (field == "exp_avg_sq")
+      exp_avg_sq_[i] = copy;
+    else
+      DPE_THROW("Adam.load_state_dict: unexpected key '" << name << "'");
   }
 }
 

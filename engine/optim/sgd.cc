@@ -24,10 +24,9 @@ void SGD::step() {
     Tensor& buf = momentum_buffers_[i];
     const bool first = options_.momentum != 0.0f && !buf.defined();
     if (first) buf = Tensor::empty(p.shape(), DType::kFloat32, p.device());
-    backend_for(p.device())
-        .sgd_step(p, g.contiguous(), buf, lr_, options_.momentum, options_.dampening,
-                  options_.weight_decay, options_.nesterov, first);
-    p.bump_version();
+    SgdOptions o = options_;
+    o.lr = lr_;  // a scheduler may have changed it
+    backend_for(p.device()).sgd_step(p, g.contiguous(), buf, o, first);
   }
 }
 
@@ -49,9 +48,9 @@ void SGD::load_state_dict(const StateDict& state) {
                   name.substr(dot + 1) == "momentum_buffer",
               "SGD.load_state_dict: unexpected key '" << name << "'");
     const size_t i = std::stoul(name.substr(prefix.size(), dot - prefix.size()));
-    DPE_CHECK(i < params_.size() && t.shape() == params_[i].shape(),
-              "SGD.load_state_dict: '" << name << "' " << t.shape()
-                                       << " does not match any parameter");
+    DPE_CHECK(
+        i < params_.size() && t.shape() == params_[i].shape(),
+        "SGD.load_state_dict: '" << name << "' " << t.shape() << " does not match any parameter");
     momentum_buffers_[i] = t.to(params_[i].device()).clone();
   }
 }

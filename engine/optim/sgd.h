@@ -3,17 +3,14 @@
 //   g = nesterov ? g + momentum * b : b;  p -= lr * g.
 #pragma once
 
+#include "engine/backend/backend.h"
 #include "engine/optim/optimizer.h"
 
 namespace dpe::optim {
 
-struct SgdOptions {
-  float lr = 0.01f;
-  float momentum = 0.0f;
-  float dampening = 0.0f;
-  float weight_decay = 0.0f;
-  bool nesterov = false;
-};
+// lr, momentum, dampening, weight_decay, nesterov: the hyper-parameters every backend's sgd_step
+// takes (defined once, in kernels/op_params.h).
+using SgdOptions = dpe::SgdOptions;
 
 class SGD : public Optimizer {
  public:

@@ -6,6 +6,7 @@
 #include "engine/autograd/grad_mode.h"
 #include "engine/core/error.h"
 #include "engine/device/runtime.h"
+#include "engine/device/worker.h"
 
 namespace dpe {
 

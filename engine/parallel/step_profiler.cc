@@ -3,6 +3,7 @@
 #include "engine/autograd/engine.h"
 #include "engine/core/error.h"
 #include "engine/device/runtime.h"
+#include "engine/device/worker.h"
 
 namespace dpe {
 

@@ -5,14 +5,7 @@
 #include <sstream>
 
 #include "engine/core/error.h"
-#include "engine/device/cuda_device.h"
-#include "engine/device/device_guard.h"
 #include "engine/device/runtime.h"
-#include "kernels/host/copy.h"
-
-#if DPE_WITH_CUDA
-#include "kernels/cuda/fill.cuh"
-#endif
 
 namespace dpe {
 
@@ -22,45 +15,23 @@ std::shared_ptr<TensorImpl> make_impl(const Shape& shape, DType dtype, Device de
   for (int64_t d : shape) DPE_CHECK(d >= 0, "negative size in " << shape);
   auto impl = std::make_shared<TensorImpl>();
   DeviceContext& ctx = Runtime::get().context(device);
-  impl->storage = std::make_shared<Storage>(ctx, static_cast<size_t>(shape.numel()) *
-                                                     dtype_size(dtype));
+  impl->storage =
+      std::make_shared<Storage>(ctx, static_cast<size_t>(shape.numel()) * dtype_size(dtype));
   impl->shape = shape;
   impl->strides = shape.contiguous_strides();
   impl->dtype = dtype;
   return impl;
 }
 
-// Copies the (possibly strided) view `src` into contiguous memory at dst on dst_ctx, and counts
-// the bytes in the Runtime's copy matrix when they cross devices.
+// Copies the (possibly strided) view `src` into contiguous memory at dst on dst_ctx through the
+// device interface, which counts the bytes in the Runtime's copy matrix when they cross devices.
 void copy_view_to(const Tensor& src, DeviceContext& dst_ctx, void* dst) {
-  const size_t bytes = src.nbytes();
-  if (src.is_contiguous()) {
-    Runtime::get().copy(dst_ctx, dst, src.context(), src.raw_data(), bytes);
-    return;
-  }
-  const auto& sizes = src.shape().dims();
-  const size_t esize = dtype_size(src.dtype());
-  const int rank = static_cast<int>(src.dim());
-  if (src.device().is_host() && dst_ctx.device().is_host()) {
-    host::strided_copy(dst, src.raw_data(), esize, rank, sizes.data(), src.strides().data());
-  } else {
-    // A strided view on or to a CUDA device: gather it on the host, then one contiguous copy.
-    const Storage& storage = *src.impl()->storage;
-    std::vector<char> span;
-    const char* base = static_cast<const char*>(storage.data());
-    if (!src.device().is_host()) {
-      span.resize(storage.nbytes());
-      cuda::copy_bytes(span.data(), Device(), storage.data(), src.device(), span.size());
-      base = span.data();
-    }
-    std::vector<char> packed(bytes);
-    host::strided_copy(packed.data(), base + src.impl()->offset * esize, esize, rank,
-                       sizes.data(), src.strides().data());
-    cuda::copy_bytes(dst, dst_ctx.device(), packed.data(), Device(), bytes);
-  }
-  if (dst_ctx.device() != src.device()) {
-    Runtime::get().record_copy(src.device(), dst_ctx.device(), static_cast<int64_t>(bytes));
-  }
+  StridedView view;
+  view.data = src.raw_data();
+  view.elem_size = dtype_size(src.dtype());
+  view.sizes = src.shape().dims();
+  view.strides = src.strides();
+  Runtime::get().copy(dst_ctx, dst, src.context(), view);
 }
 
 }  // namespace
@@ -92,8 +63,7 @@ Tensor Tensor::from_vector(const std::vector<float>& values, const Shape& shape,
   return t;
 }
 
-Tensor Tensor::from_vector(const std::vector<int64_t>& values, const Shape& shape,
-                           Device device) {
+Tensor Tensor::from_vector(const std::vector<int64_t>& values, const Shape& shape, Device device) {
   DPE_CHECK(static_cast<int64_t>(values.size()) == shape.numel(),
             "from_vector: " << values.size() << " values do not fill " << shape);
   Tensor t = empty(shape, DType::kInt64, device);
@@ -180,9 +150,9 @@ template std::vector<float> Tensor::to_vector<float>() const;
 template std::vector<int64_t> Tensor::to_vector<int64_t>() const;
 
 float Tensor::item() const {
-  DPE_CHECK(numel() == 1, "item(): a Tensor with " << numel()
-                                                   << " elements cannot be converted to a scalar ("
-                                                   << shape() << ")");
+  DPE_CHECK(numel() == 1, "item(): a Tensor with "
+                              << numel() << " elements cannot be converted to a scalar (" << shape()
+                              << ")");
   return to_vector<float>()[0];
 }
 
@@ -204,8 +174,8 @@ Tensor Tensor::clone() const {
 Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
 
 void Tensor::copy_(const Tensor& src) {
-  DPE_CHECK(src.shape() == shape(), "copy_: source " << src.shape() << " does not match destination "
-                                                     << shape());
+  DPE_CHECK(src.shape() == shape(),
+            "copy_: source " << src.shape() << " does not match destination " << shape());
   DPE_CHECK(src.dtype() == dtype(), "copy_: source dtype " << dtype_name(src.dtype())
                                                            << " does not match "
                                                            << dtype_name(dtype()));
@@ -217,22 +187,11 @@ void Tensor::copy_(const Tensor& src) {
 void Tensor::fill_(float value) {
   check_defined("fill_");
   DPE_CHECK(is_contiguous(), "fill_: the tensor must be contiguous, got " << str());
-  if (device().is_host()) {
-    if (dtype() == DType::kFloat32) host::fill(data<float>(), numel(), value);
-    else host::fill(data<int64_t>(), numel(), static_cast<int64_t>(value));
+  if (dtype() == DType::kFloat32) {
+    context().fill(raw_data(), &value, sizeof(float), numel());
   } else {
-#if DPE_WITH_CUDA
-    DeviceGuard guard(&context());  // the kernel runs on the current device
-    if (dtype() == DType::kFloat32) {
-      cuda::fill_forward(nullptr, data<float>(), numel(), value);
-    } else {
-      const std::vector<int64_t> values(static_cast<size_t>(numel()), static_cast<int64_t>(value));
-      Runtime& rt = Runtime::get();
-      rt.copy(context(), raw_data(), rt.context(Device()), values.data(), nbytes());
-    }
-#else
-    DPE_THROW("fill_: " << device() << " is not available in this build");
-#endif
+    const int64_t v = static_cast<int64_t>(value);
+    context().fill(raw_data(), &v, sizeof(int64_t), numel());
   }
   bump_version();
 }
@@ -264,8 +223,8 @@ std::vector<Tensor> Tensor::chunk(int64_t chunks, int64_t dim) const {
 }
 
 std::vector<Tensor> Tensor::split(int64_t split_size, int64_t dim) const {
-  DPE_CHECK(split_size > 0, "split expects split_size be positive, but got split_size="
-                                << split_size);
+  DPE_CHECK(split_size > 0,
+            "split expects split_size be positive, but got split_size=" << split_size);
   const int64_t n = size(dim);
   std::vector<Tensor> out;
   for (int64_t start = 0; start < n; start += split_size) {
@@ -275,8 +234,7 @@ std::vector<Tensor> Tensor::split(int64_t split_size, int64_t dim) const {
   return out;
 }
 
-std::vector<Tensor> Tensor::split_with_sizes(const std::vector<int64_t>& sizes,
-                                             int64_t dim) const {
+std::vector<Tensor> Tensor::split_with_sizes(const std::vector<int64_t>& sizes, int64_t dim) const {
   const int64_t n = size(dim);
   const int64_t total = std::accumulate(sizes.begin(), sizes.end(), int64_t{0});
   DPE_CHECK(total == n, "split_with_sizes expects split_sizes to sum exactly to "
@@ -306,9 +264,9 @@ Shape infer_shape(const Shape& requested, int64_t numel, const Shape& from) {
     }
   }
   if (infer >= 0) {
-    DPE_CHECK(known > 0 && numel % known == 0,
-              "shape '" << requested << "' is invalid for input of size " << numel << " ("
-                        << from << ")");
+    DPE_CHECK(known > 0 && numel % known == 0, "shape '" << requested
+                                                         << "' is invalid for input of size "
+                                                         << numel << " (" << from << ")");
     dims[infer] = numel / known;
   }
   Shape out(dims);
@@ -319,8 +277,7 @@ Shape infer_shape(const Shape& requested, int64_t numel, const Shape& from) {
 }  // namespace
 
 Tensor Tensor::view(const Shape& shape) const {
-  DPE_CHECK(is_contiguous(), "view: the tensor is not contiguous (" << str()
-                                                                   << "); use reshape");
+  DPE_CHECK(is_contiguous(), "view: the tensor is not contiguous (" << str() << "); use reshape");
   auto impl = std::make_shared<TensorImpl>();
   impl->storage = impl_->storage;
   impl->dtype = impl_->dtype;
@@ -393,12 +350,10 @@ Tensor Tensor::grad() const {
 void Tensor::set_grad(const Tensor& grad) {
   check_defined("set_grad");
   if (grad.defined()) {
-    DPE_CHECK(grad.shape() == shape(), "set_grad: gradient " << grad.shape()
-                                                             << " does not match tensor "
-                                                             << shape());
-    DPE_CHECK(grad.device() == device(), "set_grad: gradient on " << grad.device()
-                                                                  << " for a tensor on "
-                                                                  << device());
+    DPE_CHECK(grad.shape() == shape(),
+              "set_grad: gradient " << grad.shape() << " does not match tensor " << shape());
+    DPE_CHECK(grad.device() == device(),
+              "set_grad: gradient on " << grad.device() << " for a tensor on " << device());
   }
   impl_->autograd.grad = grad.impl_ptr();
 }

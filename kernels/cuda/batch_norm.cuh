@@ -7,13 +7,11 @@
 
 #include <cstdint>
 
+#include "kernels/op_params.h"
+
 namespace dpe::cuda {
 
 class CudaContext;
-
-struct BatchNormShape {
-  int64_t n, c, s;
-};
 
 void batch_norm_forward_train(CudaContext& ctx, const BatchNormShape& sh, const float* x,
                               const float* gamma, const float* beta, float eps, float* y,

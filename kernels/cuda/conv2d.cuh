@@ -6,16 +6,11 @@
 
 #include <cstdint>
 
+#include "kernels/op_params.h"
+
 namespace dpe::cuda {
 
 class CudaContext;
-
-struct Conv2dShape {
-  int64_t n, c, h, w;  // input
-  int64_t o, kh, kw;   // weights [o, c, kh, kw]
-  int64_t stride, padding;
-  int64_t ho, wo;  // output [n, o, ho, wo]
-};
 
 // b may be null (no bias). n must be > 0.
 void conv2d_forward(CudaContext& ctx, const Conv2dShape& s, const float* x, const float* w,

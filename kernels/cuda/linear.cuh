@@ -5,15 +5,11 @@
 
 #include <cstdint>
 
+#include "kernels/op_params.h"
+
 namespace dpe::cuda {
 
 class CudaContext;
-
-struct LinearShape {
-  int64_t batch;  // n
-  int64_t in;     // i
-  int64_t out;    // o
-};
 
 // b may be null (no bias).
 void linear_forward(CudaContext& ctx, const LinearShape& s, const float* x, const float* w,

@@ -6,15 +6,11 @@
 
 #include <cstdint>
 
+#include "kernels/op_params.h"
+
 namespace dpe::cuda {
 
 class CudaContext;
-
-struct Pool2dShape {
-  int64_t n, c, h, w;
-  int64_t kernel, stride, padding;
-  int64_t ho, wo;
-};
 
 void max_pool2d_forward(CudaContext& ctx, const Pool2dShape& s, const float* x, float* y,
                         int64_t* indices);

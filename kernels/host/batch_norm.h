@@ -8,12 +8,9 @@
 #include <cstdint>
 
 #include "kernels/host/host_context.h"
+#include "kernels/op_params.h"
 
 namespace dpe::host {
-
-struct BatchNormShape {
-  int64_t n, c, s;
-};
 
 // Writes y and the batch statistics mean[c] and biased var[c].
 void batch_norm_forward_train(HostContext& ctx, const BatchNormShape& sh, const float* x,

@@ -59,18 +59,6 @@ dnnl::convolution_forward::primitive_desc forward_pd(HostContext& ctx, const Con
 
 }  // namespace
 
-Conv2dShape conv2d_shape(int64_t n, int64_t c, int64_t h, int64_t w, int64_t o, int64_t kh,
-                         int64_t kw, int64_t stride, int64_t padding) {
-  DPE_CHECK(stride >= 1 && padding >= 0,
-            "conv2d: stride " << stride << " must be >= 1 and padding " << padding << " >= 0");
-  const int64_t ho = (h + 2 * padding - kh) / stride + 1;
-  const int64_t wo = (w + 2 * padding - kw) / stride + 1;
-  DPE_CHECK(h + 2 * padding >= kh && w + 2 * padding >= kw,
-            "conv2d: kernel " << kh << "x" << kw << " is larger than the padded input " << h << "x"
-                              << w << " (padding " << padding << ")");
-  return {n, c, h, w, o, kh, kw, stride, padding, ho, wo};
-}
-
 void conv2d_forward(HostContext& ctx, const Conv2dShape& s, const float* x, const float* w,
                     const float* b, float* y) {
   const bool bias = b != nullptr;

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "engine/core/error.h"
+
 namespace dpe::host {
 
 namespace {
@@ -44,14 +46,50 @@ void strided_copy_typed(void* dst, const void* src, int rank, const int64_t* siz
 
 void strided_copy(void* dst, const void* src, size_t elem_size, int rank, const int64_t* sizes,
                   const int64_t* strides) {
-  if (elem_size == 4) {
-    strided_copy_typed<uint32_t>(dst, src, rank, sizes, strides);
-  } else {
-    strided_copy_typed<uint64_t>(dst, src, rank, sizes, strides);
+  switch (elem_size) {
+    case 1:
+      strided_copy_typed<uint8_t>(dst, src, rank, sizes, strides);
+      break;
+    case 2:
+      strided_copy_typed<uint16_t>(dst, src, rank, sizes, strides);
+      break;
+    case 4:
+      strided_copy_typed<uint32_t>(dst, src, rank, sizes, strides);
+      break;
+    case 8:
+      strided_copy_typed<uint64_t>(dst, src, rank, sizes, strides);
+      break;
+    default:
+      DPE_THROW("strided_copy: elements of " << elem_size << " bytes are not supported");
   }
 }
 
-void fill(float* out, int64_t n, float value) { std::fill(out, out + n, value); }
-void fill(int64_t* out, int64_t n, int64_t value) { std::fill(out, out + n, value); }
+namespace {
+template <typename T>
+void fill_typed(void* dst, const void* value, int64_t n) {
+  T v;
+  std::memcpy(&v, value, sizeof(T));
+  std::fill(static_cast<T*>(dst), static_cast<T*>(dst) + n, v);
+}
+}  // namespace
+
+void fill(void* dst, const void* value, size_t elem_size, int64_t n) {
+  switch (elem_size) {
+    case 1:
+      fill_typed<uint8_t>(dst, value, n);
+      break;
+    case 2:
+      fill_typed<uint16_t>(dst, value, n);
+      break;
+    case 4:
+      fill_typed<uint32_t>(dst, value, n);
+      break;
+    case 8:
+      fill_typed<uint64_t>(dst, value, n);
+      break;
+    default:
+      DPE_THROW("fill: elements of " << elem_size << " bytes are not supported");
+  }
+}
 
 }  // namespace dpe::host

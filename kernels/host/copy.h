@@ -1,5 +1,8 @@
-// Host copies: strided gather into a contiguous buffer, and fills. Plain loops; the layout work
+// Memory layout kernels on the host, the twins of kernels/cuda/copy.cuh: a strided view gathered
+// into a contiguous buffer, and fills with an element of any width. Plain loops; the layout work
 // here is memory-bound and small next to matmul and convolution.
+//
+// Threading contract: pure functions of their arguments; safe from any thread.
 #pragma once
 
 #include <cstddef>
@@ -7,10 +10,11 @@
 
 namespace dpe::host {
 
-// Copies the strided view (sizes, strides in elements, starting at src) into contiguous dst.
+// Copies the strided view (sizes, strides in elements of elem_size bytes: 1, 2, 4 or 8, starting
+// at src) into contiguous dst. Throws dpe::Error for another element size.
 void strided_copy(void* dst, const void* src, size_t elem_size, int rank, const int64_t* sizes,
                   const int64_t* strides);
-void fill(float* out, int64_t n, float value);
-void fill(int64_t* out, int64_t n, int64_t value);
+// Sets n elements of elem_size bytes (1, 2, 4 or 8) at dst to the bytes at `value`.
+void fill(void* dst, const void* value, size_t elem_size, int64_t n);
 
 }  // namespace dpe::host

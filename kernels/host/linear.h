@@ -5,14 +5,9 @@
 #include <cstdint>
 
 #include "kernels/host/host_context.h"
+#include "kernels/op_params.h"
 
 namespace dpe::host {
-
-struct LinearShape {
-  int64_t batch;  // n
-  int64_t in;     // i
-  int64_t out;    // o
-};
 
 // b may be null (no bias).
 void linear_forward(HostContext& ctx, const LinearShape& s, const float* x, const float* w,

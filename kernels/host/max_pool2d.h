@@ -6,18 +6,9 @@
 #include <cstdint>
 
 #include "kernels/host/host_context.h"
+#include "kernels/op_params.h"
 
 namespace dpe::host {
-
-struct Pool2dShape {
-  int64_t n, c, h, w;
-  int64_t kernel, stride, padding;
-  int64_t ho, wo;
-};
-
-// Fills ho/wo: floor((h + 2p - k) / stride) + 1. Throws for padding > kernel / 2, as torch does.
-Pool2dShape max_pool2d_shape(int64_t n, int64_t c, int64_t h, int64_t w, int64_t kernel,
-                             int64_t stride, int64_t padding);
 
 void max_pool2d_forward(HostContext& ctx, const Pool2dShape& s, const float* x, float* y,
                         int64_t* indices);

@@ -5,30 +5,14 @@
 #include <cstdint>
 
 #include "kernels/host/host_context.h"
+#include "kernels/op_params.h"
 
 namespace dpe::host {
-
-struct SgdOptions {
-  float lr = 0.01f;
-  float momentum = 0.0f;
-  float dampening = 0.0f;
-  float weight_decay = 0.0f;
-  bool nesterov = false;
-};
 
 // buf is the momentum buffer (unused, may be null, when momentum == 0); on its `first` use it is
 // set to the (decayed) gradient, as torch does with a clone.
 void sgd_step(HostContext& ctx, float* param, const float* grad, float* buf, const SgdOptions& o,
               bool first, int64_t n);
-
-struct AdamOptions {
-  float lr = 1e-3f;
-  float beta1 = 0.9f;
-  float beta2 = 0.999f;
-  float eps = 1e-8f;
-  float weight_decay = 0.0f;
-  bool adamw = false;  // decoupled weight decay: param *= 1 - lr * weight_decay
-};
 
 // `step` counts from 1 (the bias corrections use it).
 void adam_step(HostContext& ctx, float* param, const float* grad, float* exp_avg, float* exp_avg_sq,

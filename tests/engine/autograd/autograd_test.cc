@@ -11,6 +11,7 @@
 #include "engine/autograd/ops.h"
 #include "engine/core/error.h"
 #include "engine/device/runtime.h"
+#include "engine/device/worker.h"
 
 namespace dpe {
 namespace {

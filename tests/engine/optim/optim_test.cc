@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <memory>
 
 #include "engine/optim/adam.h"
 #include "engine/optim/lr_scheduler.h"
@@ -67,15 +68,19 @@ TEST(AdamTest, MatchesTorchFormulasForAdamAndAdamW) {
     AdamOptions o;
     o.lr = 0.01f;
     o.weight_decay = 0.1f;
-    Adam adam({p}, o, decoupled);
+    std::unique_ptr<Adam> made = decoupled ? std::make_unique<AdamW>(std::vector<Tensor>{p}, o)
+                                           : std::make_unique<Adam>(std::vector<Tensor>{p}, o);
+    Adam& adam = *made;
     double x = 0.5, m = 0, v = 0;
     const double grads[4] = {0.3, -0.1, 0.2, 0.05};
     for (int t = 1; t <= 4; ++t) {
       set_grad(p, {static_cast<float>(grads[t - 1])});
       adam.step();
       double g = grads[t - 1];
-      if (decoupled) x *= 1 - 0.01 * 0.1;
-      else g += 0.1 * x;
+      if (decoupled)
+        x *= 1 - 0.01 * 0.1;
+      else
+        g += 0.1 * x;
       m = 0.9 * m + 0.1 * g;
       v = 0.999 * v + 0.001 * g * g;
       const double mhat = m / (1 - std::pow(0.9, t));

@@ -2,6 +2,7 @@
 // SGD step agree (relative error < 1e-5) for 2, 3 and 4 host devices; plus PyTorch's semantics
 // and errors, failure injection, and the imbalance it causes on device 0.
 #include "engine/parallel/data_parallel.h"
+#include "engine/device/worker.h"
 #include "engine/parallel/imbalance_report.h"
 
 #include <gtest/gtest.h>

@@ -6,11 +6,15 @@
 
 #include <vector>
 
+#include "kernels/cuda/copy.cuh"
 #include "kernels/cuda/device_runtime.h"
-#include "kernels/cuda/fill.cuh"
 
 namespace dpe::cuda {
 namespace {
+
+void fill_floats(void* stream, float* p, int64_t n, float value) {
+  fill(stream, p, &value, sizeof(float), n);
+}
 
 class CudaContextTest : public ::testing::Test {
  protected:
@@ -37,7 +41,7 @@ TEST_F(CudaContextTest, WorkspaceGrowsAndReadBackSeesTheStreamsWork) {
   constexpr int64_t n = 1 << 20;  // 4 MiB: more than the first workspace
   ctx.workspace(16);
   auto* p = static_cast<float*>(ctx.workspace(n * sizeof(float)));
-  fill_forward(ctx.stream(), p, n, 3.0f);
+  fill_floats(ctx.stream(), p, n, 3.0f);
   std::vector<float> host(n);
   ctx.read_back(host.data(), p, n * sizeof(float));
   for (int64_t i = 0; i < n; i += 4097) ASSERT_EQ(host[i], 3.0f);
@@ -49,8 +53,8 @@ TEST_F(CudaContextTest, TheLegacyStreamWaitsForTheComputeStream) {
   CudaContext ctx(0);
   constexpr int64_t n = 1 << 22;
   auto* p = static_cast<float*>(malloc_on(0, n * sizeof(float)));
-  fill_forward(ctx.stream(), p, n, 1.0f);
-  fill_forward(ctx.stream(), p, n, 2.0f);
+  fill_floats(ctx.stream(), p, n, 1.0f);
+  fill_floats(ctx.stream(), p, n, 2.0f);
   std::vector<float> host(n);
   memcpy_between(host.data(), -1, p, 0, n * sizeof(float));
   EXPECT_EQ(host[n - 1], 2.0f);
@@ -61,9 +65,9 @@ TEST_F(CudaContextTest, EventsOrderTheCopyAndComputeStreams) {
   CudaContext ctx(0);
   constexpr int64_t n = 1 << 20;
   auto* p = static_cast<float*>(ctx.workspace(n * sizeof(float)));
-  fill_forward(ctx.stream(), p, n, 5.0f);
+  fill_floats(ctx.stream(), p, n, 5.0f);
   ctx.copy_waits_for_compute();
-  fill_forward(ctx.copy_stream(), p, n, 6.0f);
+  fill_floats(ctx.copy_stream(), p, n, 6.0f);
   ctx.compute_waits_for_copy();
   std::vector<float> host(n);
   ctx.read_back(host.data(), p, n * sizeof(float));

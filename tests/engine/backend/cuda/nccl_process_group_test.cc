@@ -1,7 +1,7 @@
 // NcclProcessGroup on one rank (a HashStore, no network): the collectives' results and argument
 // errors, and the error without a GPU. (It belongs in tests/engine/distributed; it lives here until
 // the owner of that folder moves it.)
-#include "engine/distributed/nccl_process_group.h"
+#include "engine/backend/cuda/nccl_process_group.h"
 
 #include <gloo/rendezvous/hash_store.h>
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-#include "engine/distributed/nccl_process_group.h"
+#include "engine/backend/cuda/nccl_process_group.h"
 
 #include <gloo/rendezvous/store.h>
 
@@ -10,7 +10,7 @@
 
 #include <thread>
 
-#include "engine/device/cuda_device.h"
+#include "engine/backend/cuda/cuda_device.h"
 #include "engine/device/runtime.h"
 #include "kernels/cuda/cuda_context.h"
 #include "kernels/cuda/device_runtime.h"
@@ -72,7 +72,7 @@ NcclProcessGroup::NcclProcessGroup(std::shared_ptr<gloo::rendezvous::Store> stor
   DPE_CHECK(device.is_cuda(), what << ": the nccl backend needs a CUDA device");
   DeviceContext& ctx = Runtime::get().context(device);  // throws naming the device when absent
   cuda::set_device(device.index());
-  stream_ = cuda::cuda_context(ctx).stream();
+  stream_ = cuda::as_cuda(ctx).kernels().stream();
 
   const std::string key = options_.prefix + "/nccl_unique_id";
   ncclUniqueId id;

@@ -1,7 +1,7 @@
 // The CUDA backend against the host backend: every op, forward and backward, on the same random
 // inputs; its argument and label errors; the caching allocator's statistics and out-of-memory
 // error. Without a GPU only the tests that show the host stays the default run; the others skip.
-#include "engine/backend/cuda_backend.h"
+#include "engine/backend/cuda/cuda_backend.h"
 
 #include <gtest/gtest.h>
 
@@ -12,9 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/backend/host_backend.h"
+#include "engine/backend/cuda/cuda_device.h"
 #include "engine/core/error.h"
-#include "engine/device/cuda_device.h"
 #include "engine/device/runtime.h"
 
 namespace dpe {
@@ -50,7 +49,7 @@ TEST(CudaBackendNoGpuTest, ChoosingCuda0FailsClearlyAndTheHostStaysTheDefault) {
   // Factories without a device, and backend_for() of that device, are the host's.
   Tensor t = Tensor::ones({2, 3});
   EXPECT_TRUE(t.device().is_host());
-  EXPECT_NE(dynamic_cast<HostBackend*>(&backend_for(t.device())), nullptr);
+  EXPECT_EQ(&backend_for(t.device()), &backend_for(Device::parse("host:1")));
   Tensor out = Tensor::empty({2, 3});
   backend_for(t.device()).scale(t, 2.0f, out);
   EXPECT_EQ(out.to_vector<float>(), std::vector<float>(6, 2.0f));
@@ -60,14 +59,14 @@ TEST(CudaBackendNoGpuTest, TheCudaBackendRefusesHostTensors) {
   // Built with CUDA: the backend exists and names the wrong device; built without: it says so.
   std::string msg;
   try {
-    Backend& b = cuda_backend();
+    Backend& b = backend_for(kCuda0);
     Tensor x = Tensor::ones({4});
     Tensor y = Tensor::empty({4});
     msg = error_of([&] { b.relu_forward(x, y); });
     EXPECT_TRUE(contains(msg, "relu: the cuda backend got a tensor on host:0")) << msg;
   } catch (const Error& e) {
     msg = e.what();
-    EXPECT_TRUE(contains(msg, "cuda backend: not built")) << msg;
+    EXPECT_TRUE(contains(msg, "cuda backend: dpe was built without CUDA")) << msg;
   }
 }
 
@@ -77,12 +76,12 @@ class CudaBackendTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (Runtime::get().cuda_device_count() == 0) {
-      GTEST_SKIP() << "no CUDA device: " << cuda::device_count_status();
+      GTEST_SKIP() << "no CUDA device: " << Runtime::get().cuda_status();
     }
   }
 
   Backend& host() { return backend_for(kHost0); }
-  Backend& gpu() { return cuda_backend(); }
+  Backend& gpu() { return backend_for(kCuda0); }
 
   // Uniform values in [lo, hi) on host:0.
   Tensor random(const Shape& shape, float lo = -1.0f, float hi = 1.0f) {
@@ -346,21 +345,23 @@ TEST_F(CudaBackendTest, OptimizerStepsMatchHost) {
   const Shape s{257};
   Tensor grad = random(s);
   for (bool nesterov : {false, true}) {
+    const SgdOptions sgd{0.1f, 0.9f, 0.0f, 1e-2f, nesterov};
     Tensor hp = random(s), hb = Tensor::zeros(s);
     Tensor gp = dev(hp), gb = dev(hb);
     for (int step = 0; step < 3; ++step) {
-      host().sgd_step(hp, grad, hb, 0.1f, 0.9f, 0.0f, 1e-2f, nesterov, step == 0);
-      gpu().sgd_step(gp, dev(grad), gb, 0.1f, 0.9f, 0.0f, 1e-2f, nesterov, step == 0);
+      host().sgd_step(hp, grad, hb, sgd, step == 0);
+      gpu().sgd_step(gp, dev(grad), gb, sgd, step == 0);
     }
     expect_close(gp, hp, "sgd param");
     expect_close(gb, hb, "sgd momentum_buffer");
   }
   for (bool adamw : {false, true}) {
+    const AdamOptions adam{1e-2f, 0.9f, 0.999f, 1e-8f, 0.1f, adamw};
     Tensor hp = random(s), hm = Tensor::zeros(s), hv = Tensor::zeros(s);
     Tensor gp = dev(hp), gm = dev(hm), gv = dev(hv);
     for (int64_t step = 1; step <= 3; ++step) {
-      host().adam_step(hp, grad, hm, hv, 1e-2f, 0.9f, 0.999f, 1e-8f, 0.1f, step, adamw);
-      gpu().adam_step(gp, dev(grad), gm, gv, 1e-2f, 0.9f, 0.999f, 1e-8f, 0.1f, step, adamw);
+      host().adam_step(hp, grad, hm, hv, adam, step);
+      gpu().adam_step(gp, dev(grad), gm, gv, adam, step);
     }
     expect_close(gp, hp, "adam param");
     expect_close(gm, hm, "adam exp_avg");
@@ -383,7 +384,7 @@ TEST_F(CudaBackendTest, ArgumentErrorsMatchTheHostBackend) {
 
 TEST_F(CudaBackendTest, CachingAllocatorCountsTensorBytesNotCachedBytes) {
   DeviceContext& ctx = Runtime::get().context(kCuda0);
-  cuda::empty_cache(ctx);
+  cuda::as_cuda(ctx).empty_cache();
   const MemoryStats before = ctx.allocator().stats();
   {
     Tensor t = Tensor::empty({1000}, DType::kFloat32, kCuda0);  // 4000 bytes, a 4096-byte block
@@ -393,15 +394,15 @@ TEST_F(CudaBackendTest, CachingAllocatorCountsTensorBytesNotCachedBytes) {
     EXPECT_GE(during.peak_bytes, during.current_bytes);
   }
   EXPECT_EQ(ctx.allocator().stats().current_bytes, before.current_bytes);
-  EXPECT_EQ(cuda::cached_bytes(ctx), 4096);
+  EXPECT_EQ(cuda::as_cuda(ctx).cached_bytes(), 4096);
   {
     Tensor again = Tensor::empty({900}, DType::kFloat32, kCuda0);  // same size class: reused
-    EXPECT_EQ(cuda::cached_bytes(ctx), 0);
+    EXPECT_EQ(cuda::as_cuda(ctx).cached_bytes(), 0);
     EXPECT_EQ(ctx.allocator().stats().current_bytes, before.current_bytes + 3600);
     EXPECT_EQ(ctx.allocator().stats().allocations, before.allocations + 2);
   }
-  cuda::empty_cache(ctx);
-  EXPECT_EQ(cuda::cached_bytes(ctx), 0);
+  cuda::as_cuda(ctx).empty_cache();
+  EXPECT_EQ(cuda::as_cuda(ctx).cached_bytes(), 0);
 }
 
 TEST_F(CudaBackendTest, OutOfMemoryNamesTheDeviceAndLeavesTheCountsUnchanged) {

@@ -1,0 +1,446 @@
+// The validating front of every backend, and backend_for(): the argument checks of every op,
+// written once for all device types (the messages name the op, the devices and the shapes, as
+// torch's do), then the device type's slot. See the design note in backend.h.
+#include "engine/backend/backend.h"
+#include "engine/backend/cuda/cuda_backend.h"
+#include "engine/backend/host/host_backend.h"
+#include "engine/core/error.h"
+
+namespace dpe {
+
+namespace {
+
+const char* type_name(DeviceType type) { return type == DeviceType::kCuda ? "cuda" : "host"; }
+
+// The checks of one call: the op's name for messages and the device the call runs on, that of
+// `first`, which must be defined and of the backend's device type. The checks throw dpe::Error
+// naming the op.
+class Args {
+ public:
+  Args(const char* op, const Tensor& first, DeviceType type) : op_(op) {
+    DPE_CHECK(first.defined(), op << ": the first tensor argument is undefined");
+    device_ = first.device();
+    DPE_CHECK(device_.type() == type,
+              op << ": the " << type_name(type) << " backend got a tensor on " << device_);
+  }
+
+  // Defined, on this call's device, of dtype `dt`, contiguous.
+  void tensor(const Tensor& t, const char* what, DType dt = DType::kFloat32) const {
+    DPE_CHECK(t.defined(), op_ << ": " << what << " is an undefined tensor");
+    DPE_CHECK(t.device() == device_, op_ << ": expected all tensors to be on the same device, "
+                                            "but found at least two devices, "
+                                         << device_ << " and " << t.device() << " (" << what
+                                         << ")");
+    check_dtype(op_, t, dt, what);
+    DPE_CHECK(t.is_contiguous(),
+              op_ << ": " << what << " of shape " << t.shape() << " must be contiguous");
+  }
+  // tensor() plus an exact shape; `against` names where the expected shape comes from.
+  void shaped(const Tensor& t, const char* what, const Shape& want, const char* against,
+              const Shape& from, DType dt = DType::kFloat32) const {
+    tensor(t, what, dt);
+    DPE_CHECK(t.shape() == want, op_ << ": expected " << what << " of shape " << want << " for "
+                                     << against << " of shape " << from << ", but got "
+                                     << t.shape());
+  }
+  // shaped() when `t` is defined; an undefined optional tensor passes.
+  void optional(const Tensor& t, const char* what, const Shape& want, const char* against,
+                const Shape& from) const {
+    if (t.defined()) shaped(t, what, want, against, from);
+  }
+  void rank(const Tensor& t, const char* what, int64_t r) const {
+    tensor(t, what);
+    DPE_CHECK(t.dim() == r,
+              op_ << ": expected a " << r << "-D " << what << ", but got shape " << t.shape());
+  }
+  // An optional per-channel tensor of the input x: undefined, or [c].
+  void channel(const Tensor& t, const char* what, int64_t c, const Tensor& x) const {
+    optional(t, what, Shape{c}, "input", x.shape());
+  }
+  const char* op() const { return op_; }
+
+ private:
+  const char* op_;
+  Device device_;
+};
+
+// x [N, C, ...] for the batch-norm family, viewed as [N, C, S].
+struct NcsShape {
+  int64_t n, c, s;
+};
+NcsShape bn_shape(const Args& args, const Tensor& x) {
+  args.tensor(x, "input");
+  DPE_CHECK(x.dim() >= 2, args.op() << ": expected an input of at least 2 dimensions [N, C, ...], "
+                                       "but got shape "
+                                    << x.shape());
+  int64_t s = 1;
+  for (int64_t d = 2; d < x.dim(); ++d) s *= x.size(d);
+  return {x.size(0), x.size(1), s};
+}
+
+// The output shape [N, O, Ho, Wo] of a convolution; conv2d_shape (kernels/op_params.h) checks
+// the parameters, so its messages are those of every device type.
+Shape conv2d_output(const Args& args, const Tensor& x, const Tensor& w, const Conv2dParams& p) {
+  args.rank(x, "input", 4);
+  args.rank(w, "weight", 4);
+  DPE_CHECK(x.size(1) == w.size(1),
+            args.op() << ": weight of shape " << w.shape() << " expects input "
+                      << "with " << w.size(1) << " channels, but got input of shape " << x.shape());
+  const Conv2dShape s = conv2d_shape(x.size(0), x.size(1), x.size(2), x.size(3), w.size(0),
+                                     w.size(2), w.size(3), p.stride, p.padding);
+  return Shape{s.n, s.o, s.ho, s.wo};
+}
+
+// The output shape [N, C, Ho, Wo] of max pooling over an input [N, C, H, W] (checked by
+// max_pool2d_shape, as above).
+Shape pool2d_output(const Shape& in, const Pool2dParams& p) {
+  const Pool2dShape s = max_pool2d_shape(in[0], in[1], in[2], in[3], p.kernel, p.stride, p.padding);
+  return Shape{s.n, s.c, s.ho, s.wo};
+}
+
+class CheckedBackend final : public Backend {
+ public:
+  // `impl` implements the slots for tensors on devices of `type`; it outlives the front.
+  CheckedBackend(DeviceType type, Backend& impl) : type_(type), impl_(impl) {}
+
+  // --- elementwise ---
+
+  void add(const Tensor& a, const Tensor& b, float alpha, Tensor& out) override {
+    const Args c("add", a, type_);
+    c.tensor(a, "a");
+    c.shaped(b, "b", a.shape(), "a", a.shape());
+    c.shaped(out, "out", a.shape(), "a", a.shape());
+    impl_.add(a, b, alpha, out);
+  }
+
+  void mul(const Tensor& a, const Tensor& b, Tensor& out) override {
+    const Args c("mul", a, type_);
+    c.tensor(a, "a");
+    c.shaped(b, "b", a.shape(), "a", a.shape());
+    c.shaped(out, "out", a.shape(), "a", a.shape());
+    impl_.mul(a, b, out);
+  }
+
+  void scale(const Tensor& a, float s, Tensor& out) override {
+    const Args c("scale", a, type_);
+    c.tensor(a, "a");
+    c.shaped(out, "out", a.shape(), "a", a.shape());
+    impl_.scale(a, s, out);
+  }
+
+  void relu_forward(const Tensor& x, Tensor& y) override {
+    const Args c("relu", x, type_);
+    c.tensor(x, "input");
+    c.shaped(y, "output", x.shape(), "input", x.shape());
+    impl_.relu_forward(x, y);
+  }
+
+  void relu_backward(const Tensor& y, const Tensor& gy, Tensor& gx) override {
+    const Args c("relu_backward", y, type_);
+    c.tensor(y, "output");
+    c.shaped(gy, "grad_output", y.shape(), "output", y.shape());
+    c.shaped(gx, "grad_input", y.shape(), "output", y.shape());
+    impl_.relu_backward(y, gy, gx);
+  }
+
+  // --- reductions ---
+
+  void sum_all(const Tensor& x, Tensor& out) override {
+    const Args c("sum", x, type_);
+    c.tensor(x, "input");
+    c.tensor(out, "out");
+    DPE_CHECK(out.numel() == 1, "sum: expected a scalar out, but got shape " << out.shape());
+    impl_.sum_all(x, out);
+  }
+
+  void argmax_rows(const Tensor& x, Tensor& out) override {
+    const Args c("argmax", x, type_);
+    c.rank(x, "input", 2);
+    DPE_CHECK(x.size(1) > 0,
+              "argmax: expected a non-empty dim 1, but got input of shape " << x.shape());
+    c.shaped(out, "out", Shape{x.size(0)}, "input", x.shape(), DType::kInt64);
+    impl_.argmax_rows(x, out);
+  }
+
+  bool all_finite(const Tensor& x) override {
+    const Args c("all_finite", x, type_);
+    c.tensor(x, "input");
+    return impl_.all_finite(x);
+  }
+
+  // --- dense layers ---
+
+  void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) override {
+    const Args c("linear", x, type_);
+    c.rank(x, "input", 2);
+    c.rank(w, "weight", 2);
+    DPE_CHECK(x.size(1) == w.size(1),
+              "linear: input of shape " << x.shape() << " and weight of shape " << w.shape()
+                                        << " cannot be multiplied (" << x.size(1)
+                                        << " input features, weight expects " << w.size(1) << ")");
+    c.optional(b, "bias", Shape{w.size(0)}, "weight", w.shape());
+    c.shaped(y, "output", Shape{x.size(0), w.size(0)}, "input", x.shape());
+    impl_.linear_forward(x, w, b, y);
+  }
+
+  void linear_backward(const Tensor& x, const Tensor& w, const Tensor& gy, Tensor& gx, Tensor& gw,
+                       Tensor& gb) override {
+    const Args c("linear_backward", x, type_);
+    c.rank(x, "input", 2);
+    c.rank(w, "weight", 2);
+    DPE_CHECK(x.size(1) == w.size(1), "linear_backward: input of shape "
+                                          << x.shape() << " and weight of shape " << w.shape()
+                                          << " cannot be multiplied");
+    c.shaped(gy, "grad_output", Shape{x.size(0), w.size(0)}, "input", x.shape());
+    c.optional(gx, "grad_input", x.shape(), "input", x.shape());
+    c.optional(gw, "grad_weight", w.shape(), "weight", w.shape());
+    c.optional(gb, "grad_bias", Shape{w.size(0)}, "weight", w.shape());
+    impl_.linear_backward(x, w, gy, gx, gw, gb);
+  }
+
+  void matmul(const Tensor& a, const Tensor& b, Tensor& out) override {
+    const Args c("matmul", a, type_);
+    c.rank(a, "a", 2);
+    c.rank(b, "b", 2);
+    DPE_CHECK(a.size(1) == b.size(0), "matmul: a of shape " << a.shape() << " and b of shape "
+                                                            << b.shape()
+                                                            << " cannot be multiplied");
+    c.shaped(out, "out", Shape{a.size(0), b.size(1)}, "a", a.shape());
+    impl_.matmul(a, b, out);
+  }
+
+  // --- convolution and pooling ---
+
+  void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dParams& p,
+                      Tensor& y) override {
+    const Args c("conv2d", x, type_);
+    const Shape out = conv2d_output(c, x, w, p);
+    c.optional(b, "bias", Shape{w.size(0)}, "weight", w.shape());
+    c.shaped(y, "output", out, "input", x.shape());
+    if (x.size(0) == 0) return;
+    impl_.conv2d_forward(x, w, b, p, y);
+  }
+
+  void conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& gy, const Conv2dParams& p,
+                       Tensor& gx, Tensor& gw, Tensor& gb) override {
+    const Args c("conv2d_backward", x, type_);
+    const Shape out = conv2d_output(c, x, w, p);
+    c.shaped(gy, "grad_output", out, "input", x.shape());
+    c.optional(gx, "grad_input", x.shape(), "input", x.shape());
+    c.optional(gw, "grad_weight", w.shape(), "weight", w.shape());
+    c.optional(gb, "grad_bias", Shape{w.size(0)}, "weight", w.shape());
+    if (x.size(0) == 0) {  // an empty batch contributes nothing
+      if (gw.defined()) gw.zero_();
+      if (gb.defined()) gb.zero_();
+      return;
+    }
+    impl_.conv2d_backward(x, w, gy, p, gx, gw, gb);
+  }
+
+  void max_pool2d_forward(const Tensor& x, const Pool2dParams& p, Tensor& y,
+                          Tensor& workspace) override {
+    const Args c("max_pool2d", x, type_);
+    c.rank(x, "input", 4);
+    const Shape out = pool2d_output(x.shape(), p);
+    c.shaped(y, "output", out, "input", x.shape());
+    c.shaped(workspace, "indices", out, "input", x.shape(), DType::kInt64);
+    impl_.max_pool2d_forward(x, p, y, workspace);
+  }
+
+  void max_pool2d_backward(const Tensor& gy, const Tensor& workspace, const Pool2dParams& p,
+                           Tensor& gx) override {
+    const Args c("max_pool2d_backward", gy, type_);
+    c.rank(gx, "grad_input", 4);
+    const Shape out = pool2d_output(gx.shape(), p);
+    c.shaped(gy, "grad_output", out, "grad_input", gx.shape());
+    c.shaped(workspace, "indices", out, "grad_input", gx.shape(), DType::kInt64);
+    impl_.max_pool2d_backward(gy, workspace, p, gx);
+  }
+
+  // --- batch normalisation ---
+
+  void batch_norm_forward_train(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
+                                Tensor& y, Tensor& mean, Tensor& var) override {
+    const Args c("batch_norm", x, type_);
+    const NcsShape s = bn_shape(c, x);
+    DPE_CHECK(s.n * s.s > 1,
+              "batch_norm: expected more than 1 value per channel when training, "
+              "got input size "
+                  << x.shape());
+    c.channel(gamma, "weight", s.c, x);
+    c.channel(beta, "bias", s.c, x);
+    c.shaped(y, "output", x.shape(), "input", x.shape());
+    c.shaped(mean, "mean", Shape{s.c}, "input", x.shape());
+    c.shaped(var, "var", Shape{s.c}, "input", x.shape());
+    impl_.batch_norm_forward_train(x, gamma, beta, eps, y, mean, var);
+  }
+
+  void batch_norm_forward_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                               const Tensor& mean, const Tensor& var, float eps,
+                               Tensor& y) override {
+    const Args c("batch_norm", x, type_);
+    const NcsShape s = bn_shape(c, x);
+    c.channel(gamma, "weight", s.c, x);
+    c.channel(beta, "bias", s.c, x);
+    c.shaped(mean, "running_mean", Shape{s.c}, "input", x.shape());
+    c.shaped(var, "running_var", Shape{s.c}, "input", x.shape());
+    c.shaped(y, "output", x.shape(), "input", x.shape());
+    if (x.numel() == 0) return;
+    impl_.batch_norm_forward_eval(x, gamma, beta, mean, var, eps, y);
+  }
+
+  void batch_norm_backward(const Tensor& x, const Tensor& gy, const Tensor& gamma,
+                           const Tensor& mean, const Tensor& var, float eps, Tensor& gx,
+                           Tensor& ggamma, Tensor& gbeta) override {
+    const Args c("batch_norm_backward", x, type_);
+    const NcsShape s = bn_shape(c, x);
+    c.shaped(gy, "grad_output", x.shape(), "input", x.shape());
+    c.channel(gamma, "weight", s.c, x);
+    c.shaped(mean, "mean", Shape{s.c}, "input", x.shape());
+    c.shaped(var, "var", Shape{s.c}, "input", x.shape());
+    c.shaped(gx, "grad_input", x.shape(), "input", x.shape());
+    c.channel(ggamma, "grad_weight", s.c, x);
+    c.channel(gbeta, "grad_bias", s.c, x);
+    impl_.batch_norm_backward(x, gy, gamma, mean, var, eps, gx, ggamma, gbeta);
+  }
+
+  void channel_sums(const Tensor& x, Tensor& sum, Tensor& sumsq) override {
+    const Args c("channel_sums", x, type_);
+    const NcsShape s = bn_shape(c, x);
+    c.shaped(sum, "sum", Shape{s.c}, "input", x.shape());
+    c.shaped(sumsq, "sumsq", Shape{s.c}, "input", x.shape());
+    impl_.channel_sums(x, sum, sumsq);
+  }
+
+  void channel_grad_sums(const Tensor& x, const Tensor& gy, const Tensor& mean, Tensor& sum_gy,
+                         Tensor& sum_gy_xmu) override {
+    const Args c("channel_grad_sums", x, type_);
+    const NcsShape s = bn_shape(c, x);
+    c.shaped(gy, "grad_output", x.shape(), "input", x.shape());
+    c.shaped(mean, "mean", Shape{s.c}, "input", x.shape());
+    c.shaped(sum_gy, "sum_dy", Shape{s.c}, "input", x.shape());
+    c.shaped(sum_gy_xmu, "sum_dy_xmu", Shape{s.c}, "input", x.shape());
+    impl_.channel_grad_sums(x, gy, mean, sum_gy, sum_gy_xmu);
+  }
+
+  void batch_norm_apply(const Tensor& x, const Tensor& mean, const Tensor& invstd,
+                        const Tensor& gamma, const Tensor& beta, Tensor& y) override {
+    const Args c("batch_norm_elemt", x, type_);
+    const NcsShape s = bn_shape(c, x);
+    c.shaped(mean, "mean", Shape{s.c}, "input", x.shape());
+    c.shaped(invstd, "invstd", Shape{s.c}, "input", x.shape());
+    c.channel(gamma, "weight", s.c, x);
+    c.channel(beta, "bias", s.c, x);
+    c.shaped(y, "output", x.shape(), "input", x.shape());
+    impl_.batch_norm_apply(x, mean, invstd, gamma, beta, y);
+  }
+
+  void batch_norm_backward_elemt(const Tensor& x, const Tensor& gy, const Tensor& mean,
+                                 const Tensor& invstd, const Tensor& gamma, const Tensor& mean_gy,
+                                 const Tensor& mean_gy_xmu, Tensor& gx) override {
+    const Args c("batch_norm_backward_elemt", x, type_);
+    const NcsShape s = bn_shape(c, x);
+    c.shaped(gy, "grad_output", x.shape(), "input", x.shape());
+    c.shaped(mean, "mean", Shape{s.c}, "input", x.shape());
+    c.shaped(invstd, "invstd", Shape{s.c}, "input", x.shape());
+    c.channel(gamma, "weight", s.c, x);
+    c.shaped(mean_gy, "mean_dy", Shape{s.c}, "input", x.shape());
+    c.shaped(mean_gy_xmu, "mean_dy_xmu", Shape{s.c}, "input", x.shape());
+    c.shaped(gx, "grad_input", x.shape(), "input", x.shape());
+    impl_.batch_norm_backward_elemt(x, gy, mean, invstd, gamma, mean_gy, mean_gy_xmu, gx);
+  }
+
+  // --- losses ---
+
+  void log_softmax_forward(const Tensor& x, Tensor& y) override {
+    const Args c("log_softmax", x, type_);
+    c.rank(x, "input", 2);
+    c.shaped(y, "output", x.shape(), "input", x.shape());
+    impl_.log_softmax_forward(x, y);
+  }
+
+  void log_softmax_backward(const Tensor& y, const Tensor& gy, Tensor& gx) override {
+    const Args c("log_softmax_backward", y, type_);
+    c.rank(y, "output", 2);
+    c.shaped(gy, "grad_output", y.shape(), "output", y.shape());
+    c.shaped(gx, "grad_input", y.shape(), "output", y.shape());
+    impl_.log_softmax_backward(y, gy, gx);
+  }
+
+  void nll_loss_forward(const Tensor& logp, const Tensor& target, Tensor& out) override {
+    const Args c("nll_loss", logp, type_);
+    c.rank(logp, "input", 2);
+    c.tensor(target, "target", DType::kInt64);
+    DPE_CHECK(target.dim() == 1 && target.size(0) == logp.size(0),
+              "nll_loss: expected input batch_size ("
+                  << logp.size(0) << ") to match target batch_size ("
+                  << (target.dim() >= 1 ? target.size(0) : 0) << "), input of shape "
+                  << logp.shape() << " and target of shape " << target.shape());
+    c.tensor(out, "out");
+    DPE_CHECK(out.numel() == 1, "nll_loss: expected a scalar out, but got shape " << out.shape());
+    impl_.nll_loss_forward(logp, target, out);
+  }
+
+  void nll_loss_backward(const Tensor& gout, const Tensor& target, Tensor& gx) override {
+    const Args c("nll_loss_backward", gx, type_);
+    c.rank(gx, "grad_input", 2);
+    c.tensor(gout, "grad_output");
+    DPE_CHECK(gout.numel() == 1,
+              "nll_loss_backward: expected a scalar grad_output, but got shape " << gout.shape());
+    c.shaped(target, "target", Shape{gx.size(0)}, "grad_input", gx.shape(), DType::kInt64);
+    impl_.nll_loss_backward(gout, target, gx);
+  }
+
+  // --- dropout and optimizers ---
+
+  void dropout_mask(float p, uint64_t seed, Tensor& mask) override {
+    const Args c("dropout", mask, type_);
+    c.tensor(mask, "mask");
+    impl_.dropout_mask(p, seed, mask);
+  }
+
+  void sgd_step(Tensor& param, const Tensor& grad, Tensor& buf, const SgdOptions& o,
+                bool first) override {
+    const Args c("sgd", param, type_);
+    c.tensor(param, "param");
+    c.shaped(grad, "grad", param.shape(), "param", param.shape());
+    DPE_CHECK(!o.nesterov || (o.momentum > 0.0f && o.dampening == 0.0f),
+              "sgd: Nesterov momentum requires a momentum and zero dampening");
+    if (o.momentum != 0.0f) c.shaped(buf, "momentum_buffer", param.shape(), "param", param.shape());
+    impl_.sgd_step(param, grad, buf, o, first);
+    param.bump_version();
+    if (o.momentum != 0.0f) buf.bump_version();
+  }
+
+  void adam_step(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq,
+                 const AdamOptions& o, int64_t step) override {
+    const Args c(o.adamw ? "adamw" : "adam", param, type_);
+    c.tensor(param, "param");
+    c.shaped(grad, "grad", param.shape(), "param", param.shape());
+    c.shaped(exp_avg, "exp_avg", param.shape(), "param", param.shape());
+    c.shaped(exp_avg_sq, "exp_avg_sq", param.shape(), "param", param.shape());
+    impl_.adam_step(param, grad, exp_avg, exp_avg_sq, o, step);
+    param.bump_version();
+    exp_avg.bump_version();
+    exp_avg_sq.bump_version();
+  }
+
+ private:
+  const DeviceType type_;
+  Backend& impl_;
+};
+
+}  // namespace
+
+Backend& backend_for(Device device) {
+  // One front per device type, created on first use (thread-safely) and kept until exit, like
+  // the device contexts the tables use.
+  if (device.is_cuda()) {
+    static CheckedBackend cuda(DeviceType::kCuda, cuda_backend());
+    return cuda;
+  }
+  static CheckedBackend host(DeviceType::kHost, host_backend());
+  return host;
+}
+
+}  // namespace dpe

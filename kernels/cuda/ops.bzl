@@ -1,0 +1,15 @@
+"""The CUDA kernels, one library per op (kernels/cuda/BUILD), all linked by the CUDA backend."""
+
+CUDA_KERNEL_OPS = [
+    "batch_norm",
+    "conv2d",
+    "dropout",
+    "elementwise",
+    "linear",
+    "log_softmax",
+    "matmul",
+    "max_pool2d",
+    "nll_loss",
+    "optim_step",
+    "reduce",
+]

@@ -1,0 +1,15 @@
+"""The host kernels, one library per op (kernels/host/BUILD), all linked by the host backend."""
+
+HOST_KERNEL_OPS = [
+    "batch_norm",
+    "conv2d",
+    "dropout",
+    "elementwise",
+    "linear",
+    "log_softmax",
+    "matmul",
+    "max_pool2d",
+    "nll_loss",
+    "optim_step",
+    "reduce",
+]

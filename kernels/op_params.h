@@ -1,0 +1,81 @@
+// The shapes and options of ops, defined once for the engine's backend interface and for every
+// device type's kernels (host and CUDA): what a launcher needs beyond its pointers. Plain structs,
+// so gcc and nvcc both compile this header. The factories that derive output sizes also check the
+// parameters, so every device type reports the same errors.
+//
+// Threading contract: plain values and pure functions; safe from any thread.
+#pragma once
+
+#include <cstdint>
+
+namespace dpe {
+
+// --- parameters as the engine's ops take them (torch.nn.functional's names) ---
+struct Conv2dParams {
+  int64_t stride = 1;
+  int64_t padding = 0;
+};
+
+struct Pool2dParams {
+  int64_t kernel = 2;
+  int64_t stride = 2;
+  int64_t padding = 0;
+};
+
+// torch.optim.SGD: g = grad + wd * p; b = g (first use) or momentum * b + (1 - dampening) * g;
+// g = nesterov ? g + momentum * b : b; p -= lr * g.
+struct SgdOptions {
+  float lr = 0.01f;
+  float momentum = 0.0f;
+  float dampening = 0.0f;
+  float weight_decay = 0.0f;
+  bool nesterov = false;
+};
+
+// torch.optim.Adam / AdamW: bias-corrected moments, eps added after the square root.
+struct AdamOptions {
+  float lr = 1e-3f;
+  float beta1 = 0.9f;
+  float beta2 = 0.999f;
+  float eps = 1e-8f;
+  float weight_decay = 0.0f;
+  bool adamw = false;  // decoupled weight decay (AdamW): p *= 1 - lr * weight_decay
+};
+
+// --- shapes as the kernels take them ---
+// y[batch, out] = x[batch, in] @ w[out, in]^T (+ b[out]).
+struct LinearShape {
+  int64_t batch;
+  int64_t in;
+  int64_t out;
+};
+
+// x [n, c, h, w] convolved by w [o, c, kh, kw] into y [n, o, ho, wo].
+struct Conv2dShape {
+  int64_t n, c, h, w;
+  int64_t o, kh, kw;
+  int64_t stride, padding;
+  int64_t ho, wo;
+};
+
+// Max pooling of x [n, c, h, w] into y [n, c, ho, wo] (square window).
+struct Pool2dShape {
+  int64_t n, c, h, w;
+  int64_t kernel, stride, padding;
+  int64_t ho, wo;
+};
+
+// Batch normalisation of x [n, c, ...] viewed as [n, c, s] (s: the product of the trailing sizes).
+struct BatchNormShape {
+  int64_t n, c, s;
+};
+
+// Fills ho/wo: floor((h + 2p - kh) / stride) + 1. Throws dpe::Error for a stride below 1, a
+// negative padding or a kernel larger than the padded input.
+Conv2dShape conv2d_shape(int64_t n, int64_t c, int64_t h, int64_t w, int64_t o, int64_t kh,
+                         int64_t kw, int64_t stride, int64_t padding);
+// Fills ho/wo: floor((h + 2p - k) / stride) + 1. Throws for padding > kernel / 2, as torch does.
+Pool2dShape max_pool2d_shape(int64_t n, int64_t c, int64_t h, int64_t w, int64_t kernel,
+                             int64_t stride, int64_t padding);
+
+}  // namespace dpe
