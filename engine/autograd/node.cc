@@ -14,12 +14,12 @@ std::vector<Tensor> AccumulateGrad::apply(const std::vector<Tensor>& grads) {
   if (!impl || !grads[0].defined()) return {};
   Tensor leaf(impl);
   const Tensor& g = grads[0];
-  DPE_CHECK(g.shape() == leaf.shape(), "AccumulateGrad: gradient " << g.shape()
-                                           << " does not match the parameter "
+  DPE_CHECK(g.shape() == leaf.shape(), "AccumulateGrad: gradient "
+                                           << g.shape() << " does not match the parameter "
                                            << leaf.autograd().name << " " << leaf.shape());
-  DPE_CHECK(g.device() == leaf.device(), "AccumulateGrad: gradient on "
-                                             << g.device() << " for a parameter on "
-                                             << leaf.device());
+  DPE_CHECK(g.device() == leaf.device(), "AccumulateGrad: gradient on " << g.device()
+                                                                        << " for a parameter on "
+                                                                        << leaf.device());
   Tensor current = leaf.grad();
   if (!current.defined()) {
     // A fresh buffer: the incoming gradient may be shared with other nodes.
@@ -30,6 +30,35 @@ std::vector<Tensor> AccumulateGrad::apply(const std::vector<Tensor>& grads) {
   }
   for (auto& hook : impl->autograd.post_accumulate_hooks) hook(leaf);
   return {};
+}
+
+void check_saved_versions(const std::string& op, const std::vector<SavedTensor>& saved) {
+  for (const SavedTensor& s : saved) {
+    if (!s.tensor.defined() || s.tensor.version() == s.version) continue;
+    const Tensor& t = s.tensor;
+    const std::string& name = t.autograd().name;
+    DPE_THROW(
+        "one of the variables needed for gradient computation has been modified by an "
+        "inplace operation: ["
+        << dtype_name(t.dtype()) << " " << t.shape() << " on " << t.device() << "]"
+        << (name.empty() ? "" : " (" + name + ")") << ", which " << op
+        << " saved for its backward, is at version " << t.version() << "; expected version "
+        << s.version
+        << " instead. Hint: something wrote to it in place between the forward and "
+           "backward() (an optimizer step, copy_, fill_, a running-statistics update)");
+  }
+}
+
+FunctionNode::FunctionNode(std::string name, Device device, uint32_t num_outputs,
+                           BackwardFn backward, const std::vector<Tensor>& saved)
+    : Node(std::move(name), device, num_outputs), backward_(std::move(backward)) {
+  saved_.reserve(saved.size());
+  for (const Tensor& t : saved) saved_.emplace_back(t);
+}
+
+std::vector<Tensor> FunctionNode::apply(const std::vector<Tensor>& grads) {
+  check_saved_versions(name(), saved_);
+  return backward_(grads);
 }
 
 Edge gradient_edge(const Tensor& t) {
@@ -53,11 +82,11 @@ bool needs_grad(const std::vector<Tensor>& inputs) {
 }
 
 bool record(const std::string& name, const std::vector<Tensor>& inputs,
-            std::vector<Tensor*> outputs, BackwardFn backward) {
+            std::vector<Tensor*> outputs, BackwardFn backward, const std::vector<Tensor>& saved) {
   if (!needs_grad(inputs)) return false;
   auto node = std::make_shared<FunctionNode>(name, outputs.at(0)->device(),
                                              static_cast<uint32_t>(outputs.size()),
-                                             std::move(backward));
+                                             std::move(backward), saved);
   for (const Tensor& t : inputs) node->next_edges().push_back(gradient_edge(t));
   for (uint32_t i = 0; i < outputs.size(); ++i) {
     AutogradMeta& meta = outputs[i]->autograd();

@@ -5,6 +5,16 @@
 // (engine.h) runs each node's backward on that device's worker, so a graph that spans devices
 // (DataParallel) is differentiated by all devices at once, and cross-device ops (to, scatter,
 // gather) are ordinary nodes whose backward moves gradients back where their inputs live.
+//
+// Design note "saved tensors": an op passes record() the tensors its backward will read; the node
+// keeps each with its version (tensor.h: shared by all views of the storage, bumped by every
+// in-place write) and refuses to run its backward if one has moved since, with PyTorch's "one of
+// the variables needed for gradient computation has been modified by an inplace operation".
+//
+// Threading contract: a node is built by the thread that runs the forward op; the engine then
+// runs its apply() once, on the worker of its device (or inline for a one-device graph). Hooks
+// that AccumulateGrad fires (AutogradMeta::post_accumulate_hooks) therefore run on device workers,
+// concurrently across devices: DDP's Reducer relies on it and synchronises itself.
 #pragma once
 
 #include <cstdint>
@@ -60,25 +70,41 @@ class AccumulateGrad final : public Node {
 
 using BackwardFn = std::function<std::vector<Tensor>(const std::vector<Tensor>& grads)>;
 
-// A node whose backward is a function, used by most ops.
+// A tensor a backward reads, with the version it had when the op was recorded.
+struct SavedTensor {
+  explicit SavedTensor(const Tensor& t) : tensor(t), version(t.defined() ? t.version() : 0) {}
+  Tensor tensor;
+  uint64_t version;
+};
+
+// Throws dpe::Error naming the tensor (shape, dtype, device, parameter name), the op and both
+// versions when one of `saved` was modified in place after `op` recorded it.
+void check_saved_versions(const std::string& op, const std::vector<SavedTensor>& saved);
+
+// A node whose backward is a function, used by most ops. apply() checks the saved tensors' versions
+// before calling the function.
 class FunctionNode final : public Node {
  public:
-  FunctionNode(std::string name, Device device, uint32_t num_outputs, BackwardFn backward)
-      : Node(std::move(name), device, num_outputs), backward_(std::move(backward)) {}
-  std::vector<Tensor> apply(const std::vector<Tensor>& grads) override { return backward_(grads); }
+  FunctionNode(std::string name, Device device, uint32_t num_outputs, BackwardFn backward,
+               const std::vector<Tensor>& saved = {});
+  std::vector<Tensor> apply(const std::vector<Tensor>& grads) override;
 
  private:
   BackwardFn backward_;
+  std::vector<SavedTensor> saved_;
 };
 
 // The edge through which a gradient for `t` flows: its grad_fn, its leaf accumulator, or none.
 Edge gradient_edge(const Tensor& t);
 
 // Records an op: when grad mode is on and any input requires grad, creates a FunctionNode on the
-// device of outputs[0] with edges to `inputs` and makes it the grad_fn of every output.
+// device of outputs[0] with edges to `inputs` and makes it the grad_fn of every output. `saved`
+// lists the tensors `backward` reads that a caller could still write in place (inputs, outputs,
+// labels; not temporaries the op made): their versions are checked when the backward runs.
 // Returns true when the op was recorded.
 bool record(const std::string& name, const std::vector<Tensor>& inputs,
-            std::vector<Tensor*> outputs, BackwardFn backward);
+            std::vector<Tensor*> outputs, BackwardFn backward,
+            const std::vector<Tensor>& saved = {});
 
 // True when an op on `inputs` must be recorded.
 bool needs_grad(const std::vector<Tensor>& inputs);

@@ -21,19 +21,21 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
   DeviceGuard guard(&a.context());
   Tensor c = Tensor::empty(Shape{a.size(0), b.size(1)}, DType::kFloat32, a.device());
   backend_of(a).matmul(a, b, c);
-  record("matmul", {a_in, b_in}, {&c}, [a, b, a_in, b_in](const std::vector<Tensor>& g) {
-    Tensor gc = g[0].contiguous();
-    Tensor ga, gb;
-    if (a_in.requires_grad()) {  // gA = gC @ B^T
-      ga = like(a);
-      backend_of(a).matmul(gc, b.permute({1, 0}).contiguous(), ga);
-    }
-    if (b_in.requires_grad()) {  // gB = A^T @ gC
-      gb = like(b);
-      backend_of(b).matmul(a.permute({1, 0}).contiguous(), gc, gb);
-    }
-    return std::vector<Tensor>{ga, gb};
-  });
+  record("matmul", {a_in, b_in}, {&c},
+         [a, b, a_in, b_in](const std::vector<Tensor>& g) {
+           Tensor gc = g[0].contiguous();
+           Tensor ga, gb;
+           if (a_in.requires_grad()) {  // gA = gC @ B^T
+             ga = like(a);
+             backend_of(a).matmul(gc, b.permute({1, 0}).contiguous(), ga);
+           }
+           if (b_in.requires_grad()) {  // gB = A^T @ gC
+             gb = like(b);
+             backend_of(b).matmul(a.permute({1, 0}).contiguous(), gc, gb);
+           }
+           return std::vector<Tensor>{ga, gb};
+         },
+         {a, b});
   return c;
 }
 
@@ -41,19 +43,21 @@ Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, const 
   Tensor x = prepare(who.c_str(), x_in, x_in, "input");
   Tensor w = prepare(who.c_str(), w_in, x_in, "weight");
   Tensor b = b_in.defined() ? prepare(who.c_str(), b_in, x_in, "bias") : Tensor();
-  DPE_CHECK(x.dim() == 2 && x.size(1) == w.size(1),
-            who << ": expected input of shape [N, " << w.size(1) << "] for weight " << w.shape()
-                << ", got " << x.shape());
+  DPE_CHECK(x.dim() == 2 && x.size(1) == w.size(1), who << ": expected input of shape [N, "
+                                                        << w.size(1) << "] for weight " << w.shape()
+                                                        << ", got " << x.shape());
   DeviceGuard guard(&x.context());
   Tensor y = Tensor::empty(Shape{x.size(0), w.size(0)}, DType::kFloat32, x.device());
   backend_of(x).linear_forward(x, w, b, y);
-  record(who, {x_in, w_in, b_in}, {&y}, [x, w, x_in, w_in, b_in](const std::vector<Tensor>& g) {
-    Tensor gx = x_in.requires_grad() ? like(x) : Tensor();
-    Tensor gw = w_in.requires_grad() ? like(w) : Tensor();
-    Tensor gb = b_in.requires_grad() ? like(b_in) : Tensor();
-    backend_of(x).linear_backward(x, w, g[0].contiguous(), gx, gw, gb);
-    return std::vector<Tensor>{gx, gw, gb};
-  });
+  record(who, {x_in, w_in, b_in}, {&y},
+         [x, w, x_in, w_in, b_in](const std::vector<Tensor>& g) {
+           Tensor gx = x_in.requires_grad() ? like(x) : Tensor();
+           Tensor gw = w_in.requires_grad() ? like(w) : Tensor();
+           Tensor gb = b_in.requires_grad() ? like(b_in) : Tensor();
+           backend_of(x).linear_backward(x, w, g[0].contiguous(), gx, gw, gb);
+           return std::vector<Tensor>{gx, gw, gb};
+         },
+         {x, w});
   return y;
 }
 
@@ -63,9 +67,9 @@ Tensor conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, const 
   Tensor w = prepare(who.c_str(), w_in, x_in, "weight");
   Tensor b = b_in.defined() ? prepare(who.c_str(), b_in, x_in, "bias") : Tensor();
   DPE_CHECK(w.dim() == 4, who << ": weight must be 4-D [out, in, kh, kw], got " << w.shape());
-  DPE_CHECK(x.dim() == 4 && x.size(1) == w.size(1),
-            who << ": expected input [N, " << w.size(1) << ", H, W] for weight " << w.shape()
-                << ", got " << x.shape());
+  DPE_CHECK(x.dim() == 4 && x.size(1) == w.size(1), who << ": expected input [N, " << w.size(1)
+                                                        << ", H, W] for weight " << w.shape()
+                                                        << ", got " << x.shape());
   const int64_t ho = (x.size(2) + 2 * p.padding - w.size(2)) / p.stride + 1;
   const int64_t wo = (x.size(3) + 2 * p.padding - w.size(3)) / p.stride + 1;
   DPE_CHECK(ho > 0 && wo > 0, who << ": input " << x.shape() << " is smaller than the kernel "
@@ -73,13 +77,15 @@ Tensor conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, const 
   DeviceGuard guard(&x.context());
   Tensor y = Tensor::empty(Shape{x.size(0), w.size(0), ho, wo}, DType::kFloat32, x.device());
   backend_of(x).conv2d_forward(x, w, b, p, y);
-  record(who, {x_in, w_in, b_in}, {&y}, [x, w, p, x_in, w_in, b_in](const std::vector<Tensor>& g) {
-    Tensor gx = x_in.requires_grad() ? like(x) : Tensor();
-    Tensor gw = w_in.requires_grad() ? like(w) : Tensor();
-    Tensor gb = b_in.requires_grad() ? like(b_in) : Tensor();
-    backend_of(x).conv2d_backward(x, w, g[0].contiguous(), p, gx, gw, gb);
-    return std::vector<Tensor>{gx, gw, gb};
-  });
+  record(who, {x_in, w_in, b_in}, {&y},
+         [x, w, p, x_in, w_in, b_in](const std::vector<Tensor>& g) {
+           Tensor gx = x_in.requires_grad() ? like(x) : Tensor();
+           Tensor gw = w_in.requires_grad() ? like(w) : Tensor();
+           Tensor gb = b_in.requires_grad() ? like(b_in) : Tensor();
+           backend_of(x).conv2d_backward(x, w, g[0].contiguous(), p, gx, gw, gb);
+           return std::vector<Tensor>{gx, gw, gb};
+         },
+         {x, w});
   return y;
 }
 
@@ -89,8 +95,8 @@ Tensor max_pool2d(const Tensor& x_in, const Pool2dParams& p) {
   DPE_CHECK(p.padding * 2 <= p.kernel, "max_pool2d: pad should be at most half of kernel size");
   const int64_t ho = (x.size(2) + 2 * p.padding - p.kernel) / p.stride + 1;
   const int64_t wo = (x.size(3) + 2 * p.padding - p.kernel) / p.stride + 1;
-  DPE_CHECK(ho > 0 && wo > 0, "max_pool2d: input " << x.shape() << " is smaller than the kernel "
-                                                   << p.kernel);
+  DPE_CHECK(ho > 0 && wo > 0,
+            "max_pool2d: input " << x.shape() << " is smaller than the kernel " << p.kernel);
   DeviceGuard guard(&x.context());
   Tensor y = Tensor::empty(Shape{x.size(0), x.size(1), ho, wo}, DType::kFloat32, x.device());
   Tensor workspace = Tensor::empty(y.shape(), DType::kInt64, x.device());
@@ -120,8 +126,7 @@ Tensor batch_norm(const Tensor& x_in, const Tensor& gamma_in, const Tensor& beta
                   Tensor& running_mean, Tensor& running_var, bool training, float momentum,
                   float eps, const std::string& who) {
   Tensor x = prepare(who.c_str(), x_in, x_in, "input");
-  DPE_CHECK(x.dim() == 2 || x.dim() == 4,
-            who << ": expected 2-D or 4-D input, got " << x.shape());
+  DPE_CHECK(x.dim() == 2 || x.dim() == 4, who << ": expected 2-D or 4-D input, got " << x.shape());
   const int64_t channels = x.size(1);
   Tensor gamma = prepare(who.c_str(), gamma_in, x_in, "weight");
   Tensor beta = prepare(who.c_str(), beta_in, x_in, "bias");
@@ -153,7 +158,8 @@ Tensor batch_norm(const Tensor& x_in, const Tensor& gamma_in, const Tensor& beta
              backend_of(x).batch_norm_backward(x, g[0].contiguous(), gamma, mean, var, eps, gx,
                                                ggamma, gbeta);
              return std::vector<Tensor>{gx, ggamma, gbeta};
-           });
+           },
+           {x, gamma});
     return y;
   }
   Tensor rm = running_mean.contiguous(), rv = running_var.contiguous();
@@ -172,7 +178,8 @@ Tensor batch_norm(const Tensor& x_in, const Tensor& gamma_in, const Tensor& beta
            b.channel_grad_sums(x, gy, rm, sum_gy, sum_gy_xmu);
            b.mul(sum_gy_xmu, invstd, ggamma);
            return std::vector<Tensor>{gx, ggamma, sum_gy};
-         });
+         },
+         {x, gamma, rm, rv});
   return y;
 }
 

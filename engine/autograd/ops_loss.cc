@@ -16,11 +16,13 @@ Tensor log_softmax(const Tensor& x_in) {
   Tensor y = like(x);
   backend_of(x).log_softmax_forward(x, y);
   Tensor saved = y.detach();
-  record("log_softmax", {x_in}, {&y}, [saved](const std::vector<Tensor>& g) {
-    Tensor gx = like(saved);
-    backend_of(saved).log_softmax_backward(saved, g[0].contiguous(), gx);
-    return std::vector<Tensor>{gx};
-  });
+  record("log_softmax", {x_in}, {&y},
+         [saved](const std::vector<Tensor>& g) {
+           Tensor gx = like(saved);
+           backend_of(saved).log_softmax_backward(saved, g[0].contiguous(), gx);
+           return std::vector<Tensor>{gx};
+         },
+         {saved});
   return y;
 }
 
@@ -38,11 +40,13 @@ Tensor nll_loss(const Tensor& logp_in, const Tensor& target_in) {
   Tensor out = Tensor::empty(Shape{}, DType::kFloat32, logp.device());
   backend_of(logp).nll_loss_forward(logp, target, out);
   const Shape shape = logp.shape();
-  record("nll_loss", {logp_in}, {&out}, [target, shape](const std::vector<Tensor>& g) {
-    Tensor gx = Tensor::empty(shape, DType::kFloat32, g[0].device());
-    backend_of(gx).nll_loss_backward(g[0], target, gx);
-    return std::vector<Tensor>{gx};
-  });
+  record("nll_loss", {logp_in}, {&out},
+         [target, shape](const std::vector<Tensor>& g) {
+           Tensor gx = Tensor::empty(shape, DType::kFloat32, g[0].device());
+           backend_of(gx).nll_loss_backward(g[0], target, gx);
+           return std::vector<Tensor>{gx};
+         },
+         {target});
   return out;
 }
 
@@ -52,9 +56,9 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target) {
 
 Tensor mse_loss(const Tensor& input, const Tensor& target) {
   DPE_CHECK(input.defined() && target.defined(), "mse_loss: undefined input or target");
-  DPE_CHECK(input.shape() == target.shape(), "mse_loss: input " << input.shape()
-                                                 << " and target " << target.shape()
-                                                 << " must have the same size");
+  DPE_CHECK(input.shape() == target.shape(), "mse_loss: input " << input.shape() << " and target "
+                                                                << target.shape()
+                                                                << " must have the same size");
   Tensor diff = sub(input, target);
   return mean(mul(diff, diff));
 }

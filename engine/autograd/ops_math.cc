@@ -46,18 +46,20 @@ Tensor mul(const Tensor& a_in, const Tensor& b_in) {
   DeviceGuard guard(&a.context());
   Tensor out = like(a);
   backend_of(a).mul(a, b, out);
-  record("mul", {a_in, b_in}, {&out}, [a, b, a_in, b_in](const std::vector<Tensor>& g) {
-    Tensor ga, gb;
-    if (a_in.requires_grad()) {
-      ga = like(a);
-      backend_of(a).mul(g[0], b, ga);
-    }
-    if (b_in.requires_grad()) {
-      gb = like(b);
-      backend_of(b).mul(g[0], a, gb);
-    }
-    return std::vector<Tensor>{ga, gb};
-  });
+  record("mul", {a_in, b_in}, {&out},
+         [a, b, a_in, b_in](const std::vector<Tensor>& g) {
+           Tensor ga, gb;
+           if (a_in.requires_grad()) {
+             ga = like(a);
+             backend_of(a).mul(g[0], b, ga);
+           }
+           if (b_in.requires_grad()) {
+             gb = like(b);
+             backend_of(b).mul(g[0], a, gb);
+           }
+           return std::vector<Tensor>{ga, gb};
+         },
+         {a, b});
   return out;
 }
 
@@ -80,11 +82,13 @@ Tensor relu(const Tensor& x_in) {
   Tensor y = like(x);
   backend_of(x).relu_forward(x, y);
   Tensor saved = y.detach();
-  record("relu", {x_in}, {&y}, [saved](const std::vector<Tensor>& g) {
-    Tensor gx = like(saved);
-    backend_of(saved).relu_backward(saved, g[0].contiguous(), gx);
-    return std::vector<Tensor>{gx};
-  });
+  record("relu", {x_in}, {&y},
+         [saved](const std::vector<Tensor>& g) {
+           Tensor gx = like(saved);
+           backend_of(saved).relu_backward(saved, g[0].contiguous(), gx);
+           return std::vector<Tensor>{gx};
+         },
+         {saved});
   return y;
 }
 

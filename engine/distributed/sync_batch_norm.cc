@@ -129,7 +129,8 @@ Tensor SyncBatchNorm::forward(const Tensor& x_in) {
              b.batch_norm_backward_elemt(x, gy, mean_t, invstd_t, gamma, mean_gy, mean_gy_xmu, gx);
            }
            return std::vector<Tensor>{gx, ggamma, gbeta};
-         });
+         },
+         {x, gamma});
   return y;
 }
 

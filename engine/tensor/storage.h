@@ -1,8 +1,15 @@
 // Storage: one contiguous block of a device's memory, shared by a tensor and its views, and
-// returned to that device's allocator when the last of them is gone.
+// returned to that device's allocator when the last of them is gone. It carries the version
+// counter of its data, shared by every view, as PyTorch's views share theirs: a write through any
+// view is a write to what the others see.
+//
+// Threading contract: a Storage may be shared across threads; the version counter is atomic, the
+// data is the caller's to synchronise (writing one element from two threads is a race).
 #pragma once
 
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 
 #include "engine/device/device_context.h"
 
@@ -21,8 +28,14 @@ class Storage {
   size_t nbytes() const { return nbytes_; }
   DeviceContext& context() const { return *context_; }
 
+  // Bumped by every in-place write to the data (Tensor::bump_version); autograd compares it with
+  // the value it saved when an op recorded a tensor its backward reads (engine/autograd/node.h).
+  uint64_t version() const { return version_.load(std::memory_order_relaxed); }
+  void bump_version() { version_.fetch_add(1, std::memory_order_relaxed); }
+
  private:
   DeviceContext* context_;
+  std::atomic<uint64_t> version_{0};
   size_t nbytes_;
   void* data_;
 };

@@ -46,8 +46,6 @@ struct TensorImpl {
   std::vector<int64_t> strides;  // in elements
   DType dtype = DType::kFloat32;
   AutogradMeta autograd;
-  // Bumped by every in-place write, so autograd can refuse to use a tensor modified after save.
-  uint64_t version = 0;
 };
 
 class Tensor {
@@ -119,8 +117,11 @@ class Tensor {
   const std::shared_ptr<Node>& grad_fn() const { return impl_->autograd.grad_fn; }
   bool is_leaf() const { return !impl_ || impl_->autograd.grad_fn == nullptr; }
   AutogradMeta& autograd() const { return impl_->autograd; }
-  void bump_version() { ++impl_->version; }
-  uint64_t version() const { return impl_->version; }
+  // The version counter of the data, shared with every view of the same storage: every in-place
+  // write bumps it (copy_, fill_, optimizer steps, running statistics, gradient accumulation), and
+  // a backward refuses a saved tensor whose version moved since its op was recorded.
+  void bump_version() { impl_->storage->bump_version(); }
+  uint64_t version() const { return impl_->storage->version(); }
 
   TensorImpl* impl() const { return impl_.get(); }
   const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
