@@ -2,6 +2,7 @@
 
 #include "engine/autograd/ops.h"
 #include "engine/nn/activation.h"
+#include "engine/nn/pooling.h"
 #include "engine/nn/batch_norm.h"
 #include "engine/nn/conv2d.h"
 #include "engine/nn/linear.h"

@@ -1,6 +1,7 @@
 #include "models/mlp.h"
 
 #include "engine/nn/activation.h"
+#include "engine/nn/flatten.h"
 #include "engine/nn/linear.h"
 #include "engine/nn/sequential.h"
 

@@ -1,5 +1,9 @@
 // BatchNorm2d (and 1d over [N, C]): batch statistics in training with running statistics
 // updated by momentum (unbiased variance), running statistics in evaluation, as PyTorch.
+//
+// Threading contract: as every Module (module.h): one thread at a time per instance.
+// DataParallel's replica 0 aliases the original's running statistics and updates them in place,
+// as PyTorch's does; the other replicas update copies that are dropped after the step.
 #pragma once
 
 #include "engine/nn/module.h"

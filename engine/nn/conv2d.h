@@ -1,4 +1,6 @@
 // Conv2d: PyTorch's nn.Conv2d (square kernel, stride, padding) with its default initialisation.
+//
+// Threading contract: as every Module (module.h): one thread at a time per instance.
 #pragma once
 
 #include "engine/backend/backend.h"

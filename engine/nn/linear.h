@@ -1,4 +1,6 @@
 // Linear: y = x W^T + b, PyTorch's nn.Linear with its default initialisation.
+//
+// Threading contract: as every Module (module.h): one thread at a time per instance.
 #pragma once
 
 #include "engine/nn/module.h"

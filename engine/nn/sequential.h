@@ -1,4 +1,6 @@
 // Sequential: children "0", "1", ... applied in order, as PyTorch's nn.Sequential.
+//
+// Threading contract: as every Module (module.h): one thread at a time per instance.
 #pragma once
 
 #include <memory>

@@ -1,5 +1,7 @@
 // Adam and AdamW with torch.optim's updates (bias-corrected moments, eps added after the square
 // root; AdamW decays the weights directly: p *= 1 - lr * wd).
+//
+// Threading contract: as Optimizer (optimizer.h).
 #pragma once
 
 #include "engine/backend/backend.h"

@@ -1,4 +1,6 @@
 // Learning-rate schedules stepped once per epoch: StepLR and CosineAnnealingLR (closed form).
+//
+// Threading contract: called by the thread that steps the optimizer, between steps.
 #pragma once
 
 #include "engine/optim/optimizer.h"

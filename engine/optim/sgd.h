@@ -1,6 +1,8 @@
 // SGD with momentum, dampening, weight decay and Nesterov, with torch.optim.SGD's update:
 //   g = grad + wd * p;  b = g (first step) or momentum * b + (1 - dampening) * g;
 //   g = nesterov ? g + momentum * b : b;  p -= lr * g.
+//
+// Threading contract: as Optimizer (optimizer.h).
 #pragma once
 
 #include "engine/backend/backend.h"

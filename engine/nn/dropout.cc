@@ -1,0 +1,34 @@
+#include "engine/nn/dropout.h"
+
+#include <cstdio>
+
+#include "engine/autograd/ops.h"
+
+namespace dpe::nn {
+
+Dropout::Dropout(float p, uint64_t seed) : p_(p), seeds_(std::make_shared<SeedSource>()) {
+  seeds_->gen.manual_seed(seed);
+}
+
+void Dropout::reseed(uint64_t seed) {
+  std::lock_guard<std::mutex> lock(seeds_->mu);
+  seeds_->gen.manual_seed(seed);
+}
+
+Tensor Dropout::forward(const Tensor& x) {
+  if (!is_training()) return x;
+  uint64_t seed;
+  {
+    std::lock_guard<std::mutex> lock(seeds_->mu);
+    seed = seeds_->gen.next_u64();
+  }
+  return ops::dropout(x, p_, true, seed);
+}
+
+std::string Dropout::repr() const {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "Dropout(p=%g)", p_);
+  return buf;
+}
+
+}  // namespace dpe::nn

@@ -1,0 +1,39 @@
+#include "engine/nn/dropout.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+namespace dpe {
+namespace {
+
+TEST(DropoutTest, ZeroesAboutPAndScalesTheRestInTrainingIdentityInEval) {
+  nn::Dropout d(0.5f, 1);
+  EXPECT_EQ(d.repr(), "Dropout(p=0.5)");
+  Tensor x = Tensor::ones({100});
+  const auto train_out = d(x).to_vector<float>();
+  int zeros = 0;
+  for (float v : train_out) {
+    EXPECT_TRUE(v == 0.0f || std::abs(v - 2.0f) < 1e-6);
+    zeros += v == 0.0f;
+  }
+  EXPECT_GT(zeros, 20);
+  EXPECT_LT(zeros, 80);
+  d.eval();
+  EXPECT_EQ(d(x).to_vector<float>(), x.to_vector<float>());
+}
+
+TEST(DropoutTest, ReseedRepeatsTheMaskAndCopiesShareTheGenerator) {
+  nn::Dropout d(0.3f, 7);
+  Tensor x = Tensor::ones({64});
+  const auto first = d(x).to_vector<float>();
+  d.reseed(7);
+  EXPECT_EQ(d(x).to_vector<float>(), first);
+  auto copy = d.clone_structure();  // a replica draws the next seed from the same generator
+  d.reseed(7);
+  EXPECT_EQ(copy->forward(x).to_vector<float>(), first);
+  EXPECT_NE(d(x).to_vector<float>(), first);
+}
+
+}  // namespace
+}  // namespace dpe

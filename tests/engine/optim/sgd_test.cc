@@ -1,0 +1,55 @@
+#include "engine/optim/sgd.h"
+
+#include <gtest/gtest.h>
+
+#include "tests/engine/optim/params.h"
+
+namespace dpe::optim {
+namespace {
+
+using testing::param;
+using testing::set_grad;
+
+TEST(SgdTest, MomentumDampeningWeightDecayNesterov) {
+  for (bool nesterov : {false, true}) {
+    Tensor p = param({1.0f, -2.0f});
+    SgdOptions o;
+    o.lr = 0.1f;
+    o.momentum = 0.9f;
+    o.weight_decay = 0.01f;
+    o.nesterov = nesterov;
+    SGD sgd({p}, o);
+    double ref[2] = {1.0, -2.0}, buf[2] = {0, 0};
+    const double grads[3][2] = {{0.5, -0.25}, {0.1, 0.2}, {-0.3, 0.4}};
+    for (int step = 0; step < 3; ++step) {
+      set_grad(p, {static_cast<float>(grads[step][0]), static_cast<float>(grads[step][1])});
+      sgd.step();
+      for (int k = 0; k < 2; ++k) {
+        double g = grads[step][k] + 0.01 * ref[k];
+        buf[k] = step == 0 ? g : 0.9 * buf[k] + g;
+        ref[k] -= 0.1 * (nesterov ? g + 0.9 * buf[k] : buf[k]);
+      }
+    }
+    const auto got = p.to_vector<float>();
+    EXPECT_NEAR(got[0], ref[0], 1e-6) << "nesterov=" << nesterov;
+    EXPECT_NEAR(got[1], ref[1], 1e-6) << "nesterov=" << nesterov;
+  }
+}
+
+TEST(SgdTest, DampeningAndSkippedParameters) {
+  Tensor p = param({1.0f}), q = param({5.0f});
+  SgdOptions o;
+  o.lr = 1.0f;
+  o.momentum = 0.5f;
+  o.dampening = 0.5f;
+  SGD sgd({p, q}, o);
+  set_grad(p, {1.0f});
+  sgd.step();  // buf = 1 (first step: no dampening)
+  set_grad(p, {1.0f});
+  sgd.step();  // buf = 0.5 + 0.5 = 1
+  EXPECT_NEAR(p.to_vector<float>()[0], -1.0f, 1e-6);
+  EXPECT_EQ(q.to_vector<float>()[0], 5.0f);  // no gradient: untouched
+}
+
+}  // namespace
+}  // namespace dpe::optim
