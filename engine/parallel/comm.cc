@@ -9,18 +9,32 @@ namespace dpe::comm {
 
 namespace {
 
-int64_t total_numel(const std::vector<Shape>& shapes) {
-  int64_t n = 0;
-  for (const Shape& s : shapes) n += s.numel();
-  return n;
+// The slots of `specs` grouped by dtype, in order of first appearance: one packed buffer each,
+// since a buffer holds one dtype.
+std::vector<std::vector<size_t>> groups_by_dtype(const std::vector<TensorSpec>& specs) {
+  std::vector<DType> dtypes;
+  std::vector<std::vector<size_t>> groups;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    size_t g = 0;
+    while (g < dtypes.size() && dtypes[g] != specs[i].dtype) ++g;
+    if (g == dtypes.size()) {
+      dtypes.push_back(specs[i].dtype);
+      groups.emplace_back();
+    }
+    groups[g].push_back(i);
+  }
+  return groups;
 }
 
-// Copies each tensor (or zeros for undefined ones) into one flat tensor on their device.
-Tensor pack(const std::vector<Tensor>& tensors, const std::vector<Shape>& shapes, Device device) {
-  Tensor flat = Tensor::empty(Shape{total_numel(shapes)}, DType::kFloat32, device);
+// Copies the tensors of one group (zeros for undefined ones) into one flat tensor on `device`.
+Tensor pack(const std::vector<Tensor>& tensors, const std::vector<TensorSpec>& specs,
+            const std::vector<size_t>& group, Device device) {
+  int64_t total = 0;
+  for (size_t i : group) total += specs[i].shape.numel();
+  Tensor flat = Tensor::empty(Shape{total}, specs[group[0]].dtype, device);
   int64_t offset = 0;
-  for (size_t i = 0; i < shapes.size(); ++i) {
-    const int64_t n = shapes[i].numel();
+  for (size_t i : group) {
+    const int64_t n = specs[i].shape.numel();
     Tensor slot = flat.narrow(0, offset, n);
     if (tensors[i].defined()) slot.copy_(tensors[i].reshape(Shape{n}));
     else slot.zero_();
@@ -29,67 +43,143 @@ Tensor pack(const std::vector<Tensor>& tensors, const std::vector<Shape>& shapes
   return flat;
 }
 
-std::vector<Tensor> unpack(const Tensor& flat, const std::vector<Shape>& shapes) {
-  std::vector<Tensor> out;
+// The inverse of pack: out[i] becomes a view of `flat` for every slot i of the group.
+void unpack(const Tensor& flat, const std::vector<TensorSpec>& specs,
+            const std::vector<size_t>& group, std::vector<Tensor>& out) {
   int64_t offset = 0;
-  for (const Shape& s : shapes) {
-    out.push_back(flat.narrow(0, offset, s.numel()).view(s));
+  for (size_t i : group) {
+    const Shape& s = specs[i].shape;
+    out[i] = flat.narrow(0, offset, s.numel()).view(s);
     offset += s.numel();
   }
-  return out;
 }
 
 }  // namespace
+
+std::vector<TensorSpec> specs_of(const std::vector<Tensor>& tensors) {
+  std::vector<TensorSpec> specs;
+  for (const Tensor& t : tensors) specs.push_back({t.shape(), t.dtype()});
+  return specs;
+}
+
+std::vector<Tensor> scatter(const Tensor& x, const std::vector<Device>& devices,
+                            const std::vector<int64_t>& sizes, int64_t dim) {
+  DPE_CHECK(devices.size() == sizes.size(),
+            "scatter: " << sizes.size() << " sizes for " << devices.size() << " devices");
+  const int64_t d = x.shape().normalize_dim(dim);
+  std::vector<Tensor> pieces;
+  int64_t start = 0;
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    Tensor piece = x.narrow(d, start, sizes[k]).detach();
+    pieces.push_back(piece.device() == devices[k] && piece.is_contiguous()
+                         ? piece
+                         : piece.to(devices[k]).contiguous());
+    start += sizes[k];
+  }
+  return pieces;
+}
+
+Tensor gather(const std::vector<Tensor>& xs, Device destination, int64_t dim) {
+  DPE_CHECK(!xs.empty(), "gather: expected a non-empty list of tensors");
+  const Shape& first = xs[0].shape();
+  const int64_t d = first.normalize_dim(dim);
+  int64_t total = 0;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const Shape& s = xs[i].shape();
+    DPE_CHECK(s.rank() == first.rank() && xs[i].dtype() == xs[0].dtype(),
+              "gather: tensor " << i << " " << s << " does not match tensor 0 " << first);
+    for (int64_t k = 0; k < s.rank(); ++k) {
+      DPE_CHECK(k == d || s[k] == first[k],
+                "gather: sizes of tensors must match except in dimension "
+                    << d << ": tensor 0 is " << first << ", tensor " << i << " is " << s);
+    }
+    total += s[d];
+  }
+  // Built along dim 0 of a permuted layout, where every input is one contiguous slice.
+  std::vector<int64_t> order{d};
+  for (int64_t i = 0; i < first.rank(); ++i) {
+    if (i != d) order.push_back(i);
+  }
+  std::vector<int64_t> back(order.size());
+  for (size_t i = 0; i < order.size(); ++i) back[order[i]] = static_cast<int64_t>(i);
+  std::vector<int64_t> front_dims;
+  for (int64_t i : order) front_dims.push_back(i == d ? total : first[i]);
+  Tensor front = Tensor::empty(Shape(front_dims), xs[0].dtype(), destination);
+  int64_t offset = 0;
+  for (const Tensor& x : xs) {
+    front.narrow(0, offset, x.shape()[d]).copy_(d == 0 ? x : x.permute(order));
+    offset += x.shape()[d];
+  }
+  return d == 0 ? front : front.permute(back).contiguous();
+}
 
 std::vector<std::vector<Tensor>> broadcast_coalesced(const std::vector<Tensor>& tensors,
                                                      const std::vector<Device>& devices) {
   std::vector<std::vector<Tensor>> out(devices.size());
   if (tensors.empty()) return out;
   const Device src = tensors[0].device();
-  std::vector<Shape> shapes;
   for (const Tensor& t : tensors) {
     DPE_CHECK(t.device() == src, "broadcast_coalesced: all tensors must be on "
                                      << src << ", found one on " << t.device());
-    check_dtype("broadcast_coalesced", t, DType::kFloat32, "every tensor");
-    shapes.push_back(t.shape());
   }
-  Tensor flat;
+  const std::vector<TensorSpec> specs = specs_of(tensors);
+  const auto groups = groups_by_dtype(specs);
+  std::vector<Tensor> flats;  // packed once, on first use
   for (size_t k = 0; k < devices.size(); ++k) {
     if (devices[k] == src) {
       for (const Tensor& t : tensors) out[k].push_back(t.detach());
       continue;
     }
-    if (!flat.defined()) flat = pack(tensors, shapes, src);
-    out[k] = unpack(flat.to(devices[k]), shapes);
+    if (flats.empty()) {
+      for (const auto& group : groups) flats.push_back(pack(tensors, specs, group, src));
+    }
+    out[k].resize(tensors.size());
+    for (size_t g = 0; g < groups.size(); ++g) {
+      unpack(flats[g].to(devices[k]), specs, groups[g], out[k]);
+    }
   }
   return out;
 }
 
 std::vector<Tensor> reduce_add_coalesced(const std::vector<std::vector<Tensor>>& per_device,
-                                         const std::vector<Shape>& shapes, Device destination) {
-  Tensor sum;
+                                         const std::vector<TensorSpec>& specs, Device destination) {
+  for (size_t i = 0; i < specs.size(); ++i) {
+    DPE_CHECK(specs[i].dtype == DType::kFloat32,
+              "reduce_add_coalesced: slot " << i << " is " << dtype_name(specs[i].dtype)
+                                            << "; only float32 tensors can be summed");
+  }
+  const auto groups = groups_by_dtype(specs);
+  std::vector<Tensor> sums(groups.size());
   for (const auto& tensors : per_device) {
-    DPE_CHECK(tensors.size() == shapes.size(), "reduce_add_coalesced: " << tensors.size()
-                                                   << " tensors for " << shapes.size()
-                                                   << " shapes");
+    DPE_CHECK(tensors.size() == specs.size(), "reduce_add_coalesced: "
+                                                  << tensors.size() << " tensors for "
+                                                  << specs.size() << " slots");
     Device where = destination;
     bool any = false;
-    for (const Tensor& t : tensors) {
-      if (!t.defined()) continue;
-      where = t.device();
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      if (!tensors[i].defined()) continue;
+      DPE_CHECK(tensors[i].shape() == specs[i].shape && tensors[i].dtype() == specs[i].dtype,
+                "reduce_add_coalesced: slot " << i << " expects " << dtype_name(specs[i].dtype)
+                                              << " " << specs[i].shape << ", got "
+                                              << tensors[i].str());
+      where = tensors[i].device();
       any = true;
     }
     if (!any) continue;
-    Tensor flat = pack(tensors, shapes, where).to(destination);
-    if (!sum.defined()) {
-      sum = flat;  // a fresh packed buffer on the destination: safe to add into
-      continue;
+    for (size_t g = 0; g < groups.size(); ++g) {
+      Tensor flat = pack(tensors, specs, groups[g], where).to(destination);
+      if (!sums[g].defined()) {
+        sums[g] = flat;  // a fresh packed buffer on the destination: safe to add into
+        continue;
+      }
+      DeviceGuard guard(&Runtime::get().context(destination));
+      backend_for(destination).add(sums[g], flat, 1.0f, sums[g]);
     }
-    DeviceGuard guard(&Runtime::get().context(destination));
-    backend_for(destination).add(sum, flat, 1.0f, sum);
   }
-  if (!sum.defined()) return std::vector<Tensor>(shapes.size());
-  return unpack(sum, shapes);
+  std::vector<Tensor> out(specs.size());
+  if (groups.empty() || !sums[0].defined()) return out;  // no device contributed
+  for (size_t g = 0; g < groups.size(); ++g) unpack(sums[g], specs, groups[g], out);
+  return out;
 }
 
 }  // namespace dpe::comm

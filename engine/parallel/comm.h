@@ -1,11 +1,13 @@
-// comm: the multi-device copies DataParallel is made of (PyTorch's torch.cuda.comm):
-// broadcast_coalesced packs many tensors into one buffer per destination; reduce_add_coalesced
-// sums per-device tensors onto one device. Neither records autograd; replicate.cc and the ops
-// wrap them.
+// comm: the raw multi-device data movement DataParallel is made of (PyTorch's torch.cuda.comm):
+// scatter and gather split and join one tensor across devices; broadcast_coalesced and
+// reduce_add_coalesced move many tensors at once, packed into one buffer per device and dtype.
+// Nothing here records autograd: functions.h wraps each of these in an autograd node.
 //
-// Threading contract: callable from any thread; touches only the tensors given.
+// Threading contract: callable from any thread; touches only the tensors given (copies run on the
+// calling thread under each destination device's guard, as Tensor::to does).
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
 #include "engine/device/device.h"
@@ -13,14 +15,32 @@
 
 namespace dpe::comm {
 
-// out[k][i] is tensors[i] on devices[k]. On the tensors' own device the result aliases the input
-// (a new handle on the same storage); elsewhere each device receives one packed copy.
+// The shape and dtype of one slot of a coalesced call: known even where a device has no tensor
+// for that slot (an undefined gradient).
+struct TensorSpec {
+  Shape shape;
+  DType dtype = DType::kFloat32;
+};
+std::vector<TensorSpec> specs_of(const std::vector<Tensor>& tensors);
+
+// Splits x along dim into sizes[k] slices, slice k contiguous on devices[k] (the slice itself,
+// no copy, when it is already contiguous and on devices[k]).
+std::vector<Tensor> scatter(const Tensor& x, const std::vector<Device>& devices,
+                            const std::vector<int64_t>& sizes, int64_t dim);
+
+// Concatenates xs (same dtype and rank, any devices) along dim into a new tensor on destination.
+Tensor gather(const std::vector<Tensor>& xs, Device destination, int64_t dim);
+
+// out[k][i] is tensors[i] on devices[k]. The tensors share one device and may mix dtypes. On
+// that device the result aliases the input (a new handle on the same storage); elsewhere each
+// device receives one packed copy per dtype.
 std::vector<std::vector<Tensor>> broadcast_coalesced(const std::vector<Tensor>& tensors,
                                                      const std::vector<Device>& devices);
 
-// per_device[k][i] lives on device k (undefined: contributes zero). Returns, for each i, the sum
-// over k on `destination` (undefined when no device contributed). One packed copy per device.
+// per_device[k][i] lives on device k; slot i has specs[i] (undefined: contributes zero). Returns,
+// for each i, the sum over k on `destination`; every slot is undefined when no device contributed
+// a tensor. One packed copy per device and dtype; sums are float32 only (the backend's add).
 std::vector<Tensor> reduce_add_coalesced(const std::vector<std::vector<Tensor>>& per_device,
-                                         const std::vector<Shape>& shapes, Device destination);
+                                         const std::vector<TensorSpec>& specs, Device destination);
 
 }  // namespace dpe::comm

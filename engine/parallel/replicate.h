@@ -1,9 +1,9 @@
 // replicate: copies of a module on several devices for one DataParallel forward, as PyTorch's
-// torch/nn/parallel/replicate.py. Parameters reach the replicas through a Broadcast autograd node,
-// so backward sums every replica's gradients onto the source device (reduce-add) and from there
-// into the original parameters' .grad. Buffers are copied without autograd; replica 0 uses the
-// original buffers themselves, so its in-place updates (BatchNorm running statistics) persist and
-// the other replicas' are lost, exactly as in PyTorch.
+// torch/nn/parallel/replicate.py. Parameters reach the replicas through Broadcast (functions.h),
+// so backward sums every replica's gradients onto the source device (ReduceAddCoalesced) and from
+// there into the original parameters' .grad. Buffers are copied without autograd (comm.h); replica
+// 0 uses the original buffers themselves, so its in-place updates (BatchNorm running statistics)
+// persist and the other replicas' are lost, exactly as in PyTorch.
 //
 // Threading contract: called by the thread that drives the step; the replicas may then be used
 // concurrently, one per thread.

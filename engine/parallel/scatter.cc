@@ -4,9 +4,8 @@
 #include <cmath>
 #include <numeric>
 
-#include "engine/autograd/node.h"
-#include "engine/autograd/ops.h"
 #include "engine/core/error.h"
+#include "engine/parallel/functions.h"
 
 namespace dpe {
 
@@ -41,90 +40,9 @@ std::vector<int64_t> weighted_chunk_sizes(int64_t n, const std::vector<double>& 
   return sizes;
 }
 
-namespace {
-
-void collect_sizes(const Value& v, int64_t dim, std::vector<Shape>& shapes) {
-  if (v.is_tensor()) {
-    shapes.push_back(v.tensor().shape());
-  } else if (v.is_list()) {
-    for (const Value& e : v.list()) collect_sizes(e, dim, shapes);
-  } else if (v.is_dict()) {
-    for (const auto& [k, e] : v.dict()) collect_sizes(e, dim, shapes);
-  }
-}
-
-// Splits one tensor; the pieces are the outputs of one autograd node whose backward concatenates
-// their gradients on the input's device.
-std::vector<Tensor> scatter_tensor(const Tensor& x, const std::vector<Device>& devices, int64_t dim,
-                                   const std::vector<int64_t>& sizes) {
-  const int64_t d = x.shape().normalize_dim(dim);
-  std::vector<Tensor> pieces;
-  int64_t start = 0;
-  for (size_t k = 0; k < sizes.size(); ++k) {
-    Tensor piece = x.narrow(d, start, sizes[k]).detach();
-    pieces.push_back(piece.device() == devices[k] && piece.is_contiguous()
-                         ? piece
-                         : piece.to(devices[k]).contiguous());
-    start += sizes[k];
-  }
-  if (x.requires_grad()) {
-    std::vector<Tensor*> outs;
-    for (Tensor& p : pieces) outs.push_back(&p);
-    const Device home = x.device();
-    record("Scatter", {x}, outs, [home, d, sizes](const std::vector<Tensor>& grads) {
-      std::vector<Tensor> parts;
-      for (size_t k = 0; k < grads.size(); ++k) {
-        parts.push_back(grads[k].defined() ? grads[k] : Tensor());
-      }
-      // Missing gradients count as zero.
-      for (size_t k = 0; k < parts.size(); ++k) {
-        if (!parts[k].defined()) {
-          std::vector<int64_t> dims;
-          for (size_t j = 0; j < grads.size(); ++j) {
-            if (grads[j].defined()) dims = grads[j].shape().dims();
-          }
-          dims[d] = sizes[k];
-          parts[k] = Tensor::zeros(Shape(dims), DType::kFloat32, home);
-        }
-      }
-      return std::vector<Tensor>{ops::cat(parts, d, &home)};
-    });
-  }
-  return pieces;
-}
-
-Value scatter_value(const Value& v, size_t k, const std::vector<std::vector<Tensor>>& pieces,
-                    size_t& next) {
-  if (v.is_tensor()) return pieces[next++][k];
-  if (v.is_list()) {
-    ValueList out;
-    for (const Value& e : v.list()) out.push_back(scatter_value(e, k, pieces, next));
-    return out;
-  }
-  if (v.is_dict()) {
-    ValueDict out;
-    for (const auto& [key, e] : v.dict()) out.emplace_back(key, scatter_value(e, k, pieces, next));
-    return out;
-  }
-  return v;  // non-tensor values go to every replica unchanged
-}
-
-void scatter_all(const Value& v, const std::vector<Device>& devices, int64_t dim,
-                 const std::vector<int64_t>& sizes, std::vector<std::vector<Tensor>>& pieces) {
-  if (v.is_tensor()) {
-    pieces.push_back(scatter_tensor(v.tensor(), devices, dim, sizes));
-  } else if (v.is_list()) {
-    for (const Value& e : v.list()) scatter_all(e, devices, dim, sizes, pieces);
-  } else if (v.is_dict()) {
-    for (const auto& [key, e] : v.dict()) scatter_all(e, devices, dim, sizes, pieces);
-  }
-}
-
-}  // namespace
-
 int64_t batch_size_of(const Value& input, int64_t dim) {
   std::vector<Shape> shapes;
-  collect_sizes(input, dim, shapes);
+  input.for_each_tensor([&](const Tensor& t) { shapes.push_back(t.shape()); });
   if (shapes.empty()) return -1;
   int64_t n = -1;
   for (const Shape& s : shapes) {
@@ -138,7 +56,7 @@ int64_t batch_size_of(const Value& input, int64_t dim) {
 }
 
 Scattered scatter(const Value& input, const std::vector<Device>& devices, int64_t dim,
-                           const std::vector<int64_t>* sizes, StepProfiler* profiler) {
+                  const std::vector<int64_t>* sizes, StepProfiler* profiler) {
   DPE_CHECK(!devices.empty(), "scatter: no devices given");
   const int64_t n = batch_size_of(input, dim);
   if (n < 0) return {std::vector<Value>(devices.size(), input), devices, {}};
@@ -167,12 +85,14 @@ Scattered scatter(const Value& input, const std::vector<Device>& devices, int64_
     used_sizes.push_back(plan[k]);
   }
   StepProfiler::Scope scope(profiler, devices[0], Phase::kScatter);
+  // pieces[j][k]: the j-th tensor of the input (in for_each_tensor's order) on used[k].
   std::vector<std::vector<Tensor>> pieces;
-  scatter_all(input, used, dim, used_sizes, pieces);
+  input.for_each_tensor(
+      [&](const Tensor& t) { pieces.push_back(Scatter::apply(t, used, used_sizes, dim)); });
   Scattered out;
   for (size_t k = 0; k < used.size(); ++k) {
-    size_t next = 0;
-    out.chunks.push_back(scatter_value(input, k, pieces, next));
+    size_t next = 0;  // map_tensors visits the tensors in the same order
+    out.chunks.push_back(input.map_tensors([&](const Tensor&) { return Value(pieces[next++][k]); }));
   }
   out.devices = used;
   out.sizes = used_sizes;

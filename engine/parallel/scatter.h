@@ -2,7 +2,11 @@
 // torch/nn/parallel/scatter_gather.py. Chunk sizes are torch.chunk's (ceil(n / k) each, so fewer
 // chunks than devices may come back), or explicit sizes (uneven, e.g. a lighter device 0).
 // Tensors inside lists and dicts are split alike; other values go unchanged to every chunk.
-// The split is an autograd node: backward gathers the chunks' gradients back to the input.
+// Each tensor is split by Scatter (functions.h), whose backward gathers the chunks' gradients
+// back to the input's device.
+//
+// Threading contract: called by the thread that drives the step (any thread); the functions
+// touch only their arguments.
 #pragma once
 
 #include <cstdint>
@@ -31,8 +35,7 @@ struct Scattered {
 // sizes (they must sum to the batch size; a zero skips that device).
 // Throws for an empty batch or tensors of different sizes along dim.
 Scattered scatter(const Value& input, const std::vector<Device>& devices, int64_t dim,
-                           const std::vector<int64_t>* sizes = nullptr,
-                           StepProfiler* profiler = nullptr);
+                  const std::vector<int64_t>* sizes = nullptr, StepProfiler* profiler = nullptr);
 
 // The batch size (size along dim) shared by every tensor in `input`; -1 when it holds none.
 int64_t batch_size_of(const Value& input, int64_t dim);
