@@ -2,6 +2,9 @@
 // StepProfiler's per-step statistics (medians over the steps): per device, peak and held memory,
 // busy time per phase, idle time and traffic; device 0's extra memory and busy time against the
 // mean of the others; and the share of each step the other devices spend waiting.
+//
+// Threading contract: a plain value computed from finished steps (after StepProfiler::end_step);
+// no locking, so one thread builds it, and reading it from several threads is safe.
 #pragma once
 
 #include <string>

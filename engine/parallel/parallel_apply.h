@@ -2,6 +2,10 @@
 // torch/nn/parallel/parallel_apply.py). Each worker runs under its device's guard with the
 // caller's grad mode. If replicas throw, every worker still finishes; the caller then gets one
 // dpe::Error naming the first replica and device that failed, with the original message.
+//
+// Threading contract: called by any thread that is not the worker of one of the devices given
+// (that worker would wait for itself: an error, not a deadlock). Replica k runs on devices[k]'s
+// worker; the call returns or throws only after every worker has finished its task.
 #pragma once
 
 #include <functional>
