@@ -150,12 +150,18 @@ GlooProcessGroup::GlooProcessGroup(std::shared_ptr<gloo::rendezvous::Store> stor
               << options_.timeout.count() << " ms on "
               << (options_.iface.empty() ? options_.hostname : options_.iface) << ": " << e.what());
   }
-  queue_ = std::make_unique<WorkQueue>("gloo process group (rank " + std::to_string(rank) + ")");
+  start_communication();
 }
 
-GlooProcessGroup::~GlooProcessGroup() { queue_.reset(); }
+GlooProcessGroup::~GlooProcessGroup() { stop_communication(); }
 
-std::string GlooProcessGroup::describe_failure(const std::string& op, const std::string& what) {
+ProcessGroup::Failure GlooProcessGroup::describe_failure(const std::string& op,
+                                                         const std::exception& e) {
+  if (dynamic_cast<const Error*>(&e) != nullptr) return Failure{false, ""};
+  return Failure{true, describe_lost_peer(op, e.what())};
+}
+
+std::string GlooProcessGroup::describe_lost_peer(const std::string& op, const std::string& what) {
   std::ostringstream out;
   out << "gloo " << op << " (rank " << rank_ << " of " << size_ << "): ";
   const bool timed_out =
@@ -190,98 +196,53 @@ std::string GlooProcessGroup::describe_failure(const std::string& op, const std:
   return out.str();
 }
 
-std::shared_ptr<Work> GlooProcessGroup::enqueue(const std::string& op, std::function<void()> fn) {
-  return queue_->submit([this, op, fn = std::move(fn)] {
-    {
-      std::lock_guard<std::mutex> lock(broken_mu_);
-      DPE_CHECK(broken_.empty(), "gloo " << op << " (rank " << rank_
-                                         << "): the process group failed earlier: " << broken_);
+void GlooProcessGroup::run_all_reduce(Tensor& tensor, ReduceOp op) {
+  const size_t n = static_cast<size_t>(tensor.numel());
+  if (n == 0) return;
+  const uint32_t tag = next_tag_++;
+  if (tensor.dtype() == DType::kFloat32) {
+    float* data = tensor.data<float>();
+    if (size_ > 1) run_allreduce(context_, data, n, op, tag);
+    if (op == ReduceOp::kAvg) {
+      const float inv = 1.0f / static_cast<float>(size_);
+      for (size_t i = 0; i < n; ++i) data[i] *= inv;
     }
-    try {
-      fn();
-    } catch (const Error&) {
-      throw;
-    } catch (const std::exception& e) {
-      const std::string message = describe_failure(op, e.what());
-      {
-        std::lock_guard<std::mutex> lock(broken_mu_);
-        if (broken_.empty()) broken_ = message;
-      }
-      throw Error(message);
-    }
-  });
-}
-
-std::shared_ptr<Work> GlooProcessGroup::all_reduce_async(Tensor tensor, ReduceOp op) {
-  check_collective_tensor("all_reduce", tensor, rank_);
-  const DType dtype = tensor.dtype();
-  DPE_CHECK(dtype == DType::kFloat32 || op != ReduceOp::kAvg,
-            "all_reduce (rank " << rank_ << "): op avg needs float32, got " << dtype_name(dtype));
-  return enqueue(std::string("all_reduce(") + reduce_op_name(op) + ")", [this, tensor, op, dtype] {
-    const size_t n = static_cast<size_t>(tensor.numel());
-    if (n == 0) return;
-    const uint32_t tag = next_tag_++;
-    if (dtype == DType::kFloat32) {
-      float* data = tensor.data<float>();
-      if (size_ > 1) run_allreduce(context_, data, n, op, tag);
-      if (op == ReduceOp::kAvg) {
-        const float inv = 1.0f / static_cast<float>(size_);
-        for (size_t i = 0; i < n; ++i) data[i] *= inv;
-      }
-    } else {
-      if (size_ > 1) run_allreduce(context_, tensor.data<int64_t>(), n, op, tag);
-    }
-  });
-}
-
-std::shared_ptr<Work> GlooProcessGroup::broadcast_async(Tensor tensor, int root) {
-  check_collective_tensor("broadcast", tensor, rank_);
-  DPE_CHECK(root >= 0 && root < size_,
-            "broadcast (rank " << rank_ << "): root " << root << " is outside 0.." << size_ - 1);
-  return enqueue("broadcast(root=" + std::to_string(root) + ")", [this, tensor, root] {
-    if (size_ == 1 || tensor.numel() == 0) return;
-    gloo::BroadcastOptions opts(context_);
-    char* data = static_cast<char*>(tensor.raw_data());
-    const size_t bytes = tensor.nbytes();
-    if (rank_ == root) opts.setInput(data, bytes);
-    opts.setOutput(data, bytes);
-    opts.setRoot(root);
-    opts.setTag(next_tag_++);
-    gloo::broadcast(opts);
-  });
-}
-
-void GlooProcessGroup::all_gather(const Tensor& input, std::vector<Tensor>& outputs) {
-  check_collective_tensor("all_gather", input, rank_);
-  prepare_gather_outputs(input, outputs);
-  const size_t bytes = input.nbytes();
-  auto gathered = std::make_shared<std::vector<char>>(bytes * static_cast<size_t>(size_));
-  enqueue("all_gather", [this, input, gathered, bytes] {
-    if (bytes == 0) return;
-    if (size_ == 1) {
-      std::memcpy(gathered->data(), input.raw_data(), bytes);
-      return;
-    }
-    gloo::AllgatherOptions opts(context_);
-    opts.setInput(static_cast<char*>(input.raw_data()), bytes);
-    opts.setOutput(gathered->data(), gathered->size());
-    opts.setTag(next_tag_++);
-    gloo::allgather(opts);
-  })->wait();
-  for (int r = 0; r < size_; ++r) {
-    Tensor piece = Tensor::empty(input.shape(), input.dtype(), input.device());
-    if (bytes > 0) std::memcpy(piece.raw_data(), gathered->data() + bytes * r, bytes);
-    outputs[r].copy_(piece);
+  } else {
+    if (size_ > 1) run_allreduce(context_, tensor.data<int64_t>(), n, op, tag);
   }
 }
 
-void GlooProcessGroup::barrier() {
-  enqueue("barrier", [this] {
-    if (size_ == 1) return;
-    gloo::BarrierOptions opts(context_);
-    opts.setTag(next_tag_++);
-    gloo::barrier(opts);
-  })->wait();
+void GlooProcessGroup::run_broadcast(Tensor& tensor, int root) {
+  if (size_ == 1 || tensor.numel() == 0) return;
+  gloo::BroadcastOptions opts(context_);
+  char* data = static_cast<char*>(tensor.raw_data());
+  const size_t bytes = tensor.nbytes();
+  if (rank_ == root) opts.setInput(data, bytes);
+  opts.setOutput(data, bytes);
+  opts.setRoot(root);
+  opts.setTag(next_tag_++);
+  gloo::broadcast(opts);
+}
+
+void GlooProcessGroup::run_all_gather(const Tensor& input, Tensor& gathered) {
+  const size_t bytes = input.nbytes();
+  if (bytes == 0) return;
+  if (size_ == 1) {
+    std::memcpy(gathered.raw_data(), input.raw_data(), bytes);
+    return;
+  }
+  gloo::AllgatherOptions opts(context_);
+  opts.setInput(static_cast<char*>(input.raw_data()), bytes);
+  opts.setOutput(static_cast<char*>(gathered.raw_data()), gathered.nbytes());
+  opts.setTag(next_tag_++);
+  gloo::allgather(opts);
+}
+
+void GlooProcessGroup::run_barrier() {
+  if (size_ == 1) return;
+  gloo::BarrierOptions opts(context_);
+  opts.setTag(next_tag_++);
+  gloo::barrier(opts);
 }
 
 }  // namespace distributed

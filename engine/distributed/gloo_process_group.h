@@ -57,23 +57,25 @@ class GlooProcessGroup : public ProcessGroup {
   ~GlooProcessGroup() override;
 
   std::string backend() const override { return "gloo"; }
-  std::shared_ptr<Work> all_reduce_async(Tensor tensor, ReduceOp op = ReduceOp::kSum) override;
-  std::shared_ptr<Work> broadcast_async(Tensor tensor, int root) override;
-  void all_gather(const Tensor& input, std::vector<Tensor>& outputs) override;
-  void barrier() override;
+
+ protected:
+  void run_all_reduce(Tensor& tensor, ReduceOp op) override;
+  void run_broadcast(Tensor& tensor, int root) override;
+  void run_all_gather(const Tensor& input, Tensor& gathered) override;
+  void run_barrier() override;
+  // A dpe::Error from a raw collective is a usage error and leaves the group usable; any other
+  // exception comes from Gloo (a lost or silent peer): it breaks the group, and the message names
+  // the lost rank when the store knows it.
+  Failure describe_failure(const std::string& op, const std::exception& e) override;
 
  private:
-  std::shared_ptr<Work> enqueue(const std::string& op, std::function<void()> fn);
-  std::string describe_failure(const std::string& op, const std::string& what);
+  std::string describe_lost_peer(const std::string& op, const std::string& what);
 
   GlooOptions options_;
   std::shared_ptr<gloo::rendezvous::Store> store_;
   std::shared_ptr<gloo::transport::Device> device_;
   std::shared_ptr<gloo::Context> context_;
   uint32_t next_tag_ = 0;  // used on the communication thread only
-  std::mutex broken_mu_;
-  std::string broken_;                // the first failure; later collectives refuse to run
-  std::unique_ptr<WorkQueue> queue_;  // declared last: its thread stops before the rest goes
 };
 
 // The address of the local interface that routes to `host` (no packet is sent). "127.0.0.1" for

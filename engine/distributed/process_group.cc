@@ -84,11 +84,84 @@ ProcessGroup::ProcessGroup(int rank, int size) : rank_(rank), size_(size) {
             "ProcessGroup: rank " << rank << " is outside 0.." << size - 1);
 }
 
-ProcessGroup::~ProcessGroup() = default;
+ProcessGroup::~ProcessGroup() { stop_communication(); }
+
+void ProcessGroup::start_communication() {
+  queue_ = std::make_unique<WorkQueue>(backend() + " process group (rank " +
+                                       std::to_string(rank_) + ")");
+}
+
+void ProcessGroup::stop_communication() { queue_.reset(); }
+
+std::shared_ptr<Work> ProcessGroup::enqueue(const std::string& op, std::function<void()> fn) {
+  DPE_CHECK(queue_ != nullptr, backend() << " " << op << " (rank " << rank_
+                                         << "): the process group has no communication thread");
+  return queue_->submit([this, op, fn = std::move(fn)] {
+    {
+      std::lock_guard<std::mutex> lock(broken_mu_);
+      DPE_CHECK(broken_.empty(), backend() << " " << op << " (rank " << rank_
+                                           << "): the process group failed earlier: " << broken_);
+    }
+    try {
+      fn();
+    } catch (const std::exception& e) {
+      const Failure failure = describe_failure(op, e);
+      if (!failure.breaks) throw;
+      {
+        std::lock_guard<std::mutex> lock(broken_mu_);
+        if (broken_.empty()) broken_ = failure.message.empty() ? e.what() : failure.message;
+      }
+      if (failure.message.empty()) throw;
+      throw Error(failure.message);
+    }
+  });
+}
+
+ProcessGroup::Failure ProcessGroup::describe_failure(const std::string&, const std::exception&) {
+  return Failure{};
+}
+
+void ProcessGroup::check_tensor(const char* op, const Tensor& t) const {
+  check_collective_tensor(op, t, rank_);
+}
 
 void ProcessGroup::all_reduce(Tensor& tensor, ReduceOp op) { all_reduce_async(tensor, op)->wait(); }
 
+std::shared_ptr<Work> ProcessGroup::all_reduce_async(Tensor tensor, ReduceOp op) {
+  check_tensor("all_reduce", tensor);
+  DPE_CHECK(tensor.dtype() == DType::kFloat32 || op != ReduceOp::kAvg,
+            "all_reduce (rank " << rank_ << "): op avg needs float32, got "
+                                << dtype_name(tensor.dtype()));
+  return enqueue(std::string("all_reduce(") + reduce_op_name(op) + ")",
+                 [this, tensor, op]() mutable { run_all_reduce(tensor, op); });
+}
+
 void ProcessGroup::broadcast(Tensor& tensor, int root) { broadcast_async(tensor, root)->wait(); }
+
+std::shared_ptr<Work> ProcessGroup::broadcast_async(Tensor tensor, int root) {
+  check_tensor("broadcast", tensor);
+  DPE_CHECK(root >= 0 && root < size_,
+            "broadcast (rank " << rank_ << "): root " << root << " is outside 0.." << size_ - 1);
+  return enqueue("broadcast(root=" + std::to_string(root) + ")",
+                 [this, tensor, root]() mutable { run_broadcast(tensor, root); });
+}
+
+void ProcessGroup::all_gather(const Tensor& input, std::vector<Tensor>& outputs) {
+  check_tensor("all_gather", input);
+  prepare_gather_outputs(input, outputs);
+  const int64_t n = input.numel();
+  Tensor gathered = Tensor::empty(Shape{n * size_}, input.dtype(), input.device());
+  enqueue("all_gather", [this, input, gathered]() mutable {
+    run_all_gather(input, gathered);
+  })->wait();
+  for (int r = 0; r < size_; ++r) {
+    outputs[r].copy_(gathered.narrow(0, r * n, n).view(input.shape()));
+  }
+}
+
+void ProcessGroup::barrier() {
+  enqueue("barrier", [this] { run_barrier(); })->wait();
+}
 
 void check_collective_tensor(const char* op, const Tensor& t, int rank) {
   DPE_CHECK(t.defined(), op << " (rank " << rank << "): undefined tensor");

@@ -9,8 +9,9 @@
 // is an asynchronous one followed by wait(). After a failure the group is broken: later
 // collectives throw the first error at once rather than desynchronise the ranks.
 //
-// Threading contract: every method may be called from any thread; the tensors passed to a
-// collective must stay alive and untouched until its Work has completed.
+// Threading contract: every public method may be called from any thread; the tensors passed to a
+// collective must stay alive and untouched until its Work has completed. The run_* overrides and
+// describe_failure run on the communication thread only.
 #pragma once
 
 #include <condition_variable>
@@ -70,6 +71,10 @@ class WorkQueue {
   std::thread thread_;
 };
 
+// The public collectives check their arguments on the caller's thread, then queue the subclass's
+// raw collective (run_*) on the group's communication thread. The base owns that thread and the
+// "broken" state: once a raw collective fails in a way that desynchronises the ranks, every later
+// collective of the group throws the first error at once.
 class ProcessGroup {
  public:
   ProcessGroup(int rank, int size);
@@ -80,24 +85,58 @@ class ProcessGroup {
   virtual std::string backend() const = 0;
 
   // In place on every rank: `tensor` becomes the reduction of all ranks' tensors.
-  // float32 (every op) or int64 (sum, max, min); contiguous; on a host device.
+  // float32 (every op) or int64 (sum, max, min); contiguous; on a device the group accepts.
   void all_reduce(Tensor& tensor, ReduceOp op = ReduceOp::kSum);
-  virtual std::shared_ptr<Work> all_reduce_async(Tensor tensor, ReduceOp op = ReduceOp::kSum) = 0;
+  std::shared_ptr<Work> all_reduce_async(Tensor tensor, ReduceOp op = ReduceOp::kSum);
   // In place: every rank's `tensor` becomes root's.
   void broadcast(Tensor& tensor, int root = 0);
-  virtual std::shared_ptr<Work> broadcast_async(Tensor tensor, int root) = 0;
+  std::shared_ptr<Work> broadcast_async(Tensor tensor, int root);
   // outputs[r] becomes rank r's `input`. An empty `outputs` is filled with size() new tensors;
   // otherwise it must hold size() tensors shaped like `input`.
-  virtual void all_gather(const Tensor& input, std::vector<Tensor>& outputs) = 0;
-  virtual void barrier() = 0;
+  void all_gather(const Tensor& input, std::vector<Tensor>& outputs);
+  void barrier();
 
  protected:
+  // What a failed raw collective reports. `breaks`: later collectives refuse to run (a lost peer
+  // leaves the ranks out of step); false for a usage error. `message` empty: the exception is
+  // rethrown unchanged; otherwise a dpe::Error with this message replaces it.
+  struct Failure {
+    bool breaks = true;
+    std::string message;
+  };
+
+  // The raw collectives, run on the communication thread in submission order; `tensor` passed the
+  // checks. run_all_gather writes rank r's bytes of `input` at offset r * input.nbytes() of
+  // `gathered` (numel: size() * input.numel(), input's dtype and device).
+  virtual void run_all_reduce(Tensor& tensor, ReduceOp op) = 0;
+  virtual void run_broadcast(Tensor& tensor, int root) = 0;
+  virtual void run_all_gather(const Tensor& input, Tensor& gathered) = 0;
+  virtual void run_barrier() = 0;
+  // Checks that a collective accepts `t`, naming `op` and the rank. Default: host devices.
+  virtual void check_tensor(const char* op, const Tensor& t) const;
+  // Called on the communication thread when a raw collective of `op` throws `e`. Default: the
+  // group breaks, the error is rethrown unchanged.
+  virtual Failure describe_failure(const std::string& op, const std::exception& e);
+
+  // The subclass starts the communication thread at the end of its constructor and stops it
+  // first thing in its destructor: the thread calls the run_* overrides.
+  void start_communication();
+  void stop_communication();
+
   // all_gather's outputs: fills an empty list with size() tensors shaped like `input`, or checks
   // the given list (count, shapes, dtypes), naming this rank in the error.
   void prepare_gather_outputs(const Tensor& input, std::vector<Tensor>& outputs) const;
 
   const int rank_;
   const int size_;
+
+ private:
+  // Queues fn on the communication thread, refusing to run it once the group is broken.
+  std::shared_ptr<Work> enqueue(const std::string& op, std::function<void()> fn);
+
+  std::mutex broken_mu_;
+  std::string broken_;  // the first failure that broke the group
+  std::unique_ptr<WorkQueue> queue_;
 };
 
 // Checks what every collective requires of a tensor; `op` names the collective in the message.

@@ -1,25 +1,20 @@
+// NcclProcessGroup on NCCL (built with CUDA; nccl_process_group_stub.cc otherwise).
 #include "engine/backend/cuda/nccl_process_group.h"
 
-#include <gloo/rendezvous/store.h>
-
-#include "engine/core/error.h"
-
-#if DPE_WITH_CUDA
 #include <cuda_runtime.h>
+#include <gloo/rendezvous/store.h>
 #include <nccl.h>
 
 #include <thread>
 
 #include "engine/backend/cuda/cuda_device.h"
+#include "engine/core/error.h"
 #include "engine/device/runtime.h"
 #include "kernels/cuda/cuda_context.h"
 #include "kernels/cuda/device_runtime.h"
-#endif
 
 namespace dpe {
 namespace distributed {
-
-#if DPE_WITH_CUDA
 
 namespace {
 
@@ -98,11 +93,12 @@ NcclProcessGroup::NcclProcessGroup(std::shared_ptr<gloo::rendezvous::Store> stor
   cudaEvent_t event = nullptr;
   DPE_CUDA_RT_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), what);
   event_ = event;
-  queue_ = std::make_unique<WorkQueue>("nccl process group (rank " + std::to_string(rank) + ")");
+  barrier_token_ = Tensor::zeros(Shape{1}, DType::kFloat32, device_);
+  start_communication();
 }
 
 NcclProcessGroup::~NcclProcessGroup() {
-  queue_.reset();
+  stop_communication();
   // Errors are ignored: this may run at exit, or after the communicator was aborted.
   if (cudaSetDevice(device_.index()) != cudaSuccess) return;
   if (event_ != nullptr) cudaEventDestroy(static_cast<cudaEvent_t>(event_));
@@ -118,24 +114,11 @@ void NcclProcessGroup::check_tensor(const char* op, const Tensor& t) const {
             op << " (rank " << rank_ << "): expected a contiguous tensor, got " << t.str());
 }
 
-std::shared_ptr<Work> NcclProcessGroup::enqueue(const std::string& op, std::function<void()> fn) {
-  return queue_->submit([this, op, fn = std::move(fn)] {
-    {
-      std::lock_guard<std::mutex> lock(broken_mu_);
-      DPE_CHECK(broken_.empty(), "nccl " << op << " (rank " << rank_
-                                         << "): the process group failed earlier: " << broken_);
-    }
-    try {
-      // The communication thread is a plain thread: make the group's device current for NCCL.
-      cuda::set_device(device_.index());
-      fn();
-      wait_for_stream(op);
-    } catch (const std::exception& e) {
-      std::lock_guard<std::mutex> lock(broken_mu_);
-      if (broken_.empty()) broken_ = e.what();
-      throw;
-    }
-  });
+void NcclProcessGroup::issue(const std::string& op, const std::function<void()>& launch) {
+  // The communication thread is a plain thread: make the group's device current for NCCL.
+  cuda::set_device(device_.index());
+  launch();
+  wait_for_stream(op);
 }
 
 void NcclProcessGroup::wait_for_stream(const std::string& op) {
@@ -164,26 +147,19 @@ void NcclProcessGroup::wait_for_stream(const std::string& op) {
   }
 }
 
-std::shared_ptr<Work> NcclProcessGroup::all_reduce_async(Tensor tensor, ReduceOp op) {
-  check_tensor("all_reduce", tensor);
-  const DType dtype = tensor.dtype();
-  DPE_CHECK(dtype == DType::kFloat32 || op != ReduceOp::kAvg,
-            "all_reduce (rank " << rank_ << "): op avg needs float32, got " << dtype_name(dtype));
-  return enqueue(std::string("all_reduce(") + reduce_op_name(op) + ")", [this, tensor, op, dtype] {
+void NcclProcessGroup::run_all_reduce(Tensor& tensor, ReduceOp op) {
+  issue(std::string("all_reduce(") + reduce_op_name(op) + ")", [&] {
     const size_t n = static_cast<size_t>(tensor.numel());
     if (n == 0) return;
     void* data = tensor.raw_data();
-    DPE_NCCL_CHECK(ncclAllReduce(data, data, n, nccl_type(dtype), nccl_op(op), comm_of(comm_),
-                                 stream_of(stream_)),
+    DPE_NCCL_CHECK(ncclAllReduce(data, data, n, nccl_type(tensor.dtype()), nccl_op(op),
+                                 comm_of(comm_), stream_of(stream_)),
                    "nccl all_reduce (rank " << rank_ << ")");
   });
 }
 
-std::shared_ptr<Work> NcclProcessGroup::broadcast_async(Tensor tensor, int root) {
-  check_tensor("broadcast", tensor);
-  DPE_CHECK(root >= 0 && root < size_,
-            "broadcast (rank " << rank_ << "): root " << root << " is outside 0.." << size_ - 1);
-  return enqueue("broadcast(root=" + std::to_string(root) + ")", [this, tensor, root] {
+void NcclProcessGroup::run_broadcast(Tensor& tensor, int root) {
+  issue("broadcast(root=" + std::to_string(root) + ")", [&] {
     if (tensor.numel() == 0) return;
     void* data = tensor.raw_data();
     DPE_NCCL_CHECK(ncclBroadcast(data, data, tensor.nbytes(), ncclChar, root, comm_of(comm_),
@@ -192,55 +168,16 @@ std::shared_ptr<Work> NcclProcessGroup::broadcast_async(Tensor tensor, int root)
   });
 }
 
-void NcclProcessGroup::all_gather(const Tensor& input, std::vector<Tensor>& outputs) {
-  check_tensor("all_gather", input);
-  prepare_gather_outputs(input, outputs);
-  const int64_t n = input.numel();
-  Tensor gathered = Tensor::empty(Shape{n * size_}, input.dtype(), device_);
-  enqueue("all_gather", [this, input, gathered] {
+void NcclProcessGroup::run_all_gather(const Tensor& input, Tensor& gathered) {
+  issue("all_gather", [&] {
     if (input.numel() == 0) return;
     DPE_NCCL_CHECK(ncclAllGather(input.raw_data(), gathered.raw_data(), input.nbytes(), ncclChar,
                                  comm_of(comm_), stream_of(stream_)),
                    "nccl all_gather (rank " << rank_ << ")");
-  })->wait();
-  for (int r = 0; r < size_; ++r)
-    outputs[r].copy_(gathered.narrow(0, r * n, n).view(input.shape()));
+  });
 }
 
-void NcclProcessGroup::barrier() {
-  // NCCL has no barrier: a one-element all-reduce that every rank must join.
-  Tensor token = Tensor::zeros(Shape{1}, DType::kFloat32, device_);
-  all_reduce_async(token, ReduceOp::kSum)->wait();
-}
-
-#else  // built without CUDA
-
-NcclProcessGroup::NcclProcessGroup(std::shared_ptr<gloo::rendezvous::Store>, int rank, int size,
-                                   Device device, NcclOptions options)
-    : ProcessGroup(rank, size), device_(device), options_(std::move(options)) {
-  DPE_THROW("init_process_group (nccl, rank " << rank << " of " << size << ", " << device
-                                              << "): nccl: dpe was built without CUDA");
-}
-
-NcclProcessGroup::~NcclProcessGroup() = default;
-
-void NcclProcessGroup::check_tensor(const char*, const Tensor&) const {}
-std::shared_ptr<Work> NcclProcessGroup::enqueue(const std::string&, std::function<void()>) {
-  DPE_THROW("nccl: dpe was built without CUDA");
-}
-void NcclProcessGroup::wait_for_stream(const std::string&) {}
-std::shared_ptr<Work> NcclProcessGroup::all_reduce_async(Tensor, ReduceOp) {
-  DPE_THROW("nccl: dpe was built without CUDA");
-}
-std::shared_ptr<Work> NcclProcessGroup::broadcast_async(Tensor, int) {
-  DPE_THROW("nccl: dpe was built without CUDA");
-}
-void NcclProcessGroup::all_gather(const Tensor&, std::vector<Tensor>&) {
-  DPE_THROW("nccl: dpe was built without CUDA");
-}
-void NcclProcessGroup::barrier() { DPE_THROW("nccl: dpe was built without CUDA"); }
-
-#endif
+void NcclProcessGroup::run_barrier() { run_all_reduce(barrier_token_, ReduceOp::kSum); }
 
 }  // namespace distributed
 }  // namespace dpe

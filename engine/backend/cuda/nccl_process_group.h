@@ -7,15 +7,16 @@
 // failed or silent peer aborts the communicator and breaks the group (later collectives throw the
 // first error) instead of hanging the rank.
 //
-// Built only with CUDA: elsewhere the constructor throws "nccl: dpe was built without CUDA".
+// nccl_process_group.cc is built with CUDA; elsewhere BUILD picks nccl_process_group_stub.cc,
+// whose constructor throws "nccl: dpe was built without CUDA".
 // Compiled, not yet run: no machine dpe is developed on has a GPU.
 //
 // Threading contract: as ProcessGroup.
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -48,17 +49,21 @@ class NcclProcessGroup : public ProcessGroup {
 
   std::string backend() const override { return "nccl"; }
   Device device() const { return device_; }
+
+ protected:
   // float32 (sum, avg, max, min) or int64 (sum, max, min), contiguous, on device().
-  std::shared_ptr<Work> all_reduce_async(Tensor tensor, ReduceOp op = ReduceOp::kSum) override;
-  std::shared_ptr<Work> broadcast_async(Tensor tensor, int root) override;
-  void all_gather(const Tensor& input, std::vector<Tensor>& outputs) override;
-  void barrier() override;
+  void run_all_reduce(Tensor& tensor, ReduceOp op) override;
+  void run_broadcast(Tensor& tensor, int root) override;
+  void run_all_gather(const Tensor& input, Tensor& gathered) override;
+  // NCCL has no barrier: a one-element all-reduce that every rank must join.
+  void run_barrier() override;
+  void check_tensor(const char* op, const Tensor& t) const override;
 
  private:
-  void check_tensor(const char* op, const Tensor& t) const;
-  std::shared_ptr<Work> enqueue(const std::string& op, std::function<void()> fn);
-  // Waits (on the communication thread) until the work queued so far on the stream is done,
-  // polling for NCCL errors and the timeout.
+  // On the communication thread: makes the group's device current, runs `launch` (which queues
+  // NCCL calls on the stream), then waits until the stream is done, polling for NCCL errors and
+  // the timeout.
+  void issue(const std::string& op, const std::function<void()>& launch);
   void wait_for_stream(const std::string& op);
 
   const Device device_;
@@ -67,9 +72,7 @@ class NcclProcessGroup : public ProcessGroup {
   void* comm_ = nullptr;    // ncclComm_t
   void* stream_ = nullptr;  // cudaStream_t: the device's compute stream
   void* event_ = nullptr;   // cudaEvent_t, used on the communication thread only
-  std::mutex broken_mu_;
-  std::string broken_;
-  std::unique_ptr<WorkQueue> queue_;  // declared last: its thread stops before the rest goes
+  Tensor barrier_token_;    // run_barrier's one element, on device_
 };
 
 }  // namespace distributed

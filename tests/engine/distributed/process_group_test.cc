@@ -1,10 +1,15 @@
 // WorkQueue and Work: queued functions run in submission order on one thread; errors come back
-// through wait(); the destructor drains the queue.
+// through wait(); the destructor drains the queue. ProcessGroup: raw collectives run on the
+// communication thread; a failure that breaks the group makes later collectives throw the first
+// error, a usage error does not.
 #include "engine/distributed/process_group.h"
 
 #include <gtest/gtest.h>
 
+#include "engine/core/error.h"
+
 #include <atomic>
+#include <string>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -63,6 +68,102 @@ TEST(WorkQueueTest, DestructorFinishesQueuedWork) {
   }
   EXPECT_EQ(count.load(), 20);
   for (auto& w : works) EXPECT_TRUE(w->is_completed());
+}
+
+// One rank; each raw collective records its thread and does what `next` says.
+class FakeGroup : public ProcessGroup {
+ public:
+  enum class Next { kRun, kLosePeer, kUsageError };
+  FakeGroup() : ProcessGroup(0, 1) { start_communication(); }
+  ~FakeGroup() override { stop_communication(); }
+  std::string backend() const override { return "fake"; }
+
+  Next next = Next::kRun;
+  std::thread::id ran_on;
+  int runs = 0;
+
+ protected:
+  void run_all_reduce(Tensor& tensor, ReduceOp) override {
+    act();
+    tensor.data<float>()[0] += 1.0f;
+  }
+  void run_broadcast(Tensor&, int) override { act(); }
+  void run_all_gather(const Tensor& input, Tensor& gathered) override {
+    act();
+    gathered.copy_(input.view(Shape{input.numel()}));
+  }
+  void run_barrier() override { act(); }
+  Failure describe_failure(const std::string& op, const std::exception& e) override {
+    if (dynamic_cast<const Error*>(&e) != nullptr) return Failure{false, ""};
+    return Failure{true, "fake " + op + ": " + e.what()};
+  }
+
+ private:
+  void act() {
+    ran_on = std::this_thread::get_id();
+    ++runs;
+    const Next n = next;
+    next = Next::kRun;
+    if (n == Next::kLosePeer) throw std::runtime_error("peer gone");
+    if (n == Next::kUsageError) DPE_THROW("bad argument");
+  }
+};
+
+std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(ProcessGroupTest, RawCollectivesRunOnTheCommunicationThread) {
+  FakeGroup group;
+  Tensor t = Tensor::from_vector(std::vector<float>{1, 2}, Shape{2});
+  group.all_reduce(t);
+  EXPECT_EQ(t.to_vector<float>(), (std::vector<float>{2, 2}));
+  EXPECT_NE(group.ran_on, std::this_thread::get_id());
+  std::vector<Tensor> outputs;
+  Tensor x = Tensor::from_vector(std::vector<float>{3, 4, 5, 6}, Shape{2, 2});
+  group.all_gather(x, outputs);
+  ASSERT_EQ(outputs.size(), 1u);
+  EXPECT_EQ(outputs[0].shape(), x.shape());
+  EXPECT_EQ(outputs[0].to_vector<float>(), x.to_vector<float>());
+}
+
+TEST(ProcessGroupTest, AFailureBreaksTheGroupAndLaterCollectivesThrowTheFirstError) {
+  FakeGroup group;
+  Tensor t = Tensor::from_vector(std::vector<float>{1}, Shape{1});
+  group.next = FakeGroup::Next::kLosePeer;
+  EXPECT_EQ(error_of([&] { group.all_reduce(t); }), "fake all_reduce(sum): peer gone");
+  const int runs = group.runs;
+  const std::string later = error_of([&] { group.barrier(); });
+  EXPECT_NE(later.find("fake barrier (rank 0): the process group failed earlier: fake "
+                       "all_reduce(sum): peer gone"),
+            std::string::npos)
+      << later;
+  EXPECT_EQ(group.runs, runs);  // the raw barrier never ran
+}
+
+TEST(ProcessGroupTest, AUsageErrorLeavesTheGroupUsable) {
+  FakeGroup group;
+  Tensor t = Tensor::from_vector(std::vector<float>{1}, Shape{1});
+  group.next = FakeGroup::Next::kUsageError;
+  EXPECT_EQ(error_of([&] { group.broadcast(t, 0); }), "bad argument");
+  group.all_reduce(t);
+  EXPECT_EQ(t.to_vector<float>(), (std::vector<float>{2}));
+}
+
+TEST(ProcessGroupTest, ArgumentsAreCheckedOnTheCallersThread) {
+  FakeGroup group;
+  Tensor i = Tensor::from_vector(std::vector<int64_t>{1}, Shape{1});
+  EXPECT_NE(error_of([&] { group.all_reduce(i, ReduceOp::kAvg); }).find("op avg needs float32"),
+            std::string::npos);
+  Tensor t = Tensor::from_vector(std::vector<float>{1}, Shape{1});
+  EXPECT_NE(error_of([&] { group.broadcast(t, 1); }).find("root 1 is outside 0..0"),
+            std::string::npos);
+  EXPECT_EQ(group.runs, 0);
 }
 
 }  // namespace
