@@ -1,5 +1,8 @@
 // Grad mode: whether ops record the autograd graph on this thread (PyTorch's no_grad).
 // Thread-local; threads that run work for another thread copy its mode (see parallel_apply).
+//
+// Threading contract: the mode is thread-local; a GradModeGuard restores it on the thread that
+// made it.
 #pragma once
 
 namespace dpe {

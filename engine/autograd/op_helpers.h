@@ -1,4 +1,6 @@
 // Shared by the ops' implementation files: backend lookup, device scoping and argument checks.
+//
+// Threading contract: stateless helpers; callable from any thread that runs an op.
 #pragma once
 
 #include <string>

@@ -1,5 +1,8 @@
 // dpe::Error and the check macro used across the engine: every failure is an exception whose
 // message names what went wrong (op, device, shape, rank, file), never an abort.
+//
+// Threading contract: none needed; Error is a value, thrown on the thread that failed and carried
+// to the caller by the worker that caught it (device_context.h, parallel_apply.h).
 #pragma once
 
 #include <sstream>

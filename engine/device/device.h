@@ -1,5 +1,7 @@
 // Device: the name of one compute device, `host:N` or `cuda:N`, parsed from and printed as text.
 // A Device is a plain value; the state of a device lives in its DeviceContext.
+//
+// Threading contract: a value; copy it freely between threads.
 #pragma once
 
 #include <functional>

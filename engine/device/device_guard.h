@@ -1,6 +1,8 @@
 // DeviceGuard: makes a device current on the calling thread for a scope, then restores the previous
 // one: the host device's compute-thread count (OpenMP) or the CUDA device (cudaSetDevice).
 // Set at the start of every task and op, since thread pools (oneTBB, OpenMP) reuse threads.
+//
+// Threading contract: a guard belongs to the thread that made it and is destroyed there.
 #pragma once
 
 namespace dpe {

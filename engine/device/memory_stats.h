@@ -1,4 +1,6 @@
 // MemoryStats: what a device allocator has handed out, read as one consistent snapshot.
+//
+// Threading contract: a value; the allocator fills it under its lock, any thread may read a copy.
 #pragma once
 
 #include <cstdint>

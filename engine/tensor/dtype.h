@@ -1,4 +1,6 @@
 // DType: the element types dpe tensors hold. float32 for values, int64 for labels and indices.
+//
+// Threading contract: constants and pure functions; any thread.
 #pragma once
 
 #include <cstddef>

@@ -1,5 +1,8 @@
 // Generator: a seedable source of random numbers, one per use site (no global RNG), and the
 // initialisers PyTorch uses by default for Linear and Conv2d.
+//
+// Threading contract: a Generator is not synchronised: one thread at a time (Dropout shares one
+// behind a mutex). The initialisers draw from the generator they are given.
 #pragma once
 
 #include <cstdint>

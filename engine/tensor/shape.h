@@ -1,5 +1,7 @@
 // Shape: the sizes of a tensor. Printed as PyTorch prints them, torch.Size([15, 5]), everywhere,
 // so dpe's output reads like the seeds' PyTorch output.
+//
+// Threading contract: a value; copy it freely between threads.
 #pragma once
 
 #include <cstdint>
