@@ -6,9 +6,9 @@
 // concurrently.
 #pragma once
 
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <mutex>
 
 #include "engine/device/device.h"
 #include "engine/device/memory_stats.h"
@@ -22,10 +22,14 @@ class Allocator {
   Allocator(const Allocator&) = delete;
   Allocator& operator=(const Allocator&) = delete;
 
-  // Returns memory for `bytes` (64-byte aligned on host). Throws dpe::Error naming the device,
-  // the bytes requested and the bytes free when the capacity would be exceeded.
-  void* allocate(size_t bytes);
-  void deallocate(void* ptr, size_t bytes);
+  // Returns memory for `bytes` (64-byte aligned on host), counted under `category`. Throws
+  // dpe::Error naming the device, the bytes requested and the bytes free when the capacity would
+  // be exceeded.
+  void* allocate(size_t bytes, MemoryCategory category = current_memory_category());
+  // `category` is the one the block is counted under now (its allocation's, or its last retag's).
+  void deallocate(void* ptr, size_t bytes, MemoryCategory category = current_memory_category());
+  // Moves `bytes` from one category's count to another's (the block itself stays where it is).
+  void retag(size_t bytes, MemoryCategory from, MemoryCategory to);
 
   MemoryStats stats() const;
   // Starts a new peak window at the current usage.
@@ -37,14 +41,17 @@ class Allocator {
   virtual void raw_deallocate(void* ptr, size_t bytes) = 0;
 
  private:
-  void reserve(int64_t bytes);  // accounts first, so the capacity check and the peak are exact
-  void release(int64_t bytes);
+  // Accounts before raw_allocate, so the capacity check and the peak are exact.
+  void reserve(int64_t bytes, MemoryCategory category);
+  void release(int64_t bytes, MemoryCategory category);
+  void note_category_peak(MemoryCategory category);  // with mu_ held
 
   const Device device_;
   const int64_t capacity_;
-  std::atomic<int64_t> current_{0};
-  std::atomic<int64_t> peak_{0};
-  std::atomic<int64_t> allocations_{0};
+  // One lock for all counters: the breakdown at the peak is then an exact snapshot. Uncontended in
+  // the common case (one worker per device), and cheaper than the allocation it accounts for.
+  mutable std::mutex mu_;
+  MemoryStats stats_;
 };
 
 }  // namespace dpe

@@ -3,8 +3,11 @@
 // Threading contract: a value; the allocator fills it under its lock, any thread may read a copy.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
+
+#include "engine/device/memory_category.h"
 
 namespace dpe {
 
@@ -13,6 +16,12 @@ struct MemoryStats {
   int64_t peak_bytes = 0;        // high-water mark of current_bytes since the last reset_peak
   int64_t allocations = 0;       // number of successful allocations since start
   int64_t capacity_bytes = 0;    // 0: unlimited
+  // Indexed by MemoryCategory: what is held now; what was held at the moment of peak_bytes (sums to
+  // peak_bytes); each category's own high-water mark. All since the last reset_peak.
+  using ByCategory = std::array<int64_t, kMemoryCategoryCount>;
+  ByCategory current_by_category{};
+  ByCategory at_peak_by_category{};
+  ByCategory peak_by_category{};
 };
 
 // Parses "512MiB", "2GiB", "100MB", "4096" into bytes. Throws dpe::Error naming `what` on bad text.

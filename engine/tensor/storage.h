@@ -3,8 +3,8 @@
 // counter of its data, shared by every view, as PyTorch's views share theirs: a write through any
 // view is a write to what the others see.
 //
-// Threading contract: a Storage may be shared across threads; the version counter is atomic, the
-// data is the caller's to synchronise (writing one element from two threads is a race).
+// Threading contract: a Storage may be shared across threads; the version counter and the memory
+// category are atomic, the data is the caller's to synchronise (writing one element from two threads is a race).
 #pragma once
 
 #include <atomic>
@@ -17,9 +17,13 @@ namespace dpe {
 
 class Storage {
  public:
+  // Counted under the allocating thread's current MemoryCategory.
   Storage(DeviceContext& context, size_t nbytes)
-      : context_(&context), nbytes_(nbytes), data_(context.allocator().allocate(nbytes)) {}
-  ~Storage() { context_->allocator().deallocate(data_, nbytes_); }
+      : context_(&context),
+        category_(current_memory_category()),
+        nbytes_(nbytes),
+        data_(context.allocator().allocate(nbytes, category_)) {}
+  ~Storage() { context_->allocator().deallocate(data_, nbytes_, category_.load()); }
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
 
@@ -28,6 +32,13 @@ class Storage {
   size_t nbytes() const { return nbytes_; }
   DeviceContext& context() const { return *context_; }
 
+  MemoryCategory category() const { return category_.load(); }
+  // Gives the block a new role in the device's memory breakdown (a gradient that becomes a .grad).
+  void set_category(MemoryCategory category) {
+    const MemoryCategory from = category_.exchange(category);
+    context_->allocator().retag(nbytes_, from, category);
+  }
+
   // Bumped by every in-place write to the data (Tensor::bump_version); autograd compares it with
   // the value it saved when an op recorded a tensor its backward reads (engine/autograd/node.h).
   uint64_t version() const { return version_.load(std::memory_order_relaxed); }
@@ -35,6 +46,7 @@ class Storage {
 
  private:
   DeviceContext* context_;
+  std::atomic<MemoryCategory> category_;
   std::atomic<uint64_t> version_{0};
   size_t nbytes_;
   void* data_;

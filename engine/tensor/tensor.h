@@ -123,6 +123,13 @@ class Tensor {
   void bump_version() { impl_->storage->bump_version(); }
   uint64_t version() const { return impl_->storage->version(); }
 
+  // The role of this tensor's storage in its device's memory breakdown (memory_category.h); a view
+  // retags the whole storage it shares.
+  MemoryCategory memory_category() const { return impl_->storage->category(); }
+  void set_memory_category(MemoryCategory category) const {
+    impl_->storage->set_category(category);
+  }
+
   TensorImpl* impl() const { return impl_.get(); }
   const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
   std::string str() const;  // "tensor(shape=torch.Size([2, 3]), dtype=float32, device=host:0)"

@@ -57,6 +57,53 @@ TEST(AllocatorTest, CapacityErrorNamesDeviceRequestAndFree) {
   a.deallocate(r, 1000);
 }
 
+size_t idx(MemoryCategory c) { return static_cast<size_t>(c); }
+
+TEST(AllocatorTest, BreaksThePeakDownByCategory) {
+  MallocAllocator a(Device::parse("host:0"), 0);
+  void* params = a.allocate(1000, MemoryCategory::kParameters);
+  void* acts = a.allocate(300, MemoryCategory::kActivations);
+  a.deallocate(acts, 300, MemoryCategory::kActivations);
+  void* outs = a.allocate(200, MemoryCategory::kOutputs);  // 1200: below the peak of 1300
+  MemoryStats s = a.stats();
+  EXPECT_EQ(s.peak_bytes, 1300);
+  EXPECT_EQ(s.at_peak_by_category[idx(MemoryCategory::kParameters)], 1000);
+  EXPECT_EQ(s.at_peak_by_category[idx(MemoryCategory::kActivations)], 300);
+  EXPECT_EQ(s.at_peak_by_category[idx(MemoryCategory::kOutputs)], 0);  // came after the peak
+  EXPECT_EQ(s.peak_by_category[idx(MemoryCategory::kOutputs)], 200);
+  EXPECT_EQ(s.current_by_category[idx(MemoryCategory::kActivations)], 0);
+  // A retag moves the count, not the total.
+  a.retag(200, MemoryCategory::kOutputs, MemoryCategory::kGradients);
+  s = a.stats();
+  EXPECT_EQ(s.current_bytes, 1200);
+  EXPECT_EQ(s.current_by_category[idx(MemoryCategory::kOutputs)], 0);
+  EXPECT_EQ(s.current_by_category[idx(MemoryCategory::kGradients)], 200);
+  a.deallocate(outs, 200, MemoryCategory::kGradients);
+  a.reset_peak();
+  s = a.stats();
+  EXPECT_EQ(s.peak_bytes, 1000);
+  EXPECT_EQ(s.at_peak_by_category[idx(MemoryCategory::kActivations)], 0);
+  EXPECT_EQ(s.peak_by_category[idx(MemoryCategory::kGradients)], 0);
+  a.deallocate(params, 1000, MemoryCategory::kParameters);
+}
+
+TEST(AllocatorTest, DefaultCategoryIsTheThreadsScope) {
+  MallocAllocator a(Device::parse("host:0"), 0);
+  EXPECT_EQ(current_memory_category(), MemoryCategory::kOther);
+  void* p;
+  {
+    MemoryCategoryScope scope(MemoryCategory::kOptimizerState);
+    p = a.allocate(64);
+    std::thread([&] {  // another thread keeps its own category
+      EXPECT_EQ(current_memory_category(), MemoryCategory::kOther);
+    }).join();
+  }
+  EXPECT_EQ(current_memory_category(), MemoryCategory::kOther);
+  EXPECT_EQ(a.stats().current_by_category[idx(MemoryCategory::kOptimizerState)], 64);
+  a.deallocate(p, 64, MemoryCategory::kOptimizerState);
+  EXPECT_STREQ(memory_category_name(MemoryCategory::kOutputs), "gathered outputs");
+}
+
 TEST(AllocatorTest, CountersAreExactUnderConcurrentAllocation) {
   MallocAllocator a(Device::parse("host:0"), 0);
   constexpr int kThreads = 8, kIters = 2000;

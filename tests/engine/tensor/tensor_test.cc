@@ -48,6 +48,27 @@ TEST(TensorTest, StorageIsAccountedByItsDeviceAllocator) {
   EXPECT_EQ(a.stats().current_bytes, before);
 }
 
+TEST(TensorTest, StorageKeepsItsMemoryCategoryAndARetagMovesItsBytes) {
+  Allocator& a = Runtime::get().context(kHost1).allocator();
+  auto held = [&](MemoryCategory c) {
+    return a.stats().current_by_category[static_cast<size_t>(c)];
+  };
+  const int64_t acts = held(MemoryCategory::kActivations), grads = held(MemoryCategory::kGradients);
+  {
+    Tensor t;
+    {
+      MemoryCategoryScope scope(MemoryCategory::kActivations);
+      t = Tensor::zeros({256}, DType::kFloat32, kHost1);
+    }
+    EXPECT_EQ(t.memory_category(), MemoryCategory::kActivations);
+    EXPECT_EQ(held(MemoryCategory::kActivations), acts + 1024);
+    t.narrow(0, 0, 4).set_memory_category(MemoryCategory::kGradients);  // the whole storage
+    EXPECT_EQ(held(MemoryCategory::kActivations), acts);
+    EXPECT_EQ(held(MemoryCategory::kGradients), grads + 1024);
+  }
+  EXPECT_EQ(held(MemoryCategory::kGradients), grads);  // freed under its last category
+}
+
 TEST(TensorTest, ToCopiesAcrossHostDevicesAndCountsBytesPerPair) {
   Runtime& rt = Runtime::get();
   rt.reset_copy_stats();
