@@ -13,7 +13,8 @@
 // last slot is filled, the bucket is launched as all_reduce_async(avg) — but only after every
 // bucket with a smaller index, so all ranks queue the same all-reduces in the same order on the
 // group's communication thread (design note "one communication thread", process_group.h), while
-// backward goes on computing the remaining gradients.
+// backward goes on computing the remaining gradients. The buckets live in reducer.{h,cc}, the
+// parameter check in verify_params.h, the broadcast in broadcast_packed.h.
 //
 // Design note "end of backward": the autograd engine has no final callback, so the reducer counts
 // ready parameters. The hook that marks the last parameter ready (which also launches the last
@@ -42,6 +43,7 @@
 #include <vector>
 
 #include "engine/distributed/process_group.h"
+#include "engine/distributed/reducer.h"
 #include "engine/nn/module.h"
 
 namespace dpe {
@@ -57,23 +59,6 @@ struct DistributedDataParallelOptions {
   bool find_unused_parameters = false;
   bool gradient_as_bucket_view = false;
 };
-
-// What one backward did, for tests and profiling: an observation, not a timing.
-struct BucketLaunch {
-  size_t bucket = 0;       // index of the bucket (0: the last parameters registered)
-  size_t hooks_fired = 0;  // post-accumulate hooks that had fired in this backward at the launch
-};
-
-struct BackwardTrace {
-  std::vector<BucketLaunch> launches;  // in launch order (always 0, 1, 2, ...)
-  size_t hooks_fired = 0;              // hooks fired in this backward so far
-  size_t unused_marked = 0;            // parameters marked ready by find_unused_parameters
-  bool finished = false;               // every bucket was reduced and written back
-};
-
-namespace distributed_detail {
-class Reducer;
-}  // namespace distributed_detail
 
 class DistributedDataParallel : public Cloneable<DistributedDataParallel> {
  public:
@@ -121,13 +106,8 @@ class DistributedDataParallel : public Cloneable<DistributedDataParallel> {
   std::shared_ptr<distributed::ProcessGroup> group_;
   DistributedDataParallelOptions options_;
   Device device_;
-  std::shared_ptr<distributed_detail::Reducer> reducer_;
+  std::shared_ptr<distributed::Reducer> reducer_;
   bool require_backward_grad_sync_ = true;
 };
-
-// Broadcasts `tensors` (contiguous, any dtypes, all on one device the group accepts) from `root`
-// as one flat buffer, then copies the values back in place on the other ranks. Collective.
-void broadcast_coalesced(distributed::ProcessGroup& group, const std::vector<Tensor>& tensors,
-                         int root = 0);
 
 }  // namespace dpe

@@ -1,0 +1,46 @@
+// broadcast_packed: pack, broadcast, unpack.
+#include "engine/distributed/broadcast_packed.h"
+
+#include "engine/core/error.h"
+#include "engine/device/runtime.h"
+
+namespace dpe {
+namespace distributed {
+
+void broadcast_packed(ProcessGroup& group, const std::vector<Tensor>& tensors, int root) {
+  if (group.size() == 1 || tensors.empty()) return;
+  // One collective for every dtype: the tensors' bytes, each at an 8-byte aligned offset, in a
+  // float32 buffer. A broadcast moves bits and does no arithmetic, so int64 values survive.
+  std::vector<int64_t> offsets;  // in bytes
+  int64_t bytes = 0;
+  for (const Tensor& t : tensors) {
+    DPE_CHECK(t.defined() && t.is_contiguous(),
+              "broadcast_packed (rank "
+                  << group.rank() << "): expected defined contiguous tensors, got " << t.str());
+    DPE_CHECK(t.device() == tensors[0].device(),
+              "broadcast_packed (rank " << group.rank() << "): tensors on "
+                                           << tensors[0].device() << " and " << t.device());
+    offsets.push_back(bytes);
+    bytes += (static_cast<int64_t>(t.nbytes()) + 7) / 8 * 8;
+  }
+  if (bytes == 0) return;
+  Tensor flat = Tensor::empty(Shape{bytes / 4}, DType::kFloat32, tensors[0].device());
+  Runtime& rt = Runtime::get();
+  DeviceContext& ctx = flat.context();
+  char* base = static_cast<char*>(flat.raw_data());
+  if (group.rank() == root) {
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      rt.copy(ctx, base + offsets[i], ctx, tensors[i].raw_data(), tensors[i].nbytes());
+    }
+  }
+  group.broadcast(flat, root);
+  if (group.rank() == root) return;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    Tensor t = tensors[i];
+    rt.copy(ctx, t.raw_data(), ctx, base + offsets[i], t.nbytes());
+    t.bump_version();
+  }
+}
+
+}  // namespace distributed
+}  // namespace dpe

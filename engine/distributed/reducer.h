@@ -1,0 +1,110 @@
+// Reducer: the gradient side of DistributedDataParallel — buckets, the post-accumulate hooks'
+// bookkeeping, the bucket all-reduces launched during backward, and the end of backward. See the
+// design notes "gradient buckets" and "end of backward" in distributed_data_parallel.h.
+//
+// Threading contract: construction, check_prior_reduction_finished, prepare_for_backward and
+// destruction are called by one thread, not while a backward through the parameters runs. The
+// hooks (on_gradient_ready) may fire on any thread (the caller of backward(), or device workers
+// for graphs that span devices); a mutex serialises them. bucket_names() and trace() may be called
+// from any thread.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/distributed/process_group.h"
+#include "engine/nn/value.h"
+#include "engine/tensor/tensor.h"
+
+namespace dpe {
+
+// What one backward did, for tests and profiling: an observation, not a timing.
+struct BucketLaunch {
+  size_t bucket = 0;       // index of the bucket (0: the last parameters registered)
+  size_t hooks_fired = 0;  // post-accumulate hooks that had fired in this backward at the launch
+};
+
+struct BackwardTrace {
+  std::vector<BucketLaunch> launches;  // in launch order (always 0, 1, 2, ...)
+  size_t hooks_fired = 0;              // hooks fired in this backward so far
+  size_t unused_marked = 0;            // parameters marked ready by find_unused_parameters
+  bool finished = false;               // every bucket was reduced and written back
+};
+
+namespace distributed {
+
+// DistributedDataParallelOptions' fields that the reducer reads (same names, same meaning).
+struct ReducerOptions {
+  double bucket_cap_mb = 25.0;
+  bool find_unused_parameters = false;
+  bool gradient_as_bucket_view = false;
+};
+
+class Reducer {
+ public:
+  // `params`: the module's named parameters in registration order; those that require grad
+  // (each once) are reduced, and must be float32. Installs a post-accumulate hook on each.
+  Reducer(std::vector<std::pair<std::string, Tensor>> params, std::shared_ptr<ProcessGroup> group,
+          const ReducerOptions& options);
+  ~Reducer();  // removes its hooks
+  Reducer(const Reducer&) = delete;
+  Reducer& operator=(const Reducer&) = delete;
+
+  // PyTorch's ensure_prior_reduction_finished(): throws when the previous synchronised backward
+  // started (a hook fired) but some parameter never became ready.
+  void check_prior_reduction_finished();
+  // Arms the hooks for the next backward; with find_unused_parameters, finds the parameters that
+  // `outputs` do not depend on.
+  void prepare_for_backward(const Value& outputs);
+  // The post-accumulate hook of parameter `index`.
+  void on_gradient_ready(size_t index);
+
+  // The parameter names of each bucket, bucket 0 first.
+  std::vector<std::vector<std::string>> bucket_names() const;
+  // The current (or last) armed backward.
+  BackwardTrace trace() const;
+
+ private:
+  struct Bucket {
+    std::vector<size_t> params;  // indices into params_
+    Tensor buffer;               // flat float32 [sum of numels] on the module's device
+    size_t pending = 0;          // slots not ready yet in this backward
+    std::shared_ptr<Work> work;
+  };
+
+  Tensor slot(size_t i) const;
+  bool is_slot_view(const Tensor& grad, size_t i) const;
+  void mark_ready_locked(size_t i, bool used);
+  void launch_ready_locked();
+  void finalize_locked();
+  std::string unfinished_message_locked() const;
+
+  std::vector<Tensor> params_;  // requiring grad, in registration order
+  std::vector<std::string> names_;
+  std::shared_ptr<ProcessGroup> group_;
+  ReducerOptions options_;
+  std::vector<Bucket> buckets_;
+  std::vector<size_t> bucket_of_;
+  std::vector<int64_t> offset_of_;  // within its bucket's buffer, in elements
+
+  mutable std::mutex mu_;
+  bool expect_hooks_ = false;      // armed by prepare_for_backward, disarmed by finalize
+  bool require_finalize_ = false;  // a hook fired in this backward and finalize has not run
+  bool unused_marked_ = false;
+  std::vector<size_t> unused_;       // found by the graph walk (find_unused_parameters)
+  std::vector<char> ready_;          // per parameter, in this backward
+  std::vector<int64_t> local_used_;  // per parameter: 1 when it has a gradient on this rank
+  size_t num_ready_ = 0;
+  size_t next_bucket_ = 0;
+  Tensor used_map_;  // the all-reduced usage map (find_unused_parameters)
+  std::shared_ptr<Work> used_work_;
+  BackwardTrace trace_;
+};
+
+}  // namespace distributed
+}  // namespace dpe

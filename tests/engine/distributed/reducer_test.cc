@@ -1,0 +1,149 @@
+// Reducer, in one process over a fake two-rank group whose peer contributes zeros: buckets in
+// reverse registration order, launched in order during backward, gradients averaged when
+// backward returns, the unfinished-reduction error, and find_unused_parameters' usage map.
+#include "engine/distributed/reducer.h"
+
+#include <gtest/gtest.h>
+
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "engine/autograd/engine.h"
+#include "engine/autograd/ops.h"
+#include "engine/core/error.h"
+
+namespace dpe {
+namespace distributed {
+namespace {
+
+// Rank 0 of two; the peer's gradients are zeros (avg halves) and its usage map is `peer_used`.
+class FakeTwoRanks : public ProcessGroup {
+ public:
+  explicit FakeTwoRanks(std::vector<int64_t> peer_used = {})
+      : ProcessGroup(0, 2), peer_used_(std::move(peer_used)) {
+    start_communication();
+  }
+  ~FakeTwoRanks() override { stop_communication(); }
+  std::string backend() const override { return "fake"; }
+
+  std::vector<int64_t> reduced_numels() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return numels_;
+  }
+
+ protected:
+  void run_all_reduce(Tensor& t, ReduceOp op) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      numels_.push_back(t.numel());
+    }
+    if (op == ReduceOp::kAvg) {
+      float* d = t.data<float>();
+      for (int64_t i = 0; i < t.numel(); ++i) d[i] *= 0.5f;
+    } else if (op == ReduceOp::kMax) {
+      int64_t* d = t.data<int64_t>();
+      for (int64_t i = 0; i < t.numel(); ++i) d[i] = std::max(d[i], peer_used_.at(i));
+    }
+  }
+  void run_broadcast(Tensor&, int) override {}
+  void run_all_gather(const Tensor&, Tensor&) override {}
+  void run_barrier() override {}
+
+ private:
+  std::vector<int64_t> peer_used_;
+  std::mutex mu_;
+  std::vector<int64_t> numels_;
+};
+
+Tensor param(std::vector<float> values) {
+  const int64_t n = static_cast<int64_t>(values.size());
+  Tensor t = Tensor::from_vector(std::move(values), Shape{n});
+  t.requires_grad_();
+  return t;
+}
+
+std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// The first bucket closes at 1 MiB, later ones at bucket_cap_mb: with a tiny cap every
+// parameter after a 1 MiB one gets its own bucket.
+TEST(ReducerTest, BucketsFollowReverseRegistrationOrder) {
+  auto group = std::make_shared<FakeTwoRanks>();
+  Tensor a = param({1, 2}), b = param({3}), c = param(std::vector<float>(262144, 1.0f));
+  ReducerOptions o;
+  o.bucket_cap_mb = 1e-6;
+  Reducer reducer({{"a", a}, {"b", b}, {"c", c}}, group, o);
+  EXPECT_EQ(reducer.bucket_names(),
+            (std::vector<std::vector<std::string>>{{"c"}, {"b"}, {"a"}}));
+  ReducerOptions big;
+  Reducer one({{"a", a}, {"b", b}}, group, big);
+  EXPECT_EQ(one.bucket_names(), (std::vector<std::vector<std::string>>{{"b", "a"}}));
+}
+
+TEST(ReducerTest, BackwardAveragesEveryGradientAndLaunchesBucketsInOrder) {
+  auto group = std::make_shared<FakeTwoRanks>();
+  Tensor a = param({1, 2}), b = param({3, 4, 5});
+  ReducerOptions o;
+  o.bucket_cap_mb = 1e-6;  // the first bucket still takes both (it closes at 1 MiB)
+  Reducer reducer({{"a", a}, {"b", b}}, group, o);
+  Tensor x = Tensor::from_vector(std::vector<float>{10, 20}, Shape{2});
+  Tensor loss = ops::add(ops::sum(ops::mul(a, x)), ops::sum(b));
+  reducer.prepare_for_backward(Value(loss));
+  backward(loss);
+  // The peer's zeros halve the local gradients: d/da = x, d/db = 1.
+  EXPECT_EQ(a.grad().to_vector<float>(), (std::vector<float>{5, 10}));
+  EXPECT_EQ(b.grad().to_vector<float>(), (std::vector<float>{0.5f, 0.5f, 0.5f}));
+  const BackwardTrace trace = reducer.trace();
+  EXPECT_TRUE(trace.finished);
+  EXPECT_EQ(trace.hooks_fired, 2u);
+  ASSERT_EQ(trace.launches.size(), 1u);
+  EXPECT_EQ(group->reduced_numels(), (std::vector<int64_t>{5}));
+  reducer.check_prior_reduction_finished();  // does not throw
+}
+
+TEST(ReducerTest, AParameterWithoutGradientLeavesTheReductionUnfinished) {
+  auto group = std::make_shared<FakeTwoRanks>();
+  Tensor a = param({1}), unused = param({2});
+  Reducer reducer({{"a", a}, {"unused", unused}}, group, ReducerOptions{});
+  Tensor loss = ops::sum(a);
+  reducer.prepare_for_backward(Value(loss));
+  backward(loss);
+  EXPECT_FALSE(reducer.trace().finished);
+  EXPECT_TRUE(group->reduced_numels().empty());  // the only bucket never became ready
+  const std::string error = error_of([&] { reducer.check_prior_reduction_finished(); });
+  EXPECT_NE(error.find("Expected to have finished reduction in the prior iteration"),
+            std::string::npos)
+      << error;
+  EXPECT_NE(error.find("did not receive grad for rank 0: unused"), std::string::npos) << error;
+}
+
+// find_unused_parameters: an unused parameter is marked ready at the first hook; it keeps an
+// undefined .grad only when no rank used it.
+TEST(ReducerTest, FindUnusedParametersUsesTheGlobalUsageMap) {
+  for (int64_t peer_uses_it : {0, 1}) {
+    auto group = std::make_shared<FakeTwoRanks>(std::vector<int64_t>{1, peer_uses_it});
+    Tensor a = param({1}), unused = param({2});
+    ReducerOptions o;
+    o.find_unused_parameters = true;
+    Reducer reducer({{"a", a}, {"unused", unused}}, group, o);
+    Tensor loss = ops::sum(a);
+    reducer.prepare_for_backward(Value(loss));
+    backward(loss);
+    const BackwardTrace trace = reducer.trace();
+    EXPECT_TRUE(trace.finished);
+    EXPECT_EQ(trace.unused_marked, 1u);
+    EXPECT_EQ(a.grad().to_vector<float>(), (std::vector<float>{0.5f}));
+    EXPECT_EQ(unused.grad().defined(), peer_uses_it == 1) << "peer uses it: " << peer_uses_it;
+  }
+}
+
+}  // namespace
+}  // namespace distributed
+}  // namespace dpe
