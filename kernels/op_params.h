@@ -70,6 +70,29 @@ struct BatchNormShape {
   int64_t n, c, s;
 };
 
+// Layer normalisation of x [..., cols] viewed as [rows, cols], over each row.
+struct LayerNormShape {
+  int64_t rows, cols;
+};
+
+// Batched matrix product c[b] = op(a[b]) @ op(b[b]), row-major: c [batch, m, n]; a is [batch, m, k]
+// ([batch, k, m] when trans_a, op = transpose), b is [batch, k, n] ([batch, n, k] when trans_b).
+struct BmmShape {
+  int64_t batch, m, n, k;
+  bool trans_a, trans_b;
+};
+
+// Softmax over the last dim of x [..., tq, tk] viewed as [batch, tq, tk]. When causal, entry
+// (q, k) takes part only when k <= q + (tk - tq) (the last query sees every key); the others are
+// exactly 0, and a row with no entry left (tq > tk) is all 0.
+struct SoftmaxShape {
+  int64_t batch, tq, tk;
+  bool causal;
+};
+
+// PyTorch's default ignore_index of nll_loss and cross_entropy: targets equal to it are skipped.
+constexpr int64_t kDefaultIgnoreIndex = -100;
+
 // Fills ho/wo: floor((h + 2p - kh) / stride) + 1. Throws dpe::Error for a stride below 1, a
 // negative padding or a kernel larger than the padded input.
 Conv2dShape conv2d_shape(int64_t n, int64_t c, int64_t h, int64_t w, int64_t o, int64_t kh,

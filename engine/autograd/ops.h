@@ -22,6 +22,8 @@ Tensor sub(const Tensor& a, const Tensor& b);
 Tensor mul(const Tensor& a, const Tensor& b);
 Tensor mul_scalar(const Tensor& a, float s);
 Tensor relu(const Tensor& x);
+// GELU in its tanh form: PyTorch's gelu(x, approximate='tanh'), GPT-2's activation. Any shape.
+Tensor gelu(const Tensor& x);
 Tensor sum(const Tensor& x);   // all elements -> scalar []
 Tensor mean(const Tensor& x);  // all elements -> scalar []
 

@@ -92,6 +92,21 @@ Tensor relu(const Tensor& x_in) {
   return y;
 }
 
+Tensor gelu(const Tensor& x_in) {
+  Tensor x = prepare("gelu", x_in, x_in, "input");
+  DeviceGuard guard(&x.context());
+  Tensor y = like(x);
+  backend_of(x).gelu_forward(x, y);
+  record("gelu", {x_in}, {&y},
+         [x](const std::vector<Tensor>& g) {
+           Tensor gx = like(x);
+           backend_of(x).gelu_backward(x, g[0].contiguous(), gx);
+           return std::vector<Tensor>{gx};
+         },
+         {x});
+  return y;
+}
+
 Tensor sum(const Tensor& x_in) {
   Tensor x = prepare("sum", x_in, x_in, "input");
   DeviceGuard guard(&x.context());

@@ -38,6 +38,9 @@ class Backend {
   virtual void scale(const Tensor& a, float s, Tensor& out) = 0;                     // s * a
   virtual void relu_forward(const Tensor& x, Tensor& y) = 0;                         // max(x, 0)
   virtual void relu_backward(const Tensor& y, const Tensor& gy, Tensor& gx) = 0;     // gy * (y > 0)
+  // GELU, tanh form (PyTorch's approximate='tanh'); the backward reads the forward's input x.
+  virtual void gelu_forward(const Tensor& x, Tensor& y) = 0;
+  virtual void gelu_backward(const Tensor& x, const Tensor& gy, Tensor& gx) = 0;
 
   // --- reductions ---
   virtual void sum_all(const Tensor& x, Tensor& out) = 0;  // out: shape [] (a scalar)

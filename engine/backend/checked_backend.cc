@@ -143,6 +143,21 @@ class CheckedBackend final : public Backend {
     impl_.relu_backward(y, gy, gx);
   }
 
+  void gelu_forward(const Tensor& x, Tensor& y) override {
+    const Args c("gelu", x, type_);
+    c.tensor(x, "input");
+    c.shaped(y, "output", x.shape(), "input", x.shape());
+    impl_.gelu_forward(x, y);
+  }
+
+  void gelu_backward(const Tensor& x, const Tensor& gy, Tensor& gx) override {
+    const Args c("gelu_backward", x, type_);
+    c.tensor(x, "input");
+    c.shaped(gy, "grad_output", x.shape(), "input", x.shape());
+    c.shaped(gx, "grad_input", x.shape(), "input", x.shape());
+    impl_.gelu_backward(x, gy, gx);
+  }
+
   // --- reductions ---
 
   void sum_all(const Tensor& x, Tensor& out) override {

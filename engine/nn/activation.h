@@ -1,4 +1,4 @@
-// Element-wise activations: ReLU.
+// Element-wise activations: ReLU, GELU (tanh form).
 //
 // Threading contract: as every Module (module.h): one thread at a time per instance.
 #pragma once
@@ -11,6 +11,13 @@ class ReLU : public Cloneable<ReLU> {
  public:
   Tensor forward(const Tensor& x) override;
   std::string repr() const override { return "ReLU()"; }
+};
+
+// PyTorch's nn.GELU(approximate='tanh'), the form GPT-2 uses; the exact (erf) form is not built.
+class GELU : public Cloneable<GELU> {
+ public:
+  Tensor forward(const Tensor& x) override;
+  std::string repr() const override { return "GELU(approximate='tanh')"; }
 };
 
 }  // namespace dpe::nn

@@ -5,6 +5,7 @@ HOST_KERNEL_OPS = [
     "conv2d",
     "dropout",
     "elementwise",
+    "gelu",
     "linear",
     "log_softmax",
     "matmul",

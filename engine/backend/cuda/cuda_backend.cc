@@ -31,6 +31,7 @@
 #include "kernels/cuda/cuda_context.h"
 #include "kernels/cuda/dropout.cuh"
 #include "kernels/cuda/elementwise.cuh"
+#include "kernels/cuda/gelu.cuh"
 #include "kernels/cuda/linear.cuh"
 #include "kernels/cuda/log_softmax.cuh"
 #include "kernels/cuda/matmul.cuh"
@@ -103,6 +104,16 @@ class CudaBackend final : public Backend {
   void relu_backward(const Tensor& y, const Tensor& gy, Tensor& gx) override {
     Call c(y);
     cuda::relu_backward(c.ctx(), y.data<float>(), gy.data<float>(), gx.data<float>(), y.numel());
+  }
+
+  void gelu_forward(const Tensor& x, Tensor& y) override {
+    Call c(x);
+    cuda::gelu_forward(c.ctx(), x.data<float>(), y.data<float>(), x.numel());
+  }
+
+  void gelu_backward(const Tensor& x, const Tensor& gy, Tensor& gx) override {
+    Call c(x);
+    cuda::gelu_backward(c.ctx(), x.data<float>(), gy.data<float>(), gx.data<float>(), x.numel());
   }
 
   // --- reductions ---

@@ -13,6 +13,7 @@
 #include "kernels/host/conv2d.h"
 #include "kernels/host/dropout.h"
 #include "kernels/host/elementwise.h"
+#include "kernels/host/gelu.h"
 #include "kernels/host/host_context.h"
 #include "kernels/host/linear.h"
 #include "kernels/host/log_softmax.h"
@@ -84,6 +85,16 @@ class HostBackend final : public Backend {
   void relu_backward(const Tensor& y, const Tensor& gy, Tensor& gx) override {
     Call c(y);
     host::relu_backward(c.ctx(), y.data<float>(), gy.data<float>(), gx.data<float>(), y.numel());
+  }
+
+  void gelu_forward(const Tensor& x, Tensor& y) override {
+    Call c(x);
+    host::gelu_forward(c.ctx(), x.data<float>(), y.data<float>(), x.numel());
+  }
+
+  void gelu_backward(const Tensor& x, const Tensor& gy, Tensor& gx) override {
+    Call c(x);
+    host::gelu_backward(c.ctx(), x.data<float>(), gy.data<float>(), gx.data<float>(), x.numel());
   }
 
   // --- reductions ---

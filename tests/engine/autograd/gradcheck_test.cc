@@ -37,6 +37,7 @@ std::vector<OpCase> op_cases() {
       {"mul", {{3, 4}, {3, 4}}, [](auto& x) { return ops::mul(x[0], x[1]); }},
       {"mul_scalar", {{5}}, [](auto& x) { return ops::mul_scalar(x[0], -2.5f); }},
       {"relu", {{4, 5}}, [](auto& x) { return ops::relu(x[0]); }},
+      {"gelu", {{2, 3, 4}}, [](auto& x) { return ops::gelu(x[0]); }},
       {"sum", {{3, 5}}, [](auto& x) { return ops::sum(x[0]); }},
       {"mean", {{3, 5}}, [](auto& x) { return ops::mean(x[0]); }},
       {"reshape", {{3, 4}}, [](auto& x) { return ops::reshape(x[0], {2, 6}); }},

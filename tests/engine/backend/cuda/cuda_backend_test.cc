@@ -139,6 +139,14 @@ TEST_F(CudaBackendTest, ElementwiseMatchesHost) {
   host().relu_backward(ha, gy, hgx);
   gpu().relu_backward(ga, dev(gy), ggx);
   expect_close(ggx, hgx, "relu_backward");
+
+  Tensor x = random(s, -6.0f, 6.0f);
+  host().gelu_forward(x, ha);
+  gpu().gelu_forward(dev(x), ga);
+  expect_close(ga, ha, "gelu", 1e-5f, 1e-5f);
+  host().gelu_backward(x, gy, hgx);
+  gpu().gelu_backward(dev(x), dev(gy), ggx);
+  expect_close(ggx, hgx, "gelu_backward", 1e-5f, 1e-5f);
 }
 
 TEST_F(CudaBackendTest, ReductionsMatchHost) {
