@@ -107,19 +107,5 @@ TEST(ScatterGatherTest, GradientsFlowBackThroughScatterAndGather) {
   EXPECT_EQ(x.grad().to_vector<float>(), (std::vector<float>{2, 4, 6, 8, 10}));
 }
 
-TEST(GatherTest, ScalarsBecomeAVectorAndOtherDimsWork) {
-  auto devices = hosts(2);
-  std::vector<Value> scalars{Value(Tensor::scalar(1.0f, devices[0])),
-                             Value(Tensor::scalar(2.0f, devices[1]))};
-  Tensor v = gather(scalars, devices[0], 0).tensor();
-  EXPECT_EQ(v.shape(), Shape({2}));
-  EXPECT_EQ(v.to_vector<float>(), (std::vector<float>{1, 2}));
-  std::vector<Value> cols{Value(Tensor::ones({2, 1}, devices[1])),
-                          Value(Tensor::zeros({2, 2}, DType::kFloat32, devices[0]))};
-  Tensor g = gather(cols, devices[1], 1).tensor();
-  EXPECT_EQ(g.device(), devices[1]);
-  EXPECT_EQ(g.to_vector<float>(), (std::vector<float>{1, 0, 0, 1, 0, 0}));
-}
-
 }  // namespace
 }  // namespace dpe

@@ -1,0 +1,111 @@
+// comm: the raw copies. Mixed dtypes in one coalesced call, undefined tensors in a reduce-add,
+// the bytes each call moves, and that nothing here records autograd.
+#include "engine/parallel/comm.h"
+
+#include <gtest/gtest.h>
+
+#include "engine/core/error.h"
+#include "engine/device/runtime.h"
+
+namespace dpe {
+namespace {
+
+const Device kH0 = Device::parse("host:0");
+const Device kH1 = Device::parse("host:1");
+const Device kH2 = Device::parse("host:2");
+
+void use_three_hosts() { Runtime::get().set_host_device_count(3); }
+
+Tensor floats(std::vector<float> v, Device d) {
+  const int64_t n = static_cast<int64_t>(v.size());
+  return Tensor::from_vector(v, Shape{n}, d);
+}
+
+int64_t copied(Device src, Device dst) {
+  const CopyMatrix m = Runtime::get().copy_matrix();
+  auto it = m.find({src, dst});
+  return it == m.end() ? 0 : it->second;
+}
+
+TEST(CommTest, BroadcastCoalescedMixesDtypesInOneCall) {
+  use_three_hosts();
+  Tensor w = Tensor::from_vector(std::vector<float>{1, 2, 3, 4}, {2, 2}, kH0);
+  Tensor count = Tensor::from_vector(std::vector<int64_t>{7, 8, 9}, {3}, kH0);
+  Tensor b = floats({5}, kH0);
+  const int64_t before = copied(kH0, kH2);
+  auto out = comm::broadcast_coalesced({w, count, b}, {kH0, kH2});
+  ASSERT_EQ(out.size(), 2u);
+  ASSERT_EQ(out[1].size(), 3u);
+  EXPECT_EQ(out[0][1].raw_data(), count.raw_data());  // the source device aliases
+  EXPECT_EQ(out[1][0].device(), kH2);
+  EXPECT_EQ(out[1][0].shape(), Shape({2, 2}));
+  EXPECT_EQ(out[1][0].to_vector<float>(), (std::vector<float>{1, 2, 3, 4}));
+  EXPECT_EQ(out[1][1].dtype(), DType::kInt64);
+  EXPECT_EQ(out[1][1].to_vector<int64_t>(), (std::vector<int64_t>{7, 8, 9}));
+  EXPECT_EQ(out[1][2].to_vector<float>(), (std::vector<float>{5}));
+  // Every byte travels once: 5 floats and 3 int64.
+  EXPECT_EQ(copied(kH0, kH2) - before, 5 * 4 + 3 * 8);
+}
+
+TEST(CommTest, BroadcastCoalescedRefusesTensorsOnSeveralDevices) {
+  use_three_hosts();
+  EXPECT_THROW(comm::broadcast_coalesced({floats({1}, kH0), floats({2}, kH1)}, {kH2}), Error);
+}
+
+TEST(CommTest, ReduceAddCoalescedTreatsUndefinedAsZero) {
+  use_three_hosts();
+  const std::vector<comm::TensorSpec> specs{{Shape{2}, DType::kFloat32},
+                                            {Shape{1}, DType::kFloat32}};
+  // Device 1 has no tensor for slot 1, device 2 none at all.
+  std::vector<std::vector<Tensor>> per_device{{floats({1, 2}, kH0), floats({3}, kH0)},
+                                              {floats({10, 20}, kH1), Tensor()},
+                                              {Tensor(), Tensor()}};
+  std::vector<Tensor> out = comm::reduce_add_coalesced(per_device, specs, kH2);
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].device(), kH2);
+  EXPECT_EQ(out[0].to_vector<float>(), (std::vector<float>{11, 22}));
+  EXPECT_EQ(out[1].to_vector<float>(), (std::vector<float>{3}));
+  // A slot no device has is zero when others contributed...
+  out = comm::reduce_add_coalesced({{floats({1, 2}, kH1), Tensor()}}, specs, kH0);
+  ASSERT_TRUE(out[1].defined());
+  EXPECT_EQ(out[1].to_vector<float>(), (std::vector<float>{0}));
+  // ...and everything is undefined when no device contributed.
+  out = comm::reduce_add_coalesced({{Tensor(), Tensor()}, {Tensor(), Tensor()}}, specs, kH0);
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_FALSE(out[0].defined());
+  EXPECT_FALSE(out[1].defined());
+}
+
+TEST(CommTest, ReduceAddCoalescedChecksSlots) {
+  use_three_hosts();
+  const std::vector<comm::TensorSpec> specs{{Shape{2}, DType::kFloat32}};
+  EXPECT_THROW(comm::reduce_add_coalesced({{floats({1, 2, 3}, kH1)}}, specs, kH0), Error);
+  EXPECT_THROW(comm::reduce_add_coalesced({{floats({1, 2}, kH1), floats({1}, kH1)}}, specs, kH0),
+               Error);
+  try {
+    comm::reduce_add_coalesced({{Tensor::from_vector(std::vector<int64_t>{1, 2}, {2}, kH1)}},
+                               {{Shape{2}, DType::kInt64}}, kH0);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("only float32"), std::string::npos) << e.what();
+  }
+}
+
+TEST(CommTest, ScatterAndGatherMoveDataAndRecordNothing) {
+  use_three_hosts();
+  Tensor x = Tensor::from_vector(std::vector<float>{1, 2, 3, 4, 5, 6}, {2, 3}, kH0);
+  x.requires_grad_();
+  std::vector<Tensor> cols = comm::scatter(x, {kH1, kH2}, {2, 1}, 1);
+  EXPECT_EQ(cols[0].device(), kH1);
+  EXPECT_EQ(cols[0].to_vector<float>(), (std::vector<float>{1, 2, 4, 5}));
+  EXPECT_EQ(cols[1].to_vector<float>(), (std::vector<float>{3, 6}));
+  EXPECT_FALSE(cols[0].requires_grad());
+  Tensor back = comm::gather(cols, kH0, 1);
+  EXPECT_EQ(back.device(), kH0);
+  EXPECT_EQ(back.to_vector<float>(), x.to_vector<float>());
+  EXPECT_FALSE(back.requires_grad());
+  EXPECT_THROW(comm::gather({floats({1}, kH0), x}, kH0, 0), Error);  // ranks differ
+}
+
+}  // namespace
+}  // namespace dpe
