@@ -12,6 +12,7 @@
 #include "engine/core/error.h"
 #include "engine/device/runtime.h"
 #include "engine/device/worker.h"
+#include "engine/nn/module.h"
 
 namespace dpe {
 namespace {
@@ -63,11 +64,30 @@ TEST(AutogradTest, BackwardNeedsAScalar) {
   }
 }
 
+// A module with two parameters, to clear their gradients through Module::zero_grad.
+class TwoParams : public Cloneable<TwoParams> {
+ public:
+  TwoParams() {
+    register_parameter("a", Tensor::from_vector(std::vector<float>{1, 2}, {2}));
+    register_parameter("b", Tensor::from_vector(std::vector<float>{3}, {1}));
+  }
+  Tensor forward(const Tensor& x) override {
+    return ops::add(ops::sum(ops::mul(param("a"), x)), ops::sum(param("b")));
+  }
+  std::string repr() const override { return "TwoParams"; }
+};
+
 TEST(AutogradTest, ZeroGradClearsGradients) {
-  Tensor x = leaf({1});
-  backward(ops::sum(x));
-  x.set_grad(Tensor());
-  EXPECT_FALSE(x.grad().defined());
+  TwoParams m;
+  Tensor x = Tensor::from_vector(std::vector<float>{5, 6}, {2});
+  backward(m(x));
+  ASSERT_TRUE(m.find("a").grad().defined());
+  m.zero_grad();
+  for (const auto& [name, p] : m.named_parameters()) EXPECT_FALSE(p.grad().defined()) << name;
+  // The next backward starts from nothing instead of accumulating onto the old gradient.
+  backward(m(x));
+  EXPECT_EQ(m.find("a").grad().to_vector<float>(), (std::vector<float>{5, 6}));
+  EXPECT_EQ(m.find("b").grad().to_vector<float>(), (std::vector<float>{1}));
 }
 
 TEST(AutogradTest, PostAccumulateHookFiresOncePerLeafWithTheGradient) {

@@ -87,7 +87,13 @@ TEST(DataParallelTest, DefaultsAndStateDictPrefix) {
   auto bare = std::make_shared<nn::Linear>(5, 2, g);
   bare->load_state_dict(strip_prefix(sd));
   EXPECT_EQ(bare->weight().to_vector<float>(), fc->weight().to_vector<float>());
-  dp.load_state_dict(add_prefix(bare->state_dict()));
+  // And a bare checkpoint, prefixed, loads into the wrapped model.
+  auto other = std::make_shared<nn::Linear>(5, 2, g);
+  ASSERT_NE(other->weight().to_vector<float>(), fc->weight().to_vector<float>());
+  dp.load_state_dict(add_prefix(other->state_dict()));
+  EXPECT_EQ(fc->weight().to_vector<float>(), other->weight().to_vector<float>());
+  EXPECT_EQ(fc->find("bias").to_vector<float>(), other->find("bias").to_vector<float>());
+  EXPECT_THROW(dp.load_state_dict(other->state_dict()), Error);  // strict: keys lack "module."
 }
 
 TEST(DataParallelTest, OneDeviceRunsTheModuleDirectly) {
@@ -101,12 +107,33 @@ TEST(DataParallelTest, OneDeviceRunsTheModuleDirectly) {
   EXPECT_EQ(y.to_vector<float>(), (*fc)(x.to(kH0)).to_vector<float>());
 }
 
+// A replica's output is one scalar: the sum of its chunk times w.
+class SumOfProducts : public Cloneable<SumOfProducts> {
+ public:
+  SumOfProducts() { register_parameter("w", Tensor::from_vector(std::vector<float>{1, 2}, {2, 1})); }
+  Tensor forward(const Tensor& x) override { return ops::sum(ops::matmul(x, param("w"))); }
+  std::string repr() const override { return "SumOfProducts"; }
+};
+
 TEST(DataParallelTest, OutputDeviceAndScalarOutputs) {
-  auto devices = hosts(2);
+  auto devices = hosts(3);
   Generator g(8);
   auto fc = std::make_shared<nn::Linear>(5, 2, g);
-  DataParallel dp(fc, devices, devices[1]);
+  DataParallel dp(fc, {devices[0], devices[1]}, devices[1]);
   EXPECT_EQ(dp(randn({6, 5}, g)).device(), devices[1]);
+
+  // Scalars from every replica become a vector on the output device, one entry per replica,
+  // and its backward reaches the parameters on device_ids[0].
+  auto m = std::make_shared<SumOfProducts>();
+  DataParallel scalars(m, devices, devices[2]);
+  Tensor x = Tensor::from_vector(std::vector<float>{1, 1, 2, 2, 3, 3, 4, 4, 5, 5}, {5, 2});
+  Tensor out = scalars(x);
+  EXPECT_EQ(out.device(), devices[2]);
+  EXPECT_EQ(out.shape(), Shape({3}));
+  EXPECT_EQ(out.to_vector<float>(), (std::vector<float>{9, 21, 15}));  // chunks of 2, 2, 1 rows
+  backward(ops::sum(out));
+  EXPECT_EQ(m->find("w").grad().device(), kH0);
+  EXPECT_EQ(m->find("w").grad().to_vector<float>(), (std::vector<float>{15, 15}));
 }
 
 TEST(DataParallelTest, ErrorsUsePyTorchsWording) {

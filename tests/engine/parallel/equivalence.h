@@ -47,7 +47,10 @@ inline StepResult train_step(Module& model, Module& inner, const Tensor& x, cons
 inline void expect_same(const StepResult& dp, const StepResult& single, Device home,
                         const std::string& what) {
   EXPECT_NEAR(dp.loss, single.loss, 1e-5 * std::abs(single.loss)) << what;
+  ASSERT_EQ(dp.grads.size(), single.grads.size()) << what;
+  ASSERT_EQ(dp.params.size(), single.params.size()) << what;
   for (size_t i = 0; i < single.grads.size(); ++i) {
+    EXPECT_EQ(dp.grads[i].first, single.grads[i].first) << what;
     EXPECT_EQ(dp.grads[i].second.device(), home) << what << " " << dp.grads[i].first;
     EXPECT_LT(rel_error(dp.grads[i].second.to_vector<float>(),
                         single.grads[i].second.to_vector<float>()),
