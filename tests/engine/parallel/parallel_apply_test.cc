@@ -50,12 +50,12 @@ std::vector<Value> inputs_for(const std::vector<Device>& devices) {
 
 TEST(ParallelApplyTest, EachReplicaRunsOnItsDevicesWorker) {
   auto devices = hosts(3);
-  std::vector<bool> on_worker(3, false);
+  std::vector<int> on_worker(3, 0);  // not vector<bool>: its bits share bytes across threads
   const auto errors = run_on_workers("test", devices, [&](size_t k) {
     on_worker[k] = Runtime::get().context(devices[k]).worker().on_worker_thread();
   });
   EXPECT_EQ(errors, std::vector<std::string>(3));
-  EXPECT_EQ(on_worker, std::vector<bool>(3, true));
+  EXPECT_EQ(on_worker, std::vector<int>(3, 1));
 }
 
 TEST(ParallelApplyTest, WorkersRunUnderTheCallersGradMode) {
