@@ -1,0 +1,67 @@
+// Tokenizer: text to token ids and back with a SentencePiece model (Debian's libsentencepiece),
+// trained here as BPE on the language-model corpus's training split (token_cache.h caches it).
+//
+// Newlines carry structure in the corpus (poems, dialogue, paragraphs), but SentencePiece
+// normalizes them to spaces. So encode() writes each newline as kNewline (U+2424 "␤"), a
+// user-defined piece (always exactly one token), followed by a space before the next word: that
+// word then gets the same "▁word" token it gets at the start of a training line. decode() undoes
+// both. Round trips are exact for normalized text (text_corpus.h) whose characters NFKC keeps.
+//
+// Threading contract: immutable after construction; encode/decode may run on any thread at once
+// (SentencePieceProcessor's encoding is const). Copies share the loaded model.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace sentencepiece {
+class SentencePieceProcessor;
+}
+
+namespace dpe {
+
+class Tokenizer {
+ public:
+  static constexpr const char* kNewline = "\xE2\x90\xA4";  // U+2424 SYMBOL FOR NEWLINE
+
+  struct TrainOptions {
+    int64_t vocab_size = 32000;  // issue 11: at least 32 k, so the logits weigh what real LMs' do
+    std::string model_type = "bpe";
+    // The trainer's options as SentencePiece flags: the exact command (spm_train plus these and
+    // --input) that makes the same model, and part of the cache key. Threads are not in it:
+    // the pieces do not depend on them (checked: 1 and 2 threads give the same vocabulary).
+    std::string flags() const;
+  };
+
+  // Trains on `documents`, one SentencePiece sentence per line. Deterministic for the same
+  // documents and options. Throws dpe::Error with SentencePiece's message on failure.
+  static Tokenizer train(const std::vector<std::string>& documents, const TrainOptions& options,
+                         int num_threads = 2);
+  // Loads a .model file. Throws dpe::Error naming `path` when it is missing or not a model.
+  static Tokenizer load(const std::string& path);
+  // Writes the model (the same bytes spm_train writes) to `path`, atomically (temp + rename).
+  void save(const std::string& path) const;
+
+  std::vector<int64_t> encode(std::string_view text) const;
+  // Throws dpe::Error naming the id when one is outside [0, vocab_size()).
+  std::string decode(const std::vector<int64_t>& ids) const;
+
+  int64_t vocab_size() const;
+  // The end-of-sequence id: the separator after every document in a token stream.
+  int64_t eos_id() const;
+  std::string piece(int64_t id) const;
+  // Where the model came from: a path, or "(trained in memory)".
+  const std::string& source() const { return source_; }
+
+ private:
+  Tokenizer(std::string serialized, std::string source);
+
+  std::shared_ptr<const sentencepiece::SentencePieceProcessor> processor_;
+  std::string serialized_;  // the model's bytes, for save()
+  std::string source_;
+};
+
+}  // namespace dpe
