@@ -1,4 +1,4 @@
-// TCPStore: the key-value store that ranks rendezvous through, served by rank 0 on
+// TCPStore: the client of the key-value store that ranks rendezvous through, served by rank 0 on
 // MASTER_ADDR:MASTER_PORT (PyTorch's TCPStore). It implements gloo::rendezvous::Store, so Gloo's
 // connectFullMesh exchanges addresses through it, and adds counters and rank liveness.
 //
@@ -9,7 +9,8 @@
 // kMaxValueBytes, kMaxKeysPerRequest) before it reads or allocates what the length claims; a
 // malformed or oversized request gets an ERROR reply and its connection is closed, while the
 // other connections keep being served. Blocking (GET, WAIT) happens on the server, bounded by the
-// timeout the client sends, so a reply always comes back.
+// timeout the client sends, so a reply always comes back. The format is tcp_store_wire.h, the
+// server tcp_store_server.h.
 //
 // Threading contract: every method of TCPStore may be called from any thread (requests on the
 // one client connection are serialised). The server runs an accept thread plus one thread per
@@ -25,16 +26,18 @@
 #include <string>
 #include <vector>
 
+#include "engine/distributed/tcp_store_wire.h"
+
 namespace dpe {
 namespace distributed {
 
-class TCPStoreServer;  // tcp_store.cc
+class TCPStoreServer;  // tcp_store_server.h
 
 class TCPStore : public gloo::rendezvous::Store {
  public:
-  static constexpr uint32_t kMaxKeyBytes = 4096;
-  static constexpr uint32_t kMaxValueBytes = 64u << 20;
-  static constexpr uint32_t kMaxKeysPerRequest = 4096;
+  static constexpr uint32_t kMaxKeyBytes = wire::kMaxKeyBytes;
+  static constexpr uint32_t kMaxValueBytes = wire::kMaxValueBytes;
+  static constexpr uint32_t kMaxKeysPerRequest = wire::kMaxKeysPerRequest;
 
   // is_server: serve the store on host:port (port 0: a free port chosen by the kernel, see
   // port()), then connect to it like every client. Clients retry connecting until `timeout`.
