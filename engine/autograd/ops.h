@@ -51,6 +51,10 @@ Tensor max_pool2d(const Tensor& x, const Pool2dParams& p);
 Tensor batch_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& running_mean,
                   Tensor& running_var, bool training, float momentum, float eps,
                   const std::string& who = "batch_norm");
+// Layer norm over the last dim of x [..., D] (any rank >= 1), as F.layer_norm(x, (D,), gamma,
+// beta, eps): gamma/beta [D] may be undefined (elementwise_affine=False).
+Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps = 1e-5f,
+                  const std::string& who = "layer_norm");
 // The mask is a function of `seed` alone, so the same seed gives the same mask.
 Tensor dropout(const Tensor& x, float p, bool training, uint64_t seed);
 

@@ -100,6 +100,16 @@ class Backend {
                                          const Tensor& mean_gy, const Tensor& mean_gy_xmu,
                                          Tensor& gx) = 0;
 
+  // --- layer normalisation over the last dim: x [..., D] (D > 0) viewed as [N, D] ---
+  // gamma/beta [D] may be undefined (1 and 0). Writes y and, per row, mean and
+  // rstd = 1 / sqrt(biased var + eps), both [N], which the backward reads.
+  virtual void layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                  float eps, Tensor& y, Tensor& mean, Tensor& rstd) = 0;
+  // gx has x's shape; ggamma/gbeta [D] may be undefined: then they are not computed.
+  virtual void layer_norm_backward(const Tensor& x, const Tensor& gy, const Tensor& gamma,
+                                   const Tensor& mean, const Tensor& rstd, Tensor& gx,
+                                   Tensor& ggamma, Tensor& gbeta) = 0;
+
   // --- classification losses ---
   // Row-wise log-softmax of x [N, C].
   virtual void log_softmax_forward(const Tensor& x, Tensor& y) = 0;

@@ -78,6 +78,14 @@ NcsShape bn_shape(const Args& args, const Tensor& x) {
   return {x.size(0), x.size(1), s};
 }
 
+// x [..., D] for layer norm, viewed as [N, D].
+LayerNormShape ln_shape(const Args& args, const Tensor& x) {
+  args.tensor(x, "input");
+  DPE_CHECK(x.dim() >= 1 && x.size(-1) > 0,
+            args.op() << ": expected an input [..., D] with D > 0, but got shape " << x.shape());
+  return {x.numel() / x.size(-1), x.size(-1)};
+}
+
 // The output shape [N, O, Ho, Wo] of a convolution; conv2d_shape (kernels/op_params.h) checks
 // the parameters, so its messages are those of every device type.
 Shape conv2d_output(const Args& args, const Tensor& x, const Tensor& w, const Conv2dParams& p) {
@@ -363,6 +371,35 @@ class CheckedBackend final : public Backend {
     c.shaped(mean_gy_xmu, "mean_dy_xmu", Shape{s.c}, "input", x.shape());
     c.shaped(gx, "grad_input", x.shape(), "input", x.shape());
     impl_.batch_norm_backward_elemt(x, gy, mean, invstd, gamma, mean_gy, mean_gy_xmu, gx);
+  }
+
+  // --- layer normalisation ---
+
+  void layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
+                          Tensor& y, Tensor& mean, Tensor& rstd) override {
+    const Args c("layer_norm", x, type_);
+    const LayerNormShape s = ln_shape(c, x);
+    c.optional(gamma, "weight", Shape{s.cols}, "input", x.shape());
+    c.optional(beta, "bias", Shape{s.cols}, "input", x.shape());
+    c.shaped(y, "output", x.shape(), "input", x.shape());
+    c.shaped(mean, "mean", Shape{s.rows}, "input", x.shape());
+    c.shaped(rstd, "rstd", Shape{s.rows}, "input", x.shape());
+    impl_.layer_norm_forward(x, gamma, beta, eps, y, mean, rstd);
+  }
+
+  void layer_norm_backward(const Tensor& x, const Tensor& gy, const Tensor& gamma,
+                           const Tensor& mean, const Tensor& rstd, Tensor& gx, Tensor& ggamma,
+                           Tensor& gbeta) override {
+    const Args c("layer_norm_backward", x, type_);
+    const LayerNormShape s = ln_shape(c, x);
+    c.shaped(gy, "grad_output", x.shape(), "input", x.shape());
+    c.optional(gamma, "weight", Shape{s.cols}, "input", x.shape());
+    c.shaped(mean, "mean", Shape{s.rows}, "input", x.shape());
+    c.shaped(rstd, "rstd", Shape{s.rows}, "input", x.shape());
+    c.shaped(gx, "grad_input", x.shape(), "input", x.shape());
+    c.optional(ggamma, "grad_weight", Shape{s.cols}, "input", x.shape());
+    c.optional(gbeta, "grad_bias", Shape{s.cols}, "input", x.shape());
+    impl_.layer_norm_backward(x, gy, gamma, mean, rstd, gx, ggamma, gbeta);
   }
 
   // --- losses ---

@@ -6,6 +6,7 @@ CUDA_KERNEL_OPS = [
     "dropout",
     "elementwise",
     "gelu",
+    "layer_norm",
     "linear",
     "log_softmax",
     "matmul",

@@ -6,6 +6,7 @@ HOST_KERNEL_OPS = [
     "dropout",
     "elementwise",
     "gelu",
+    "layer_norm",
     "linear",
     "log_softmax",
     "matmul",

@@ -32,6 +32,7 @@
 #include "kernels/cuda/dropout.cuh"
 #include "kernels/cuda/elementwise.cuh"
 #include "kernels/cuda/gelu.cuh"
+#include "kernels/cuda/layer_norm.cuh"
 #include "kernels/cuda/linear.cuh"
 #include "kernels/cuda/log_softmax.cuh"
 #include "kernels/cuda/matmul.cuh"
@@ -60,13 +61,14 @@ class Call {
 
 float* data_or_null(const Tensor& t) { return t.defined() ? t.data<float>() : nullptr; }
 
-// The launchers' views of checked arguments: x [N, C, ...] as [N, C, S]; a convolution of
+// The launchers' views of checked arguments: x [N, C, ...] as [N, C, S]; x [..., D] as [N, D]; a convolution of
 // x [N, C, H, W] by w [O, C, kh, kw] into y [N, O, Ho, Wo]; pooling of x into y [N, C, Ho, Wo].
 BatchNormShape bn_shape(const Tensor& x) {
   int64_t s = 1;
   for (int64_t d = 2; d < x.dim(); ++d) s *= x.size(d);
   return {x.size(0), x.size(1), s};
 }
+LayerNormShape ln_shape(const Tensor& x) { return {x.numel() / x.size(-1), x.size(-1)}; }
 Conv2dShape conv_shape(const Tensor& x, const Tensor& w, const Conv2dParams& p, const Tensor& y) {
   return {x.size(0), x.size(1), x.size(2), x.size(3), w.size(0), w.size(2),
           w.size(3), p.stride,  p.padding, y.size(2), y.size(3)};
@@ -245,6 +247,25 @@ class CudaBackend final : public Backend {
                                     mean.data<float>(), invstd.data<float>(), data_or_null(gamma),
                                     mean_gy.data<float>(), mean_gy_xmu.data<float>(),
                                     gx.data<float>());
+  }
+
+  // --- layer normalisation ---
+
+  void layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
+                          Tensor& y, Tensor& mean, Tensor& rstd) override {
+    Call c(x);
+    cuda::layer_norm_forward(c.ctx(), ln_shape(x), x.data<float>(), data_or_null(gamma),
+                             data_or_null(beta), eps, y.data<float>(), mean.data<float>(),
+                             rstd.data<float>());
+  }
+
+  void layer_norm_backward(const Tensor& x, const Tensor& gy, const Tensor& gamma,
+                           const Tensor& mean, const Tensor& rstd, Tensor& gx, Tensor& ggamma,
+                           Tensor& gbeta) override {
+    Call c(x);
+    cuda::layer_norm_backward(c.ctx(), ln_shape(x), x.data<float>(), gy.data<float>(),
+                              data_or_null(gamma), mean.data<float>(), rstd.data<float>(),
+                              gx.data<float>(), data_or_null(ggamma), data_or_null(gbeta));
   }
 
   // --- losses ---

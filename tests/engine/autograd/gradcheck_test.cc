@@ -76,6 +76,10 @@ std::vector<OpCase> op_cases() {
          Tensor rv = Tensor::from_vector(std::vector<float>{0.5f, 2.0f}, {2}, x[0].device());
          return ops::batch_norm(x[0], x[1], x[2], rm, rv, false, 0.1f, 1e-5f);
        }},
+      {"layer_norm", {{2, 3, 5}, {5}, {5}},
+       [](auto& x) { return ops::layer_norm(x[0], x[1], x[2], 1e-5f); }},
+      {"layer_norm_no_affine", {{4, 6}},
+       [](auto& x) { return ops::layer_norm(x[0], Tensor(), Tensor(), 1e-5f); }},
       {"dropout", {{4, 6}},
        [](auto& x) {
          return ops::dropout(x[0], 0.3f, true, 7);  // the same mask for every evaluation

@@ -299,6 +299,35 @@ TEST_F(CudaBackendTest, BatchNormMatchesHost) {
   }
 }
 
+TEST_F(CudaBackendTest, LayerNormMatchesHost) {
+  // 768: GPT-2's width; 1000 rows: more chunks than one in the parameter-gradient reduction.
+  for (const Shape& s : {Shape{5, 7}, Shape{4, 250, 768}, Shape{3, 33}}) {
+    const int64_t d = s[s.rank() - 1], rows = s.numel() / d;
+    Tensor x = random(s, -2.0f, 3.0f), gamma = random({d}), beta = random({d}), gy = random(s);
+    for (bool affine : {true, false}) {
+      Tensor g = affine ? gamma : Tensor(), b = affine ? beta : Tensor();
+      Tensor hy = empty_like(x, kHost0), hm = Tensor::empty({rows}), hr = Tensor::empty({rows});
+      Tensor gyy = empty_like(x, kCuda0), gm = empty_like(hm, kCuda0), gr = empty_like(hr, kCuda0);
+      host().layer_norm_forward(x, g, b, 1e-5f, hy, hm, hr);
+      gpu().layer_norm_forward(dev(x), dev(g), dev(b), 1e-5f, gyy, gm, gr);
+      expect_close(gyy, hy, "layer_norm");
+      expect_close(gm, hm, "layer_norm mean");
+      expect_close(gr, hr, "layer_norm rstd");
+      Tensor hgx = empty_like(x, kHost0), ggx = empty_like(x, kCuda0);
+      Tensor hgg = affine ? Tensor::empty({d}) : Tensor(), hgb = affine ? Tensor::empty({d}) : Tensor();
+      Tensor ggg = affine ? empty_like(hgg, kCuda0) : Tensor();
+      Tensor ggb = affine ? empty_like(hgb, kCuda0) : Tensor();
+      host().layer_norm_backward(x, gy, g, hm, hr, hgx, hgg, hgb);
+      gpu().layer_norm_backward(dev(x), dev(gy), dev(g), gm, gr, ggx, ggg, ggb);
+      expect_close(ggx, hgx, "layer_norm grad_input", 1e-4f, 1e-3f);
+      if (affine) {
+        expect_close(ggg, hgg, "layer_norm grad_weight", 1e-3f, 1e-3f);
+        expect_close(ggb, hgb, "layer_norm grad_bias", 1e-3f, 1e-3f);
+      }
+    }
+  }
+}
+
 TEST_F(CudaBackendTest, LogSoftmaxAndNllLossMatchHost) {
   Tensor x = random({13, 10}, -5.0f, 5.0f), gy = random({13, 10});
   Tensor hy = empty_like(x, kHost0), gyy = empty_like(x, kCuda0);
