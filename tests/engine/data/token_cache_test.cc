@@ -1,0 +1,120 @@
+#include "engine/data/token_cache.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <sstream>
+
+#include "engine/core/error.h"
+#include "tests/engine/data/text_test_util.h"
+
+namespace dpe {
+namespace {
+
+using testing_text::error_of;
+using testing_text::scratch_dir;
+using testing_text::small_documents;
+using testing_text::write_file;
+
+Tokenizer::TrainOptions tiny_options() {
+  Tokenizer::TrainOptions options;
+  options.vocab_size = 400;
+  return options;
+}
+
+TEST(LoadTokenizedCorpus, TrainsOnceThenLoadsTheSameTokensFromTheCache) {
+  const std::string dir = scratch_dir("cache") + "/nested/dpe";  // created on demand
+  const std::vector<std::string> docs = small_documents();
+  std::ostringstream first_log, second_log;
+  const TokenizedCorpus first = load_tokenized_corpus(docs, dir, tiny_options(), &first_log);
+  EXPECT_NE(first_log.str().find("trained"), std::string::npos) << first_log.str();
+  EXPECT_EQ(::access(first.model_path.c_str(), R_OK), 0);
+  EXPECT_EQ(::access(first.tokens_path.c_str(), R_OK), 0);
+  EXPECT_EQ(first.model_path.rfind(dir + "/lm-corpus-" + first.key, 0), 0u) << first.model_path;
+  EXPECT_EQ(first.train_documents, 57);  // 60 documents, every 20th for validation
+  EXPECT_EQ(first.validation_documents, 3);
+  EXPECT_EQ(first.bytes, corpus_bytes(docs));
+
+  const TokenizedCorpus second = load_tokenized_corpus(docs, dir, tiny_options(), &second_log);
+  EXPECT_EQ(second_log.str(), "");  // nothing trained or encoded
+  EXPECT_EQ(second.key, first.key);
+  EXPECT_EQ(second.train_tokens.to_vector<int64_t>(), first.train_tokens.to_vector<int64_t>());
+  EXPECT_EQ(second.validation_tokens.to_vector<int64_t>(),
+            first.validation_tokens.to_vector<int64_t>());
+
+  // The validation stream is the validation documents, each followed by eos.
+  const TextSplit split = split_documents(docs);
+  EXPECT_EQ(first.validation_tokens.to_vector<int64_t>(),
+            encode_documents(first.tokenizer, split.validation).to_vector<int64_t>());
+  const std::vector<int64_t> valid = first.validation_tokens.to_vector<int64_t>();
+  EXPECT_EQ(valid.back(), first.tokenizer.eos_id());
+  EXPECT_EQ(std::count(valid.begin(), valid.end(), first.tokenizer.eos_id()), 3);
+}
+
+TEST(LoadTokenizedCorpus, KeyChangesWithTheTextAndTheOptions) {
+  const std::string dir = scratch_dir("cache");
+  std::vector<std::string> docs = small_documents();
+  const std::string key = load_tokenized_corpus(docs, dir, tiny_options()).key;
+  docs[7] += " One more word.";
+  EXPECT_NE(load_tokenized_corpus(docs, dir, tiny_options()).key, key);
+  Tokenizer::TrainOptions options = tiny_options();
+  options.vocab_size = 420;
+  EXPECT_NE(load_tokenized_corpus(small_documents(), dir, options).key, key);
+}
+
+TEST(LoadTokenizedCorpus, CorruptCachedFilesAreNamedInTheError) {
+  const std::string dir = scratch_dir("cache");
+  const TokenizedCorpus corpus = load_tokenized_corpus(small_documents(), dir, tiny_options());
+  write_file(corpus.tokens_path, "DPETOKS1 but then too short");
+  std::string msg = error_of([&] { load_tokenized_corpus(small_documents(), dir, tiny_options()); });
+  EXPECT_NE(msg.find(corpus.tokens_path), std::string::npos) << msg;
+  EXPECT_NE(msg.find("delete it"), std::string::npos) << msg;
+
+  write_file(corpus.model_path, "garbage");
+  msg = error_of([&] { load_tokenized_corpus(small_documents(), dir, tiny_options()); });
+  EXPECT_NE(msg.find(corpus.model_path), std::string::npos) << msg;
+}
+
+TEST(TokenFile, RoundTripsAndRejectsIdsOutsideTheVocabulary) {
+  const std::string path = scratch_dir("tokens") + "/t.tokens";
+  const Tensor train = Tensor::from_vector(std::vector<int64_t>{1, 2, 3, 31999}, Shape{4});
+  const Tensor valid = Tensor::from_vector(std::vector<int64_t>{5}, Shape{1});
+  write_token_file(path, train, valid);
+  Tensor t, v;
+  read_token_file(path, 32000, &t, &v);
+  EXPECT_EQ(t.to_vector<int64_t>(), train.to_vector<int64_t>());
+  EXPECT_EQ(v.to_vector<int64_t>(), valid.to_vector<int64_t>());
+  const std::string msg = error_of([&] { read_token_file(path, 100, &t, &v); });
+  EXPECT_NE(msg.find(path), std::string::npos) << msg;
+  EXPECT_NE(msg.find("31999"), std::string::npos) << msg;
+  EXPECT_NE(error_of([&] { read_token_file(path + ".missing", 100, &t, &v); }).find(path),
+            std::string::npos);
+}
+
+TEST(DefaultCacheDir, FollowsDpeCacheDirThenXdgThenHome) {
+  const char* saved[3] = {std::getenv("DPE_CACHE_DIR"), std::getenv("XDG_CACHE_HOME"),
+                          std::getenv("HOME")};
+  const std::string copies[3] = {saved[0] ? saved[0] : "", saved[1] ? saved[1] : "",
+                                 saved[2] ? saved[2] : ""};
+  ::setenv("DPE_CACHE_DIR", "/a/dpe", 1);
+  ::setenv("XDG_CACHE_HOME", "/x", 1);
+  ::setenv("HOME", "/h", 1);
+  EXPECT_EQ(default_cache_dir(), "/a/dpe");
+  ::unsetenv("DPE_CACHE_DIR");
+  EXPECT_EQ(default_cache_dir(), "/x/dpe");
+  ::unsetenv("XDG_CACHE_HOME");
+  EXPECT_EQ(default_cache_dir(), "/h/.cache/dpe");
+  const char* names[3] = {"DPE_CACHE_DIR", "XDG_CACHE_HOME", "HOME"};
+  for (int i = 0; i < 3; ++i) {
+    if (saved[i]) {
+      ::setenv(names[i], copies[i].c_str(), 1);
+    } else {
+      ::unsetenv(names[i]);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace dpe
