@@ -51,6 +51,9 @@ Tensor max_pool2d(const Tensor& x, const Pool2dParams& p);
 Tensor batch_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& running_mean,
                   Tensor& running_var, bool training, float momentum, float eps,
                   const std::string& who = "batch_norm");
+// Rows of weight [V, D] at int64 indices of any shape: out [..., D], as F.embedding(index, weight).
+// The gradient scatter-adds into weight (repeated indices accumulate); indices get none.
+Tensor embedding(const Tensor& weight, const Tensor& index);
 // Layer norm over the last dim of x [..., D] (any rank >= 1), as F.layer_norm(x, (D,), gamma,
 // beta, eps): gamma/beta [D] may be undefined (elementwise_affine=False).
 Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps = 1e-5f,

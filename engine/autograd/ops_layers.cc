@@ -1,4 +1,4 @@
-// Layer ops: matmul, linear, conv2d, max_pool2d, batch_norm, layer_norm, dropout.
+// Layer ops: matmul, linear, embedding, conv2d, max_pool2d, batch_norm, layer_norm, dropout.
 #include <cmath>
 
 #include "engine/autograd/grad_mode.h"
@@ -180,6 +180,31 @@ Tensor batch_norm(const Tensor& x_in, const Tensor& gamma_in, const Tensor& beta
            return std::vector<Tensor>{gx, ggamma, sum_gy};
          },
          {x, gamma, rm, rv});
+  return y;
+}
+
+Tensor embedding(const Tensor& weight_in, const Tensor& index_in) {
+  Tensor weight = prepare("embedding", weight_in, weight_in, "weight");
+  DPE_CHECK(index_in.defined(), "embedding: indices are undefined");
+  check_dtype("embedding", index_in, DType::kInt64, "indices");
+  check_same_device("embedding", weight, index_in);
+  DPE_CHECK(weight.dim() == 2, "embedding: expected a 2-D weight [V, D], got " << weight.shape());
+  const int64_t n = index_in.numel(), d = weight.size(1);
+  Tensor index = index_in.contiguous().view(Shape{n});
+  std::vector<int64_t> out_dims(index_in.shape().begin(), index_in.shape().end());
+  out_dims.push_back(d);
+  DeviceGuard guard(&weight.context());
+  Tensor y = Tensor::empty(Shape(out_dims), DType::kFloat32, weight.device());
+  Tensor rows = y.view(Shape{n, d});
+  backend_of(weight).embedding_forward(weight, index, rows);
+  const Shape w_shape = weight.shape();
+  record("embedding", {weight_in}, {&y},
+         [index, w_shape, n, d](const std::vector<Tensor>& g) {
+           Tensor gw = Tensor::empty(w_shape, DType::kFloat32, g[0].device());
+           backend_of(gw).embedding_backward(index, g[0].contiguous().view(Shape{n, d}), gw);
+           return std::vector<Tensor>{gw};
+         },
+         {index});
   return y;
 }
 

@@ -58,6 +58,12 @@ class Backend {
   // c[M, N] = a[M, K] @ b[K, N].
   virtual void matmul(const Tensor& a, const Tensor& b, Tensor& c) = 0;
 
+  // --- embedding: row i of y [N, D] is row index[i] of weight [V, D]; index is int64 [N] ---
+  // Throws "embedding: index <i> is out of range for <V> rows" for an index outside [0, V).
+  virtual void embedding_forward(const Tensor& weight, const Tensor& index, Tensor& y) = 0;
+  // gw [V, D] = 0, then gw[index[i]] += gy[i] for every i (repeated indices accumulate).
+  virtual void embedding_backward(const Tensor& index, const Tensor& gy, Tensor& gw) = 0;
+
   // --- convolution and pooling (NCHW) ---
   // x [N, C, H, W] (N > 0), w [O, C, kh, kw], b [O] or undefined, y [N, O, Ho, Wo].
   virtual void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b,

@@ -232,6 +232,28 @@ class CheckedBackend final : public Backend {
     impl_.matmul(a, b, out);
   }
 
+  // --- embedding ---
+
+  void embedding_forward(const Tensor& weight, const Tensor& index, Tensor& y) override {
+    const Args c("embedding", weight, type_);
+    c.rank(weight, "weight", 2);
+    c.tensor(index, "indices", DType::kInt64);
+    DPE_CHECK(index.dim() == 1,
+              "embedding: expected 1-D indices [N], but got shape " << index.shape());
+    c.shaped(y, "output", Shape{index.size(0), weight.size(1)}, "weight", weight.shape());
+    impl_.embedding_forward(weight, index, y);
+  }
+
+  void embedding_backward(const Tensor& index, const Tensor& gy, Tensor& gw) override {
+    const Args c("embedding_backward", gw, type_);
+    c.rank(gw, "grad_weight", 2);
+    c.tensor(index, "indices", DType::kInt64);
+    DPE_CHECK(index.dim() == 1,
+              "embedding_backward: expected 1-D indices [N], but got shape " << index.shape());
+    c.shaped(gy, "grad_output", Shape{index.size(0), gw.size(1)}, "grad_weight", gw.shape());
+    impl_.embedding_backward(index, gy, gw);
+  }
+
   // --- convolution and pooling ---
 
   void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dParams& p,

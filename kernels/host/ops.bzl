@@ -5,6 +5,7 @@ HOST_KERNEL_OPS = [
     "conv2d",
     "dropout",
     "elementwise",
+    "embedding",
     "gelu",
     "layer_norm",
     "linear",

@@ -31,6 +31,7 @@
 #include "kernels/cuda/cuda_context.h"
 #include "kernels/cuda/dropout.cuh"
 #include "kernels/cuda/elementwise.cuh"
+#include "kernels/cuda/embedding.cuh"
 #include "kernels/cuda/gelu.cuh"
 #include "kernels/cuda/layer_norm.cuh"
 #include "kernels/cuda/linear.cuh"
@@ -156,6 +157,20 @@ class CudaBackend final : public Backend {
     Call c(a);
     cuda::matmul(c.ctx(), a.data<float>(), b.data<float>(), out.data<float>(), a.size(0), a.size(1),
                  b.size(1));
+  }
+
+  // --- embedding ---
+
+  void embedding_forward(const Tensor& weight, const Tensor& index, Tensor& y) override {
+    Call c(weight);
+    cuda::embedding_forward(c.ctx(), weight.data<float>(), index.data<int64_t>(), y.data<float>(),
+                            index.size(0), weight.size(0), weight.size(1));
+  }
+
+  void embedding_backward(const Tensor& index, const Tensor& gy, Tensor& gw) override {
+    Call c(gw);
+    cuda::embedding_backward(c.ctx(), index.data<int64_t>(), gy.data<float>(), gw.data<float>(),
+                             index.size(0), gw.size(0), gw.size(1));
   }
 
   // --- convolution and pooling ---

@@ -13,6 +13,7 @@
 #include "kernels/host/conv2d.h"
 #include "kernels/host/dropout.h"
 #include "kernels/host/elementwise.h"
+#include "kernels/host/embedding.h"
 #include "kernels/host/gelu.h"
 #include "kernels/host/host_context.h"
 #include "kernels/host/layer_norm.h"
@@ -137,6 +138,20 @@ class HostBackend final : public Backend {
     Call c(a);
     host::matmul(c.ctx(), a.data<float>(), b.data<float>(), out.data<float>(), a.size(0), a.size(1),
                  b.size(1));
+  }
+
+  // --- embedding ---
+
+  void embedding_forward(const Tensor& weight, const Tensor& index, Tensor& y) override {
+    Call c(weight);
+    host::embedding_forward(c.ctx(), weight.data<float>(), index.data<int64_t>(), y.data<float>(),
+                            index.size(0), weight.size(0), weight.size(1));
+  }
+
+  void embedding_backward(const Tensor& index, const Tensor& gy, Tensor& gw) override {
+    Call c(gw);
+    host::embedding_backward(c.ctx(), index.data<int64_t>(), gy.data<float>(), gw.data<float>(),
+                             index.size(0), gw.size(0), gw.size(1));
   }
 
   // --- convolution and pooling ---

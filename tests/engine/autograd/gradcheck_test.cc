@@ -76,6 +76,7 @@ std::vector<OpCase> op_cases() {
          Tensor rv = Tensor::from_vector(std::vector<float>{0.5f, 2.0f}, {2}, x[0].device());
          return ops::batch_norm(x[0], x[1], x[2], rm, rv, false, 0.1f, 1e-5f);
        }},
+      {"embedding", {{5, 3}, {2, 4}}, [](auto& x) { return ops::embedding(x[0], x[1]); }, {1}, 5},
       {"layer_norm", {{2, 3, 5}, {5}, {5}},
        [](auto& x) { return ops::layer_norm(x[0], x[1], x[2], 1e-5f); }},
       {"layer_norm_no_affine", {{4, 6}},

@@ -299,6 +299,26 @@ TEST_F(CudaBackendTest, BatchNormMatchesHost) {
   }
 }
 
+TEST_F(CudaBackendTest, EmbeddingMatchesHostAndNamesTheBadIndex) {
+  // Many repeated indices: the CUDA gradient accumulates them with atomics.
+  Tensor w = random({50, 130}), index = labels(3000, 50), gy = random({3000, 130});
+  Tensor hy = Tensor::empty({3000, 130}), gyy = Tensor::empty({3000, 130}, DType::kFloat32, kCuda0);
+  host().embedding_forward(w, index, hy);
+  gpu().embedding_forward(dev(w), dev(index), gyy);
+  expect_close(gyy, hy, "embedding", 0.0f, 0.0f);
+  Tensor hgw = empty_like(w, kHost0), ggw = empty_like(w, kCuda0);
+  host().embedding_backward(index, gy, hgw);
+  gpu().embedding_backward(dev(index), dev(gy), ggw);
+  expect_close(ggw, hgw, "embedding_backward", 1e-4f, 1e-4f);
+
+  Tensor bad = dev(Tensor::from_vector(std::vector<int64_t>{1, 50, -1}, {3}));
+  Tensor y3 = Tensor::empty({3, 130}, DType::kFloat32, kCuda0);
+  EXPECT_EQ(error_of([&] { gpu().embedding_forward(dev(w), bad, y3); }),
+            "embedding: index 50 is out of range for 50 rows");
+  EXPECT_EQ(error_of([&] { gpu().embedding_backward(bad, y3, ggw); }),
+            "embedding: index 50 is out of range for 50 rows");
+}
+
 TEST_F(CudaBackendTest, LayerNormMatchesHost) {
   // 768: GPT-2's width; 1000 rows: more chunks than one in the parameter-gradient reduction.
   for (const Shape& s : {Shape{5, 7}, Shape{4, 250, 768}, Shape{3, 33}}) {
