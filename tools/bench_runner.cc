@@ -12,6 +12,9 @@
 #include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "engine/autograd/engine.h"
 #include "engine/autograd/ops.h"
@@ -154,9 +157,9 @@ BenchResult run_in_process(const BenchConfig& c) {
 
 void ddp_worker(const BenchConfig& c, const std::string& result_path) {
   Distributed dist = Distributed::init();
-  DPE_CHECK(c.global_batch % dist.world == 0, "the global batch " << c.global_batch
-                                                                  << " must divide by the world size "
-                                                                  << dist.world);
+  DPE_CHECK(
+      c.global_batch % dist.world == 0,
+      "the global batch " << c.global_batch << " must divide by the world size " << dist.world);
   const int64_t per_rank = c.global_batch / dist.world;
   Generator gen(0);
   std::shared_ptr<Module> model = models::make_model(c.model, gen);
@@ -208,26 +211,50 @@ BenchResult run_ddp(const BenchConfig& c, const std::string& self_exe) {
   DPE_CHECK(dir != nullptr, "bench: cannot create a temporary directory");
   const std::string result_path = std::string(dir) + "/rank0.json";
   const int port = free_port();
+  // Everything the children need is built before fork(): this process may run threads (device
+  // workers, OpenMP), so a child only calls async-signal-safe functions (execve, _exit).
+  const std::string batch = std::to_string(c.global_batch);
+  const std::string warmup = std::to_string(c.warmup), steps = std::to_string(c.steps);
+  const std::vector<std::string> argv{
+      self_exe,   "--ddp-worker", result_path, "--models", c.model,      "--batches", batch,
+      "--warmup", warmup,         "--steps",   steps,      "--data-dir", c.data_dir};
+  std::vector<std::vector<std::string>> envs;
+  for (int rank = 0; rank < c.devices; ++rank) {
+    const std::vector<std::pair<std::string, std::string>> vars{
+        {"RANK", std::to_string(rank)},
+        {"LOCAL_RANK", std::to_string(rank)},
+        {"WORLD_SIZE", std::to_string(c.devices)},
+        {"MASTER_ADDR", "127.0.0.1"},
+        {"MASTER_PORT", std::to_string(port)},
+        {"DPE_HOST_DEVICES", "1"},
+        {"DPE_HOST_THREADS", "1"},
+        {"OMP_NUM_THREADS", "1"},
+    };
+    std::vector<std::string> env;
+    for (char** e = environ; *e != nullptr; ++e) {
+      const std::string entry = *e;
+      const std::string name = entry.substr(0, entry.find('='));
+      bool replaced = false;
+      for (const auto& [k, v] : vars) replaced = replaced || k == name;
+      if (!replaced) env.push_back(entry);
+    }
+    for (const auto& [k, v] : vars) env.push_back(k + "=" + v);
+    envs.push_back(std::move(env));
+  }
+  std::vector<char*> argv_ptrs;
+  for (const std::string& a : argv) argv_ptrs.push_back(const_cast<char*>(a.c_str()));
+  argv_ptrs.push_back(nullptr);
+  std::vector<std::vector<char*>> env_ptrs(envs.size());
+  for (size_t r = 0; r < envs.size(); ++r) {
+    for (const std::string& e : envs[r]) env_ptrs[r].push_back(const_cast<char*>(e.c_str()));
+    env_ptrs[r].push_back(nullptr);
+  }
   std::vector<pid_t> pids;
   for (int rank = 0; rank < c.devices; ++rank) {
     const pid_t pid = fork();
     DPE_CHECK(pid >= 0, "bench: fork failed");
     if (pid == 0) {
-      setenv("RANK", std::to_string(rank).c_str(), 1);
-      setenv("LOCAL_RANK", std::to_string(rank).c_str(), 1);
-      setenv("WORLD_SIZE", std::to_string(c.devices).c_str(), 1);
-      setenv("MASTER_ADDR", "127.0.0.1", 1);
-      setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
-      setenv("DPE_HOST_DEVICES", "1", 1);
-      setenv("DPE_HOST_THREADS", "1", 1);
-      setenv("OMP_NUM_THREADS", "1", 1);
-      const std::string batch = std::to_string(c.global_batch);
-      const std::string warmup = std::to_string(c.warmup), steps = std::to_string(c.steps);
-      std::vector<const char*> argv{self_exe.c_str(), "--ddp-worker", result_path.c_str(),
-                                    "--models", c.model.c_str(), "--batches", batch.c_str(),
-                                    "--warmup", warmup.c_str(), "--steps", steps.c_str(),
-                                    "--data-dir", c.data_dir.c_str(), nullptr};
-      execv(self_exe.c_str(), const_cast<char* const*>(argv.data()));
+      execve(argv_ptrs[0], argv_ptrs.data(), env_ptrs[static_cast<size_t>(rank)].data());
       _exit(127);
     }
     pids.push_back(pid);
@@ -238,8 +265,8 @@ BenchResult run_ddp(const BenchConfig& c, const std::string& self_exe) {
     waitpid(pid, &status, 0);
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) ++failed;
   }
-  DPE_CHECK(failed == 0, "bench: " << failed << " DDP worker(s) failed for " << c.model
-                                   << " on " << c.devices << " processes");
+  DPE_CHECK(failed == 0, "bench: " << failed << " DDP worker(s) failed for " << c.model << " on "
+                                   << c.devices << " processes");
   std::ifstream in(result_path);
   DPE_CHECK(in.good(), "bench: rank 0 wrote no result to " << result_path);
   nlohmann::json j = nlohmann::json::parse(in);

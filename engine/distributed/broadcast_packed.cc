@@ -18,8 +18,8 @@ void broadcast_packed(ProcessGroup& group, const std::vector<Tensor>& tensors, i
               "broadcast_packed (rank "
                   << group.rank() << "): expected defined contiguous tensors, got " << t.str());
     DPE_CHECK(t.device() == tensors[0].device(),
-              "broadcast_packed (rank " << group.rank() << "): tensors on "
-                                           << tensors[0].device() << " and " << t.device());
+              "broadcast_packed (rank " << group.rank() << "): tensors on " << tensors[0].device()
+                                        << " and " << t.device());
     offsets.push_back(bytes);
     bytes += (static_cast<int64_t>(t.nbytes()) + 7) / 8 * 8;
   }

@@ -87,8 +87,8 @@ ProcessGroup::ProcessGroup(int rank, int size) : rank_(rank), size_(size) {
 ProcessGroup::~ProcessGroup() { stop_communication(); }
 
 void ProcessGroup::start_communication() {
-  queue_ = std::make_unique<WorkQueue>(backend() + " process group (rank " +
-                                       std::to_string(rank_) + ")");
+  queue_ = std::make_unique<WorkQueue>(backend() + " process group (rank " + std::to_string(rank_) +
+                                       ")");
 }
 
 void ProcessGroup::stop_communication() { queue_.reset(); }
@@ -171,8 +171,7 @@ void check_collective_tensor(const char* op, const Tensor& t, int rank) {
             op << " (rank " << rank << "): expected a contiguous tensor, got " << t.str());
 }
 
-void ProcessGroup::prepare_gather_outputs(const Tensor& input,
-                                          std::vector<Tensor>& outputs) const {
+void ProcessGroup::prepare_gather_outputs(const Tensor& input, std::vector<Tensor>& outputs) const {
   if (outputs.empty()) {
     for (int r = 0; r < size_; ++r)
       outputs.push_back(Tensor::empty(input.shape(), input.dtype(), input.device()));

@@ -1,6 +1,7 @@
 // spawn: fork the ranks, collect the first failure, stop the rest.
 #include "engine/distributed/spawn.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -56,6 +57,18 @@ void drain(Child& c) {
   c.error_fd = -1;
 }
 
+// The threads of this process, from /proc (Linux); 0 when it cannot be read.
+int thread_count() {
+  DIR* dir = ::opendir("/proc/self/task");
+  if (dir == nullptr) return 0;
+  int n = 0;
+  while (const dirent* e = ::readdir(dir)) {
+    if (e->d_name[0] != '.') ++n;
+  }
+  ::closedir(dir);
+  return n;
+}
+
 std::string describe_status(int status) {
   if (WIFEXITED(status)) return "exited with code " + std::to_string(WEXITSTATUS(status));
   if (WIFSIGNALED(status)) {
@@ -69,6 +82,15 @@ std::string describe_status(int status) {
 
 void spawn(const std::function<void(int rank)>& fn, int nprocs, SpawnOptions options) {
   DPE_CHECK(nprocs >= 1, "spawn: nprocs " << nprocs << " must be at least 1");
+  // fork() copies only the calling thread: a lock another thread held (the allocator's, a
+  // store server's) would stay locked forever in the child.
+  const int threads = thread_count();
+  DPE_CHECK(threads <= 1,
+            "spawn: the calling process runs "
+                << threads
+                << " threads; fork() would copy only the calling one, and the children could "
+                   "deadlock on a lock another thread held. Call spawn before starting threads "
+                   "(a TCPStore server, device workers, OpenMP) or run them in a child process");
   std::fflush(nullptr);
   std::cout.flush();
   std::cerr.flush();

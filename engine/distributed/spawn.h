@@ -2,9 +2,11 @@
 // waits for them; the first failure stops the others and comes back as a dpe::Error naming the
 // rank, its pid, and the exception message or exit status.
 //
-// Threading contract: call spawn from a process that has not started threads yet (or whose
-// threads hold no locks the children need): fork() copies only the calling thread. Each child
-// ends with _exit() once fn returns, so no destructors of the parent's objects run in it.
+// Threading contract: call spawn from a single-threaded process (no TCPStore server, device
+// workers or OpenMP team started yet): fork() copies only the calling thread, so a lock another
+// thread held would never be released in the child. spawn checks it (/proc/self/task) and throws
+// otherwise. Each child ends with _exit() once fn returns, so no destructors of the parent's
+// objects run in it.
 #pragma once
 
 #include <chrono>
@@ -20,7 +22,7 @@ struct SpawnOptions {
 
 // Runs fn(0) .. fn(nprocs - 1), each in its own child process, and returns when all have exited
 // with status 0. A child fails when fn throws (the message is passed back to the parent) or exits
-// otherwise (exit code, signal).
+// otherwise (exit code, signal). Throws dpe::Error at once when the caller runs other threads.
 void spawn(const std::function<void(int rank)>& fn, int nprocs, SpawnOptions options = {});
 
 }  // namespace distributed

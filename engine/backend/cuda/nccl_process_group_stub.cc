@@ -1,6 +1,5 @@
 // NcclProcessGroup where CUDA is not built: the constructor throws, so nothing else runs.
 #include "engine/backend/cuda/nccl_process_group.h"
-
 #include "engine/core/error.h"
 
 namespace dpe {

@@ -17,6 +17,7 @@
 #include "engine/parallel/data_parallel.h"
 #include "models/toy_model.h"
 #include "tests/engine/distributed/rank_test_util.h"
+#include "tests/engine/distributed/store_server_process.h"
 
 namespace dpe {
 namespace {
@@ -35,7 +36,7 @@ class CheckpointTest : public ::testing::TestWithParam<int> {};
 
 TEST_P(CheckpointTest, SaveOnRankZeroLoadOnEveryRank) {
   const int n = GetParam();
-  TCPStore server("127.0.0.1", 0, true);
+  test::StoreServerProcess server;
   const int port = server.port();
   const std::string path = temp_path("ddp_checkpoint_" + std::to_string(n)) + ".safetensors";
   spawn(
@@ -79,7 +80,7 @@ INSTANTIATE_TEST_SUITE_P(Ranks, CheckpointTest, ::testing::Values(2, 3),
                          });
 
 TEST(CheckpointFailureTest, AFailedSaveIsAnErrorOnEveryRank) {
-  TCPStore server("127.0.0.1", 0, true);
+  test::StoreServerProcess server;
   const int port = server.port();
   const std::string path = temp_path("no_such_dir") + "/model.safetensors";
   spawn(

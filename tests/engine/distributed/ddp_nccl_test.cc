@@ -16,6 +16,7 @@
 #include "engine/optim/sgd.h"
 #include "models/mlp.h"
 #include "tests/engine/distributed/rank_test_util.h"
+#include "tests/engine/distributed/store_server_process.h"
 
 namespace dpe {
 namespace {
@@ -43,7 +44,7 @@ std::vector<std::vector<float>> grads_after_step(Module& model, Module& inner, c
 TEST(DdpNcclTest, OneStepEqualsOneProcessOnTheGlobalBatch) {
   const int gpus = count_gpus_in_a_child();
   if (gpus < 2) GTEST_SKIP() << "no CUDA devices to run on: DDP over NCCL needs 2, found " << gpus;
-  distributed::TCPStore server("127.0.0.1", 0, true);
+  test::StoreServerProcess server;
   const int port = server.port();
   distributed::spawn(
       [&](int rank) {
@@ -54,8 +55,8 @@ TEST(DdpNcclTest, OneStepEqualsOneProcessOnTheGlobalBatch) {
         const Device gpu(DeviceType::kCuda, rank);
         auto store = std::make_shared<distributed::TCPStore>("127.0.0.1", port, false,
                                                              std::chrono::seconds(30));
-        auto group = distributed::init_process_group("nccl", store, 2, rank,
-                                                     std::chrono::seconds(30));
+        auto group =
+            distributed::init_process_group("nccl", store, 2, rank, std::chrono::seconds(30));
         Generator data(7);
         Tensor x = randn({8, 784}, data, gpu);
         std::vector<int64_t> labels(8);

@@ -20,6 +20,7 @@
 #include "models/convnet.h"
 #include "models/mlp.h"
 #include "tests/engine/distributed/rank_test_util.h"
+#include "tests/engine/distributed/store_server_process.h"
 
 namespace dpe {
 namespace {
@@ -80,7 +81,7 @@ using MakeModel = std::function<std::shared_ptr<Module>(Generator&)>;
 
 // Every rank starts from its own initialisation (seed 100 + rank): DDP must take rank 0's.
 void run_equivalence(int n, const MakeModel& make, const Shape& sample) {
-  TCPStore server("127.0.0.1", 0, true);
+  test::StoreServerProcess server;
   const int port = server.port();
   spawn(
       [&](int rank) {
@@ -137,7 +138,7 @@ INSTANTIATE_TEST_SUITE_P(Ranks, DdpEquivalenceTest, ::testing::Values(2, 3),
 // Several buckets: bucket 0 (the last layer's parameters) is launched while backward still has
 // the first layers' gradients to compute: fewer hooks had fired than the backward fires in all.
 TEST(DdpBucketsTest, FirstBucketLaunchesBeforeBackwardEnds) {
-  TCPStore server("127.0.0.1", 0, true);
+  test::StoreServerProcess server;
   const int port = server.port();
   spawn(
       [&](int rank) {
@@ -192,7 +193,7 @@ class Branchy : public Cloneable<Branchy> {
 };
 
 TEST(DdpUnusedParametersTest, WithTheFlagUnusedBranchesComplete) {
-  TCPStore server("127.0.0.1", 0, true);
+  test::StoreServerProcess server;
   const int port = server.port();
   spawn(
       [&](int rank) {
@@ -245,7 +246,7 @@ TEST(DdpUnusedParametersTest, WithTheFlagUnusedBranchesComplete) {
 }
 
 TEST(DdpUnusedParametersTest, WithoutTheFlagTheNextForwardNamesTheParameters) {
-  TCPStore server("127.0.0.1", 0, true);
+  test::StoreServerProcess server;
   const int port = server.port();
   spawn(
       [&](int rank) {
@@ -275,7 +276,7 @@ TEST(DdpUnusedParametersTest, WithoutTheFlagTheNextForwardNamesTheParameters) {
 
 // Two micro-batches per rank, the first under no_sync: the result equals one step on all four.
 TEST(DdpNoSyncTest, AccumulationEqualsOneStepOnTheCombinedBatches) {
-  TCPStore server("127.0.0.1", 0, true);
+  test::StoreServerProcess server;
   const int port = server.port();
   spawn(
       [&](int rank) {
@@ -332,7 +333,7 @@ std::shared_ptr<Module> small_net(std::vector<int64_t> widths, Generator& g) {
 }
 
 TEST(DdpConstructionTest, DifferentShapesAcrossRanksNameTheFirstDifference) {
-  TCPStore server("127.0.0.1", 0, true);
+  test::StoreServerProcess server;
   const int port = server.port();
   spawn(
       [&](int rank) {
@@ -384,7 +385,7 @@ TEST(DdpConstructionTest, DifferentShapesAcrossRanksNameTheFirstDifference) {
 // Rank 1's running statistics drift from rank 0's; each training forward starts from rank 0's
 // buffers (broadcast_buffers), so with the same input both ranks end with the same buffers.
 TEST(DdpBuffersTest, TrainingForwardsStartFromRankZerosBuffers) {
-  TCPStore server("127.0.0.1", 0, true);
+  test::StoreServerProcess server;
   const int port = server.port();
   spawn(
       [&](int rank) {
@@ -418,7 +419,7 @@ TEST(DdpBuffersTest, TrainingForwardsStartFromRankZerosBuffers) {
 // Rank 2 dies inside its backward, right after launching its first bucket: ranks 0 and 1 get
 // an error naming it from backward() instead of hanging.
 TEST(DdpFailureTest, ARankLostMidBackwardIsNamed) {
-  TCPStore server("127.0.0.1", 0, true);
+  test::StoreServerProcess server;
   const int port = server.port();
   spawn(
       [&](int rank) {

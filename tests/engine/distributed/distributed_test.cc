@@ -16,6 +16,7 @@
 #include "engine/distributed/spawn.h"
 #include "engine/distributed/tcp_store.h"
 #include "engine/tensor/tensor.h"
+#include "tests/engine/distributed/store_server_process.h"
 
 namespace dpe {
 namespace distributed {
@@ -221,7 +222,7 @@ TEST(InitProcessGroupTest, FileMethodWithTwoRanks) {
 }
 
 TEST(InitProcessGroupTest, CallersStoreWithThreeRanks) {
-  TCPStore server("127.0.0.1", 0, true);
+  test::StoreServerProcess server;
   const int port = server.port();
   spawn(
       [&](int rank) {

@@ -18,6 +18,7 @@
 #include "engine/distributed/spawn.h"
 #include "engine/distributed/tcp_store.h"
 #include "engine/tensor/tensor.h"
+#include "tests/engine/distributed/store_server_process.h"
 
 namespace dpe {
 namespace distributed {
@@ -66,7 +67,7 @@ class GlooProcessGroupTest : public ::testing::TestWithParam<int> {};
 
 TEST_P(GlooProcessGroupTest, AllReduce) {
   const int n = GetParam();
-  TCPStore server("127.0.0.1", 0, true);
+  test::StoreServerProcess server;
   const int port = server.port();
   spawn(
       [&](int rank) {
@@ -115,7 +116,7 @@ TEST_P(GlooProcessGroupTest, AllReduce) {
 
 TEST_P(GlooProcessGroupTest, BroadcastAndAllGather) {
   const int n = GetParam();
-  TCPStore server("127.0.0.1", 0, true);
+  test::StoreServerProcess server;
   const int port = server.port();
   spawn(
       [&](int rank) {
@@ -144,7 +145,7 @@ TEST_P(GlooProcessGroupTest, BroadcastAndAllGather) {
 
 TEST_P(GlooProcessGroupTest, BarrierWaitsForEveryRank) {
   const int n = GetParam();
-  TCPStore server("127.0.0.1", 0, true);
+  test::StoreServerProcess server;
   const int port = server.port();
   spawn(
       [&](int rank) {
@@ -162,7 +163,7 @@ TEST_P(GlooProcessGroupTest, BarrierWaitsForEveryRank) {
 
 TEST_P(GlooProcessGroupTest, AsyncAllReducesCompleteInSubmissionOrder) {
   const int n = GetParam();
-  TCPStore server("127.0.0.1", 0, true);
+  test::StoreServerProcess server;
   const int port = server.port();
   spawn(
       [&](int rank) {
@@ -195,7 +196,7 @@ INSTANTIATE_TEST_SUITE_P(Ranks, GlooProcessGroupTest, ::testing::Values(2, 3),
                          });
 
 TEST(GlooProcessGroupSingleTest, OneRankAndArgumentErrors) {
-  TCPStore server("127.0.0.1", 0, true);
+  test::StoreServerProcess server;
   const int port = server.port();
   // In a child too, so this process never starts the device runtime's threads before a fork.
   spawn(
@@ -228,7 +229,7 @@ TEST(GlooProcessGroupSingleTest, OneRankAndArgumentErrors) {
 // Rank 2 dies (no goodbye to the store) in the middle of an all-reduce of 16 MiB; ranks 0 and 1
 // get an error naming it instead of hanging, and the group stays failed.
 TEST(GlooProcessGroupFailureTest, ARankLostMidCollectiveIsNamed) {
-  TCPStore server("127.0.0.1", 0, true);
+  test::StoreServerProcess server;
   const int port = server.port();
   spawn(
       [&](int rank) {
@@ -260,7 +261,7 @@ TEST(GlooProcessGroupFailureTest, ARankLostMidCollectiveIsNamed) {
 
 // Rank 1 is alive but never joins the collective: rank 0 times out with an error.
 TEST(GlooProcessGroupFailureTest, ASilentRankTimesOut) {
-  TCPStore server("127.0.0.1", 0, true);
+  test::StoreServerProcess server;
   const int port = server.port();
   spawn(
       [&](int rank) {

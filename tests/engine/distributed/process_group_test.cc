@@ -6,13 +6,13 @@
 
 #include <gtest/gtest.h>
 
-#include "engine/core/error.h"
-
 #include <atomic>
-#include <string>
 #include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
+
+#include "engine/core/error.h"
 
 namespace dpe {
 namespace distributed {

@@ -32,7 +32,6 @@ inline std::string error_of(const std::function<void()>& fn) {
   return "";
 }
 
-
 // One host device (one compute thread) in this process, and the default group of `size` ranks
 // through the TCPStore that the test process serves on `port`. Short timeouts: a failure is an
 // error within seconds, never a hang.

@@ -80,8 +80,7 @@ TEST(ReducerTest, BucketsFollowReverseRegistrationOrder) {
   ReducerOptions o;
   o.bucket_cap_mb = 1e-6;
   Reducer reducer({{"a", a}, {"b", b}, {"c", c}}, group, o);
-  EXPECT_EQ(reducer.bucket_names(),
-            (std::vector<std::vector<std::string>>{{"c"}, {"b"}, {"a"}}));
+  EXPECT_EQ(reducer.bucket_names(), (std::vector<std::vector<std::string>>{{"c"}, {"b"}, {"a"}}));
   ReducerOptions big;
   Reducer one({{"a", a}, {"b", b}}, group, big);
   EXPECT_EQ(one.bucket_names(), (std::vector<std::vector<std::string>>{{"b", "a"}}));

@@ -1,11 +1,13 @@
 // spawn: every rank runs in its own process; the first failure (exception or exit code) comes
-// back as an error naming the rank, and the other ranks are stopped.
+// back as an error naming the rank, and the other ranks are stopped; a caller that runs other
+// threads is refused before anything is forked.
 #include "engine/distributed/spawn.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -87,6 +89,22 @@ TEST(SpawnTest, ASignalIsReported) {
   const std::string error = error_of([&] { spawn([&](int) { std::abort(); }, 1); });
   EXPECT_NE(error.find("rank 0"), std::string::npos) << error;
   EXPECT_NE(error.find("killed by signal 6"), std::string::npos) << error;
+}
+
+TEST(SpawnTest, RefusesACallerThatRunsOtherThreads) {
+  const std::string dir = temp_dir("spawn_threads");
+  std::atomic<bool> stop{false};
+  std::thread other([&] {
+    while (!stop) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  });
+  const std::string error =
+      error_of([&] { spawn([&](int) { std::ofstream(dir + "/ran") << "x"; }, 1); });
+  stop = true;
+  other.join();
+  EXPECT_NE(error.find("spawn: the calling process runs 2 threads"), std::string::npos) << error;
+  EXPECT_FALSE(exists(dir + "/ran"));                          // nothing was forked
+  spawn([&](int) { std::ofstream(dir + "/ran") << "x"; }, 1);  // single-threaded again: runs
+  EXPECT_TRUE(exists(dir + "/ran"));
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include "engine/nn/sequential.h"
 #include "models/convnet.h"
 #include "tests/engine/distributed/rank_test_util.h"
+#include "tests/engine/distributed/store_server_process.h"
 
 namespace dpe {
 namespace {
@@ -35,7 +36,7 @@ void check_close(const Tensor& got, const Tensor& expected, const std::string& w
 }
 
 TEST(SyncBatchNormTest, TwoRanksEqualBatchNormOverTheGlobalBatch) {
-  TCPStore server("127.0.0.1", 0, true);
+  test::StoreServerProcess server;
   const int port = server.port();
   spawn(
       [&](int rank) {
