@@ -45,6 +45,14 @@ int main(int argc, char** argv) {
                                         corpus.validation_tokens.numel()));
     std::printf("cache       %s\n            %s\n", corpus.model_path.c_str(),
                 corpus.tokens_path.c_str());
+    // NFKC normalization (e.g. ligatures, full-width forms) is the only loss a round trip may have.
+    const dpe::TextSplit split = dpe::split_documents(docs);
+    size_t exact = 0;
+    for (const std::string& doc : split.validation) {
+      exact += corpus.tokenizer.decode(corpus.tokenizer.encode(doc)) == doc;
+    }
+    std::printf("round trip  %zu of %zu validation documents decode to their exact text\n", exact,
+                split.validation.size());
     std::printf("validation  unigram-baseline perplexity %.1f\n", baseline);
   } catch (const dpe::Error& e) {
     std::fprintf(stderr, "prepare_lm_corpus: %s\n", e.what());
