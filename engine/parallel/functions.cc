@@ -47,6 +47,8 @@ Tensor Gather::apply(const std::vector<Tensor>& inputs, Device destination, int6
     sizes.push_back(x.shape()[d]);
   }
   record("Gather", inputs, {&out}, [devices, sizes, d](const std::vector<Tensor>& grads) {
+    // Each slice is the gradient of a replica's outputs, on that replica's device.
+    MemoryCategoryScope category(MemoryCategory::kOutputGradients);
     return Scatter::apply(grads[0], devices, sizes, d);
   });
   return out;

@@ -1,6 +1,7 @@
 #include "engine/parallel/imbalance_report.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -47,6 +48,15 @@ ImbalanceReport ImbalanceReport::from_steps(const std::vector<StepStats>& steps)
     }
     s.busy_total_ms = median_of(steps, d, [](auto& x) { return x.busy_total_ns; }) / 1e6;
     s.idle_ms = median_of(steps, d, [](auto& x) { return x.idle_ns; }) / 1e6;
+    std::vector<size_t> order(steps.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      return steps[a].devices.at(d).peak_bytes < steps[b].devices.at(d).peak_bytes;
+    });
+    const auto& at_median = steps[order[order.size() / 2]].devices.at(d).peak_by_category;
+    for (size_t c = 0; c < kMemoryCategoryCount; ++c) {
+      s.peak_by_category[c] = static_cast<double>(at_median[c]);
+    }
     r.devices.push_back(s);
   }
   if (n > 1) {
@@ -60,6 +70,12 @@ ImbalanceReport ImbalanceReport::from_steps(const std::vector<StepStats>& steps)
     busy /= static_cast<double>(n - 1);
     idle /= static_cast<double>(n - 1);
     r.extra_peak_bytes = r.devices[0].peak_bytes - peak;
+    for (size_t c = 0; c < kMemoryCategoryCount; ++c) {
+      double others = 0;
+      for (size_t d = 1; d < n; ++d) others += r.devices[d].peak_by_category[c];
+      r.extra_peak_by_category[c] =
+          r.devices[0].peak_by_category[c] - others / static_cast<double>(n - 1);
+    }
     r.extra_peak_ratio = peak > 0 ? r.devices[0].peak_bytes / peak : 0;
     r.extra_busy_ms = r.devices[0].busy_total_ms - busy;
     r.others_wait_share = r.step_ms > 0 ? idle / r.step_ms : 0;
@@ -108,6 +124,39 @@ std::string ImbalanceReport::table() const {
   return out;
 }
 
+std::string ImbalanceReport::memory_breakdown() const {
+  std::string out;
+  char line[256];
+  std::snprintf(line, sizeof line, "%-26s", "memory at the peak");
+  out += line;
+  for (const DeviceSummary& d : devices) {
+    std::snprintf(line, sizeof line, " %11s", d.device.str().c_str());
+    out += line;
+  }
+  if (devices.size() > 1) out += "  device 0 extra";
+  out += "\n";
+  for (size_t c = 0; c < kMemoryCategoryCount; ++c) {
+    bool any = false;
+    for (const DeviceSummary& d : devices) any = any || d.peak_by_category[c] != 0;
+    if (!any) continue;
+    std::snprintf(line, sizeof line, "%-26s", memory_category_name(static_cast<MemoryCategory>(c)));
+    out += line;
+    for (const DeviceSummary& d : devices) {
+      std::snprintf(line, sizeof line, " %11s",
+                    format_bytes(static_cast<int64_t>(d.peak_by_category[c])).c_str());
+      out += line;
+    }
+    if (devices.size() > 1) {
+      const double extra = extra_peak_by_category[c];
+      std::snprintf(line, sizeof line, "  %s%s", extra < 0 ? "-" : "+",
+                    format_bytes(static_cast<int64_t>(std::abs(extra))).c_str());
+      out += line;
+    }
+    out += "\n";
+  }
+  return out;
+}
+
 std::string ImbalanceReport::warning() const {
   if (!memory_warning) return "";
   char line[256];
@@ -132,11 +181,19 @@ std::string ImbalanceReport::to_json() const {
     for (int p = 0; p < kNumPhases; ++p) dj["busy_ms"][phase_name(static_cast<Phase>(p))] = d.busy_ms[p];
     dj["busy_total_ms"] = d.busy_total_ms;
     dj["idle_ms"] = d.idle_ms;
+    for (size_t c = 0; c < kMemoryCategoryCount; ++c) {
+      dj["peak_by_category"][memory_category_name(static_cast<MemoryCategory>(c))] =
+          d.peak_by_category[c];
+    }
     j["devices"].push_back(dj);
   }
   j["device0_extra_peak_bytes"] = extra_peak_bytes;
   j["device0_peak_ratio"] = extra_peak_ratio;
   j["device0_extra_busy_ms"] = extra_busy_ms;
+  for (size_t c = 0; c < kMemoryCategoryCount; ++c) {
+    j["device0_extra_peak_by_category"][memory_category_name(static_cast<MemoryCategory>(c))] =
+        extra_peak_by_category[c];
+  }
   j["others_wait_share"] = others_wait_share;
   j["memory_warning"] = memory_warning;
   return j.dump(2);

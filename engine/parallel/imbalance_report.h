@@ -7,6 +7,7 @@
 // no locking, so one thread builds it, and reading it from several threads is safe.
 #pragma once
 
+#include <array>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,9 @@ struct DeviceSummary {
   double peak_bytes = 0, held_bytes = 0, sent_bytes = 0, received_bytes = 0;
   double busy_ms[kNumPhases] = {};
   double busy_total_ms = 0, idle_ms = 0;
+  // What the peak held, by MemoryCategory (from the step whose peak is the median, so the
+  // categories add up to peak_bytes).
+  std::array<double, kMemoryCategoryCount> peak_by_category{};
 };
 
 struct ImbalanceReport {
@@ -27,11 +31,16 @@ struct ImbalanceReport {
   std::vector<DeviceSummary> devices;
   // Device 0 against the mean of the others (0 when there is only one device).
   double extra_peak_bytes = 0, extra_peak_ratio = 0, extra_busy_ms = 0;
+  // extra_peak_bytes by MemoryCategory: what device 0 holds at its peak beyond the others' mean.
+  std::array<double, kMemoryCategoryCount> extra_peak_by_category{};
   double others_wait_share = 0;  // mean idle time of the other devices / step time
   bool memory_warning = false;   // device 0's peak exceeds the others' mean by more than 25%
 
   static ImbalanceReport from_steps(const std::vector<StepStats>& steps);
   std::string table() const;      // aligned text, one row per device, then the summary lines
+  // One row per memory category that any device held at its peak: each device's bytes, and device
+  // 0's extra over the others' mean (empty with one device).
+  std::string memory_breakdown() const;
   std::string to_json() const;    // the same figures as JSON
   std::string warning() const;    // empty unless memory_warning
 };

@@ -51,6 +51,7 @@ StepStats StepProfiler::end_step() {
     s.idle_ns = std::max<int64_t>(0, out.wall_ns - s.busy_total_ns);
     const MemoryStats m = rt.context(d).allocator().stats();
     s.peak_bytes = m.peak_bytes;
+    s.peak_by_category = m.at_peak_by_category;
     s.held_bytes = m.current_bytes;
     for (const auto& [pair, bytes] : copies) {
       auto it = copies_at_start_.find(pair);
@@ -97,8 +98,22 @@ void StepProfiler::backward(const Tensor& loss) {
   }
 }
 
+MemoryCategory phase_memory_category(Phase p) {
+  switch (p) {
+    case Phase::kReplicate: return MemoryCategory::kReplicas;
+    case Phase::kScatter: return MemoryCategory::kInputs;
+    case Phase::kForward: return MemoryCategory::kActivations;
+    case Phase::kGather: return MemoryCategory::kOutputs;
+    case Phase::kLoss: return MemoryCategory::kOutputGradients;
+    case Phase::kBackward: return MemoryCategory::kActivations;
+    case Phase::kReduceAdd: return MemoryCategory::kGradients;
+    case Phase::kStep: return MemoryCategory::kOptimizerState;
+  }
+  return MemoryCategory::kOther;
+}
+
 StepProfiler::Scope::Scope(StepProfiler* profiler, Device device, Phase phase)
-    : profiler_(profiler), device_(device), phase_(phase) {
+    : profiler_(profiler), device_(device), phase_(phase), category_(phase_memory_category(phase)) {
   if (profiler_ != nullptr) start_ = std::chrono::steady_clock::now();
 }
 

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "engine/device/device.h"
+#include "engine/device/memory_stats.h"
 #include "engine/tensor/tensor.h"
 
 namespace dpe {
@@ -25,6 +26,10 @@ namespace dpe {
 enum class Phase { kReplicate, kScatter, kForward, kGather, kLoss, kBackward, kReduceAdd, kStep };
 constexpr int kNumPhases = 8;
 const char* phase_name(Phase p);
+// What the memory allocated in a phase holds: replicate -> replicas, scatter -> inputs, forward
+// and backward -> activations, gather -> gathered outputs, loss -> loss and output gradients,
+// reduce-add -> gradients, step -> optimizer state.
+MemoryCategory phase_memory_category(Phase p);
 
 struct DeviceStepStats {
   Device device;
@@ -32,6 +37,7 @@ struct DeviceStepStats {
   int64_t busy_total_ns = 0;
   int64_t idle_ns = 0;     // step wall time minus busy time
   int64_t peak_bytes = 0;  // allocator high-water mark during the step
+  MemoryStats::ByCategory peak_by_category{};  // what peak_bytes held, by MemoryCategory
   int64_t held_bytes = 0;  // allocated at the end of the step
   int64_t sent_bytes = 0;
   int64_t received_bytes = 0;
@@ -54,7 +60,8 @@ class StepProfiler {
   // ran inline on one device, the wall time.
   void backward(const Tensor& loss);
 
-  // Times a scope of work of `device` in `phase`; a null profiler makes it a no-op.
+  // Times a scope of work of `device` in `phase` (a null profiler: no timing), and counts the memory
+  // the calling thread allocates within it under phase_memory_category(phase), profiler or not.
   class Scope {
    public:
     Scope(StepProfiler* profiler, Device device, Phase phase);
@@ -67,6 +74,7 @@ class StepProfiler {
     Device device_;
     Phase phase_;
     std::chrono::steady_clock::time_point start_;
+    MemoryCategoryScope category_;
   };
 
  private:

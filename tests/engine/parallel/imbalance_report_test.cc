@@ -64,5 +64,33 @@ TEST(ImbalanceReportTest, NoWarningBelowTheThresholdAndNoComparisonForOneDevice)
   EXPECT_THROW(ImbalanceReport::from_steps({}), Error);
 }
 
+TEST(ImbalanceReportTest, BreaksDeviceZerosExtraDownByCategoryFromTheMedianStep) {
+  auto at = [](MemoryCategory c) { return static_cast<size_t>(c); };
+  auto with_breakdown = [&](int64_t outputs0) {
+    StepStats s = step(4'000'000, 1000 + outputs0, 1'000'000);
+    for (size_t d = 0; d < 3; ++d) {
+      s.devices[d].peak_by_category[at(MemoryCategory::kActivations)] = 1000;
+      if (d == 0) s.devices[d].peak_by_category[at(MemoryCategory::kOutputs)] = outputs0;
+    }
+    return s;
+  };
+  // Device 0's median peak is the 3000-byte step, whose breakdown is taken whole.
+  const ImbalanceReport r =
+      ImbalanceReport::from_steps({with_breakdown(2000), with_breakdown(9000), with_breakdown(500)});
+  EXPECT_DOUBLE_EQ(r.devices[0].peak_bytes, 3000);
+  EXPECT_DOUBLE_EQ(r.devices[0].peak_by_category[at(MemoryCategory::kOutputs)], 2000);
+  EXPECT_DOUBLE_EQ(r.extra_peak_by_category[at(MemoryCategory::kOutputs)], 2000);
+  EXPECT_DOUBLE_EQ(r.extra_peak_by_category[at(MemoryCategory::kActivations)], 0);
+  double explained = 0;
+  for (double b : r.extra_peak_by_category) explained += b;
+  EXPECT_DOUBLE_EQ(explained, r.extra_peak_bytes);
+  const std::string table = r.memory_breakdown();
+  EXPECT_NE(table.find("gathered outputs"), std::string::npos) << table;
+  EXPECT_NE(table.find("+1.95 KiB"), std::string::npos) << table;
+  EXPECT_EQ(table.find("optimizer state"), std::string::npos) << table;  // nothing held: no row
+  const auto j = nlohmann::json::parse(r.to_json());
+  EXPECT_DOUBLE_EQ(j["device0_extra_peak_by_category"]["gathered outputs"].get<double>(), 2000);
+}
+
 }  // namespace
 }  // namespace dpe

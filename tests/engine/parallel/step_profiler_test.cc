@@ -71,6 +71,29 @@ TEST(StepProfilerTest, BackwardIsChargedToTheDevicesThatRanIt) {
   EXPECT_TRUE(a.grad().defined());
 }
 
+TEST(StepProfilerTest, ScopesTagTheMemoryTheyAllocateAndThePeakIsBrokenDown) {
+  Runtime::get().set_host_device_count(2);
+  StepProfiler prof;
+  prof.begin_step({kH0, kH1});
+  Tensor outputs, grads;
+  {
+    StepProfiler::Scope scope(&prof, kH1, Phase::kGather);
+    EXPECT_EQ(current_memory_category(), MemoryCategory::kOutputs);
+    outputs = Tensor::zeros({1024}, DType::kFloat32, kH1);
+  }
+  {
+    StepProfiler::Scope scope(nullptr, kH1, Phase::kStep);  // no profiler: still tagged
+    grads = Tensor::zeros({256}, DType::kFloat32, kH1);
+  }
+  EXPECT_EQ(current_memory_category(), MemoryCategory::kOther);
+  const StepStats s = prof.end_step();
+  const auto& at_peak = s.devices[1].peak_by_category;
+  EXPECT_GE(at_peak[static_cast<size_t>(MemoryCategory::kOutputs)], 4096);
+  EXPECT_GE(at_peak[static_cast<size_t>(MemoryCategory::kOptimizerState)], 1024);
+  EXPECT_EQ(outputs.memory_category(), MemoryCategory::kOutputs);
+  EXPECT_EQ(grads.memory_category(), MemoryCategory::kOptimizerState);
+}
+
 TEST(StepProfilerTest, NothingIsRecordedOutsideAStep) {
   Runtime::get().set_host_device_count(2);
   StepProfiler prof;
