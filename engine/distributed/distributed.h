@@ -52,8 +52,9 @@ std::optional<DistEnv> dist_env_from_env(
 
 constexpr std::chrono::milliseconds kDefaultTimeout = std::chrono::minutes(30);
 
-// Creates the default process group and returns it. backend: "gloo" (host devices); "nccl" is
-// not available yet and throws. world_size/rank of -1 are read from the environment. Blocks until
+// Creates the default process group and returns it. backend: "gloo" (host devices) or "nccl"
+// (one GPU per process: this rank drives cuda:LOCAL_RANK); "nccl" throws before any rendezvous
+// when the process sees no GPU, or none for its local rank. world_size/rank of -1 are read from the environment. Blocks until
 // every rank has joined or `timeout` has passed (dpe::Error). Throws if a default group exists.
 std::shared_ptr<ProcessGroup> init_process_group(
     const std::string& backend = "gloo", const std::string& init_method = "env://",
