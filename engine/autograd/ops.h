@@ -39,7 +39,12 @@ Tensor to(const Tensor& x, Device device);
 Tensor cat(const std::vector<Tensor>& xs, int64_t dim, const Device* device = nullptr);
 
 // --- layers ---
-Tensor matmul(const Tensor& a, const Tensor& b);  // [M, K] @ [K, N]
+// [M, K] @ [K, N]; or [..., M, K] @ [..., K, N] with equal leading dims (folded into one bmm).
+Tensor matmul(const Tensor& a, const Tensor& b);
+// Batched product of 3-d tensors: op(a) [B, M, K] @ op(b) [B, K, N] -> [B, M, N], where op
+// transposes the last two dims when trans_* is set (a held as [B, K, M], b as [B, N, K]); the
+// backward uses the flags too, so no transpose is ever copied.
+Tensor bmm(const Tensor& a, const Tensor& b, bool trans_a = false, bool trans_b = false);
 // x [N, in], w [out, in], b [out] or undefined. `who` names the layer in errors ("fc").
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b, const std::string& who = "linear");
 Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dParams& p,

@@ -1,4 +1,4 @@
-// Layer ops: matmul, linear, embedding, conv2d, max_pool2d, batch_norm, layer_norm, dropout.
+// Layer ops: matmul and bmm, linear, embedding, conv2d, max_pool2d, batch_norm, layer_norm, dropout.
 #include <cmath>
 
 #include "engine/autograd/grad_mode.h"
@@ -12,7 +12,74 @@ using detail::backend_of;
 using detail::like;
 using detail::prepare;
 
+Tensor bmm(const Tensor& a_in, const Tensor& b_in, bool trans_a, bool trans_b) {
+  Tensor a = prepare("bmm", a_in, a_in, "batch1");
+  Tensor b = prepare("bmm", b_in, a_in, "batch2");
+  DPE_CHECK(a.dim() == 3 && b.dim() == 3 && a.size(0) == b.size(0) &&
+                a.size(trans_a ? 1 : 2) == b.size(trans_b ? 2 : 1),
+            "bmm: batch1 " << a.shape() << (trans_a ? " (transposed)" : "") << " and batch2 "
+                           << b.shape() << (trans_b ? " (transposed)" : "")
+                           << " cannot be multiplied");
+  DeviceGuard guard(&a.context());
+  Tensor c = Tensor::empty(Shape{a.size(0), a.size(trans_a ? 2 : 1), b.size(trans_b ? 1 : 2)},
+                           DType::kFloat32, a.device());
+  backend_of(a).bmm(a, b, trans_a, trans_b, c);
+  record("bmm", {a_in, b_in}, {&c},
+         [a, b, a_in, b_in, trans_a, trans_b](const std::vector<Tensor>& g) {
+           // c = op(a) op(b): gop(a) = gc op(b)^T and gop(b) = op(a)^T gc, each written in the
+           // layout its operand is held in by choosing which factor goes first and the flags.
+           Tensor gc = g[0].contiguous();
+           Tensor ga, gb;
+           if (a_in.requires_grad()) {
+             ga = like(a);
+             if (!trans_a) {
+               backend_of(a).bmm(gc, b, false, !trans_b, ga);
+             } else {
+               backend_of(a).bmm(b, gc, trans_b, true, ga);
+             }
+           }
+           if (b_in.requires_grad()) {
+             gb = like(b);
+             if (!trans_b) {
+               backend_of(b).bmm(a, gc, !trans_a, false, gb);
+             } else {
+               backend_of(b).bmm(gc, a, true, trans_a, gb);
+             }
+           }
+           return std::vector<Tensor>{ga, gb};
+         },
+         {a, b});
+  return c;
+}
+
+namespace {
+
+// [..., M, K] @ [..., K, N] with equal leading dims: one bmm over the folded batch.
+Tensor batched_matmul(const Tensor& a, const Tensor& b) {
+  const Shape& sa = a.shape();
+  const Shape& sb = b.shape();
+  bool lead_equal = sa.rank() == sb.rank();
+  for (int64_t i = 0; lead_equal && i + 2 < sa.rank(); ++i) lead_equal = sa[i] == sb[i];
+  DPE_CHECK(lead_equal && sa[sa.rank() - 1] == sb[sb.rank() - 2],
+            "matmul: shapes " << sa << " and " << sb
+                              << " cannot be multiplied (batched matmul needs [..., M, K] and "
+                                 "[..., K, N] with equal leading dims)");
+  const int64_t m = sa[sa.rank() - 2], k = sa[sa.rank() - 1], n = sb[sb.rank() - 1];
+  std::vector<int64_t> out(sa.begin(), sa.end() - 2);
+  int64_t folded = 1;
+  for (int64_t d : out) folded *= d;
+  out.push_back(m);
+  out.push_back(n);
+  Tensor c = bmm(reshape(a, Shape{folded, m, k}), reshape(b, Shape{folded, k, n}));
+  return reshape(c, Shape(out));
+}
+
+}  // namespace
+
 Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
+  if (a_in.defined() && b_in.defined() && (a_in.dim() > 2 || b_in.dim() > 2)) {
+    return batched_matmul(a_in, b_in);
+  }
   Tensor a = prepare("matmul", a_in, a_in, "a");
   Tensor b = prepare("matmul", b_in, a_in, "b");
   DPE_CHECK(a.dim() == 2 && b.dim() == 2 && a.size(1) == b.size(0),

@@ -57,6 +57,9 @@ class Backend {
                                Tensor& gw, Tensor& gb) = 0;
   // c[M, N] = a[M, K] @ b[K, N].
   virtual void matmul(const Tensor& a, const Tensor& b, Tensor& c) = 0;
+  // c[B, M, N] = op(a) @ op(b) per batch: a is [B, M, K] ([B, K, M] when trans_a, op = transpose),
+  // b is [B, K, N] ([B, N, K] when trans_b). Transposes are read in place, never copied.
+  virtual void bmm(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b, Tensor& c) = 0;
 
   // --- embedding: row i of y [N, D] is row index[i] of weight [V, D]; index is int64 [N] ---
   // Throws "embedding: index <i> is out of range for <V> rows" for an index outside [0, V).

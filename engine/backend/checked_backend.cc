@@ -254,6 +254,21 @@ class CheckedBackend final : public Backend {
     impl_.embedding_backward(index, gy, gw);
   }
 
+  void bmm(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b, Tensor& out) override {
+    const Args c("bmm", a, type_);
+    c.rank(a, "batch1", 3);
+    c.rank(b, "batch2", 3);
+    const int64_t m = a.size(trans_a ? 2 : 1), ka = a.size(trans_a ? 1 : 2);
+    const int64_t kb = b.size(trans_b ? 2 : 1), n = b.size(trans_b ? 1 : 2);
+    DPE_CHECK(a.size(0) == b.size(0) && ka == kb,
+              "bmm: batch1 of shape " << a.shape() << (trans_a ? " (transposed)" : "")
+                                      << " and batch2 of shape " << b.shape()
+                                      << (trans_b ? " (transposed)" : "")
+                                      << " cannot be multiplied");
+    c.shaped(out, "out", Shape{a.size(0), m, n}, "batch1", a.shape());
+    impl_.bmm(a, b, trans_a, trans_b, out);
+  }
+
   // --- convolution and pooling ---
 
   void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dParams& p,

@@ -2,6 +2,7 @@
 
 CUDA_KERNEL_OPS = [
     "batch_norm",
+    "bmm",
     "conv2d",
     "dropout",
     "elementwise",

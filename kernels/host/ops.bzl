@@ -2,6 +2,7 @@
 
 HOST_KERNEL_OPS = [
     "batch_norm",
+    "bmm",
     "conv2d",
     "dropout",
     "elementwise",

@@ -27,6 +27,7 @@
 
 #include "engine/backend/cuda/cuda_device.h"
 #include "kernels/cuda/batch_norm.cuh"
+#include "kernels/cuda/bmm.cuh"
 #include "kernels/cuda/conv2d.cuh"
 #include "kernels/cuda/cuda_context.h"
 #include "kernels/cuda/dropout.cuh"
@@ -157,6 +158,13 @@ class CudaBackend final : public Backend {
     Call c(a);
     cuda::matmul(c.ctx(), a.data<float>(), b.data<float>(), out.data<float>(), a.size(0), a.size(1),
                  b.size(1));
+  }
+
+  void bmm(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b, Tensor& out) override {
+    Call c(a);
+    const BmmShape s{a.size(0), out.size(1), out.size(2), a.size(trans_a ? 1 : 2), trans_a,
+                     trans_b};
+    cuda::bmm(c.ctx(), s, a.data<float>(), b.data<float>(), out.data<float>());
   }
 
   // --- embedding ---

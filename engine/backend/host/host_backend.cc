@@ -10,6 +10,7 @@
 
 #include "engine/backend/host/host_device.h"
 #include "kernels/host/batch_norm.h"
+#include "kernels/host/bmm.h"
 #include "kernels/host/conv2d.h"
 #include "kernels/host/dropout.h"
 #include "kernels/host/elementwise.h"
@@ -138,6 +139,13 @@ class HostBackend final : public Backend {
     Call c(a);
     host::matmul(c.ctx(), a.data<float>(), b.data<float>(), out.data<float>(), a.size(0), a.size(1),
                  b.size(1));
+  }
+
+  void bmm(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b, Tensor& out) override {
+    Call c(a);
+    const BmmShape s{a.size(0), out.size(1), out.size(2), a.size(trans_a ? 1 : 2), trans_a,
+                     trans_b};
+    host::bmm(c.ctx(), s, a.data<float>(), b.data<float>(), out.data<float>());
   }
 
   // --- embedding ---

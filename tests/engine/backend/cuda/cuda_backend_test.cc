@@ -199,6 +199,18 @@ TEST_F(CudaBackendTest, LinearAndMatmulMatchHost) {
   host().matmul(a, c, hc);
   gpu().matmul(dev(a), dev(c), gc);
   expect_close(gc, hc, "matmul");
+
+  // GPT-2's attention shapes (batch x heads, T, head dim) with every transpose combination.
+  for (int flags = 0; flags < 4; ++flags) {
+    const bool ta = flags & 1, tb = flags & 2;
+    const int64_t batch = 6, m = 33, k = 64, n = 17;
+    Tensor x1 = random(ta ? Shape{batch, k, m} : Shape{batch, m, k});
+    Tensor x2 = random(tb ? Shape{batch, n, k} : Shape{batch, k, n});
+    Tensor hb = Tensor::empty({batch, m, n}), gb = Tensor::empty({batch, m, n}, DType::kFloat32, kCuda0);
+    host().bmm(x1, x2, ta, tb, hb);
+    gpu().bmm(dev(x1), dev(x2), ta, tb, gb);
+    expect_close(gb, hb, "bmm trans_a=" + std::to_string(ta) + " trans_b=" + std::to_string(tb));
+  }
 }
 
 TEST_F(CudaBackendTest, Conv2dMatchesHost) {
