@@ -66,6 +66,20 @@ Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, floa
 // The mask is a function of `seed` alone, so the same seed gives the same mask.
 Tensor dropout(const Tensor& x, float p, bool training, uint64_t seed);
 
+// --- attention ---
+// Softmax over the last dim of x (any rank >= 1). causal (x at least 2-D, [..., Tq, Tk]) keeps
+// entry (q, k) only when k <= q + (Tk - Tq), the others exactly 0: for Tq == Tk, PyTorch's
+// softmax(x.masked_fill(~tril, -inf)).
+Tensor softmax(const Tensor& x, bool causal = false);
+// PyTorch 2's F.scaled_dot_product_attention(q, k, v, dropout_p, is_causal) for q [B, H, Tq, E],
+// k [B, H, Tk, E], v [B, H, Tk, Ev] -> [B, H, Tq, Ev]: softmax(q k^T / sqrt(E)) v, computed as two
+// bmm and one softmax (+ dropout of the attention weights when dropout_p > 0, its mask a function
+// of `seed`). causal masks as ops::softmax does; it matches PyTorch's is_causal for Tq == Tk
+// (PyTorch aligns the mask top-left when Tq != Tk, this bottom-right, as a KV cache needs).
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                    bool causal = false, float dropout_p = 0.0f,
+                                    uint64_t seed = 0);
+
 // --- losses (mean reduction) ---
 Tensor log_softmax(const Tensor& x);  // over dim 1 of [N, C]
 Tensor nll_loss(const Tensor& logp, const Tensor& target);

@@ -119,6 +119,13 @@ class Backend {
                                    const Tensor& mean, const Tensor& rstd, Tensor& gx,
                                    Tensor& ggamma, Tensor& gbeta) = 0;
 
+  // --- softmax over the last dim: x [..., Tq, Tk] viewed as [B, Tq, Tk] (Tq = 1 for 1-D x) ---
+  // When causal (x at least 2-D), entries with k > q + (Tk - Tq) are excluded: exactly 0 in y,
+  // and a row with no entry left (Tq > Tk) is all 0.
+  virtual void softmax_forward(const Tensor& x, bool causal, Tensor& y) = 0;
+  // gx = y * (gy - sum(gy * y)) per row of the last dim, y the forward's output.
+  virtual void softmax_backward(const Tensor& y, const Tensor& gy, Tensor& gx) = 0;
+
   // --- classification losses ---
   // Row-wise log-softmax of x [N, C].
   virtual void log_softmax_forward(const Tensor& x, Tensor& y) = 0;

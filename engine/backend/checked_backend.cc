@@ -439,6 +439,30 @@ class CheckedBackend final : public Backend {
     impl_.layer_norm_backward(x, gy, gamma, mean, rstd, gx, ggamma, gbeta);
   }
 
+  // --- softmax ---
+
+  void softmax_forward(const Tensor& x, bool causal, Tensor& y) override {
+    const Args c("softmax", x, type_);
+    c.tensor(x, "input");
+    DPE_CHECK(x.dim() >= (causal ? 2 : 1),
+              "softmax: expected an input of at least " << (causal ? 2 : 1)
+                                                        << " dimensions, but got shape "
+                                                        << x.shape());
+    c.shaped(y, "output", x.shape(), "input", x.shape());
+    impl_.softmax_forward(x, causal, y);
+  }
+
+  void softmax_backward(const Tensor& y, const Tensor& gy, Tensor& gx) override {
+    const Args c("softmax_backward", y, type_);
+    c.tensor(y, "output");
+    DPE_CHECK(y.dim() >= 1, "softmax_backward: expected an output of at least 1 dimension, but "
+                            "got shape "
+                                << y.shape());
+    c.shaped(gy, "grad_output", y.shape(), "output", y.shape());
+    c.shaped(gx, "grad_input", y.shape(), "output", y.shape());
+    impl_.softmax_backward(y, gy, gx);
+  }
+
   // --- losses ---
 
   void log_softmax_forward(const Tensor& x, Tensor& y) override {

@@ -16,4 +16,5 @@ CUDA_KERNEL_OPS = [
     "nll_loss",
     "optim_step",
     "reduce",
+    "softmax",
 ]

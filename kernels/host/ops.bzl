@@ -16,4 +16,5 @@ HOST_KERNEL_OPS = [
     "nll_loss",
     "optim_step",
     "reduce",
+    "softmax",
 ]

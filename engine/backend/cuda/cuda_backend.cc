@@ -42,6 +42,7 @@
 #include "kernels/cuda/nll_loss.cuh"
 #include "kernels/cuda/optim_step.cuh"
 #include "kernels/cuda/reduce.cuh"
+#include "kernels/cuda/softmax.cuh"
 
 namespace dpe {
 
@@ -71,6 +72,11 @@ BatchNormShape bn_shape(const Tensor& x) {
   return {x.size(0), x.size(1), s};
 }
 LayerNormShape ln_shape(const Tensor& x) { return {x.numel() / x.size(-1), x.size(-1)}; }
+// x [..., Tq, Tk] as [B, Tq, Tk]; a 1-D x is one query.
+SoftmaxShape softmax_shape(const Tensor& x, bool causal) {
+  const int64_t tk = x.size(-1), tq = x.dim() >= 2 ? x.size(-2) : 1;
+  return {tq * tk > 0 ? x.numel() / (tq * tk) : 0, tq, tk, causal};
+}
 Conv2dShape conv_shape(const Tensor& x, const Tensor& w, const Conv2dParams& p, const Tensor& y) {
   return {x.size(0), x.size(1), x.size(2), x.size(3), w.size(0), w.size(2),
           w.size(3), p.stride,  p.padding, y.size(2), y.size(3)};
@@ -289,6 +295,20 @@ class CudaBackend final : public Backend {
     cuda::layer_norm_backward(c.ctx(), ln_shape(x), x.data<float>(), gy.data<float>(),
                               data_or_null(gamma), mean.data<float>(), rstd.data<float>(),
                               gx.data<float>(), data_or_null(ggamma), data_or_null(gbeta));
+  }
+
+  // --- softmax ---
+
+  void softmax_forward(const Tensor& x, bool causal, Tensor& y) override {
+    Call c(x);
+    cuda::softmax_forward(c.ctx(), softmax_shape(x, causal), x.data<float>(), y.data<float>());
+  }
+
+  void softmax_backward(const Tensor& y, const Tensor& gy, Tensor& gx) override {
+    Call c(y);
+    const int64_t cols = y.size(-1);
+    cuda::softmax_backward(c.ctx(), y.data<float>(), gy.data<float>(), gx.data<float>(),
+                           cols > 0 ? y.numel() / cols : 0, cols);
   }
 
   // --- losses ---

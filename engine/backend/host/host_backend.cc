@@ -25,6 +25,7 @@
 #include "kernels/host/nll_loss.h"
 #include "kernels/host/optim_step.h"
 #include "kernels/host/reduce.h"
+#include "kernels/host/softmax.h"
 
 namespace dpe {
 
@@ -52,6 +53,11 @@ BatchNormShape bn_shape(const Tensor& x) {
   return {x.size(0), x.size(1), s};
 }
 LayerNormShape ln_shape(const Tensor& x) { return {x.numel() / x.size(-1), x.size(-1)}; }
+// x [..., Tq, Tk] as [B, Tq, Tk]; a 1-D x is one query.
+SoftmaxShape softmax_shape(const Tensor& x, bool causal) {
+  const int64_t tk = x.size(-1), tq = x.dim() >= 2 ? x.size(-2) : 1;
+  return {tq * tk > 0 ? x.numel() / (tq * tk) : 0, tq, tk, causal};
+}
 Conv2dShape conv_shape(const Tensor& x, const Tensor& w, const Conv2dParams& p, const Tensor& y) {
   return {x.size(0), x.size(1), x.size(2), x.size(3), w.size(0), w.size(2),
           w.size(3), p.stride,  p.padding, y.size(2), y.size(3)};
@@ -270,6 +276,20 @@ class HostBackend final : public Backend {
     host::layer_norm_backward(c.ctx(), ln_shape(x), x.data<float>(), gy.data<float>(),
                               data_or_null(gamma), mean.data<float>(), rstd.data<float>(),
                               gx.data<float>(), data_or_null(ggamma), data_or_null(gbeta));
+  }
+
+  // --- softmax ---
+
+  void softmax_forward(const Tensor& x, bool causal, Tensor& y) override {
+    Call c(x);
+    host::softmax_forward(c.ctx(), softmax_shape(x, causal), x.data<float>(), y.data<float>());
+  }
+
+  void softmax_backward(const Tensor& y, const Tensor& gy, Tensor& gx) override {
+    Call c(y);
+    const int64_t cols = y.size(-1);
+    host::softmax_backward(c.ctx(), y.data<float>(), gy.data<float>(), gx.data<float>(),
+                           cols > 0 ? y.numel() / cols : 0, cols);
   }
 
   // --- losses ---

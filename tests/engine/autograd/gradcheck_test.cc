@@ -93,6 +93,13 @@ std::vector<OpCase> op_cases() {
          return ops::dropout(x[0], 0.3f, true, 7);  // the same mask for every evaluation
        }},
       {"log_softmax", {{4, 5}}, [](auto& x) { return ops::log_softmax(x[0]); }},
+      {"softmax", {{2, 3, 5}}, [](auto& x) { return ops::softmax(x[0]); }},
+      {"softmax_causal", {{2, 4, 4}}, [](auto& x) { return ops::softmax(x[0], true); }},
+      {"softmax_causal_more_keys", {{2, 3, 5}}, [](auto& x) { return ops::softmax(x[0], true); }},
+      {"attention_causal", {{1, 2, 4, 3}, {1, 2, 4, 3}, {1, 2, 4, 2}},
+       [](auto& x) { return ops::scaled_dot_product_attention(x[0], x[1], x[2], true); }},
+      {"attention_dropout", {{2, 1, 3, 2}, {2, 1, 5, 2}, {2, 1, 5, 3}},
+       [](auto& x) { return ops::scaled_dot_product_attention(x[0], x[1], x[2], false, 0.3f, 9); }},
       {"nll_loss", {{5, 4}, {5}}, [](auto& x) { return ops::nll_loss(x[0], x[1]); }, {1}, 4},
       {"cross_entropy", {{6, 3}, {6}}, [](auto& x) { return ops::cross_entropy(x[0], x[1]); },
        {1}, 3},

@@ -360,6 +360,24 @@ TEST_F(CudaBackendTest, LayerNormMatchesHost) {
   }
 }
 
+TEST_F(CudaBackendTest, SoftmaxWithAndWithoutCausalMaskMatchesHost) {
+  // Square, more keys than queries, more queries than keys (all-masked rows), and wider than a
+  // block (1024 keys: each thread loops).
+  for (const Shape& s : {Shape{4, 12, 12}, Shape{2, 3, 9}, Shape{2, 6, 4}, Shape{2, 3, 5, 1024}}) {
+    Tensor x = random(s, -8.0f, 8.0f), gy = random(s);
+    for (bool causal : {false, true}) {
+      Tensor hy = empty_like(x, kHost0), gyy = empty_like(x, kCuda0);
+      host().softmax_forward(x, causal, hy);
+      gpu().softmax_forward(dev(x), causal, gyy);
+      expect_close(gyy, hy, std::string("softmax causal=") + (causal ? "1" : "0"), 1e-6f, 1e-5f);
+      Tensor hgx = empty_like(x, kHost0), ggx = empty_like(x, kCuda0);
+      host().softmax_backward(hy, gy, hgx);
+      gpu().softmax_backward(gyy, dev(gy), ggx);
+      expect_close(ggx, hgx, "softmax_backward", 1e-6f, 1e-4f);
+    }
+  }
+}
+
 TEST_F(CudaBackendTest, LogSoftmaxAndNllLossMatchHost) {
   Tensor x = random({13, 10}, -5.0f, 5.0f), gy = random({13, 10});
   Tensor hy = empty_like(x, kHost0), gyy = empty_like(x, kCuda0);
