@@ -82,8 +82,12 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
 
 // --- losses (mean reduction) ---
 Tensor log_softmax(const Tensor& x);  // over dim 1 of [N, C]
-Tensor nll_loss(const Tensor& logp, const Tensor& target);
-Tensor cross_entropy(const Tensor& logits, const Tensor& target);
+// Targets equal to ignore_index are skipped and not counted in the mean (NaN when all are).
+Tensor nll_loss(const Tensor& logp, const Tensor& target,
+                int64_t ignore_index = kDefaultIgnoreIndex);
+// logits [N, C] with target [N], or [B, T, V] with target [B, T] (flattened to [B*T, V]).
+Tensor cross_entropy(const Tensor& logits, const Tensor& target,
+                     int64_t ignore_index = kDefaultIgnoreIndex);
 Tensor mse_loss(const Tensor& input, const Tensor& target);
 
 // --- evaluation helpers (no graph) ---

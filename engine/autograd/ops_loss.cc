@@ -26,7 +26,7 @@ Tensor log_softmax(const Tensor& x_in) {
   return y;
 }
 
-Tensor nll_loss(const Tensor& logp_in, const Tensor& target_in) {
+Tensor nll_loss(const Tensor& logp_in, const Tensor& target_in, int64_t ignore_index) {
   Tensor logp = prepare("nll_loss", logp_in, logp_in, "input");
   DPE_CHECK(target_in.defined(), "nll_loss: target is undefined");
   check_dtype("nll_loss", target_in, DType::kInt64, "target");
@@ -38,20 +38,31 @@ Tensor nll_loss(const Tensor& logp_in, const Tensor& target_in) {
   Tensor target = target_in.contiguous();
   DeviceGuard guard(&logp.context());
   Tensor out = Tensor::empty(Shape{}, DType::kFloat32, logp.device());
-  backend_of(logp).nll_loss_forward(logp, target, out);
+  backend_of(logp).nll_loss_forward(logp, target, ignore_index, out);
   const Shape shape = logp.shape();
   record("nll_loss", {logp_in}, {&out},
-         [target, shape](const std::vector<Tensor>& g) {
+         [target, shape, ignore_index](const std::vector<Tensor>& g) {
            Tensor gx = Tensor::empty(shape, DType::kFloat32, g[0].device());
-           backend_of(gx).nll_loss_backward(g[0], target, gx);
+           backend_of(gx).nll_loss_backward(g[0], target, ignore_index, gx);
            return std::vector<Tensor>{gx};
          },
          {target});
   return out;
 }
 
-Tensor cross_entropy(const Tensor& logits, const Tensor& target) {
-  return nll_loss(log_softmax(logits), target);
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index) {
+  if (logits.defined() && target.defined() && logits.dim() == 3) {
+    // A language model's [B, T, V] against [B, T]: one row per position.
+    DPE_CHECK(target.dim() == 2 && target.size(0) == logits.size(0) &&
+                  target.size(1) == logits.size(1),
+              "cross_entropy: expected target [B, T] for logits [B, T, V] " << logits.shape()
+                                                                            << ", got target "
+                                                                            << target.shape());
+    const int64_t rows = logits.size(0) * logits.size(1);
+    return nll_loss(log_softmax(reshape(logits, Shape{rows, logits.size(2)})),
+                    target.reshape(Shape{rows}), ignore_index);
+  }
+  return nll_loss(log_softmax(logits), target, ignore_index);
 }
 
 Tensor mse_loss(const Tensor& input, const Tensor& target) {

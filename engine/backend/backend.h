@@ -130,11 +130,22 @@ class Backend {
   // Row-wise log-softmax of x [N, C].
   virtual void log_softmax_forward(const Tensor& x, Tensor& y) = 0;
   virtual void log_softmax_backward(const Tensor& y, const Tensor& gy, Tensor& gx) = 0;
-  // Mean negative log-likelihood of logp [N, C] at int64 targets [N]; out is a scalar [].
+  // Mean negative log-likelihood of logp [N, C] at int64 targets [N] over the targets that are
+  // not ignore_index (NaN when none is left, as PyTorch); out is a scalar [].
   // Throws "nll_loss: target <t> is out of bounds for <C> classes" for a bad label.
-  virtual void nll_loss_forward(const Tensor& logp, const Tensor& target, Tensor& out) = 0;
-  // gx[i, target[i]] = -gout / N, zero elsewhere; gout is a scalar tensor.
-  virtual void nll_loss_backward(const Tensor& gout, const Tensor& target, Tensor& gx) = 0;
+  virtual void nll_loss_forward(const Tensor& logp, const Tensor& target, int64_t ignore_index,
+                                Tensor& out) = 0;
+  // gx[i, target[i]] = -gout / (targets counted) where target[i] != ignore_index, zero elsewhere;
+  // gout is a scalar tensor.
+  virtual void nll_loss_backward(const Tensor& gout, const Tensor& target, int64_t ignore_index,
+                                 Tensor& gx) = 0;
+  // The same with PyTorch's default ignore_index, -100.
+  void nll_loss_forward(const Tensor& logp, const Tensor& target, Tensor& out) {
+    nll_loss_forward(logp, target, kDefaultIgnoreIndex, out);
+  }
+  void nll_loss_backward(const Tensor& gout, const Tensor& target, Tensor& gx) {
+    nll_loss_backward(gout, target, kDefaultIgnoreIndex, gx);
+  }
 
   // --- dropout: mask holds 0 or 1/(1-p), a function of `seed` alone; y = x * mask ---
   virtual void dropout_mask(float p, uint64_t seed, Tensor& mask) = 0;

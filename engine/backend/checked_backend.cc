@@ -480,7 +480,8 @@ class CheckedBackend final : public Backend {
     impl_.log_softmax_backward(y, gy, gx);
   }
 
-  void nll_loss_forward(const Tensor& logp, const Tensor& target, Tensor& out) override {
+  void nll_loss_forward(const Tensor& logp, const Tensor& target, int64_t ignore_index,
+                        Tensor& out) override {
     const Args c("nll_loss", logp, type_);
     c.rank(logp, "input", 2);
     c.tensor(target, "target", DType::kInt64);
@@ -491,17 +492,18 @@ class CheckedBackend final : public Backend {
                   << logp.shape() << " and target of shape " << target.shape());
     c.tensor(out, "out");
     DPE_CHECK(out.numel() == 1, "nll_loss: expected a scalar out, but got shape " << out.shape());
-    impl_.nll_loss_forward(logp, target, out);
+    impl_.nll_loss_forward(logp, target, ignore_index, out);
   }
 
-  void nll_loss_backward(const Tensor& gout, const Tensor& target, Tensor& gx) override {
+  void nll_loss_backward(const Tensor& gout, const Tensor& target, int64_t ignore_index,
+                         Tensor& gx) override {
     const Args c("nll_loss_backward", gx, type_);
     c.rank(gx, "grad_input", 2);
     c.tensor(gout, "grad_output");
     DPE_CHECK(gout.numel() == 1,
               "nll_loss_backward: expected a scalar grad_output, but got shape " << gout.shape());
     c.shaped(target, "target", Shape{gx.size(0)}, "grad_input", gx.shape(), DType::kInt64);
-    impl_.nll_loss_backward(gout, target, gx);
+    impl_.nll_loss_backward(gout, target, ignore_index, gx);
   }
 
   // --- dropout and optimizers ---

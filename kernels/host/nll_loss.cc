@@ -7,30 +7,43 @@
 namespace dpe::host {
 
 namespace {
+
 void check_target(int64_t t, int64_t c) {
   DPE_CHECK(t >= 0 && t < c,
             "nll_loss: target " << t << " is out of bounds for " << c << " classes");
 }
+
+// The targets that count, each checked.
+int64_t counted(const int64_t* target, int64_t n, int64_t c, int64_t ignore_index) {
+  int64_t count = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (target[i] == ignore_index) continue;
+    check_target(target[i], c);
+    ++count;
+  }
+  return count;
+}
+
 }  // namespace
 
 float nll_loss_forward(HostContext&, const float* logp, const int64_t* target, int64_t n,
-                       int64_t c) {
+                       int64_t c, int64_t ignore_index) {
+  const int64_t count = counted(target, n, c, ignore_index);
   double total = 0.0;
   for (int64_t i = 0; i < n; ++i) {
-    check_target(target[i], c);
-    total += logp[i * c + target[i]];
+    if (target[i] != ignore_index) total += logp[i * c + target[i]];
   }
-  // torch returns NaN for an empty batch (0 / 0).
-  return static_cast<float>(-total / static_cast<double>(n));
+  // torch returns NaN when nothing counts (0 / 0).
+  return static_cast<float>(-total / static_cast<double>(count));
 }
 
 void nll_loss_backward(HostContext&, float gout, const int64_t* target, float* gx, int64_t n,
-                       int64_t c) {
+                       int64_t c, int64_t ignore_index) {
+  const int64_t count = counted(target, n, c, ignore_index);
   std::fill(gx, gx + n * c, 0.0f);
-  const float g = -gout / static_cast<float>(n);
+  const float g = -gout / static_cast<float>(count);
   for (int64_t i = 0; i < n; ++i) {
-    check_target(target[i], c);
-    gx[i * c + target[i]] = g;
+    if (target[i] != ignore_index) gx[i * c + target[i]] = g;
   }
 }
 

@@ -1,5 +1,6 @@
 // Negative log-likelihood loss with mean reduction over logp [n, c] at int64 targets [n],
-// as torch.nn.functional.nll_loss(logp, target).
+// as torch.nn.functional.nll_loss(logp, target, ignore_index=ignore_index): targets equal to
+// ignore_index contribute nothing and are not counted in the mean.
 #pragma once
 
 #include <cstdint>
@@ -8,12 +9,13 @@
 
 namespace dpe::host {
 
-// Returns -mean_i logp[i, target[i]]. Throws dpe::Error
-// "nll_loss: target 12 is out of bounds for 10 classes" for a label outside [0, c).
+// Returns -sum logp[i, target[i]] / (number of targets not ignored): NaN when all are ignored
+// (or n == 0), as torch. Throws dpe::Error "nll_loss: target 12 is out of bounds for 10 classes"
+// for a target outside [0, c) that is not ignore_index.
 float nll_loss_forward(HostContext& ctx, const float* logp, const int64_t* target, int64_t n,
-                       int64_t c);
-// gx[i, target[i]] = -gout / n, zero elsewhere.
+                       int64_t c, int64_t ignore_index);
+// gx[i, target[i]] = -gout / (number not ignored) for targets not ignored, zero elsewhere.
 void nll_loss_backward(HostContext& ctx, float gout, const int64_t* target, float* gx, int64_t n,
-                       int64_t c);
+                       int64_t c, int64_t ignore_index);
 
 }  // namespace dpe::host

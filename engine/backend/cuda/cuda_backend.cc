@@ -324,16 +324,18 @@ class CudaBackend final : public Backend {
                                y.size(0), y.size(1));
   }
 
-  void nll_loss_forward(const Tensor& logp, const Tensor& target, Tensor& out) override {
+  void nll_loss_forward(const Tensor& logp, const Tensor& target, int64_t ignore_index,
+                        Tensor& out) override {
     Call c(logp);
     cuda::nll_loss_forward(c.ctx(), logp.data<float>(), target.data<int64_t>(), out.data<float>(),
-                           logp.size(0), logp.size(1));
+                           logp.size(0), logp.size(1), ignore_index);
   }
 
-  void nll_loss_backward(const Tensor& gout, const Tensor& target, Tensor& gx) override {
+  void nll_loss_backward(const Tensor& gout, const Tensor& target, int64_t ignore_index,
+                         Tensor& gx) override {
     Call c(gx);
     cuda::nll_loss_backward(c.ctx(), gout.data<float>(), target.data<int64_t>(), gx.data<float>(),
-                            gx.size(0), gx.size(1));
+                            gx.size(0), gx.size(1), ignore_index);
   }
 
   // --- dropout and optimizers ---

@@ -103,6 +103,11 @@ std::vector<OpCase> op_cases() {
       {"nll_loss", {{5, 4}, {5}}, [](auto& x) { return ops::nll_loss(x[0], x[1]); }, {1}, 4},
       {"cross_entropy", {{6, 3}, {6}}, [](auto& x) { return ops::cross_entropy(x[0], x[1]); },
        {1}, 3},
+      // Labels are drawn in [0, classes): ignoring class 1 skips some of them.
+      {"nll_loss_ignore_index", {{8, 3}, {8}},
+       [](auto& x) { return ops::nll_loss(x[0], x[1], 1); }, {1}, 3},
+      {"cross_entropy_3d_ignore_index", {{2, 4, 5}, {2, 4}},
+       [](auto& x) { return ops::cross_entropy(x[0], x[1], 2); }, {1}, 5},
       {"mse_loss", {{3, 4}, {3, 4}}, [](auto& x) { return ops::mse_loss(x[0], x[1]); }},
   };
 }

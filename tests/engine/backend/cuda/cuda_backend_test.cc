@@ -398,6 +398,23 @@ TEST_F(CudaBackendTest, LogSoftmaxAndNllLossMatchHost) {
   host().nll_loss_backward(gout, t, hgx);
   gpu().nll_loss_backward(dev(gout), dev(t), ggx);
   expect_close(ggx, hgx, "nll_loss_backward", 0.0f, 1e-6f);
+
+  // ignore_index: an out-of-range -100 and an in-range class are both skipped and not counted;
+  // all ignored gives NaN on both.
+  for (int64_t ignore : {int64_t{-100}, int64_t{3}}) {
+    std::vector<int64_t> tv = t.to_vector<int64_t>();
+    for (size_t i = 0; i < tv.size(); i += 3) tv[i] = ignore;
+    Tensor ti = Tensor::from_vector(tv, {13});
+    host().nll_loss_forward(hy, ti, ignore, hl);
+    gpu().nll_loss_forward(gyy, dev(ti), ignore, gl);
+    EXPECT_NEAR(gl.item(), hl.item(), 1e-5) << "ignore_index " << ignore;
+    host().nll_loss_backward(gout, ti, ignore, hgx);
+    gpu().nll_loss_backward(dev(gout), dev(ti), ignore, ggx);
+    expect_close(ggx, hgx, "nll_loss_backward with ignore_index", 0.0f, 1e-6f);
+  }
+  Tensor all = Tensor::from_vector(std::vector<int64_t>(13, -100), {13});
+  gpu().nll_loss_forward(gyy, dev(all), -100, gl);
+  EXPECT_TRUE(std::isnan(gl.item()));
 }
 
 TEST_F(CudaBackendTest, NllLossNamesTheBadLabelAsTheHostDoes) {
