@@ -24,7 +24,11 @@ int64_t parse_memory_size(const std::string& text, const std::string& what) {
   else if (unit == "GB") scale = 1000 * 1000 * 1000;
   DPE_CHECK(scale > 0, what << ": unknown unit '" << unit << "' in '" << text
                             << "' (use B, KiB, MiB, GiB, KB, MB or GB)");
-  return value * scale;
+  int64_t bytes = 0;
+  DPE_CHECK(!__builtin_mul_overflow(value, scale, &bytes),
+            what << ": memory size '" << text << "' is too large (the limit is "
+                 << INT64_MAX << " bytes)");
+  return bytes;
 }
 
 std::string format_bytes(int64_t bytes) {

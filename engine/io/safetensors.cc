@@ -26,6 +26,47 @@ using OrderedJson = nlohmann::ordered_json;
 
 constexpr uint64_t kMaxHeaderBytes = 100ull << 20;  // 100 MiB, the reference implementation's cap
 constexpr const char* kMetadataKey = "__metadata__";
+// A safetensors header nests three deep (header, entry, shape); deeper input is rejected before
+// the JSON parser sees it, so a crafted header cannot exhaust the stack (65 000 levels did).
+constexpr int kMaxHeaderDepth = 8;
+
+// Throws unless `text` nests objects and arrays at most kMaxHeaderDepth deep (strings skipped).
+void check_nesting(const std::string& text, const std::string& where) {
+  int depth = 0;
+  bool in_string = false, escaped = false;
+  for (char c : text) {
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (c == '\\') escaped = true;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '{' || c == '[') {
+      DPE_CHECK(++depth <= kMaxHeaderDepth, where << "the header nests deeper than "
+                                                  << kMaxHeaderDepth
+                                                  << " levels (not a safetensors header)");
+    } else if (c == '}' || c == ']') {
+      --depth;
+    }
+  }
+}
+
+// A JSON value for an error message, never longer than about 100 characters whatever the input:
+// short scalars and short arrays of scalars as they are, anything else described.
+std::string brief(const OrderedJson& v) {
+  if (v.is_string()) {
+    const std::string& str = v.get_ref<const std::string&>();
+    return str.size() <= 40 ? v.dump() : "a string of " + std::to_string(str.size()) + " bytes";
+  }
+  if (v.is_primitive()) return v.dump();
+  if (v.is_array() && v.size() <= 8) {
+    bool scalars = true;
+    for (const auto& x : v) scalars = scalars && x.is_number();
+    if (scalars) return v.dump();
+  }
+  return std::string(v.is_array() ? "an array of " : "an object of ") +
+         std::to_string(v.size()) + (v.is_array() ? " elements" : " keys");
+}
 
 const char* dtype_code(DType t) { return t == DType::kFloat32 ? "F32" : "I64"; }
 
@@ -162,7 +203,7 @@ Entry parse_entry(const std::string& path, const std::string& name, const Ordere
   const auto fail_prefix = [&] {
     return "load_safetensors: " + path + ": tensor '" + name + "': ";
   };
-  DPE_CHECK(info.is_object(), fail_prefix() << "expected an object, got " << info.dump());
+  DPE_CHECK(info.is_object(), fail_prefix() << "expected an object, got " << brief(info));
   Entry e;
   e.name = name;
   const auto dtype = info.find("dtype");
@@ -179,7 +220,7 @@ Entry parse_entry(const std::string& path, const std::string& name, const Ordere
     uint64_t dim = 0;
     DPE_CHECK(
         as_size(d, &dim) && dim <= static_cast<uint64_t>(INT64_MAX),
-        fail_prefix() << "shape " << shape->dump() << " must hold non-negative integers only");
+        fail_prefix() << "shape " << brief(*shape) << " must hold non-negative integers only");
     e.shape.push_back(static_cast<int64_t>(dim));
     numel_overflow = numel_overflow || __builtin_mul_overflow(numel, dim, &numel);
   }
@@ -188,7 +229,7 @@ Entry parse_entry(const std::string& path, const std::string& name, const Ordere
   DPE_CHECK(offsets != info.end() && offsets->is_array() && offsets->size() == 2 &&
                 as_size((*offsets)[0], &e.begin) && as_size((*offsets)[1], &e.end),
             fail_prefix() << "data_offsets must be two non-negative integers [begin, end], got "
-                          << (offsets == info.end() ? std::string("nothing") : offsets->dump()));
+                          << (offsets == info.end() ? std::string("nothing") : brief(*offsets)));
   DPE_CHECK(e.begin <= e.end, fail_prefix() << "data_offsets [" << e.begin << ", " << e.end
                                             << "] end before they begin");
   DPE_CHECK(e.end <= data_size, fail_prefix() << "data_offsets [" << e.begin << ", " << e.end
@@ -199,9 +240,14 @@ Entry parse_entry(const std::string& path, const std::string& name, const Ordere
   DPE_CHECK(
       !numel_overflow && e.end - e.begin == expected,
       fail_prefix() << "data_offsets [" << e.begin << ", " << e.end << "] hold " << e.end - e.begin
-                    << " bytes but shape " << shape->dump() << " of " << dtype->get<std::string>()
+                    << " bytes but shape " << brief(*shape) << " of " << dtype->get<std::string>()
                     << " needs "
                     << (numel_overflow ? std::string("more than 2^64") : std::to_string(expected)));
+  try {
+    Shape(e.shape).contiguous_strides();  // a zero size hides overflowing others from numel
+  } catch (const Error& err) {
+    DPE_THROW(fail_prefix() << err.what());
+  }
   return e;
 }
 
@@ -270,6 +316,7 @@ SafetensorsContents read_safetensors(const std::string& path, Device device) {
   const uint64_t data_start = 8 + header_len;
   const uint64_t data_size = file.size() - data_start;
 
+  check_nesting(text, where);
   // nlohmann keeps the last of repeated keys; the callback sees each top-level key first.
   std::set<std::string> seen;
   std::string repeated;
@@ -297,7 +344,7 @@ SafetensorsContents read_safetensors(const std::string& path, Device device) {
       DPE_CHECK(info.is_object(), where << kMetadataKey << " must be an object of strings");
       for (const auto& [key, value] : info.items()) {
         DPE_CHECK(value.is_string(), where << kMetadataKey << " must map strings to strings, but '"
-                                           << key << "' holds " << value.dump());
+                                           << key << "' holds " << brief(value));
         out.metadata[key] = value.get<std::string>();
       }
       continue;

@@ -266,6 +266,19 @@ TEST_F(SafetensorsTest, InvalidHeaders) {
       {R"({"__metadata__": {"epoch": 3}})", "", "__metadata__ must map strings to strings"},
       {R"({"__metadata__": "x"})", "", "__metadata__ must be an object"},
       {R"({"a": 5})", "", "tensor 'a': expected an object"},
+      // Hostile headers (issue 12): deep nesting, which once overflowed the stack in the parser
+      // and in the messages; unbounded values printed into messages; sizes whose product
+      // overflows once a zero size stops hiding it.
+      {"{\"a\": " + std::string(65000, '[') + std::string(65000, ']') + "}", "",
+       "the header nests deeper than 8 levels"},
+      {R"({"a": {"dtype": "F32", "shape": [[[[[[1]]]]]], "data_offsets": [0, 8]}})", eight,
+       "shape an array of 1 elements must hold"},
+      {R"({"a": ")" + std::string(5000, 'x') + R"("})", "", "expected an object, got a string of 5000"},
+      {R"({"a": {"dtype": "F32", "shape": [4611686018427387904, 3, 0], "data_offsets": [0, 0]}})",
+       "", "tensor 'a': shape torch.Size([4611686018427387904, 3, 0]) is too large"},
+      {R"({"a": {"dtype": "F32", "shape": [0, 4611686018427387904, 4611686018427387904],)"
+       R"( "data_offsets": [0, 0]}})",
+       "", "is too large: the product of its sizes overflows int64"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.header);
