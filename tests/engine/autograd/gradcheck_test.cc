@@ -92,6 +92,8 @@ std::vector<OpCase> op_cases() {
        [](auto& x) {
          return ops::dropout(x[0], 0.3f, true, 7);  // the same mask for every evaluation
        }},
+      {"dropout_3d", {{2, 3, 4}}, [](auto& x) { return ops::dropout(x[0], 0.5f, true, 11); }},
+      {"dropout_4d", {{2, 2, 3, 2}}, [](auto& x) { return ops::dropout(x[0], 0.2f, true, 3); }},
       {"log_softmax", {{4, 5}}, [](auto& x) { return ops::log_softmax(x[0]); }},
       {"softmax", {{2, 3, 5}}, [](auto& x) { return ops::softmax(x[0]); }},
       {"softmax_causal", {{2, 4, 4}}, [](auto& x) { return ops::softmax(x[0], true); }},

@@ -23,6 +23,22 @@ TEST(DropoutTest, ZeroesAboutPAndScalesTheRestInTrainingIdentityInEval) {
   EXPECT_EQ(d(x).to_vector<float>(), x.to_vector<float>());
 }
 
+TEST(DropoutTest, WorksOnAnyRank) {
+  nn::Dropout d(0.25f, 3);
+  for (const Shape& s : {Shape{5}, Shape{4, 6}, Shape{2, 3, 8}, Shape{2, 4, 16, 16}}) {
+    Tensor y = d(Tensor::ones(s));
+    EXPECT_EQ(y.shape(), s);
+    int zeros = 0;
+    for (float v : y.to_vector<float>()) {
+      EXPECT_TRUE(v == 0.0f || std::abs(v - 1.0f / 0.75f) < 1e-6) << v;
+      zeros += v == 0.0f;
+    }
+    if (s.numel() >= 1000) {  // 2048 draws: well within 0.25 +- 0.05
+      EXPECT_NEAR(zeros / static_cast<double>(s.numel()), 0.25, 0.05);
+    }
+  }
+}
+
 TEST(DropoutTest, ReseedRepeatsTheMaskAndCopiesShareTheGenerator) {
   nn::Dropout d(0.3f, 7);
   Tensor x = Tensor::ones({64});
