@@ -1,0 +1,57 @@
+#include "engine/optim/clip_grad.h"
+
+#include <cmath>
+#include <utility>
+
+#include "engine/backend/backend.h"
+#include "engine/core/error.h"
+#include "engine/device/device_guard.h"
+
+namespace dpe::optim {
+
+float clip_grad_norm_(const std::vector<Tensor>& params, float max_norm) {
+  DPE_CHECK(max_norm >= 0.0f, "clip_grad_norm_: max_norm must be >= 0, got " << max_norm);
+  // One running sum of squares per device, kept on that device so the host reads each once.
+  std::vector<std::pair<Device, Tensor>> partial;
+  for (const Tensor& p : params) {
+    const Tensor g = p.grad();
+    if (!g.defined()) continue;
+    DeviceGuard guard(&g.context());
+    Backend& be = backend_for(g.device());
+    const Tensor gc = g.contiguous();
+    Tensor sq = Tensor::empty(gc.shape(), DType::kFloat32, gc.device());
+    be.mul(gc, gc, sq);
+    Tensor s = Tensor::empty(Shape{}, DType::kFloat32, gc.device());
+    be.sum_all(sq, s);
+    auto it = partial.begin();
+    while (it != partial.end() && it->first != g.device()) ++it;
+    if (it == partial.end()) {
+      partial.emplace_back(g.device(), s);
+    } else {
+      be.add(it->second, s, 1.0f, it->second);
+    }
+  }
+  double total_sq = 0.0;
+  for (const auto& [device, sum] : partial) total_sq += static_cast<double>(sum.item());
+  const double total = std::sqrt(total_sq);
+  const double coef = static_cast<double>(max_norm) / (total + 1e-6);
+  if (coef < 1.0) {
+    for (const Tensor& p : params) {
+      Tensor g = p.grad();
+      if (!g.defined()) continue;
+      DeviceGuard guard(&g.context());
+      Backend& be = backend_for(g.device());
+      if (g.is_contiguous()) {
+        be.scale(g, static_cast<float>(coef), g);
+      } else {
+        Tensor scaled = Tensor::empty(g.shape(), DType::kFloat32, g.device());
+        be.scale(g.contiguous(), static_cast<float>(coef), scaled);
+        g.copy_(scaled);
+      }
+      g.bump_version();
+    }
+  }
+  return static_cast<float>(total);
+}
+
+}  // namespace dpe::optim
