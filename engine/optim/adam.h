@@ -27,16 +27,25 @@ class Adam : public Optimizer {
   std::vector<int64_t> steps_;
 };
 
-// AdamW: Adam with decoupled weight decay (PyTorch uses weight_decay=0.01 by default for it).
+// torch.optim.AdamW's hyper-parameters and defaults: unlike Adam's, weight_decay defaults to 0.01.
+// A type of its own, so an AdamW built from default options decays as PyTorch's does.
+struct AdamWOptions {
+  float lr = 1e-3f;
+  float beta1 = 0.9f;
+  float beta2 = 0.999f;
+  float eps = 1e-8f;
+  float weight_decay = 0.01f;
+};
+
+// AdamW: Adam with decoupled weight decay (p *= 1 - lr * weight_decay before the Adam update).
 class AdamW : public Adam {
  public:
-  AdamW(std::vector<Tensor> params, AdamOptions options)
-      : Adam(std::move(params), with_decoupled_decay(options)) {}
+  explicit AdamW(std::vector<Tensor> params, const AdamWOptions& options = {})
+      : Adam(std::move(params), as_adam(options)) {}
 
  private:
-  static AdamOptions with_decoupled_decay(AdamOptions o) {
-    o.adamw = true;
-    return o;
+  static AdamOptions as_adam(const AdamWOptions& o) {
+    return {o.lr, o.beta1, o.beta2, o.eps, o.weight_decay, /*adamw=*/true};
   }
 };
 
