@@ -228,7 +228,9 @@ TEST(DataParallelTest, ParallelCriterionMatchesTheGatheredLoss) {
   for (auto& l : labels) l = static_cast<int64_t>(g.next_u64() % 5);
   Tensor y = Tensor::from_vector(labels, {11});
   DataParallel dp(model, devices);
-  Tensor loss = parallel_criterion(dp.forward_replicas(Value(x)), y, 0, ops::cross_entropy, kH0);
+  Tensor loss = parallel_criterion(
+      dp.forward_replicas(Value(x)), y, 0,
+      [](const Tensor& out, const Tensor& t) { return ops::cross_entropy(out, t); }, kH0);
   backward(loss);
   DataParallel dp2(copy, devices);
   Tensor ref = ops::cross_entropy(dp2(x), y);
