@@ -85,9 +85,15 @@ Tensor log_softmax(const Tensor& x);  // over dim 1 of [N, C]
 // Targets equal to ignore_index are skipped and not counted in the mean (NaN when all are).
 Tensor nll_loss(const Tensor& logp, const Tensor& target,
                 int64_t ignore_index = kDefaultIgnoreIndex);
-// logits [N, C] with target [N], or [B, T, V] with target [B, T] (flattened to [B*T, V]).
-Tensor cross_entropy(const Tensor& logits, const Tensor& target,
-                     int64_t ignore_index = kDefaultIgnoreIndex);
+// cross_entropy(logits, target, ignore_index = -100): logits [N, C] with target [N], or
+// [B, T, V] with target [B, T] (flattened to [B*T, V]). A function object rather than a function
+// with a default argument, so `ops::cross_entropy` still converts to a two-argument Criterion
+// (parallel_criterion, the trainer) as it did before ignore_index existed.
+struct CrossEntropy {
+  Tensor operator()(const Tensor& logits, const Tensor& target,
+                    int64_t ignore_index = kDefaultIgnoreIndex) const;
+};
+inline constexpr CrossEntropy cross_entropy{};
 Tensor mse_loss(const Tensor& input, const Tensor& target);
 
 // --- evaluation helpers (no graph) ---

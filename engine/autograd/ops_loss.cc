@@ -50,7 +50,8 @@ Tensor nll_loss(const Tensor& logp_in, const Tensor& target_in, int64_t ignore_i
   return out;
 }
 
-Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index) {
+Tensor CrossEntropy::operator()(const Tensor& logits, const Tensor& target,
+                                int64_t ignore_index) const {
   if (logits.defined() && target.defined() && logits.dim() == 3) {
     // A language model's [B, T, V] against [B, T]: one row per position.
     DPE_CHECK(target.dim() == 2 && target.size(0) == logits.size(0) &&
