@@ -85,6 +85,7 @@ class GraphTask {
     std::vector<Tensor> outs;
     if (any) {
       NoGradGuard no_grad;
+      MemoryCategoryScope category(n->memory_category());
       outs = n->apply(grads);
     }
     std::vector<Node*> ready;

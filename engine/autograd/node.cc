@@ -23,6 +23,7 @@ std::vector<Tensor> AccumulateGrad::apply(const std::vector<Tensor>& grads) {
   Tensor current = leaf.grad();
   if (!current.defined()) {
     // A fresh buffer: the incoming gradient may be shared with other nodes.
+    MemoryCategoryScope category(MemoryCategory::kGradients);
     leaf.set_grad(g.clone());
   } else {
     backend_for(leaf.device()).add(current, g, 1.0f, current);

@@ -37,8 +37,14 @@ struct Edge {
 
 class Node {
  public:
+  // The node remembers the memory category of the thread that recorded it (memory_category.h), and
+  // the engine runs its backward under it: a backward's temporaries count as what its forward made
+  // (activations, the loss's gradients, ...).
   Node(std::string name, Device device, uint32_t num_outputs)
-      : name_(std::move(name)), device_(device), num_outputs_(num_outputs) {}
+      : name_(std::move(name)),
+        device_(device),
+        num_outputs_(num_outputs),
+        memory_category_(current_memory_category()) {}
   virtual ~Node() = default;
 
   // grads[i] is the gradient of output i (undefined when none reached it). Returns one gradient
@@ -48,12 +54,14 @@ class Node {
   const std::string& name() const { return name_; }
   Device device() const { return device_; }
   uint32_t num_outputs() const { return num_outputs_; }
+  MemoryCategory memory_category() const { return memory_category_; }
   std::vector<Edge>& next_edges() { return next_edges_; }
 
  private:
   std::string name_;
   Device device_;
   uint32_t num_outputs_;
+  MemoryCategory memory_category_;
   std::vector<Edge> next_edges_;
 };
 

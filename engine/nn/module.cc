@@ -33,6 +33,7 @@ Tensor& Module::register_parameter(const std::string& name, Tensor t, bool requi
   if (t.defined()) {
     t.requires_grad_(requires_grad);
     t.autograd().name = name;
+    t.set_memory_category(MemoryCategory::kParameters);
   }
   params_.emplace_back(name, std::move(t));
   return params_.back().second;
@@ -40,6 +41,7 @@ Tensor& Module::register_parameter(const std::string& name, Tensor t, bool requi
 
 Tensor& Module::register_buffer(const std::string& name, Tensor t) {
   DPE_CHECK(name.find('.') == std::string::npos, "buffer name can't contain \".\": " << name);
+  if (t.defined()) t.set_memory_category(MemoryCategory::kParameters);
   buffers_.emplace_back(name, std::move(t));
   return buffers_.back().second;
 }
@@ -228,6 +230,7 @@ void Module::clone_children_from(const Module& other) {
 }
 
 std::shared_ptr<Module> Module::copy_to(Device device) const {
+  MemoryCategoryScope category(MemoryCategory::kParameters);  // the copy's own parameters
   std::shared_ptr<Module> copy = clone_structure();
   for (const auto& [n, t] : named_parameters()) {
     Tensor p = t.to(device);
@@ -253,12 +256,16 @@ void Module::to(Device device) {
   for (auto& [n, t] : params_) {
     if (!t.defined() || t.device() == device) continue;
     Tensor moved = t.to(device);
+    moved.set_memory_category(MemoryCategory::kParameters);
     moved.requires_grad_(t.requires_grad());
     moved.autograd().name = t.autograd().name;
     t = moved;
   }
   for (auto& [n, t] : buffers_) {
-    if (t.defined() && t.device() != device) t = t.to(device);
+    if (t.defined() && t.device() != device) {
+      t = t.to(device);
+      t.set_memory_category(MemoryCategory::kParameters);
+    }
   }
   for (auto& [n, c] : children_) c->to(device);
 }

@@ -19,6 +19,7 @@ Adam::Adam(std::vector<Tensor> params, const AdamOptions& options)
 }
 
 void Adam::step() {
+  MemoryCategoryScope category(MemoryCategory::kOptimizerState);
   for (size_t i = 0; i < params_.size(); ++i) {
     Tensor& p = params_[i];
     Tensor g = p.grad();
@@ -48,6 +49,7 @@ StateDict Adam::state_dict() const {
 }
 
 void Adam::load_state_dict(const StateDict& state) {
+  MemoryCategoryScope category(MemoryCategory::kOptimizerState);
   for (const auto& [name, t] : state) {
     const std::string prefix = "state.";
     const auto dot = name.find('.', prefix.size());

@@ -16,6 +16,7 @@ SGD::SGD(std::vector<Tensor> params, const SgdOptions& options)
 }
 
 void SGD::step() {
+  MemoryCategoryScope category(MemoryCategory::kOptimizerState);
   for (size_t i = 0; i < params_.size(); ++i) {
     Tensor& p = params_[i];
     Tensor g = p.grad();
@@ -41,6 +42,7 @@ StateDict SGD::state_dict() const {
 }
 
 void SGD::load_state_dict(const StateDict& state) {
+  MemoryCategoryScope category(MemoryCategory::kOptimizerState);
   for (const auto& [name, t] : state) {
     const std::string prefix = "state.";
     const auto dot = name.find('.', prefix.size());

@@ -10,6 +10,7 @@
 #include "engine/autograd/engine.h"
 #include "engine/autograd/ops.h"
 #include "engine/core/error.h"
+#include "engine/device/runtime.h"
 #include "engine/optim/sgd.h"
 
 namespace dpe {
@@ -105,6 +106,29 @@ TEST(SavedTensorTest, RecordKeepsTheVersionAtRecordTime) {
   EXPECT_NO_THROW(check_saved_versions("op", {saved}));
   t.bump_version();
   EXPECT_THROW(check_saved_versions("op", {saved}), Error);
+}
+
+TEST(NodeMemoryCategoryTest, BackwardRunsUnderItsForwardsCategoryAndGradientsAreTagged) {
+  const Device dev = Device::parse("host:1");
+  Allocator& a = Runtime::get().context(dev).allocator();
+  auto at_peak = [&](MemoryCategory c) {
+    return a.stats().peak_by_category[static_cast<size_t>(c)];
+  };
+  Tensor x = Tensor::ones({1024}, dev);
+  x.requires_grad_();
+  Tensor y;
+  {
+    MemoryCategoryScope scope(MemoryCategory::kOutputGradients);  // as a loss computed in a scope
+    y = ops::mul(x, x);
+  }
+  EXPECT_EQ(y.memory_category(), MemoryCategory::kOutputGradients);
+  const Tensor loss = ops::sum(y);
+  a.reset_peak();
+  const int64_t before = at_peak(MemoryCategory::kOutputGradients);
+  backward(loss);
+  // mul's backward made x-sized gradients under its forward's category, not "other".
+  EXPECT_GE(at_peak(MemoryCategory::kOutputGradients), before + 4096);
+  EXPECT_EQ(x.grad().memory_category(), MemoryCategory::kGradients);
 }
 
 }  // namespace

@@ -31,5 +31,12 @@ TEST(LinearTest, WrongInputShapeNamesTheLayerAndBothShapes) {
   }
 }
 
+TEST(LinearTest, ParametersCountAsParametersInTheMemoryBreakdown) {
+  Generator g(2);
+  nn::Linear fc(3, 2, g);
+  EXPECT_EQ(fc.weight().memory_category(), MemoryCategory::kParameters);
+  EXPECT_EQ(fc.find("bias").memory_category(), MemoryCategory::kParameters);
+}
+
 }  // namespace
 }  // namespace dpe

@@ -51,5 +51,16 @@ TEST(SgdTest, DampeningAndSkippedParameters) {
   EXPECT_EQ(q.to_vector<float>()[0], 5.0f);  // no gradient: untouched
 }
 
+TEST(SgdTest, MomentumBuffersCountAsOptimizerState) {
+  Tensor p = param({1.0f, 2.0f});
+  SgdOptions o;
+  o.momentum = 0.9f;
+  SGD sgd({p}, o);
+  set_grad(p, {0.1f, 0.1f});
+  sgd.step();
+  ASSERT_EQ(sgd.state_dict().size(), 1u);
+  EXPECT_EQ(sgd.state_dict()[0].second.memory_category(), MemoryCategory::kOptimizerState);
+}
+
 }  // namespace
 }  // namespace dpe::optim
