@@ -1,7 +1,8 @@
 // The main demo: the seeds' DataParallel example on host devices — a Linear(5, 2) model wrapped
 // in DataParallel, a RandomDataset of 100 samples of size 5, batch 30 — printing what each
-// replica receives, then a few DataParallel training steps of the Fashion-MNIST ConvNet with the
-// imbalance report that shows why device 0 is the bottleneck.
+// replica receives, then the imbalance DataParallel causes on device 0 where users meet it: the
+// small GPT language model on 2 and 4 host devices, plain DataParallel against its two ways out
+// (tools/lm_imbalance.h). `--model convnet|mlp|toy` profiles one of the seeds' models instead.
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -18,6 +19,7 @@
 #include "engine/parallel/imbalance_report.h"
 #include "models/by_name.h"
 #include "models/demo_model.h"
+#include "tools/lm_imbalance.h"
 #include "tools/paths.h"
 
 namespace {
@@ -25,7 +27,10 @@ namespace {
 struct Flags {
   int devices = 0;  // 0: DPE_HOST_DEVICES (default 2)
   int input_size = 5, output_size = 2, batch_size = 30, data_size = 100;
-  std::string model = "convnet";
+  std::string model = "gpt-small";
+  std::vector<int> lm_devices = {2, 4};
+  int64_t lm_batch_per_device = 4, lm_context = 128;
+  int lm_steps = 1;
   int steps = 8;
   int train_batch = 256;
   std::string data_dir = dpe::FashionMnist::kDefaultRoot;
@@ -109,6 +114,36 @@ void imbalance_demo(const Flags& f, const std::vector<dpe::Device>& devices) {
               report.table().c_str());
 }
 
+void lm_demo(const Flags& f) {
+  dpe::tools::LmImbalanceOptions o;
+  o.config = dpe::models::gpt_config(f.model);
+  o.context = std::min<int64_t>(f.lm_context, o.config.block_size);
+  o.steps = f.lm_steps;
+  std::printf("\n%s (%lld-token vocabulary) trained with DataParallel and AdamW on host devices, "
+              "%lld sequences of %lld tokens (random) per device,\nmedians of %d step(s) after %d "
+              "warm-up; memory in MiB at each device's peak:\n",
+              f.model.c_str(), static_cast<long long>(o.config.vocab_size),
+              static_cast<long long>(f.lm_batch_per_device), static_cast<long long>(o.context),
+              o.steps, o.warmup_steps);
+  dpe::Runtime& rt = dpe::Runtime::get();
+  std::vector<dpe::tools::LmImbalanceRun> runs;
+  for (int n : f.lm_devices) {
+    rt.set_host_device_count(n);
+    const auto devices = rt.host_devices();
+    o.batch = f.lm_batch_per_device * n;
+    for (auto v : {dpe::tools::DpVariant::kPlain, dpe::tools::DpVariant::kChunkWeights,
+                   dpe::tools::DpVariant::kParallelLoss}) {
+      runs.push_back(dpe::tools::profile_lm_dp(o, devices, v));
+      std::fflush(stdout);
+    }
+    if (n == f.lm_devices.front()) {
+      std::printf("\nplain DataParallel on %d devices, what each device held at its peak:\n%s", n,
+                  runs[runs.size() - 3].report.memory_breakdown().c_str());
+    }
+  }
+  std::printf("\n%s", dpe::tools::lm_imbalance_table(runs).c_str());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -119,8 +154,17 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 64));
   app.add_option("--batch-size", f.batch_size, "batch size of the seeds' demo")->check(CLI::PositiveNumber);
   app.add_option("--data-size", f.data_size, "samples in the RandomDataset")->check(CLI::PositiveNumber);
-  app.add_option("--model", f.model, "model for the training part")
-      ->check(CLI::IsMember({"toy", "mlp", "convnet"}));
+  app.add_option("--model", f.model, "model for the imbalance part")
+      ->check(CLI::IsMember({"gpt-small", "gpt2", "toy", "mlp", "convnet"}));
+  app.add_option("--lm-devices", f.lm_devices, "device counts of the language-model part")
+      ->check(CLI::Range(2, 64));
+  app.add_option("--lm-batch", f.lm_batch_per_device,
+                 "sequences per device in the language-model part")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--lm-steps", f.lm_steps, "profiled steps per run of the language-model part")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--lm-context", f.lm_context, "tokens per sequence of the language-model part")
+      ->check(CLI::PositiveNumber);
   app.add_option("--steps", f.steps, "training steps to profile (0 skips the training part)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--train-batch", f.train_batch, "global batch of the training part")
@@ -133,7 +177,8 @@ int main(int argc, char** argv) {
     if (f.devices > 0) rt.set_host_device_count(f.devices);
     const auto devices = rt.host_devices();
     seeds_demo(f, devices);
-    if (f.steps > 0) imbalance_demo(f, devices);
+    if (f.steps > 0 && f.model.rfind("gpt", 0) == 0) lm_demo(f);
+    else if (f.steps > 0) imbalance_demo(f, devices);
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "demo: %s\n", e.what());

@@ -79,13 +79,14 @@ class GraphTask {
 
   // Runs one node and hands its outputs on; returns the nodes that became ready.
   std::vector<Node*> run(Node* n) {
+    // The node's inputs summed here and its backward's temporaries count as what its forward made.
+    MemoryCategoryScope category(n->memory_category());
     std::vector<Tensor> grads = take_inputs(n);
     bool any = false;
     for (const Tensor& g : grads) any = any || g.defined();
     std::vector<Tensor> outs;
     if (any) {
       NoGradGuard no_grad;
-      MemoryCategoryScope category(n->memory_category());
       outs = n->apply(grads);
     }
     std::vector<Node*> ready;

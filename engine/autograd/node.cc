@@ -22,9 +22,21 @@ std::vector<Tensor> AccumulateGrad::apply(const std::vector<Tensor>& grads) {
                                                                         << leaf.device());
   Tensor current = leaf.grad();
   if (!current.defined()) {
-    // A fresh buffer: the incoming gradient may be shared with other nodes.
-    MemoryCategoryScope category(MemoryCategory::kGradients);
-    leaf.set_grad(g.clone());
+    // As PyTorch's AccumulateGrad: a gradient nothing else holds (the engine's buffer is its only
+    // handle, and no view shares its storage) becomes .grad as it is; otherwise a fresh copy,
+    // since other nodes may still read it. Stealing saves a parameter-sized copy on every first
+    // accumulation: DataParallel's reduced gradients on device 0 above all.
+    const auto& impl = g.impl_ptr();
+    const bool whole_storage =
+        impl->storage->nbytes() == static_cast<size_t>(g.numel()) * dtype_size(g.dtype());
+    if (impl.use_count() == 1 && impl->storage.use_count() == 1 && whole_storage &&
+        g.is_contiguous() && !g.requires_grad()) {
+      g.set_memory_category(MemoryCategory::kGradients);
+      leaf.set_grad(g);
+    } else {
+      MemoryCategoryScope category(MemoryCategory::kGradients);
+      leaf.set_grad(g.clone());
+    }
   } else {
     backend_for(leaf.device()).add(current, g, 1.0f, current);
     current.bump_version();

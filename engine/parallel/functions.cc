@@ -67,6 +67,8 @@ std::vector<std::vector<Tensor>> Broadcast::apply(const std::vector<Tensor>& inp
   const auto specs = comm::specs_of(inputs);
   const Device src = inputs[0].device();
   const size_t num_devices = devices.size();
+  // Its backward sums the replicas' gradients: that memory counts as gradients, not replicas.
+  MemoryCategoryScope category(MemoryCategory::kGradients);
   record("Broadcast", inputs, outputs,
          [specs, src, num_devices, profiler](const std::vector<Tensor>& grads) {
            StepProfiler::Scope scope(profiler, src, Phase::kReduceAdd);
