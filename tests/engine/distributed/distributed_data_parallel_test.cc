@@ -18,6 +18,7 @@
 #include "engine/nn/sequential.h"
 #include "engine/optim/sgd.h"
 #include "models/convnet.h"
+#include "models/gpt.h"
 #include "models/mlp.h"
 #include "tests/engine/distributed/rank_test_util.h"
 #include "tests/engine/distributed/store_server_process.h"
@@ -52,10 +53,14 @@ optim::SgdOptions sgd_options() {
   return o;
 }
 
-// One SGD step of `model` on (x, y), cross-entropy; `params_of` is the unwrapped module.
-Step sgd_step(Module& model, Module& params_of, const Tensor& x, const Tensor& y, bool average) {
+using Loss = std::function<Tensor(const Tensor& output, const Tensor& target)>;
+Tensor classification_loss(const Tensor& out, const Tensor& y) { return ops::cross_entropy(out, y); }
+
+// One SGD step of `model` on (x, y); `params_of` is the unwrapped module.
+Step sgd_step(Module& model, Module& params_of, const Tensor& x, const Tensor& y, bool average,
+              const Loss& loss_fn = classification_loss) {
   optim::SGD sgd(params_of.parameters(), sgd_options());
-  Tensor loss = ops::cross_entropy(model(x), y);
+  Tensor loss = loss_fn(model(x), y);
   backward(loss);
   Step s;
   s.loss = average ? distributed::reduce_value(loss.detach().clone()).item() : loss.item();
@@ -80,20 +85,21 @@ void expect_same(const Step& ddp, const Step& single, const std::string& what) {
 using MakeModel = std::function<std::shared_ptr<Module>(Generator&)>;
 
 // Every rank starts from its own initialisation (seed 100 + rank): DDP must take rank 0's.
-void run_equivalence(int n, const MakeModel& make, const Shape& sample) {
+// The global batch (inputs, targets) of kGlobalBatch samples.
+using MakeBatch = std::function<std::pair<Tensor, Tensor>(Generator&)>;
+
+void run_equivalence(int n, const MakeModel& make, const MakeBatch& make_batch,
+                     const Loss& loss_fn = classification_loss) {
   test::StoreServerProcess server;
   const int port = server.port();
   spawn(
       [&](int rank) {
         auto group = join_job(port, rank, n);
         Generator data(7);
-        std::vector<int64_t> dims{kGlobalBatch};
-        for (int64_t d : sample) dims.push_back(d);
-        Tensor x = randn(Shape(dims), data);
-        Tensor y = labels(kGlobalBatch, data);
+        const auto [x, y] = make_batch(data);
         Generator g0(100);
         auto single_model = make(g0);
-        const Step single = sgd_step(*single_model, *single_model, x, y, false);
+        const Step single = sgd_step(*single_model, *single_model, x, y, false, loss_fn);
 
         const int64_t local = kGlobalBatch / n;
         Tensor xs = x.narrow(0, rank * local, local).contiguous();
@@ -106,7 +112,7 @@ void run_equivalence(int n, const MakeModel& make, const Shape& sample) {
           // Several buckets for the Mlp (the ConvNet's 118 KiB fit in the first, 1 MiB, bucket).
           if (as_view) o.bucket_cap_mb = 0.01;
           DistributedDataParallel ddp(model, group, o);
-          const Step step = sgd_step(ddp, *model, xs, ys, true);
+          const Step step = sgd_step(ddp, *model, xs, ys, true, loss_fn);
           expect_same(step, single, as_view ? "views, small buckets" : "defaults");
           const BackwardTrace trace = ddp.backward_trace();
           RANK_CHECK(trace.finished, "");
@@ -117,17 +123,45 @@ void run_equivalence(int n, const MakeModel& make, const Shape& sample) {
       n);
 }
 
+MakeBatch images(const Shape& sample) {
+  return [sample](Generator& data) {
+    std::vector<int64_t> dims{kGlobalBatch};
+    for (int64_t d : sample) dims.push_back(d);
+    Tensor x = randn(Shape(dims), data);
+    return std::make_pair(x, labels(kGlobalBatch, data));
+  };
+}
+
 class DdpEquivalenceTest : public ::testing::TestWithParam<int> {};
 
 TEST_P(DdpEquivalenceTest, MlpStepEqualsOneProcessOnTheGlobalBatch) {
   run_equivalence(
-      GetParam(), [](Generator& g) { return std::make_shared<models::Mlp>(g); }, Shape{784});
+      GetParam(), [](Generator& g) { return std::make_shared<models::Mlp>(g); }, images({784}));
 }
 
 TEST_P(DdpEquivalenceTest, ConvNetStepEqualsOneProcessOnTheGlobalBatch) {
   run_equivalence(
       GetParam(), [](Generator& g) { return std::make_shared<models::ConvNet>(g, false); },
-      Shape{1, 28, 28});
+      images({1, 28, 28}));
+}
+
+// The language model: int64 tokens, the loss over [B, T, V], the tied embedding's two gradients.
+TEST_P(DdpEquivalenceTest, GptStepEqualsOneProcessOnTheGlobalBatch) {
+  models::GptConfig c = models::gpt_config("gpt-small");
+  c.n_layer = 2;
+  c.n_head = 2;
+  c.n_embd = 16;
+  c.block_size = 8;
+  c.vocab_size = 50;
+  run_equivalence(
+      GetParam(), [c](Generator& g) { return std::make_shared<models::Gpt>(c, g); },
+      [](Generator& data) {
+        std::vector<int64_t> ids(kGlobalBatch * 9);
+        for (auto& t : ids) t = static_cast<int64_t>(data.next_u64() % 50);
+        const Tensor all = Tensor::from_vector(ids, {kGlobalBatch, 9});
+        return std::make_pair(all.narrow(1, 0, 8).contiguous(), all.narrow(1, 1, 8).contiguous());
+      },
+      [](const Tensor& logits, const Tensor& t) { return models::lm_loss(logits, t); });
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, DdpEquivalenceTest, ::testing::Values(2, 3),
