@@ -1,0 +1,95 @@
+#!/usr/bin/python3
+"""PyTorch 1.13's training throughput on dpe's gpt-small, for the side-by-side in README.md.
+
+The same architecture as models/gpt.cc (GPT-2: pre-LayerNorm blocks, causal attention as two
+batched matmuls and a masked softmax, GELU tanh, tied head; Conv1D weights [in, out]), trained
+with AdamW (PyTorch defaults) on random tokens, one thread unless --threads says otherwise.
+Prints tokens per second as the median of the timed steps.
+
+  /usr/bin/python3 tools/pytorch/gpt_speed.py --batch 8 --context 128 --steps 10
+"""
+import argparse
+import math
+import statistics
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Conv1D(nn.Module):
+    def __init__(self, n_in, n_out):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(n_in, n_out) * 0.02)
+        self.bias = nn.Parameter(torch.zeros(n_out))
+
+    def forward(self, x):
+        return torch.addmm(self.bias, x.reshape(-1, x.shape[-1]), self.weight).reshape(
+            *x.shape[:-1], self.weight.shape[1])
+
+
+class Block(nn.Module):
+    def __init__(self, d, h):
+        super().__init__()
+        self.h = h
+        self.ln_1, self.ln_2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.c_attn, self.attn_proj = Conv1D(d, 3 * d), Conv1D(d, d)
+        self.c_fc, self.mlp_proj = Conv1D(d, 4 * d), Conv1D(4 * d, d)
+
+    def forward(self, x):
+        b, t, d = x.shape
+        q, k, v = self.c_attn(self.ln_1(x)).split(d, 2)
+        q, k, v = (z.view(b, t, self.h, d // self.h).transpose(1, 2) for z in (q, k, v))
+        att = (q @ k.transpose(-2, -1)) / math.sqrt(d // self.h)
+        mask = torch.ones(t, t, dtype=torch.bool).tril()
+        att = att.masked_fill(~mask, float("-inf")).softmax(-1)
+        x = x + self.attn_proj((att @ v).transpose(1, 2).reshape(b, t, d))
+        return x + self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x)), approximate="tanh"))
+
+
+class Gpt(nn.Module):
+    def __init__(self, n_layer, n_head, d, ctx, vocab):
+        super().__init__()
+        self.wte, self.wpe = nn.Embedding(vocab, d), nn.Embedding(ctx, d)
+        self.h = nn.ModuleList(Block(d, n_head) for _ in range(n_layer))
+        self.ln_f = nn.LayerNorm(d)
+
+    def forward(self, idx):
+        x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1]))
+        for block in self.h:
+            x = block(x)
+        return self.ln_f(x) @ self.wte.weight.t()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--context", type=int, default=128)
+    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=1)
+    a = ap.parse_args()
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(0)
+    model = Gpt(4, 4, 256, 128, 32000)
+    opt = torch.optim.AdamW(model.parameters())
+    times = []
+    for step in range(a.warmup + a.steps):
+        tok = torch.randint(0, 32000, (a.batch, a.context + 1))
+        start = time.perf_counter()
+        logits = model(tok[:, :-1])
+        loss = F.cross_entropy(logits.reshape(-1, 32000), tok[:, 1:].reshape(-1))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        if step >= a.warmup:
+            times.append(time.perf_counter() - start)
+    med = statistics.median(times)
+    print(f"pytorch {torch.__version__} gpt-small batch {a.batch} context {a.context} "
+          f"threads {a.threads}: {med * 1000:.1f} ms/step, {a.batch * a.context / med:.0f} tokens/s")
+
+
+if __name__ == "__main__":
+    main()
