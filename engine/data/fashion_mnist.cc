@@ -18,9 +18,11 @@ namespace {
 constexpr uint32_t kImagesMagic = 2051;  // 0x00000803: unsigned bytes, 3 dims
 constexpr uint32_t kLabelsMagic = 2049;  // 0x00000801: unsigned bytes, 1 dim
 constexpr int64_t kNumClasses = 10;
-// Far above Fashion-MNIST's 60000; a larger count means a corrupt header, not a bigger dataset,
-// and would otherwise become a multi-gigabyte allocation before the truncation is noticed.
+// Far above Fashion-MNIST's 60000; a larger count means a corrupt header, not a bigger dataset.
+// The count alone allocates nothing: the data is read in bounded chunks as it arrives
+// (read_growing), so a 16-byte file claiming 10 million images fails at once, not after 7.8 GB.
 constexpr uint32_t kMaxCount = 10'000'000;
+constexpr size_t kReadChunk = size_t{1} << 20;
 
 // Reads a gzip-compressed (or, transparently, an uncompressed) file and turns every zlib
 // failure into a dpe::Error naming the file.
@@ -41,8 +43,20 @@ class GzFile {
   GzFile(const GzFile&) = delete;
   GzFile& operator=(const GzFile&) = delete;
 
+  // Reads exactly `n` bytes of `what` into `out`, growing it a chunk at a time as the data arrives,
+  // so memory follows what the file holds rather than what its header claims.
+  void read_growing(std::vector<unsigned char>& out, size_t n, const char* what) {
+    out.clear();
+    while (out.size() < n) {
+      const size_t done = out.size();
+      out.resize(done + std::min(kReadChunk, n - done));
+      read(out.data() + done, out.size() - done, what, done, n);
+    }
+  }
+
   // Reads exactly `n` bytes of `what`, or throws saying whether the data is corrupt or ends early.
-  void read(void* dst, size_t n, const char* what) {
+  // `before` bytes of the same `what` were read already, of `total` expected (for the message).
+  void read(void* dst, size_t n, const char* what, size_t before = 0, size_t total = 0) {
     size_t done = 0;
     char* out = static_cast<char*>(dst);
     while (done < n) {
@@ -56,8 +70,10 @@ class GzFile {
     if (done < n) {
       int err = Z_OK;
       const char* msg = gzerror(file_, &err);
-      DPE_THROW("FashionMnist: " << path_ << " is truncated: expected " << n << " bytes of " << what
-                                 << " at offset " << offset_ << ", found " << done
+      if (total == 0) total = n;
+      DPE_THROW("FashionMnist: " << path_ << " is truncated: expected " << total << " bytes of "
+                                 << what << " at offset " << offset_ - before << ", found "
+                                 << before + done
                                  << (err != Z_OK ? std::string(" (") + msg + ")" : std::string()));
     }
     offset_ += n;
@@ -123,8 +139,8 @@ Tensor read_idx_images(const std::string& path, bool normalize) {
             "FashionMnist: " << path << " holds " << rows << "x" << cols << " images, expected "
                              << FashionMnist::kRows << "x" << FashionMnist::kCols);
   const size_t pixels = size_t{count} * rows * cols;
-  std::vector<unsigned char> raw(pixels);
-  file.read(raw.data(), raw.size(), "pixels");
+  std::vector<unsigned char> raw;
+  file.read_growing(raw, pixels, "pixels");
   file.expect_end();
 
   std::array<float, 256> lut{};
@@ -144,8 +160,8 @@ Tensor read_idx_labels(const std::string& path) {
   check_magic(path, file.read_u32_be("the magic number"), kLabelsMagic, "label");
   const uint32_t count = file.read_u32_be("the label count");
   check_count(path, count);
-  std::vector<unsigned char> raw(count);
-  file.read(raw.data(), raw.size(), "labels");
+  std::vector<unsigned char> raw;
+  file.read_growing(raw, count, "labels");
   file.expect_end();
 
   Tensor labels = Tensor::empty(Shape{static_cast<int64_t>(count)}, DType::kInt64);

@@ -1,6 +1,7 @@
 #include "engine/data/fashion_mnist.h"
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <zlib.h>
 
@@ -184,6 +185,23 @@ TEST_F(FashionMnistTest, CountsThatDisagreeWithTheData) {
   huge[4] = 0x7f;  // count 2^31 - ish: a corrupt header, refused before allocating
   write_gz("huge.gz", huge);
   EXPECT_MENTIONS(error_of([&] { read_idx_labels(path("huge.gz")); }), "a valid file can hold");
+}
+
+TEST_F(FashionMnistTest, AHeaderClaimingMillionsOfImagesAllocatesOnlyWhatTheFileHolds) {
+  // 16 bytes claiming 10 000 000 images (within the count limit): 7.8 GB if believed (issue 12).
+  Bytes header;
+  put_u32(header, 0x00000803);
+  put_u32(header, 10'000'000);
+  put_u32(header, 28);
+  put_u32(header, 28);
+  write_gz("claims.gz", header);
+  struct rusage before {};
+  ::getrusage(RUSAGE_SELF, &before);
+  const std::string msg = error_of([&] { read_idx_images(path("claims.gz")); });
+  struct rusage after {};
+  ::getrusage(RUSAGE_SELF, &after);
+  EXPECT_MENTIONS(msg, "truncated: expected 7840000000 bytes of pixels at offset 16, found 0");
+  EXPECT_LT(after.ru_maxrss - before.ru_maxrss, 64 * 1024) << "KiB of peak memory grown";
 }
 
 TEST_F(FashionMnistTest, LabelOutOfRange) {
