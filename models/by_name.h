@@ -1,6 +1,7 @@
-// make_model: the seeds' models by the names the tools take on their command lines.
+// make_model: the models by the names the tools take on their command lines.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -9,7 +10,18 @@
 
 namespace dpe::models {
 
-// "toy" (ToyModel), "mlp" (Mlp) or "convnet" (ConvNet); throws dpe::Error naming an unknown one.
-std::shared_ptr<Module> make_model(const std::string& name, Generator& gen);
+struct ModelOptions {
+  // Language models: the tokenizer's vocabulary size (the LM corpus's is 32 000); 0 keeps the
+  // configuration's (gpt2: 50 257, gpt-small: 32 000). Ignored by the other models.
+  int64_t vocab_size = 0;
+};
+
+// "toy" (ToyModel), "mlp" (Mlp), "convnet" (ConvNet), "gpt-small" or "gpt2" (Gpt with
+// gpt_config(name)); throws dpe::Error naming an unknown one.
+std::shared_ptr<Module> make_model(const std::string& name, Generator& gen,
+                                   const ModelOptions& options = {});
+
+// Whether `name` is a language model (int64 tokens [B, T] in, logits [B, T, V] out).
+bool is_language_model(const std::string& name);
 
 }  // namespace dpe::models

@@ -1,9 +1,12 @@
 // Trainer: the training loop behind //tools:train, for one device, DataParallel, or DDP (one
-// process per device, started by //tools:launch). Per epoch: train with a progress line on the
-// main process, evaluate on the test set (reduced over ranks in DDP), write an atomic checkpoint
-// (rank 0) and append a JSON line of metrics. A non-finite loss stops the run with an error naming
-// the epoch and step; the last good checkpoint stays as it was. --resume continues from it with
-// the same results as an uninterrupted run.
+// process per device, started by //tools:launch). Fashion-MNIST models (toy, mlp, convnet) train
+// with SGD and report test loss and accuracy; the GPT models (gpt-small, gpt2) train on the
+// language-model corpus's windows (engine/data/text_dataset.h) with AdamW, the LM loss and
+// gradient clipping, and report validation loss and perplexity beside the unigram baseline.
+// Per epoch: train with a progress line on the main process, evaluate (reduced over ranks in
+// DDP), write an atomic checkpoint (rank 0) and append a JSON line of metrics. A non-finite loss
+// stops the run with an error naming the epoch and step; the last good checkpoint stays as it
+// was. --resume continues from it with the same results as an uninterrupted run.
 #pragma once
 
 #include <cstdint>
@@ -18,30 +21,49 @@ namespace dpe::tools {
 struct TrainConfig {
   std::string mode = "single";  // single | dp | ddp
   int devices = 2;              // dp: host devices to use
-  std::string model = "convnet";  // toy | mlp | convnet
+  std::string model = "convnet";  // toy | mlp | convnet | gpt-small | gpt2
   int epochs = 1;
-  int64_t batch_size = 100;  // global for dp, per process for ddp (as PyTorch)
-  float lr = 0.01f;
-  bool scale_lr = false;  // lr *= world size (ddp) or device count (dp)
-  float momentum = 0.9f;
-  float weight_decay = 0.0f;
+  int64_t batch_size = 0;  // global for dp, per process for ddp (as PyTorch); 0: the model's
+                           // default (100 images; 16 windows for the gpt models)
+  std::string optimizer;   // sgd | adamw; empty: the model's default (adamw for gpt, else sgd)
+  float lr = -1;           // < 0: the model's default (sgd 0.01; adamw: gpt-small 1e-3, gpt2 6e-4)
+  bool scale_lr = false;   // lr *= world size (ddp) or device count (dp)
+  float momentum = 0.9f;   // sgd only
+  float weight_decay = -1;  // < 0: the optimizer's PyTorch default (sgd 0, adamw 0.01)
+  float clip_grad_norm = -1;  // max global gradient 2-norm; 0: none; < 0: 1.0 for gpt, else none
   uint64_t seed = 0;
   bool sync_bn = false;
   std::string checkpoint_dir;  // empty: no checkpoints
   bool resume = false;
-  std::string data_dir;
+  std::string data_dir;        // Fashion-MNIST
   int64_t max_steps = 0;       // per epoch; 0: the whole epoch
-  int64_t train_samples = 0;   // 0: the whole training set (a prefix otherwise)
-  int64_t test_samples = 0;    // 0: the whole test set
+  int64_t train_samples = 0;   // 0: the whole training set (a prefix otherwise; windows for gpt)
+  int64_t test_samples = 0;    // 0: the whole test set (validation windows for gpt)
   bool progress = true;
+  // The gpt models' data: windows of `context` tokens (0: the model's block_size), stride =
+  // context, over the language-model corpus tokenized with a `vocab_size` BPE cached in
+  // `cache_dir` (empty: default_cache_dir()). `corpus_documents` > 0 keeps only the corpus's
+  // first documents (the tests' tiny corpus: a small tokenizer trains in a second).
+  int64_t context = 0;
+  int64_t vocab_size = 32000;
+  std::string cache_dir;
+  int64_t corpus_documents = 0;
 };
+
+// `config` with every "model's default" above filled in for config.model; throws dpe::Error
+// naming a flag that does not fit the model (--context above the block size or without a gpt
+// model, an unknown optimizer).
+TrainConfig resolve_defaults(const TrainConfig& config);
 
 struct EpochMetrics {
   int epoch = 0;
   double train_loss = 0;
   double test_loss = 0;
-  double test_accuracy = -1;  // -1 for the toy regression
+  double test_accuracy = -1;  // -1 for the toy regression and the gpt models
+  double perplexity = -1;     // gpt: exp(validation loss); -1 otherwise
+  double unigram_perplexity = -1;  // gpt: the validation split's unigram baseline
   double samples_per_second = 0;
+  double tokens_per_second = 0;    // gpt: samples/s x context; 0 otherwise
   int64_t steps = 0;
 };
 
