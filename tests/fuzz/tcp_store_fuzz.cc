@@ -12,7 +12,10 @@
 
 #include <arpa/inet.h>
 
+#include <cerrno>
 #include <cstddef>
+#include <cstdio>
+#include <cstring>
 #include <cstdint>
 #include <cstdlib>
 
@@ -27,7 +30,14 @@ int connect_to(int port) {
   addr.sin_family = AF_INET;
   addr.sin_port = htons(static_cast<uint16_t>(port));
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) std::abort();
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    std::fprintf(stderr, "tcp_store_fuzz: harness: connect: %s\n", std::strerror(errno));
+    std::abort();
+  }
+  // close() resets the connection: the client speaks first, so its side would otherwise sit in
+  // TIME_WAIT for a minute, and at hundreds of inputs a second the ephemeral ports run out.
+  const linger reset{1, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_LINGER, &reset, sizeof(reset));
   return fd;
 }
 
