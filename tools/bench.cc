@@ -1,8 +1,9 @@
 // //tools:bench — DataParallel against DDP in one run: for each model, device count and global
 // batch, training samples per second (median of timed steps after warm-up; data loading not
 // included), speed-up over one device, each device's peak memory and busy share, achieved GFLOP/s
-// against the machine's measured single-thread GEMM peak. Prints a table, writes JSON and an SVG
-// plot. Every host device (and every DDP process) computes with one thread.
+// against the machine's measured single-thread GEMM peak; for the gpt models tokens per second
+// too. Prints a table, writes JSON and an SVG plot. Every host device (and every DDP process)
+// computes with one thread.
 #include <CLI/CLI.hpp>
 
 #include <unistd.h>
@@ -15,6 +16,7 @@
 
 #include "engine/device/memory_stats.h"
 #include "tools/bench_plot.h"
+#include "models/by_name.h"
 #include "tools/bench_runner.h"
 #include "tools/paths.h"
 
@@ -37,6 +39,10 @@ nlohmann::json to_json(const BenchResult& r, double speedup, double peak_gflops)
   j["global_batch"] = r.config.global_batch;
   j["step_ms"] = r.step_ms;
   j["samples_per_second"] = r.samples_per_second;
+  if (r.tokens_per_second > 0) {
+    j["context"] = dpe::tools::bench_context(r.config.model, r.config.context);
+    j["tokens_per_second"] = r.tokens_per_second;
+  }
   j["speedup_vs_1_device"] = speedup;
   j["gflops"] = r.gflops;
   j["gflops_share_of_peak"] = r.gflops / (peak_gflops * r.config.devices);
@@ -67,9 +73,16 @@ int main(int argc, char** argv) {
   CLI::App app{"dpe bench: DataParallel against DDP on host devices (one thread per device)"};
   app.add_option("--models", models, "models to run")->delimiter(',')->capture_default_str();
   app.add_option("--devices", device_counts, "device counts")->delimiter(',')->capture_default_str();
-  app.add_option("--batches", batches, "global batch sizes")->delimiter(',')->capture_default_str();
-  app.add_option("--warmup", base.warmup, "untimed steps first")->capture_default_str();
-  app.add_option("--steps", base.steps, "timed steps (the median is reported)")->capture_default_str();
+  CLI::Option* batches_opt =
+      app.add_option("--batches", batches, "global batch sizes (default 256; 8 windows for gpt)")
+          ->delimiter(',');
+  CLI::Option* warmup_opt =
+      app.add_option("--warmup", base.warmup, "untimed steps first (default 5; 1 for gpt)");
+  CLI::Option* steps_opt = app.add_option(
+      "--steps", base.steps, "timed steps, the median is reported (default 20; 3 for gpt)");
+  app.add_option("--context", base.context,
+                 "gpt: tokens per window (default: the block size, gpt-small 128, gpt2 1024)")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--json", json_path, "where to write the results")->capture_default_str();
   app.add_option("--svg", svg_path, "where to draw the plot")->capture_default_str();
   app.add_option("--data-dir", base.data_dir, "Fashion-MNIST folder");
@@ -83,7 +96,7 @@ int main(int argc, char** argv) {
   try {
     if (!worker_result.empty()) {
       base.model = models.at(0);
-      base.global_batch = batches.at(0);
+      base.global_batch = batches.at(0);  // run_ddp passes the model's batch explicitly
       dpe::tools::ddp_worker(base, worker_result);
       return 0;
     }
@@ -103,18 +116,26 @@ int main(int argc, char** argv) {
                     n, cores);
       }
     }
-    std::printf("\n%-8s %6s %5s %4s %9s %10s %7s %8s %6s %9s  %s\n", "model", "batch", "mode",
-                "dev", "step ms", "samples/s", "speedup", "GFLOP/s", "%peak", "DP ovh us",
-                "per device: peak memory / busy share");
+    std::printf("\n%-9s %6s %5s %4s %9s %10s %9s %7s %8s %6s %9s  %s\n", "model", "batch",
+                "mode", "dev", "step ms", "samples/s", "tokens/s", "speedup", "GFLOP/s", "%peak",
+                "DP ovh us", "per device: peak memory / busy share");
     nlohmann::json all = nlohmann::json::array();
     std::vector<BenchResult> results;
     for (const std::string& model : models) {
-      for (int64_t batch : batches) {
+      // The gpt models' steps take seconds here: smaller defaults keep a run short.
+      const bool lm = dpe::models::is_language_model(model);
+      BenchConfig model_base = base;
+      if (lm && warmup_opt->count() == 0) model_base.warmup = 1;
+      if (lm && steps_opt->count() == 0) model_base.steps = 3;
+      dpe::tools::bench_context(model, base.context);  // a bad --context fails before any run
+      const std::vector<int64_t> model_batches =
+          lm && batches_opt->count() == 0 ? std::vector<int64_t>{8} : batches;
+      for (int64_t batch : model_batches) {
         double one_device = 0;
         for (int n : device_counts) {
           for (const char* mode : {"dp", "ddp"}) {
             if (n == 1 && std::string(mode) == "ddp") continue;  // one device: the same step
-            BenchConfig c = base;
+            BenchConfig c = model_base;
             c.model = model;
             c.global_batch = batch;
             c.devices = n;
@@ -138,9 +159,13 @@ int main(int argc, char** argv) {
                                : 0;
             char overhead[16] = "-";
             if (c.mode == "dp") std::snprintf(overhead, sizeof overhead, "%.0f", overhead_us);
-            std::printf("%-8s %6lld %5s %4d %9.2f %10.0f %7.2f %8.1f %5.0f%% %9s  %s\n",
+            char tokens[24] = "-";
+            if (r.tokens_per_second > 0) {
+              std::snprintf(tokens, sizeof tokens, "%.0f", r.tokens_per_second);
+            }
+            std::printf("%-9s %6lld %5s %4d %9.2f %10.1f %9s %7.2f %8.1f %5.0f%% %9s  %s\n",
                         model.c_str(), static_cast<long long>(batch), c.mode.c_str(), n,
-                        r.step_ms, r.samples_per_second, speedup, r.gflops,
+                        r.step_ms, r.samples_per_second, tokens, speedup, r.gflops,
                         100 * r.gflops / (peak * n), overhead, per_device.c_str());
             std::fflush(stdout);
             all.push_back(to_json(r, speedup, peak));

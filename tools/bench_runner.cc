@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
@@ -23,10 +24,13 @@
 #include "engine/data/fashion_mnist.h"
 #include "engine/device/device_guard.h"
 #include "engine/device/runtime.h"
+#include "engine/optim/adam.h"
+#include "engine/optim/clip_grad.h"
 #include "engine/optim/sgd.h"
 #include "engine/parallel/data_parallel.h"
 #include "engine/parallel/imbalance_report.h"
 #include "models/by_name.h"
+#include "models/gpt.h"
 #include "tools/train_distributed.h"
 
 namespace dpe::tools {
@@ -41,8 +45,20 @@ double median(std::vector<double> v) {
   return n == 0 ? 0 : (n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2);
 }
 
-// A fixed batch of real data (or the toy's synthetic one) on host:0.
+// The language-model corpus's vocabulary (engine/data/token_cache.h), which //tools:train gives
+// the gpt models.
+constexpr int64_t kLmVocab = 32000;
+
+// A fixed batch of real data (or the toy's synthetic one, or random tokens) on host:0.
 std::pair<Tensor, Tensor> make_batch(const BenchConfig& c, int64_t n, int64_t offset) {
+  if (models::is_language_model(c.model)) {
+    const int64_t t = bench_context(c.model, c.context);
+    Generator g(static_cast<uint64_t>(offset) + 1);
+    std::vector<int64_t> v(static_cast<size_t>(n * (t + 1)));
+    for (int64_t& id : v) id = static_cast<int64_t>(g.next_u64() % kLmVocab);
+    const Tensor tokens = Tensor::from_vector(v, {n, t + 1});
+    return {tokens.narrow(1, 0, t).contiguous(), tokens.narrow(1, 1, t).contiguous()};
+  }
   if (c.model == "toy") {
     Generator g(static_cast<uint64_t>(offset) + 1);
     return {randn({n, 10}, g), randn({n, 5}, g)};
@@ -55,7 +71,42 @@ std::pair<Tensor, Tensor> make_batch(const BenchConfig& c, int64_t n, int64_t of
 }
 
 Tensor loss_for(const std::string& model, const Tensor& out, const Tensor& y) {
+  if (models::is_language_model(model)) return models::lm_loss(out, y);
   return model == "toy" ? ops::mse_loss(out, y) : ops::cross_entropy(out, y);
+}
+
+std::shared_ptr<Module> bench_model(const std::string& model, Generator& gen) {
+  models::ModelOptions mo;
+  if (models::is_language_model(model)) mo.vocab_size = kLmVocab;
+  return models::make_model(model, gen, mo);
+}
+
+// //tools:train's optimizers: AdamW (PyTorch's defaults, lr 1e-3) for the gpt models, SGD with
+// momentum for the others.
+std::unique_ptr<optim::Optimizer> bench_optimizer(const std::string& model, Module& m) {
+  if (models::is_language_model(model)) {
+    optim::AdamWOptions o;
+    o.lr = 1e-3f;
+    return std::make_unique<optim::AdamW>(m.parameters(), o);
+  }
+  optim::SgdOptions so;
+  so.lr = 0.01f;
+  so.momentum = 0.9f;
+  return std::make_unique<optim::SGD>(m.parameters(), so);
+}
+
+// The optimizer step as //tools:train takes it (gpt: the gradients clipped at 1.0 first).
+void optimizer_step(const std::string& model, Module& m, optim::Optimizer& opt) {
+  if (models::is_language_model(model)) optim::clip_grad_norm_(m.parameters(), 1.0f);
+  opt.step();
+  opt.zero_grad();
+}
+
+void set_rates(BenchResult& r) {
+  const BenchConfig& c = r.config;
+  r.samples_per_second = static_cast<double>(c.global_batch) / (r.step_ms / 1000.0);
+  r.tokens_per_second = r.samples_per_second * static_cast<double>(bench_context(c.model, c.context));
+  r.gflops = r.samples_per_second * training_flops_per_sample(c.model, c.context) / 1e9;
 }
 
 // A port the kernel says is free now; rank 0 binds it a moment later (a small, accepted race).
@@ -81,8 +132,27 @@ double thread_cpu_seconds() {
 
 }  // namespace
 
-double training_flops_per_sample(const std::string& model) {
+int64_t bench_context(const std::string& model, int64_t context) {
+  if (!models::is_language_model(model)) return 0;
+  const int64_t block = models::gpt_config(model).block_size;
+  DPE_CHECK(context >= 0 && context <= block,
+            "context " << context << " must be between 1 and " << model << "'s block size " << block);
+  return context > 0 ? context : block;
+}
+
+double training_flops_per_sample(const std::string& model, int64_t context) {
   // Multiply-adds of the forward pass, counted by hand from the layer shapes (x2 for FLOPs).
+  if (models::is_language_model(model)) {
+    // Per token: each block's c_attn, c_proj and MLP (12 d^2), its attention scores and their
+    // product with the values (2 T d, the full square: the kernels compute it) and the tied head
+    // (d V). Training is 3x the forward; the embedding lookup has no product to count.
+    const models::GptConfig g = models::gpt_config(model);
+    const double t = static_cast<double>(bench_context(model, context));
+    const double d = static_cast<double>(g.n_embd);
+    const double per_token =
+        static_cast<double>(g.n_layer) * (12 * d * d + 2 * t * d) + d * static_cast<double>(kLmVocab);
+    return 2.0 * 3 * per_token * t;
+  }
   if (model == "toy") return 2.0 * (3 * (10 * 10 + 10 * 5) - 10 * 10);
   if (model == "mlp") {
     const double l1 = 784 * 512, l2 = 512 * 512, l3 = 512 * 10;
@@ -100,16 +170,13 @@ BenchResult run_in_process(const BenchConfig& c) {
   for (int i = 0; i < c.devices; ++i) devices.emplace_back(DeviceType::kHost, i);
 
   Generator gen(0);
-  std::shared_ptr<Module> model = models::make_model(c.model, gen);
+  std::shared_ptr<Module> model = bench_model(c.model, gen);
   std::shared_ptr<DataParallel> dp;
   if (c.mode == "dp") dp = std::make_shared<DataParallel>(model, devices);
   Module& net = dp ? static_cast<Module&>(*dp) : *model;
   StepProfiler prof;
   if (dp) dp->set_profiler(&prof);
-  optim::SgdOptions so;
-  so.lr = 0.01f;
-  so.momentum = 0.9f;
-  optim::SGD sgd(model->parameters(), so);
+  std::unique_ptr<optim::Optimizer> opt = bench_optimizer(c.model, *model);
   auto [x, y] = make_batch(c, c.global_batch, 0);
 
   std::vector<double> times;
@@ -126,8 +193,7 @@ BenchResult run_in_process(const BenchConfig& c) {
     prof.backward(loss);
     {
       StepProfiler::Scope scope(&prof, devices[0], Phase::kStep);
-      sgd.step();
-      sgd.zero_grad();
+      optimizer_step(c.model, *model, *opt);
     }
     StepStats st = prof.end_step();
     const double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
@@ -139,8 +205,7 @@ BenchResult run_in_process(const BenchConfig& c) {
   BenchResult r;
   r.config = c;
   r.step_ms = median(times);
-  r.samples_per_second = static_cast<double>(c.global_batch) / (r.step_ms / 1000.0);
-  r.gflops = r.samples_per_second * training_flops_per_sample(c.model) / 1e9;
+  set_rates(r);
   ImbalanceReport report = ImbalanceReport::from_steps(stats);
   for (const DeviceSummary& d : report.devices) {
     DeviceUse u;
@@ -162,12 +227,9 @@ void ddp_worker(const BenchConfig& c, const std::string& result_path) {
       "the global batch " << c.global_batch << " must divide by the world size " << dist.world);
   const int64_t per_rank = c.global_batch / dist.world;
   Generator gen(0);
-  std::shared_ptr<Module> model = models::make_model(c.model, gen);
+  std::shared_ptr<Module> model = bench_model(c.model, gen);
   std::shared_ptr<Module> ddp = dist.wrap(model);
-  optim::SgdOptions so;
-  so.lr = 0.01f;
-  so.momentum = 0.9f;
-  optim::SGD sgd(model->parameters(), so);
+  std::unique_ptr<optim::Optimizer> opt = bench_optimizer(c.model, *model);
   auto [x, y] = make_batch(c, per_rank, per_rank * dist.rank);
   DeviceContext& ctx = Runtime::get().context(Device());
   std::vector<double> times, busy;
@@ -178,8 +240,7 @@ void ddp_worker(const BenchConfig& c, const std::string& result_path) {
     const auto start = Clock::now();
     Tensor out = ddp->forward(x);
     backward(loss_for(c.model, out, y));
-    sgd.step();
-    sgd.zero_grad();
+    optimizer_step(c.model, *model, *opt);
     const double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
     if (s >= c.warmup) {
       times.push_back(ms);
@@ -215,9 +276,11 @@ BenchResult run_ddp(const BenchConfig& c, const std::string& self_exe) {
   // workers, OpenMP), so a child only calls async-signal-safe functions (execve, _exit).
   const std::string batch = std::to_string(c.global_batch);
   const std::string warmup = std::to_string(c.warmup), steps = std::to_string(c.steps);
+  const std::string context = std::to_string(c.context);
   const std::vector<std::string> argv{
-      self_exe,   "--ddp-worker", result_path, "--models", c.model,      "--batches", batch,
-      "--warmup", warmup,         "--steps",   steps,      "--data-dir", c.data_dir};
+      self_exe, "--ddp-worker", result_path, "--models",   c.model,    "--batches",
+      batch,    "--warmup",     warmup,      "--steps",    steps,      "--data-dir",
+      c.data_dir, "--context",  context};
   std::vector<std::vector<std::string>> envs;
   for (int rank = 0; rank < c.devices; ++rank) {
     const std::vector<std::pair<std::string, std::string>> vars{
@@ -275,8 +338,7 @@ BenchResult run_ddp(const BenchConfig& c, const std::string& self_exe) {
   BenchResult r;
   r.config = c;
   r.step_ms = j["step_ms"].get<double>();
-  r.samples_per_second = static_cast<double>(c.global_batch) / (r.step_ms / 1000.0);
-  r.gflops = r.samples_per_second * training_flops_per_sample(c.model) / 1e9;
+  set_rates(r);
   for (auto& d : j["devices"]) {
     r.devices.push_back({d["device"].get<std::string>(), d["peak_bytes"].get<double>(),
                          d["busy_share"].get<double>()});

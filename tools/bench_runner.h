@@ -1,6 +1,9 @@
 // The measurements behind //tools:bench: training throughput of one configuration — a model, a
 // global batch, a device count and a mode (single device, DataParallel, DDP) — as the median of
-// timed steps after warm-up, with each device's peak memory and busy share.
+// timed steps after warm-up, with each device's peak memory and busy share. The Fashion-MNIST
+// models train with SGD on real images; the gpt models with AdamW, clipping at 1.0 and the LM loss
+// (as //tools:train) on random tokens of the corpus's 32 000-token vocabulary: a step's work
+// depends on the shapes, not on the text.
 #pragma once
 
 #include <cstdint>
@@ -10,10 +13,11 @@
 namespace dpe::tools {
 
 struct BenchConfig {
-  std::string model = "convnet";  // toy | mlp | convnet
+  std::string model = "convnet";  // toy | mlp | convnet | gpt-small | gpt2
   std::string mode = "dp";        // single | dp | ddp
   int devices = 1;
-  int64_t global_batch = 256;
+  int64_t global_batch = 256;  // samples (gpt: windows of `context` tokens)
+  int64_t context = 0;         // gpt: tokens per window; 0: the model's block size
   int warmup = 5;
   int steps = 20;
   std::string data_dir;
@@ -29,14 +33,20 @@ struct BenchResult {
   BenchConfig config;
   double step_ms = 0;  // median
   double samples_per_second = 0;
+  double tokens_per_second = 0;  // gpt: samples/s x context; 0 for the other models
   double gflops = 0;  // achieved, from the model's analytic FLOPs per training sample
   std::vector<DeviceUse> devices;
   std::vector<double> phase_ms;  // dp: device 0's busy time per phase (StepProfiler order)
 };
 
 // Training FLOPs per sample (forward + both backward products, except the input gradient of
-// the first layer, which training does not need).
-double training_flops_per_sample(const std::string& model);
+// the first layer, which training does not need). gpt: per window of `context` tokens (0: the
+// block size), with the corpus's 32 000-token vocabulary.
+double training_flops_per_sample(const std::string& model, int64_t context = 0);
+
+// The gpt models' window length: `context`, or the model's block size when it is 0; 0 for the
+// other models. Throws dpe::Error when `context` exceeds the block size.
+int64_t bench_context(const std::string& model, int64_t context);
 
 // Runs single or dp in this process (host devices with one compute thread each).
 BenchResult run_in_process(const BenchConfig& config);

@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 namespace {
@@ -49,6 +50,47 @@ TEST(TrainCliTest, HelpSaysWhichBatchSizeIsGlobal) {
   EXPECT_EQ(run("--help", &out), 0);
   EXPECT_NE(out.find("GLOBAL for single and dp"), std::string::npos) << out;
   EXPECT_NE(out.find("PER PROCESS for"), std::string::npos) << out;
+}
+
+// The gpt models' tiny configuration: a slice of the corpus and a small tokenizer cached in the
+// test's directory, windows of 16 tokens, so a run takes seconds and needs no network.
+std::string tiny_gpt(const std::string& model) {
+  const char* t = std::getenv("TEST_TMPDIR");
+  return "--model " + model + " --context 16 --batch-size 2 --max-steps 1 --test-samples 2 " +
+         "--train-samples 8 --corpus-documents 600 --vocab-size 400 --no-progress --cache-dir " +
+         std::string(t ? t : "/tmp") + "/lm_cache";
+}
+
+TEST(TrainCliTest, AcceptsTheGptModels) {
+  std::string out;
+  EXPECT_EQ(run("--help", &out), 0);
+  EXPECT_NE(out.find("gpt-small"), std::string::npos) << out;
+  EXPECT_NE(out.find("--context"), std::string::npos) << out;
+  // gpt-small, and the real-size gpt2 (12 layers, d 768) for one step.
+  for (const char* model : {"gpt-small", "gpt2"}) {
+    EXPECT_EQ(run(tiny_gpt(model), &out), 0) << out;
+    EXPECT_NE(out.find("training " + std::string(model) + ", mode single"), std::string::npos)
+        << out;
+    EXPECT_NE(out.find("adamw lr"), std::string::npos) << out;
+    EXPECT_NE(out.find("val perplexity"), std::string::npos) << out;
+    EXPECT_NE(out.find("(unigram baseline"), std::string::npos) << out;
+  }
+}
+
+TEST(TrainCliTest, BadGptFlagsAreNamed) {
+  std::string out;
+  EXPECT_EQ(run(tiny_gpt("gpt-small") + " --context 200", &out), 2);
+  EXPECT_NE(out.find("--context 200 must be between 1 and gpt-small's block size 128"),
+            std::string::npos)
+      << out;
+  EXPECT_EQ(run("--model convnet --context 16", &out), 2);
+  EXPECT_NE(out.find("--context applies to the gpt models only"), std::string::npos) << out;
+  EXPECT_EQ(run(tiny_gpt("gpt-small") + " --momentum 0.5", &out), 2);
+  EXPECT_NE(out.find("--momentum is SGD's"), std::string::npos) << out;
+  EXPECT_EQ(run(tiny_gpt("gpt-small") + " --optimizer rmsprop", &out), 2);
+  EXPECT_NE(out.find("rmsprop"), std::string::npos) << out;
+  EXPECT_EQ(run("--model gpt3", &out), 2);
+  EXPECT_NE(out.find("gpt3"), std::string::npos) << out;
 }
 
 }  // namespace
