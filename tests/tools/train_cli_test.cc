@@ -79,7 +79,7 @@ TEST(TrainCliTest, AcceptsTheGptModels) {
 
 TEST(TrainCliTest, BadGptFlagsAreNamed) {
   std::string out;
-  EXPECT_EQ(run(tiny_gpt("gpt-small") + " --context 200", &out), 2);
+  EXPECT_EQ(run("--model gpt-small --context 200", &out), 2);
   EXPECT_NE(out.find("--context 200 must be between 1 and gpt-small's block size 128"),
             std::string::npos)
       << out;
