@@ -10,7 +10,9 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
+#include <iostream>
 #include <thread>
 
 #include "engine/core/error.h"
@@ -28,15 +30,45 @@ using Clock = std::chrono::steady_clock;
 
 TCPStore::TCPStore(const std::string& host, int port, bool is_server,
                    std::chrono::milliseconds timeout)
-    : host_(host), port_(port), timeout_(timeout) {
+    : TCPStore(host, port, is_server, TCPStoreOptions{timeout, std::nullopt, {}, {}}) {}
+
+TCPStore::TCPStore(const std::string& host, int port, bool is_server, TCPStoreOptions options)
+    : host_(host),
+      port_(port),
+      timeout_(options.timeout),
+      progress_period_(options.progress_period) {
   DPE_CHECK(port >= 0 && port <= 65535, "TCPStore: port " << port << " is outside 0..65535");
+  if (options.token.has_value()) {
+    token_ = *options.token;
+  } else if (const char* env = std::getenv("DPE_STORE_TOKEN")) {
+    token_ = env;
+  }
+  DPE_CHECK(token_.size() <= kMaxTokenBytes, "TCPStore: the token (DPE_STORE_TOKEN) has "
+                                                 << token_.size() << " bytes, over the limit of "
+                                                 << kMaxTokenBytes);
   if (is_server) {
-    server_ = std::make_unique<TCPStoreServer>(host, port);
+    options.server.token = token_;
+    server_ = std::make_unique<TCPStoreServer>(host, port, options.server);
     port_ = server_->port();
   } else {
     DPE_CHECK(port != 0, "TCPStore: a client needs the server's port, not 0");
   }
   connect_with_retry();
+  try {
+    authenticate();
+  } catch (...) {
+    ::close(fd_);
+    fd_ = -1;
+    throw;
+  }
+}
+
+void TCPStore::authenticate() {
+  Writer w;
+  w.u8(kAuth).str(token_);
+  std::lock_guard<std::mutex> lock(mu_);
+  request(w.buf(), std::chrono::milliseconds(0),
+          "joining the store at " + host_ + ":" + std::to_string(port_), nullptr);
 }
 
 TCPStore::~TCPStore() {
@@ -48,7 +80,9 @@ TCPStore::~TCPStore() {
 }
 
 void TCPStore::connect_with_retry() {
-  const auto deadline = Clock::now() + timeout_;
+  const auto start = Clock::now();
+  const auto deadline = start + timeout_;
+  auto next_progress = start + progress_period_;
   std::string last_error;
   auto backoff = std::chrono::milliseconds(10);
   while (true) {
@@ -80,6 +114,14 @@ void TCPStore::connect_with_retry() {
       DPE_THROW("TCPStore: could not connect to the store at "
                 << host_ << ":" << port_ << " within " << timeout_.count() << " ms (last error: "
                 << last_error << "); is rank 0 running and MASTER_ADDR/MASTER_PORT right?");
+    }
+    if (progress_period_.count() > 0 && Clock::now() >= next_progress) {
+      const auto waited = std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - start);
+      std::cerr << "TCPStore: still waiting for the store at " << host_ << ":" << port_
+                << " (rank 0) after " << waited.count() << " s; giving up after "
+                << std::chrono::duration_cast<std::chrono::seconds>(timeout_).count()
+                << " s (last error: " << last_error << ")" << std::endl;
+      next_progress += progress_period_;
     }
     std::this_thread::sleep_for(backoff);
     backoff = std::min(backoff * 2, std::chrono::milliseconds(200));
@@ -192,6 +234,14 @@ void TCPStore::wait(const std::vector<std::string>& keys) { wait(keys, timeout_)
 void TCPStore::wait(const std::vector<std::string>& keys,
                     const std::chrono::milliseconds& timeout) {
   if (keys.empty()) return;
+  std::string names;
+  for (const auto& k : keys) names += (names.empty() ? "'" : ", '") + k + "'";
+  DPE_CHECK(try_wait(keys, timeout),
+            "TCPStore: wait for keys " << names << " timed out after " << timeout.count() << " ms");
+}
+
+bool TCPStore::try_wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
+  if (keys.empty()) return true;
   DPE_CHECK(keys.size() <= kMaxKeysPerRequest,
             "TCPStore: wait: " << keys.size() << " keys exceed " << kMaxKeysPerRequest);
   Writer w;
@@ -207,8 +257,7 @@ void TCPStore::wait(const std::vector<std::string>& keys,
   bool timed_out = false;
   std::lock_guard<std::mutex> lock(mu_);
   request(w.buf(), timeout, "wait(" + names + ")", &timed_out);
-  DPE_CHECK(!timed_out,
-            "TCPStore: wait for keys " << names << " timed out after " << timeout.count() << " ms");
+  return !timed_out;
 }
 
 int64_t TCPStore::add(const std::string& key, int64_t delta) {

@@ -4,7 +4,8 @@
 //
 // Design note "store protocol": every request is a command byte followed by length-prefixed
 // fields (u32/i64 little-endian): SET key value, GET key timeout_ms, ADD key delta,
-// WAIT n keys timeout_ms, CHECK n keys, HELLO rank, BYE. Replies start with a status byte (OK,
+// WAIT n keys timeout_ms, CHECK n keys, HELLO rank, BYE, LOST, AUTH token (every client's first
+// request; the server refuses the connection when it has a token and this is not it). Replies start with a status byte (OK,
 // TIMEOUT, ERROR + message). The server checks each length against its limit (kMaxKeyBytes,
 // kMaxValueBytes, kMaxKeysPerRequest) before it reads or allocates what the length claims; a
 // malformed or oversized request gets an ERROR reply and its connection is closed, while the
@@ -23,15 +24,29 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "engine/distributed/tcp_store_server.h"
 #include "engine/distributed/tcp_store_wire.h"
 
 namespace dpe {
 namespace distributed {
 
-class TCPStoreServer;  // tcp_store_server.h
+struct TCPStoreOptions {
+  // How long a client retries connecting, and the default for get() and wait().
+  std::chrono::milliseconds timeout = std::chrono::seconds(30);
+  // The shared secret (design note "store threat model" in the README). nullopt: the environment
+  // variable DPE_STORE_TOKEN, or none when it is unset or empty. A server with a token refuses
+  // clients without it; a server without one accepts every client, as PyTorch's TCPStore.
+  std::optional<std::string> token;
+  // The server's limits, when is_server (its token is the one above).
+  TCPStoreServerOptions server;
+  // While a client retries connecting, a line on stderr every this long naming the address it
+  // waits for. 0: silent.
+  std::chrono::milliseconds progress_period{0};
+};
 
 class TCPStore : public gloo::rendezvous::Store {
  public:
@@ -44,6 +59,7 @@ class TCPStore : public gloo::rendezvous::Store {
   // `timeout` is also the default for get() and wait().
   TCPStore(const std::string& host, int port, bool is_server,
            std::chrono::milliseconds timeout = std::chrono::seconds(30));
+  TCPStore(const std::string& host, int port, bool is_server, TCPStoreOptions options);
   ~TCPStore() override;
   TCPStore(const TCPStore&) = delete;
   TCPStore& operator=(const TCPStore&) = delete;
@@ -62,6 +78,8 @@ class TCPStore : public gloo::rendezvous::Store {
             const std::chrono::milliseconds& timeout) override;
 
   std::vector<char> get(const std::string& key, std::chrono::milliseconds timeout);
+  // As wait(), but a timeout returns false instead of throwing (other failures still throw).
+  bool try_wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout);
   // Adds `delta` to the counter at `key` (absent: 0) and returns the new value. The counter is
   // stored as decimal text, so get() reads it too.
   int64_t add(const std::string& key, int64_t delta);
@@ -79,10 +97,13 @@ class TCPStore : public gloo::rendezvous::Store {
   std::vector<char> request(const std::vector<char>& msg, std::chrono::milliseconds reply_within,
                             const std::string& what, bool* timed_out);
   void connect_with_retry();
+  void authenticate();
 
   std::string host_;
   int port_;
   std::chrono::milliseconds timeout_;
+  std::string token_;
+  std::chrono::milliseconds progress_period_;
   std::unique_ptr<TCPStoreServer> server_;
   std::mutex mu_;  // guards fd_ and the request/reply sequence on it
   int fd_ = -1;

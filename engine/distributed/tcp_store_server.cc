@@ -4,13 +4,17 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <iostream>
+#include <thread>
 
 #include "engine/core/error.h"
 
@@ -30,9 +34,36 @@ struct ProtocolError {
 // Thrown by the server's parser: the peer went away mid-request.
 struct PeerGone {};
 
+// Compares without an early exit, so the time taken does not tell how much of a guess was right.
+bool same_token(const std::string& a, const std::string& b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
+// Sends an ERROR reply to a connection that is being turned away, then closes it. The client's
+// first request may still be unread: closing over unread data would send a reset that can destroy
+// the reply before the client reads it, so our side is shut first and its bytes drained briefly.
+void refuse(int fd, const std::string& message) {
+  Writer w;
+  w.u8(kError).str("TCPStore server: " + message);
+  send_all(fd, w.buf().data(), w.buf().size());
+  ::shutdown(fd, SHUT_WR);
+  pollfd p{fd, POLLIN, 0};
+  char sink[4096];
+  if (::poll(&p, 1, 100) > 0) (void)::recv(fd, sink, sizeof(sink), MSG_DONTWAIT);
+  ::close(fd);
+}
+
 }  // namespace
 
-TCPStoreServer::TCPStoreServer(const std::string& host, int port) {
+TCPStoreServer::TCPStoreServer(const std::string& host, int port, TCPStoreServerOptions options)
+    : options_(std::move(options)) {
+  DPE_CHECK(options_.max_connections >= 1, "TCPStore: max_connections must be at least 1");
+  DPE_CHECK(options_.token.size() <= kMaxTokenBytes,
+            "TCPStore: the token has " << options_.token.size() << " bytes, over the limit of "
+                                       << kMaxTokenBytes);
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -74,57 +105,136 @@ TCPStoreServer::~TCPStoreServer() {
   accept_thread_.join();
   ::close(listen_fd_);
   {
+    // A connection's fd is closed by its own thread under conn_mu_ (then -1), so this never
+    // shuts down an fd that was reused.
     std::lock_guard<std::mutex> lock(conn_mu_);
-    for (auto& c : connections_) ::shutdown(c.fd, SHUT_RDWR);
+    for (auto& c : connections_)
+      if (c.fd >= 0) ::shutdown(c.fd, SHUT_RDWR);
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
     cv_.notify_all();
   }
-  for (auto& c : connections_) {
-    c.thread.join();
-    ::close(c.fd);
+  for (auto& c : connections_) c.thread.join();
+}
+
+size_t TCPStoreServer::live_connections() {
+  std::lock_guard<std::mutex> lock(conn_mu_);
+  size_t n = 0;
+  for (const auto& c : connections_) n += c.done ? 0 : 1;
+  return n;
+}
+
+void TCPStoreServer::reap_finished() {
+  std::list<Connection> finished;
+  {
+    std::lock_guard<std::mutex> lock(conn_mu_);
+    for (auto it = connections_.begin(); it != connections_.end();) {
+      auto next = std::next(it);
+      if (it->done) finished.splice(finished.end(), connections_, it);
+      it = next;
+    }
   }
+  // Their threads set `done` as their last step, so these joins return at once.
+  for (auto& c : finished) c.thread.join();
 }
 
 void TCPStoreServer::accept_loop() {
+  bool warned_accept = false;
+  bool warned_cap = false;
   while (!stop_) {
     const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
     if (fd < 0) {
-      if (errno == EINTR || errno == ECONNABORTED) continue;
-      return;  // shut down
+      const int err = errno;
+      if (stop_ || err == EINVAL || err == EBADF || err == ENOTSOCK) return;  // shut down
+      if (err == EINTR || err == ECONNABORTED) continue;
+      // EMFILE, ENFILE, ENOBUFS, ENOMEM or a network error: give finished connections back, wait
+      // a little, and go on accepting, so the ranks that come later can still join.
+      if (!warned_accept) {
+        std::cerr << "TCPStore server on port " << port_ << ": accept failed: "
+                  << std::strerror(err) << " (" << live_connections()
+                  << " live connections); retrying every 50 ms" << std::endl;
+        warned_accept = true;
+      }
+      reap_finished();
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      continue;
     }
     const int one = 1;
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    std::lock_guard<std::mutex> lock(conn_mu_);
+    reap_finished();
+    std::unique_lock<std::mutex> lock(conn_mu_);
     if (stop_) {
       ::close(fd);
       return;
     }
-    connections_.push_back(Connection{fd, std::thread()});
-    connections_.back().thread = std::thread([this, fd] { serve(fd); });
+    size_t live = 0;
+    for (const auto& c : connections_) live += c.done ? 0 : 1;
+    if (live >= options_.max_connections) {
+      lock.unlock();
+      if (!warned_cap) {
+        std::cerr << "TCPStore server on port " << port_ << ": refusing connections beyond "
+                  << options_.max_connections << " live ones" << std::endl;
+        warned_cap = true;
+      }
+      refuse(fd, "too many connections: the store serves at most " +
+                     std::to_string(options_.max_connections) +
+                     " at once (TCPStoreServerOptions::max_connections)");
+      continue;
+    }
+    connections_.push_back(Connection{fd, false, std::thread()});
+    const auto conn = std::prev(connections_.end());
+    conn->thread = std::thread([this, conn, fd] { serve(conn, fd); });
   }
 }
 
-void TCPStoreServer::serve(int fd) {
+void TCPStoreServer::serve(std::list<Connection>::iterator conn, int fd) {
   int rank = -1;
   bool bye = false;
+  bool authenticated = options_.token.empty();
   try {
     while (!stop_ && !bye) {
       uint8_t cmd = 0;
       if (!read_exact(fd, &cmd, 1)) break;
+      if (cmd == kAuth) {
+        const uint32_t n = read_u32(fd);
+        if (n > kMaxTokenBytes) {
+          throw ProtocolError{"token length " + std::to_string(n) + " exceeds the limit of " +
+                              std::to_string(kMaxTokenBytes)};
+        }
+        std::string token(n, '\0');
+        if (n > 0 && !read_exact(fd, token.data(), n)) throw PeerGone{};
+        if (!options_.token.empty() && !same_token(token, options_.token)) {
+          throw ProtocolError{token.empty()
+                                  ? "authentication failed: this store requires a token "
+                                    "(DPE_STORE_TOKEN) and the client sent none"
+                                  : "authentication failed: wrong token (DPE_STORE_TOKEN)"};
+        }
+        authenticated = true;
+        Writer w;
+        reply(fd, w.u8(kOk));
+        continue;
+      }
+      if (!authenticated) {
+        throw ProtocolError{"authentication required: this store has a token (DPE_STORE_TOKEN) "
+                            "and the client's first request was not AUTH"};
+      }
       handle(fd, cmd, &rank, &bye);
     }
   } catch (const ProtocolError& e) {
     reply_error(fd, e.message);
   } catch (const PeerGone&) {
   }
-  // The fd stays open until the destructor, so it is never reused while shutdown() may target it.
-  ::shutdown(fd, SHUT_RDWR);
   if (rank >= 0 && !bye && !stop_) {
     std::lock_guard<std::mutex> lock(mu_);
     lost_.insert(rank);
   }
+  // Last step: close under conn_mu_ (the destructor's shutdown() never meets a reused fd), then
+  // the accept loop may join this thread and drop the entry.
+  std::lock_guard<std::mutex> lock(conn_mu_);
+  ::close(fd);
+  conn->fd = -1;
+  conn->done = true;
 }
 
 uint32_t TCPStoreServer::read_u32(int fd) {
@@ -169,26 +279,71 @@ void TCPStoreServer::reply_error(int fd, const std::string& message) {
   send_all(fd, w.buf().data(), w.buf().size());
 }
 
+size_t TCPStoreServer::growth_locked(const std::string& key, size_t value_bytes) const {
+  const auto it = data_.find(key);
+  if (it == data_.end()) return key.size() + value_bytes;
+  return value_bytes - it->second.size();  // wraps below zero; added to stored_bytes_ it is exact
+}
+
+// SET key value: the value is read in chunks as it arrives, so an announced length costs nothing
+// until its bytes come. A value that would take the store over max_stored_bytes is read and
+// dropped, and answered with an ERROR; the connection stays usable.
+void TCPStoreServer::handle_set(int fd) {
+  const std::string key = read_key(fd);
+  const uint32_t n = read_u32(fd);
+  if (n > kMaxValueBytes) {
+    throw ProtocolError{"value of " + std::to_string(n) + " bytes for key '" + key +
+                        "' exceeds the limit of " + std::to_string(kMaxValueBytes)};
+  }
+  const auto over_limit = [&] {
+    const size_t total = stored_bytes_ + growth_locked(key, n);
+    return total > options_.max_stored_bytes && total > stored_bytes_;
+  };
+  bool keep = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    keep = !over_limit();
+  }
+  std::vector<char> value;
+  std::vector<char> discard;
+  for (uint32_t got = 0; got < n;) {
+    const uint32_t k = std::min(n - got, kValueChunkBytes);
+    char* dst = nullptr;
+    if (keep) {
+      value.resize(size_t{got} + k);
+      dst = value.data() + got;
+    } else {
+      discard.resize(kValueChunkBytes);
+      dst = discard.data();
+    }
+    if (!read_exact(fd, dst, k)) throw PeerGone{};
+    got += k;
+  }
+  Writer w;
+  std::unique_lock<std::mutex> lock(mu_);
+  if (keep && !over_limit()) {
+    stored_bytes_ += growth_locked(key, n);
+    data_[key] = std::move(value);
+    cv_.notify_all();
+    lock.unlock();
+    reply(fd, w.u8(kOk));
+    return;
+  }
+  const size_t stored = stored_bytes_;
+  lock.unlock();
+  reply(fd, w.u8(kError).str("TCPStore server: set('" + key + "'): " + std::to_string(n) +
+                             " more bytes would take the store over its limit of " +
+                             std::to_string(options_.max_stored_bytes) + " bytes (it holds " +
+                             std::to_string(stored) +
+                             "; TCPStoreServerOptions::max_stored_bytes)"));
+}
+
 void TCPStoreServer::handle(int fd, uint8_t cmd, int* rank, bool* bye) {
   Writer w;
   switch (cmd) {
-    case kSet: {
-      const std::string key = read_key(fd);
-      const uint32_t n = read_u32(fd);
-      if (n > kMaxValueBytes) {
-        throw ProtocolError{"value of " + std::to_string(n) + " bytes for key '" + key +
-                            "' exceeds the limit of " + std::to_string(kMaxValueBytes)};
-      }
-      std::vector<char> value(n);
-      if (n > 0 && !read_exact(fd, value.data(), n)) throw PeerGone{};
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        data_[key] = std::move(value);
-        cv_.notify_all();
-      }
-      reply(fd, w.u8(kOk));
+    case kSet:
+      handle_set(fd);
       return;
-    }
     case kGet: {
       const std::string key = read_key(fd);
       const auto deadline = Clock::now() + std::chrono::milliseconds(read_u32(fd));
@@ -225,6 +380,16 @@ void TCPStoreServer::handle(int fd, uint8_t cmd, int* rank, bool* bye) {
       }
       value += delta;
       const std::string text = std::to_string(value);
+      const size_t total = stored_bytes_ + growth_locked(key, text.size());
+      if (total > options_.max_stored_bytes && total > stored_bytes_) {
+        lock.unlock();
+        reply(fd, w.u8(kError).str("TCPStore server: add('" + key + "'): the store holds " +
+                                   std::to_string(stored_bytes_) + " bytes, at its limit of " +
+                                   std::to_string(options_.max_stored_bytes) +
+                                   " (TCPStoreServerOptions::max_stored_bytes)"));
+        return;
+      }
+      stored_bytes_ = total;
       data_[key] = std::vector<char>(text.begin(), text.end());
       cv_.notify_all();
       lock.unlock();

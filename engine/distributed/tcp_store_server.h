@@ -2,12 +2,20 @@
 // key-value map, blocking GET/WAIT answered within the client's timeout, counters, and the ranks
 // whose connection dropped without a goodbye. Protocol: design note "store protocol", tcp_store.h.
 //
+// Limits (design note "store threat model", README): at most max_connections live connections
+// (the extra get an ERROR reply naming the limit and are closed), at most max_stored_bytes of keys
+// and values (a SET or ADD beyond it gets an ERROR reply, its connection stays usable), values read
+// in kValueChunkBytes chunks as they arrive, finished connections reaped (fd closed, thread
+// joined) whenever a new one is accepted. With a token, a connection whose first request is not
+// AUTH with that token is refused, so it can neither read, write nor claim a rank.
+//
 // Threading contract: constructed and destroyed by one thread. It runs an accept thread plus one
-// thread per connection; the destructor stops and joins them all. port() may be called from any
-// thread.
+// thread per connection; the destructor stops and joins them all. port() and live_connections()
+// may be called from any thread.
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <condition_variable>
 #include <cstdint>
 #include <list>
@@ -23,22 +31,36 @@
 namespace dpe {
 namespace distributed {
 
+struct TCPStoreServerOptions {
+  size_t max_connections = 1024;
+  size_t max_stored_bytes = size_t{1} << 30;
+  // Empty: no authentication (PyTorch's TCPStore). Otherwise every client must present it.
+  std::string token;
+};
+
 // Listens on host:port (port 0: a free port chosen by the kernel, see port()).
 class TCPStoreServer {
  public:
-  TCPStoreServer(const std::string& host, int port);
+  TCPStoreServer(const std::string& host, int port, TCPStoreServerOptions options = {});
   ~TCPStoreServer();
   int port() const { return port_; }
+  // Connections being served now (finished ones are not counted, reaped or not).
+  size_t live_connections();
 
  private:
   struct Connection {
-    int fd = -1;
+    int fd = -1;  // -1 once serve() has closed it
+    bool done = false;
     std::thread thread;
   };
 
   void accept_loop();
-  void serve(int fd);
+  void reap_finished();  // joins the threads of finished connections and drops them
+  void serve(std::list<Connection>::iterator conn, int fd);
   void handle(int fd, uint8_t cmd, int* rank, bool* bye);
+  void handle_set(int fd);
+  // Bytes that storing `value_bytes` at `key` adds (a replaced value's bytes are given back).
+  size_t growth_locked(const std::string& key, size_t value_bytes) const;
 
   // Parsing helpers: each checks its limit before reading what the peer claims.
   static uint32_t read_u32(int fd);
@@ -48,6 +70,7 @@ class TCPStoreServer {
   static void reply(int fd, const wire::Writer& w);
   static void reply_error(int fd, const std::string& message);
 
+  const TCPStoreServerOptions options_;
   int listen_fd_ = -1;
   int port_ = 0;
   std::atomic<bool> stop_{false};
@@ -56,9 +79,10 @@ class TCPStoreServer {
   std::mutex conn_mu_;
   std::list<Connection> connections_;
 
-  std::mutex mu_;  // guards data_ and lost_
+  std::mutex mu_;  // guards data_, stored_bytes_ and lost_
   std::condition_variable cv_;
   std::map<std::string, std::vector<char>> data_;
+  size_t stored_bytes_ = 0;  // keys plus values in data_
   std::set<int> lost_;
 };
 

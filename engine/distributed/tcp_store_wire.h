@@ -18,6 +18,9 @@ namespace wire {
 constexpr uint32_t kMaxKeyBytes = 4096;
 constexpr uint32_t kMaxValueBytes = 64u << 20;
 constexpr uint32_t kMaxKeysPerRequest = 4096;
+constexpr uint32_t kMaxTokenBytes = 1024;
+// A SET's value is read in chunks of this size as it arrives, never allocated from its length.
+constexpr uint32_t kValueChunkBytes = 64u << 10;
 
 enum Command : uint8_t {
   kSet = 1,
@@ -28,6 +31,7 @@ enum Command : uint8_t {
   kHello = 6,
   kBye = 7,
   kLost = 8,
+  kAuth = 9,  // AUTH token: the first request of every client (empty token: none configured)
 };
 
 enum Status : uint8_t { kOk = 0, kTimeout = 1, kError = 2 };

@@ -1,21 +1,29 @@
 // TCPStore: set/get/add/check/wait, timeouts that name the key, refusal of malformed and
-// oversized requests (raw sockets) while other clients keep being served, and lost-rank tracking.
+// oversized requests (raw sockets) while other clients keep being served, lost-rank tracking, and
+// the server's defences: reaping, accepting after EMFILE, the caps, chunked values, the token.
 #include "engine/distributed/tcp_store.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <fstream>
+#include <functional>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "engine/core/error.h"
+#include "engine/distributed/tcp_store_server.h"
 
 namespace dpe {
 namespace distributed {
@@ -205,6 +213,208 @@ TEST(TCPStoreTest, RefusesOversizedKeysOnTheClientSide) {
   EXPECT_NE(error_of([&] { server.set(long_key, bytes("v")); }).find("key length"),
             std::string::npos);
   EXPECT_NE(error_of([&] { server.set("", bytes("v")); }).find("key length 0"), std::string::npos);
+}
+
+// --- The server's defences (issue 12, item 2) ---
+
+int count_fds() {
+  int n = 0;
+  DIR* d = ::opendir("/proc/self/fd");
+  while (dirent* e = ::readdir(d)) n += e->d_name[0] != '.';
+  ::closedir(d);
+  return n - 1;  // the directory's own fd
+}
+
+// A field of /proc/self/status ("Threads", "VmRSS" in kB).
+long status_field(const std::string& name) {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(name + ":", 0) == 0) return std::stol(line.substr(name.size() + 1));
+  }
+  return -1;
+}
+
+bool eventually(const std::function<bool()>& cond) {
+  for (int i = 0; i < 1000; ++i) {
+    if (cond()) return true;
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  return cond();
+}
+
+// 2000 connect/close cycles (half polite, half dying without goodbye) leave no fds or threads
+// behind: finished connections are closed and joined (it took 30 to 2030 fds).
+TEST(TCPStoreServerTest, ReapsFinishedConnections) {
+  TCPStoreServer server("127.0.0.1", 0);
+  { TCPStore warm("127.0.0.1", server.port(), false, milliseconds(5000)); }
+  ASSERT_TRUE(eventually([&] { return server.live_connections() == 0; }));
+  const int fds = count_fds();
+  const long threads = status_field("Threads");
+  for (int i = 0; i < 2000; ++i) {
+    if (i % 2 == 0) {
+      TCPStore client("127.0.0.1", server.port(), false, milliseconds(5000));
+    } else {
+      RawClient raw(server.port());
+      raw.send(concat({{5}, u32(1), u32(1), {'k'}}));  // CHECK 'k', then hang up
+    }
+  }
+  ASSERT_TRUE(eventually([&] { return server.live_connections() == 0; }));
+  // The last connection is reaped when the next is accepted; one more cycle does that.
+  { TCPStore client("127.0.0.1", server.port(), false, milliseconds(5000)); }
+  ASSERT_TRUE(eventually([&] { return server.live_connections() == 0; }));
+  EXPECT_LE(count_fds(), fds + 1);
+  EXPECT_LE(status_field("Threads"), threads + 1);
+}
+
+// When accept() fails with EMFILE the server backs off and accepts again once fds are free (it
+// used to leave its accept loop for good, so no rank could join again).
+TEST(TCPStoreServerTest, KeepsAcceptingAfterRunningOutOfFds) {
+  TCPStoreServer server("127.0.0.1", 0);
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  rlimit old{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &old), 0);
+  rlimit low = old;
+  low.rlim_cur = std::min<rlim_t>(old.rlim_cur, static_cast<rlim_t>(count_fds() + 16));
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
+  std::vector<int> fillers;
+  for (int f; (f = ::dup(fd)) >= 0;) fillers.push_back(f);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(server.port()));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  const int connected = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  std::this_thread::sleep_for(milliseconds(300));  // the server's accept() meets EMFILE
+  for (int f : fillers) ::close(f);
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &old), 0);
+  ASSERT_EQ(connected, 0) << std::strerror(errno);
+  const auto check = concat({{5}, u32(1), u32(1), {'k'}});
+  ASSERT_EQ(::send(fd, check.data(), check.size(), MSG_NOSIGNAL), ssize_t(check.size()));
+  unsigned char reply[5] = {9, 9, 9, 9, 9};
+  size_t got = 0;
+  while (got < sizeof(reply)) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 10000) <= 0) break;
+    const ssize_t k = ::recv(fd, reply + got, sizeof(reply) - got, 0);
+    if (k <= 0) break;
+    got += static_cast<size_t>(k);
+  }
+  ::close(fd);
+  ASSERT_EQ(got, sizeof(reply)) << "the connection made while fds ran out was never served";
+  EXPECT_EQ(reply[0], 0);  // OK, key absent
+  TCPStore later("127.0.0.1", server.port(), false, milliseconds(5000));
+  EXPECT_FALSE(later.check({"k"}));
+}
+
+// Beyond max_connections a client is told why and turned away; the others are served, and a slot
+// freed by a closed connection is given to the next client.
+TEST(TCPStoreServerTest, RefusesConnectionsBeyondTheCap) {
+  TCPStoreServerOptions options;
+  options.max_connections = 2;
+  TCPStoreServer server("127.0.0.1", 0, options);
+  auto a = std::make_unique<TCPStore>("127.0.0.1", server.port(), false, milliseconds(5000));
+  TCPStore b("127.0.0.1", server.port(), false, milliseconds(5000));
+  const std::string error =
+      error_of([&] { TCPStore c("127.0.0.1", server.port(), false, milliseconds(5000)); });
+  EXPECT_NE(error.find("too many connections"), std::string::npos) << error;
+  EXPECT_NE(error.find("at most 2"), std::string::npos) << error;
+  EXPECT_NE(error.find(std::to_string(server.port())), std::string::npos) << error;
+  b.set("k", bytes("v"));
+  a.reset();
+  ASSERT_TRUE(eventually([&] { return server.live_connections() == 1; }));
+  TCPStore d("127.0.0.1", server.port(), false, milliseconds(5000));
+  EXPECT_EQ(text(d.get("k")), "v");
+}
+
+// A SET announcing 64 MiB that never sends them costs no memory (8 of them used to cost 512 MiB),
+// and a large value sent in pieces arrives whole.
+TEST(TCPStoreServerTest, ValuesAreReadAsTheyArriveNotAllocatedFromTheirLength) {
+  TCPStoreServer server("127.0.0.1", 0);
+  TCPStore client("127.0.0.1", server.port(), false, milliseconds(5000));
+  const long rss_before = status_field("VmRSS");
+  std::vector<std::unique_ptr<RawClient>> idle;
+  for (int i = 0; i < 8; ++i) {
+    idle.push_back(std::make_unique<RawClient>(server.port()));
+    idle.back()->send(concat({{1}, u32(2), {'k', static_cast<unsigned char>('0' + i)},
+                              u32(TCPStore::kMaxValueBytes)}));
+  }
+  client.set("probe", bytes("p"));  // served meanwhile
+  std::this_thread::sleep_for(milliseconds(300));
+  const long grown_kb = status_field("VmRSS") - rss_before;
+  EXPECT_LT(grown_kb, 32 * 1024) << "kB grown for 8 announced 64 MiB values with no data";
+  idle.clear();
+  std::vector<char> big((3u << 20) + 7);
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>(i * 131 + 7);
+  client.set("big", big);
+  EXPECT_EQ(client.get("big"), big);
+  EXPECT_FALSE(client.check({"k0"}));
+}
+
+// Keys and values beyond max_stored_bytes are refused with a message naming the limit; a value
+// that replaces another counts only its growth; the connection stays usable.
+TEST(TCPStoreServerTest, CapsStoredBytes) {
+  TCPStoreServerOptions options;
+  options.max_stored_bytes = 1000;
+  TCPStoreServer server("127.0.0.1", 0, options);
+  TCPStore client("127.0.0.1", server.port(), false, milliseconds(5000));
+  client.set("a", std::vector<char>(600, 'x'));
+  const std::string error = error_of([&] { client.set("b", std::vector<char>(600, 'y')); });
+  EXPECT_NE(error.find("limit of 1000 bytes"), std::string::npos) << error;
+  EXPECT_NE(error.find("'b'"), std::string::npos) << error;
+  EXPECT_FALSE(client.check({"b"}));
+  client.set("a", std::vector<char>(995, 'z'));  // 1 + 995 replaces 1 + 600: fits
+  EXPECT_EQ(client.get("a").size(), 995u);
+  const std::string add_error = error_of([&] { client.add("counter", 1); });
+  EXPECT_NE(add_error.find("limit of 1000"), std::string::npos) << add_error;
+  client.set("a", bytes("small"));
+  EXPECT_EQ(client.add("counter", 1), 1);
+}
+
+// With a token, a client that presents another (or none) is refused before it can do anything:
+// a stray HELLO can no longer claim rank 1 and have it marked lost. The right token, given or
+// read from DPE_STORE_TOKEN, is served as before.
+TEST(TCPStoreServerTest, AWrongTokenIsRefusedAndDoesNotAffectRanks) {
+  TCPStoreOptions good;
+  good.timeout = milliseconds(5000);
+  good.token = "s3cret-token";
+  TCPStore server("127.0.0.1", 0, true, good);
+  TCPStore rank1("127.0.0.1", server.port(), false, good);
+  rank1.register_rank(1);
+
+  TCPStoreOptions wrong = good;
+  wrong.token = "guess";
+  const std::string wrong_error =
+      error_of([&] { TCPStore c("127.0.0.1", server.port(), false, wrong); });
+  EXPECT_NE(wrong_error.find("wrong token"), std::string::npos) << wrong_error;
+  EXPECT_EQ(wrong_error.find("s3cret"), std::string::npos) << wrong_error;
+  TCPStoreOptions none = good;
+  none.token = "";
+  const std::string none_error =
+      error_of([&] { TCPStore c("127.0.0.1", server.port(), false, none); });
+  EXPECT_NE(none_error.find("requires a token"), std::string::npos) << none_error;
+
+  // A raw HELLO claiming rank 1, then a hang-up without goodbye.
+  {
+    RawClient raw(server.port());
+    raw.send(concat({{6}, u32(1), u32(0)}));
+    const std::string reply = raw.read_until_closed();
+    ASSERT_FALSE(reply.empty());
+    EXPECT_EQ(reply[0], 2);
+    EXPECT_NE(reply.find("authentication required"), std::string::npos) << reply;
+  }
+  std::this_thread::sleep_for(milliseconds(100));
+  EXPECT_TRUE(server.lost_ranks().empty());
+  rank1.set("still", bytes("here"));
+  EXPECT_EQ(text(server.get("still")), "here");
+
+  ::setenv("DPE_STORE_TOKEN", "s3cret-token", 1);
+  const std::string env_error = error_of([&] {
+    TCPStore from_env("127.0.0.1", server.port(), false, milliseconds(5000));
+    from_env.check({"still"});
+  });
+  ::unsetenv("DPE_STORE_TOKEN");
+  EXPECT_EQ(env_error, "");
 }
 
 }  // namespace
