@@ -4,10 +4,15 @@
 #include <gloo/rendezvous/file_store.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <iostream>
 #include <mutex>
+#include <sstream>
+#include <vector>
 
 #include "engine/backend/cuda/nccl_process_group.h"
 #include "engine/core/error.h"
@@ -99,6 +104,74 @@ std::shared_ptr<ProcessGroup> make_group(const std::string& backend,
   return std::make_shared<GlooProcessGroup>(std::move(store), rank, world_size, options);
 }
 
+std::chrono::milliseconds seconds_from_env(const char* name, std::chrono::milliseconds fallback) {
+  const char* text = std::getenv(name);
+  if (text == nullptr) return fallback;
+  char* end = nullptr;
+  errno = 0;
+  const double v = std::strtod(text, &end);
+  DPE_CHECK(*text != '\0' && errno == 0 && *end == '\0' && std::isfinite(v) && v > 0 && v <= 1e8,
+            "distributed: " << name << "='" << text << "' is not a positive number of seconds");
+  return std::chrono::milliseconds(std::max<int64_t>(1, std::llround(v * 1000)));
+}
+
+// "1, 3 and 4" (at most 16 named, then a count).
+std::string rank_list(const std::vector<int>& ranks) {
+  std::ostringstream out;
+  const size_t shown = std::min<size_t>(ranks.size(), 16);
+  for (size_t i = 0; i < shown; ++i) {
+    if (i > 0) out << (i + 1 == ranks.size() ? " and " : ", ");
+    out << ranks[i];
+  }
+  if (shown < ranks.size()) out << " and " << ranks.size() - shown << " more";
+  return out.str();
+}
+
+// Design note "rendezvous wait" (distributed.h): returns once every rank has announced itself in
+// the store; prints who is missing every `interval`; throws naming them after `timeout`.
+void wait_for_ranks(TCPStore& store, const std::string& prefix, int world_size, int rank,
+                    std::chrono::milliseconds timeout, std::chrono::milliseconds interval) {
+  using Clock = std::chrono::steady_clock;
+  const std::string base = "rdzv/" + prefix + "/" + std::to_string(world_size) + "/";
+  const int64_t arrival = store.add(base + "count", 1);
+  const std::string gen = base + std::to_string((arrival - 1) / world_size) + "/";
+  store.set(gen + std::to_string(rank), {'1'});
+  const auto start = Clock::now();
+  const auto deadline = start + timeout;
+  auto next_log = start + interval;
+  const size_t batch = TCPStore::kMaxKeysPerRequest;
+  for (int first = 0; first < world_size; first += static_cast<int>(batch)) {
+    const int last = std::min<int>(world_size, first + static_cast<int>(batch));
+    std::vector<std::string> keys;
+    for (int r = first; r < last; ++r) keys.push_back(gen + std::to_string(r));
+    while (true) {
+      const auto now = Clock::now();
+      const auto step = std::chrono::duration_cast<std::chrono::milliseconds>(
+          std::max(std::min(deadline, next_log) - now, Clock::duration::zero()));
+      if (store.try_wait(keys, step)) break;
+      std::vector<int> missing;
+      for (int r = 0; r < world_size; ++r) {
+        if (!store.check({gen + std::to_string(r)})) missing.push_back(r);
+      }
+      if (missing.empty()) break;
+      const auto waited = std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - start);
+      const std::string who = (missing.size() == 1 ? "rank " : "ranks ") + rank_list(missing) +
+                              " of " + std::to_string(world_size);
+      DPE_CHECK(Clock::now() < deadline,
+                "init_process_group: rendezvous timed out after "
+                    << timeout.count() << " ms: " << who << (missing.size() == 1 ? " has" : " have")
+                    << " not reached the store at " << store.host() << ":" << store.port()
+                    << " (this is rank " << rank
+                    << "; DPE_RDZV_TIMEOUT sets the timeout in seconds)");
+      std::cerr << "init_process_group: rank " << rank << " waiting for " << who << " at "
+                << store.host() << ":" << store.port() << " (" << waited.count() << " s of "
+                << std::chrono::duration_cast<std::chrono::seconds>(timeout).count() << " s)"
+                << std::endl;
+      next_log += interval;
+    }
+  }
+}
+
 void set_default(std::shared_ptr<ProcessGroup> group, int local_rank) {
   std::lock_guard<std::mutex> lock(g_mu);
   g_default = std::move(group);
@@ -150,10 +223,20 @@ std::optional<DistEnv> dist_env_from_env(const std::function<const char*(const c
   return std::nullopt;
 }
 
+std::chrono::milliseconds rendezvous_timeout(std::chrono::milliseconds timeout) {
+  return seconds_from_env("DPE_RDZV_TIMEOUT", timeout);
+}
+
+std::chrono::milliseconds rendezvous_log_interval() {
+  return seconds_from_env("DPE_RDZV_LOG_INTERVAL", std::chrono::seconds(30));
+}
+
 std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend,
                                                  const std::string& init_method, int world_size,
                                                  int rank, std::chrono::milliseconds timeout) {
   check_no_default();
+  const auto rdzv_timeout = rendezvous_timeout(timeout);
+  const auto log_interval = rendezvous_log_interval();
   const auto env = dist_env_from_env();
   if (world_size < 0 || rank < 0) {
     DPE_CHECK(env.has_value(),
@@ -201,8 +284,15 @@ std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend,
     }
     DPE_CHECK(world_size >= 1 && rank >= 0 && rank < world_size,
               "init_process_group: rank " << rank << " is outside 0.." << world_size - 1);
-    auto tcp = std::make_shared<TCPStore>(master.host, master.port, rank == 0, timeout);
+    TCPStoreOptions options;
+    options.timeout = rdzv_timeout;
+    options.progress_period = log_interval;
+    // One connection per rank, plus room for tools that look in.
+    options.server.max_connections =
+        std::max<size_t>(options.server.max_connections, size_t(world_size) + 64);
+    auto tcp = std::make_shared<TCPStore>(master.host, master.port, rank == 0, options);
     tcp->register_rank(rank);
+    wait_for_ranks(*tcp, "default_pg", world_size, rank, rdzv_timeout, log_interval);
     hostname = local_address_toward(master.host);
     store = tcp;
   }
@@ -220,7 +310,11 @@ std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend,
   DPE_CHECK(store != nullptr, "init_process_group: no store");
   std::string hostname = "127.0.0.1";
   if (auto tcp = std::dynamic_pointer_cast<TCPStore>(store)) {
+    DPE_CHECK(world_size >= 1 && rank >= 0 && rank < world_size,
+              "init_process_group: rank " << rank << " is outside 0.." << world_size - 1);
     tcp->register_rank(rank);
+    wait_for_ranks(*tcp, "default_pg", world_size, rank, rendezvous_timeout(timeout),
+                   rendezvous_log_interval());
     hostname = local_address_toward(tcp->host());
   }
   const auto env = dist_env_from_env();

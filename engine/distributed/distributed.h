@@ -52,10 +52,22 @@ std::optional<DistEnv> dist_env_from_env(
 
 constexpr std::chrono::milliseconds kDefaultTimeout = std::chrono::minutes(30);
 
+// Design note "rendezvous wait": with a TCPStore, every rank first waits until all ranks have
+// reached the store (keys rdzv/<prefix>/<world_size>/<generation>/<rank>, the generation from a
+// counter, so a store can serve several jobs of one size in turn). The wait lasts up to the
+// rendezvous timeout: the `timeout` argument, or DPE_RDZV_TIMEOUT (seconds) when that is set
+// (PyTorch's default is 30 minutes). Every DPE_RDZV_LOG_INTERVAL seconds (default 30) a rank
+// still waiting prints a line on stderr naming the ranks that have not arrived (a rank that cannot
+// reach rank 0's store names its address); the timeout's error names them too.
+std::chrono::milliseconds rendezvous_timeout(std::chrono::milliseconds timeout);
+std::chrono::milliseconds rendezvous_log_interval();
+
 // Creates the default process group and returns it. backend: "gloo" (host devices) or "nccl"
 // (one GPU per process: this rank drives cuda:LOCAL_RANK); "nccl" throws before any rendezvous
-// when the process sees no GPU, or none for its local rank. world_size/rank of -1 are read from the environment. Blocks until
-// every rank has joined or `timeout` has passed (dpe::Error). Throws if a default group exists.
+// when the process sees no GPU, or none for its local rank. world_size/rank of -1 are read from
+// the environment. Blocks until every rank has joined or the rendezvous timeout (design note
+// "rendezvous wait") has passed (dpe::Error naming the missing ranks); `timeout` is also the
+// collectives' timeout. Throws if a default group exists.
 std::shared_ptr<ProcessGroup> init_process_group(
     const std::string& backend = "gloo", const std::string& init_method = "env://",
     int world_size = -1, int rank = -1, std::chrono::milliseconds timeout = kDefaultTimeout);

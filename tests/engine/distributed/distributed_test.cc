@@ -1,6 +1,7 @@
 // init_process_group and the helpers: RANK/SLURM/OMPI parsing, clear errors for a missing
 // MASTER_ADDR or the nccl backend, and 2- and 3-rank jobs through env://, tcp://, file:// and a
-// caller's store, using reduce_value, barrier, is_main_process and destroy_process_group.
+// caller's store, using reduce_value, barrier, is_main_process and destroy_process_group; a
+// rendezvous that times out (DPE_RDZV_TIMEOUT) naming the missing rank, with progress lines.
 #include "engine/distributed/distributed.h"
 
 #include <gtest/gtest.h>
@@ -8,6 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <map>
 #include <string>
@@ -236,6 +238,52 @@ TEST(InitProcessGroupTest, CallersStoreWithThreeRanks) {
         check_job(rank, 3);
       },
       3);
+}
+
+// Issue 12, item 7: DPE_RDZV_TIMEOUT bounds the rendezvous; while it waits a rank prints, every
+// DPE_RDZV_LOG_INTERVAL, who is missing, and the timeout's error names the missing rank. Rank 0
+// waits for a rank 1 that never comes; a rank 1 waits for a rank 0 that never serves.
+TEST(InitProcessGroupTest, RendezvousTimeoutNamesTheMissingRank) {
+  const int port = free_port();
+  const int dead_port = free_port();
+  spawn(
+      [&](int) {
+        ::setenv("DPE_RDZV_TIMEOUT", "x", 1);
+        const std::string bad = error_of([&] {
+          init_process_group("gloo", "tcp://127.0.0.1:" + std::to_string(port), 2, 0);
+        });
+        RANK_CHECK(bad.find("DPE_RDZV_TIMEOUT='x'") != std::string::npos, bad);
+        ::setenv("DPE_RDZV_TIMEOUT", "1.5", 1);
+        ::setenv("DPE_RDZV_LOG_INTERVAL", "0.4", 1);
+
+        testing::internal::CaptureStderr();
+        const auto start = std::chrono::steady_clock::now();
+        const std::string error = error_of([&] {
+          init_process_group("gloo", "tcp://127.0.0.1:" + std::to_string(port), 2, 0);
+        });
+        const auto took = std::chrono::steady_clock::now() - start;
+        const std::string log = testing::internal::GetCapturedStderr();
+        RANK_CHECK(error.find("rendezvous timed out after 1500 ms: rank 1 of 2 has not reached "
+                              "the store at 127.0.0.1:" + std::to_string(port)) !=
+                       std::string::npos,
+                   error);
+        RANK_CHECK(took < std::chrono::seconds(10), "took too long");
+        RANK_CHECK(log.find("rank 0 waiting for rank 1 of 2") != std::string::npos, log);
+        RANK_CHECK(!is_initialized(), "");
+
+        testing::internal::CaptureStderr();
+        const std::string error1 = error_of([&] {
+          init_process_group("gloo", "tcp://127.0.0.1:" + std::to_string(dead_port), 2, 1);
+        });
+        const std::string log1 = testing::internal::GetCapturedStderr();
+        RANK_CHECK(error1.find("could not connect to the store at 127.0.0.1:" +
+                               std::to_string(dead_port) + " within 1500 ms") != std::string::npos,
+                   error1);
+        RANK_CHECK(log1.find("still waiting for the store at 127.0.0.1:" +
+                             std::to_string(dead_port) + " (rank 0)") != std::string::npos,
+                   log1);
+      },
+      1);
 }
 
 }  // namespace
