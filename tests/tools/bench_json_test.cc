@@ -41,6 +41,25 @@ TEST(BenchJsonTest, SchemaOfAQuickRun) {
   EXPECT_EQ(first.rfind("<svg", 0), 0u);
 }
 
+TEST(BenchJsonTest, GptRowsReportTokensPerSecond) {
+  const std::string dir = std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp";
+  const std::string json = dir + "/bench_gpt.json", svg = dir + "/bench_gpt.svg";
+  const std::string cmd = g_bench +
+                          " --models gpt-small --devices 1,2 --batches 2 --context 8 --warmup 0" +
+                          " --steps 1 --json " + json + " --svg " + svg + " > " + dir +
+                          "/bench_gpt.out 2>&1";
+  const int status = std::system(cmd.c_str());
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "bench failed: see bench_gpt.out";
+  nlohmann::json j = nlohmann::json::parse(std::ifstream(json));
+  ASSERT_EQ(j.at("results").size(), 3u);  // single, dp and ddp
+  for (const auto& r : j["results"]) {
+    EXPECT_EQ(r.at("context").get<int>(), 8);
+    EXPECT_NEAR(r.at("tokens_per_second").get<double>(),
+                8 * r.at("samples_per_second").get<double>(),
+                1e-6 * r.at("tokens_per_second").get<double>());
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
