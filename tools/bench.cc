@@ -108,8 +108,10 @@ int main(int argc, char** argv) {
     std::printf("machine: %u cores; single-thread SGEMM (oneDNN, 1024^3) peak %.1f GFLOP/s\n",
                 cores, peak);
     std::printf("every device/process computes with 1 thread; samples/s = global batch / median "
-                "step time over %d steps after %d warm-up steps\n",
-                base.steps, base.warmup);
+                "step time over %d steps after %d warm-up steps (gpt: %d after %d unless "
+                "--steps/--warmup say otherwise); tokens/s = samples/s x context\n",
+                base.steps, base.warmup, steps_opt->count() ? base.steps : 3,
+                warmup_opt->count() ? base.warmup : 1);
     for (int n : device_counts) {
       if (n > static_cast<int>(cores)) {
         std::printf("note: %d devices oversubscribe the %u cores: their figures share the CPU\n",

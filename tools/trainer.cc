@@ -263,7 +263,7 @@ TrainResult train(const TrainConfig& config, FILE* out) {
     model->load_state_dict(model_state);
     opt->load_state_dict(optim_state);
     start_epoch = std::stoi(meta("epoch")) + 1;
-    if (main) std::fprintf(out, "resumed from %s after epoch %d\n", path.c_str(), start_epoch);
+    if (main) std::fprintf(out, "resumed from %s after epoch %d\n", path.c_str(), start_epoch - 1);
   }
 
   std::shared_ptr<Sampler> sampler;
