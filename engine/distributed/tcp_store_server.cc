@@ -378,7 +378,12 @@ void TCPStoreServer::handle(int fd, uint8_t cmd, int* rank, bool* bye) {
           return;
         }
       }
-      value += delta;
+      if (__builtin_add_overflow(value, delta, &value)) {  // found by tests/fuzz (signed UB)
+        lock.unlock();
+        reply(fd, w.u8(kError).str("TCPStore server: add: key '" + key + "' + " +
+                                   std::to_string(delta) + " overflows int64"));
+        return;
+      }
       const std::string text = std::to_string(value);
       const size_t total = stored_bytes_ + growth_locked(key, text.size());
       if (total > options_.max_stored_bytes && total > stored_bytes_) {

@@ -108,6 +108,10 @@ TEST(TCPStoreTest, SetGetAddCheck) {
   client.set("word", bytes("abc"));
   EXPECT_NE(error_of([&] { client.add("word", 1); }).find("not an integer"), std::string::npos);
   EXPECT_EQ(text(client.get("alpha")), "");
+  // An add past int64 is an error, not signed overflow (the fuzzer's finding), and changes nothing.
+  EXPECT_EQ(client.add("big", INT64_MAX), INT64_MAX);
+  EXPECT_NE(error_of([&] { client.add("big", 1); }).find("overflows int64"), std::string::npos);
+  EXPECT_EQ(client.add("big", 0), INT64_MAX);
 }
 
 TEST(TCPStoreTest, WaitAndGetBlockUntilAnotherClientSets) {
