@@ -184,6 +184,8 @@ FashionMnist::FashionMnist(const std::string& root, bool train, bool normalize) 
   DPE_CHECK(images_.size(0) == labels_.size(0),
             "FashionMnist: " << images_path << " holds " << images_.size(0) << " images but "
                              << labels_path << " holds " << labels_.size(0) << " labels");
+  // An empty set would train on nothing or report an accuracy of nothing (0.00%).
+  DPE_CHECK(images_.size(0) > 0, "FashionMnist: " << images_path << " holds no images");
 }
 
 Example FashionMnist::get(int64_t index) const {

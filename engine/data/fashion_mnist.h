@@ -27,7 +27,7 @@ class FashionMnist : public Dataset {
   // Reads <root>/train-images-idx3-ubyte.gz and train-labels-idx1-ubyte.gz (train), or the
   // t10k-... pair (test). Throws dpe::Error naming the file and what is wrong when a file is
   // missing, truncated, corrupt, has a wrong magic number or image size, or when the image and
-  // label counts differ.
+  // label counts differ, or when they hold no images.
   explicit FashionMnist(const std::string& root = kDefaultRoot, bool train = true,
                         bool normalize = true);
 

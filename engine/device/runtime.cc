@@ -37,6 +37,11 @@ HostDeviceOptions Runtime::host_options_from_env() {
   o.compute_threads = parse_positive_env("DPE_HOST_THREADS", 0);
   if (const char* mem = std::getenv("DPE_HOST_DEVICE_MEMORY"); mem != nullptr && *mem != '\0') {
     o.capacity_bytes = parse_memory_size(mem, "DPE_HOST_DEVICE_MEMORY");
+    // 0 would read as "no cap" (HostDeviceOptions' default) while it asks for none at all.
+    DPE_CHECK(o.capacity_bytes > 0, "DPE_HOST_DEVICE_MEMORY='"
+                                        << mem
+                                        << "' is not a capacity: give at least 1 byte (e.g. "
+                                           "512MiB), or unset it for no cap");
   }
   return o;
 }
