@@ -1,19 +1,56 @@
 // //tools:train — train the seeds' models on Fashion-MNIST, or a GPT on the language-model corpus,
 // on one host device (--mode single), with DataParallel over several (--mode dp), or as one
-// process of a DDP job started by //tools:launch (--mode ddp). Exit codes: 0 done, 1 training
-// failed, 2 bad command line or data.
+// process of a DDP job started by //tools:launch (--mode ddp). Exit codes (tools/exit_codes.h):
+// 0 done, 1 training failed, 2 bad flags or DPE_* environment values, 3 data or checkpoint files
+// missing, corrupt or not fitting.
 #include <CLI/CLI.hpp>
 
 #include <sys/stat.h>
 
+#include <cmath>
+#include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
+#include <string>
 
 #include "engine/core/error.h"
 #include "engine/data/fashion_mnist.h"
 #include "models/by_name.h"
+#include "tools/exit_codes.h"
 #include "tools/paths.h"
 #include "tools/trainer.h"
+
+namespace {
+
+// A finite number of at least `min` (CLI11's NonNegativeNumber lets nan and inf through).
+CLI::Validator finite_at_least(double min, bool strict) {
+  char shown[32];
+  std::snprintf(shown, sizeof shown, "%g", min);
+  const std::string bound = shown;
+  return CLI::Validator(
+      [min, strict, bound](std::string& text) -> std::string {
+        char* end = nullptr;
+        const double v = std::strtod(text.c_str(), &end);
+        const bool ok = !text.empty() && *end == '\0' && std::isfinite(v) &&
+                        (strict ? v > min : v >= min);
+        if (ok) return "";
+        return "'" + text + "' is not a finite number " + (strict ? "above " : "of at least ") +
+               bound;
+      },
+      (strict ? "NUMBER > " : "NUMBER >= ") + bound);
+}
+
+// --devices defaults to DPE_HOST_DEVICES when that is a valid count for it.
+int devices_from_env(int fallback) {
+  const char* env = std::getenv("DPE_HOST_DEVICES");
+  if (env == nullptr || *env == '\0') return fallback;
+  char* end = nullptr;
+  const long v = std::strtol(env, &end, 10);
+  return *end == '\0' && v >= 1 && v <= 64 ? static_cast<int>(v) : fallback;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   dpe::tools::TrainConfig c;
@@ -27,38 +64,43 @@ int main(int argc, char** argv) {
   app.add_option("--mode", c.mode, "single | dp | ddp")
       ->check(CLI::IsMember({"single", "dp", "ddp"}))
       ->capture_default_str();
-  app.add_option("--devices", c.devices, "host devices for --mode dp")
-      ->check(CLI::Range(1, 64))
-      ->capture_default_str();
+  CLI::Option* devices =
+      app.add_option("--devices", c.devices,
+                     "host devices for --mode dp (default DPE_HOST_DEVICES when set, else 2; "
+                     "the flag wins over the variable and says so)")
+          ->check(CLI::Range(1, 64));
   app.add_option("--model", c.model,
                  "toy (synthetic regression) | mlp | convnet (Fashion-MNIST) | gpt-small | gpt2 "
                  "(language-model corpus)")
       ->check(CLI::IsMember({"toy", "mlp", "convnet", "gpt-small", "gpt2"}))
       ->capture_default_str();
-  app.add_option("--epochs", c.epochs, "epochs to train")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--epochs", c.epochs, "epochs to train")
+      ->check(CLI::Range(1, dpe::tools::kMaxEpochs))
+      ->capture_default_str();
   app.add_option("--batch-size", c.batch_size,
                  "batch size: GLOBAL for single and dp (split over the devices), PER PROCESS for "
                  "ddp (the global batch is batch-size x world size), as in PyTorch; default 100 "
                  "images, 16 windows for gpt")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
   app.add_option("--optimizer", c.optimizer,
                  "sgd | adamw (PyTorch's defaults: betas 0.9, 0.999, eps 1e-8, weight decay "
                  "0.01); default adamw for gpt, sgd otherwise")
       ->check(CLI::IsMember({"sgd", "adamw"}));
   app.add_option("--lr", c.lr,
                  "learning rate; default 0.01 for sgd, for adamw 1e-3 (gpt-small) or 6e-4 (gpt2)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(finite_at_least(0, false));
   app.add_flag("--scale-lr", c.scale_lr,
                "multiply the learning rate by the world size (ddp) or device count (dp)");
-  CLI::Option* momentum =
-      app.add_option("--momentum", c.momentum, "SGD momentum")->check(CLI::NonNegativeNumber)->capture_default_str();
+  CLI::Option* momentum = app.add_option("--momentum", c.momentum, "SGD momentum")
+                              ->check(finite_at_least(0, false))
+                              ->capture_default_str();
   app.add_option("--weight-decay", c.weight_decay,
                  "weight decay; default 0 for sgd, 0.01 (decoupled) for adamw")
-      ->check(CLI::NonNegativeNumber);
+      ->check(finite_at_least(0, false));
   app.add_option("--clip-grad-norm", c.clip_grad_norm,
                  "clip the global gradient 2-norm to this (0: no clipping); default 1.0 for gpt, "
                  "none otherwise")
-      ->check(CLI::NonNegativeNumber);
+      ->check(finite_at_least(0, false));
   app.add_option("--seed", c.seed, "seed of the initial weights and the shuffling")->capture_default_str();
   app.add_flag("--sync-bn", c.sync_bn, "SyncBatchNorm across ranks (ddp only)");
   app.add_option("--checkpoint-dir", c.checkpoint_dir,
@@ -70,7 +112,7 @@ int main(int argc, char** argv) {
   app.add_option("--context", c.context,
                  "gpt: tokens per training window (stride = context); default the model's block "
                  "size (gpt-small 128, gpt2 1024)")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   app.add_option("--vocab-size", c.vocab_size, "gpt: the BPE tokenizer's vocabulary size")
       ->check(CLI::Range(int64_t{2}, int64_t{1} << 20))
       ->capture_default_str();
@@ -79,24 +121,31 @@ int main(int argc, char** argv) {
                  "$XDG_CACHE_HOME/dpe or ~/.cache/dpe)");
   app.add_option("--corpus-documents", c.corpus_documents,
                  "gpt: use only the corpus's first N documents (0: all; for quick tests)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(int64_t{0}, INT64_MAX));
   app.add_option("--max-steps", c.max_steps, "stop each epoch after this many steps (0: all)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(int64_t{0}, INT64_MAX));
   app.add_option("--train-samples", c.train_samples,
                  "use only the first N training samples (gpt: windows) (0: all)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(int64_t{0}, INT64_MAX));
   app.add_option("--test-samples", c.test_samples,
                  "use only the first N test samples (gpt: validation windows) (0: all)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(int64_t{0}, INT64_MAX));
+  std::string rdzv_timeout;
+  app.add_option("--rdzv-timeout", rdzv_timeout,
+                 "ddp: seconds to wait for every rank at the rendezvous (sets DPE_RDZV_TIMEOUT; "
+                 "default: that variable, else 30 minutes)")
+      ->check(finite_at_least(0, true));
   bool quiet = false;
   app.add_flag("--no-progress", quiet, "no progress line");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     const int code = app.exit(e);  // prints help or the error
-    return code == 0 ? 0 : 2;
+    return code == 0 ? dpe::tools::kExitOk : dpe::tools::kExitUsage;
   }
   c.progress = !quiet;
+  if (devices->count() == 0) c.devices = devices_from_env(c.devices);
+  if (!rdzv_timeout.empty()) ::setenv("DPE_RDZV_TIMEOUT", rdzv_timeout.c_str(), 1);
   c.data_dir = dpe::tools::user_path(c.data_dir);
   c.checkpoint_dir = dpe::tools::user_path(c.checkpoint_dir);
   c.cache_dir = dpe::tools::user_path(c.cache_dir);
@@ -107,7 +156,7 @@ int main(int argc, char** argv) {
                                       << " (pass --optimizer sgd to use it)");
   } catch (const dpe::Error& e) {
     std::fprintf(stderr, "train: %s\n", e.what());
-    return 2;
+    return dpe::tools::kExitUsage;
   }
   if (c.model != "toy" && !dpe::models::is_language_model(c.model)) {
     struct stat st {};
@@ -116,14 +165,14 @@ int main(int argc, char** argv) {
                    "train: data directory '%s' does not exist (install dataset-fashion-mnist or "
                    "pass --data-dir)\n",
                    c.data_dir.c_str());
-      return 2;
+      return dpe::tools::kExitUsage;
     }
   }
   try {
     dpe::tools::train(c, stdout);
-    return 0;
+    return dpe::tools::kExitOk;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "train: %s\n", e.what());
-    return 1;
+    return dpe::tools::exit_code_for(e);
   }
 }

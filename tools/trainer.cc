@@ -1,8 +1,15 @@
 #include "tools/trainer.h"
 
+#include <dirent.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <cctype>
+#include <cerrno>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -20,6 +27,7 @@
 #include "engine/data/text_dataset.h"
 #include "engine/data/token_cache.h"
 #include "engine/device/runtime.h"
+#include "engine/distributed/distributed.h"
 #include "engine/io/safetensors.h"
 #include "engine/optim/adam.h"
 #include "engine/optim/clip_grad.h"
@@ -27,6 +35,7 @@
 #include "engine/parallel/data_parallel.h"
 #include "models/by_name.h"
 #include "models/gpt.h"
+#include "tools/exit_codes.h"
 #include "tools/progress.h"
 #include "tools/toy_dataset.h"
 #include "tools/train_distributed.h"
@@ -104,10 +113,10 @@ Data load_data(const TrainConfig& c, FILE* out, bool main) {
     return d;
   }
   struct stat st {};
-  DPE_CHECK(stat(c.data_dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode),
-            "data directory '" << c.data_dir
-                               << "' does not exist (install dataset-fashion-mnist or pass "
-                                  "--data-dir)");
+  DPE_TOOLS_CHECK(UsageError, stat(c.data_dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode),
+                  "data directory '" << c.data_dir
+                                     << "' does not exist (install dataset-fashion-mnist or pass "
+                                        "--data-dir)");
   d.train = std::make_shared<Prefix>(std::make_shared<FashionMnist>(c.data_dir, true),
                                      c.train_samples);
   d.test = std::make_shared<Prefix>(std::make_shared<FashionMnist>(c.data_dir, false),
@@ -135,6 +144,9 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const TrainConfig& c, std::vect
   return std::make_unique<optim::SGD>(std::move(params), so);
 }
 
+// One line of metrics.jsonl. It is appended before the epoch's checkpoint is renamed into place,
+// so a checkpoint never exists without its line; a line whose checkpoint never came (a kill
+// between the two) is dropped on resume by trim_metrics.
 void append_metrics(const std::string& path, const TrainConfig& c, const EpochMetrics& m,
                     int world) {
   nlohmann::json j;
@@ -155,9 +167,102 @@ void append_metrics(const std::string& path, const TrainConfig& c, const EpochMe
   j["optimizer"] = c.optimizer;
   j["samples_per_second"] = m.samples_per_second;
   j["steps"] = m.steps;
-  std::ofstream f(path, std::ios::app);
-  DPE_CHECK(f.good(), "cannot append metrics to '" << path << "'");
-  f << j.dump() << "\n";
+  // Written and fsynced before the checkpoint (itself fsynced) is renamed: in order on disk too.
+  const std::string line = j.dump() + "\n";
+  const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  DPE_CHECK(fd >= 0, "cannot append metrics to '" << path << "': " << std::strerror(errno));
+  const bool written = ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size()) &&
+                       ::fsync(fd) == 0;
+  const std::string why = std::strerror(errno);
+  ::close(fd);
+  DPE_CHECK(written, "cannot append metrics to '" << path << "': " << why);
+}
+
+// A checkpoint's metadata value as a message shows it: as it is when it is a short plain word
+// (letters, digits, '.', '_', '-'), else quoted, cut at 40 characters, anything unprintable as
+// '?'. The value comes from a file and may be anything, of any length.
+std::string shown(const std::string& value) {
+  constexpr size_t kMax = 40;
+  bool plain = !value.empty() && value.size() <= kMax;
+  for (char ch : value) {
+    plain = plain && (std::isalnum(static_cast<unsigned char>(ch)) || ch == '.' || ch == '_' ||
+                      ch == '-');
+  }
+  if (plain) return value;
+  std::string v = value.substr(0, kMax);
+  for (char& ch : v) {
+    if (!std::isprint(static_cast<unsigned char>(ch))) ch = '?';
+  }
+  std::string out = "'" + v + (value.size() > kMax ? "...'" : "'");
+  if (value.size() > kMax) out += " (" + std::to_string(value.size()) + " bytes)";
+  return out;
+}
+
+// A whole-number metadata value between lo and hi: digits only (no sign, space or exponent).
+int64_t metadata_int(const std::string& path, const std::string& key, const std::string& value,
+                     int64_t lo, int64_t hi) {
+  bool digits = !value.empty() && value.size() <= 18;
+  for (char ch : value) digits = digits && ch >= '0' && ch <= '9';
+  const int64_t v = digits ? std::strtoll(value.c_str(), nullptr, 10) : -1;
+  DPE_TOOLS_CHECK(DataError, digits && v >= lo && v <= hi,
+                  "checkpoint '" << path << "': metadata '" << key << "' is " << shown(value)
+                                 << ", not a whole number from " << lo << " to " << hi);
+  return v;
+}
+
+// Removes the temporary files that killed checkpoint writes left in `dir`: exactly the names
+// save_safetensors gives them (checkpoint.safetensors.tmp. + mkstemp's 6 characters), nothing else.
+void remove_stale_temporaries(const std::string& dir, FILE* out) {
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return;
+  const std::string prefix = "checkpoint.safetensors.tmp.";
+  std::vector<std::string> stale;
+  while (const dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    if (name.size() != prefix.size() + 6 || name.compare(0, prefix.size(), prefix) != 0) continue;
+    bool ours = true;
+    for (size_t i = prefix.size(); i < name.size(); ++i) {
+      ours = ours && std::isalnum(static_cast<unsigned char>(name[i]));
+    }
+    if (ours) stale.push_back(dir + "/" + name);
+  }
+  ::closedir(d);
+  for (const std::string& path : stale) {
+    if (::unlink(path.c_str()) == 0) {
+      std::fprintf(out, "removed %s, left by an interrupted checkpoint write\n", path.c_str());
+    }
+  }
+}
+
+// Keeps the lines of metrics.jsonl up to `last_epoch` (the checkpoint's) and drops the rest:
+// lines of epochs whose checkpoint was never written, and torn lines. Rewritten atomically.
+void trim_metrics(const std::string& path, int last_epoch, FILE* out) {
+  std::ifstream in(path);
+  if (!in.good()) return;
+  std::string kept;
+  int dropped = 0;
+  for (std::string line; std::getline(in, line);) {
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    const bool keep = j.is_object() && j.contains("epoch") && j["epoch"].is_number_integer() &&
+                      j["epoch"].get<int64_t>() <= last_epoch;
+    if (keep) kept += line + "\n";
+    else ++dropped;
+  }
+  in.close();
+  if (dropped == 0) return;
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::trunc);
+    f << kept;
+    f.flush();
+    DPE_CHECK(f.good(), "cannot rewrite metrics in '" << tmp << "'");
+  }
+  DPE_CHECK(::rename(tmp.c_str(), path.c_str()) == 0,
+            "cannot rename '" << tmp << "' to '" << path << "'");
+  std::fprintf(out,
+               "%s: dropped %d line(s) after epoch %d, the checkpoint's (a run stopped between "
+               "the line and its checkpoint)\n",
+               path.c_str(), dropped, last_epoch);
 }
 
 }  // namespace
@@ -169,8 +274,8 @@ TrainConfig resolve_defaults(const TrainConfig& config) {
   TrainConfig c = config;
   const bool lm = models::is_language_model(c.model);
   if (c.optimizer.empty()) c.optimizer = lm ? "adamw" : "sgd";
-  DPE_CHECK(c.optimizer == "sgd" || c.optimizer == "adamw",
-            "unknown optimizer '" << c.optimizer << "' (expected sgd or adamw)");
+  DPE_TOOLS_CHECK(UsageError, c.optimizer == "sgd" || c.optimizer == "adamw",
+                  "unknown optimizer '" << c.optimizer << "' (expected sgd or adamw)");
   // AdamW's learning rate: nanoGPT's choices, 6e-4 for GPT-2 124 M (GPT-3's paper for its 125 M
   // model) and 1e-3 for its small models, which tolerate a larger step and learn faster in a
   // short run. SGD keeps the Fashion-MNIST default.
@@ -180,37 +285,151 @@ TrainConfig resolve_defaults(const TrainConfig& config) {
   if (c.batch_size == 0) c.batch_size = lm ? 16 : 100;
   if (lm) {
     const models::GptConfig g = models::gpt_config(c.model);
-    DPE_CHECK(c.context >= 0 && c.context <= g.block_size,
-              "--context " << c.context << " must be between 1 and " << c.model
-                           << "'s block size " << g.block_size);
+    DPE_TOOLS_CHECK(UsageError, c.context >= 0 && c.context <= g.block_size,
+                    "--context " << c.context << " must be between 1 and " << c.model
+                                 << "'s block size " << g.block_size);
     if (c.context == 0) c.context = g.block_size;
-    DPE_CHECK(c.vocab_size >= 2, "--vocab-size " << c.vocab_size << " is too small");
-    DPE_CHECK(!c.sync_bn, "--sync-bn: " << c.model << " has no BatchNorm to synchronise");
+    DPE_TOOLS_CHECK(UsageError, c.vocab_size >= 2,
+                    "--vocab-size " << c.vocab_size << " is too small");
+    DPE_TOOLS_CHECK(UsageError, !c.sync_bn,
+                    "--sync-bn: " << c.model << " has no BatchNorm to synchronise");
   } else {
-    DPE_CHECK(c.context == 0, "--context applies to the gpt models only, not " << c.model);
+    DPE_TOOLS_CHECK(UsageError, c.context == 0,
+                    "--context applies to the gpt models only, not " << c.model);
   }
   return c;
 }
 
-TrainResult train(const TrainConfig& config, FILE* out) {
-  DPE_CHECK(config.mode == "single" || config.mode == "dp" || config.mode == "ddp",
-            "unknown mode '" << config.mode << "' (expected single, dp or ddp)");
-  const TrainConfig c = resolve_defaults(config);
-  DPE_CHECK(c.mode == "single" || c.mode == "dp" || c.mode == "ddp",
-            "unknown mode '" << c.mode << "' (expected single, dp or ddp)");
-  DPE_CHECK(c.epochs >= 1 && c.batch_size >= 1, "epochs and batch size must be positive");
-  DPE_CHECK(!c.resume || !c.checkpoint_dir.empty(), "--resume needs --checkpoint-dir");
-  DPE_CHECK(!c.sync_bn || c.mode == "ddp", "--sync-bn needs --mode ddp");
+namespace {
 
-  // One process drives `devices` (dp) or one device (single, ddp: one device per process).
+// Loads the checkpoint in c.checkpoint_dir into `model` and `opt`; returns the epoch it holds.
+// Every metadata value is checked before it is used; a checkpoint that is missing, corrupt or
+// does not fit the command line is a DataError naming the file (and the key).
+int resume(const TrainConfig& c, bool language_model, Module& model, optim::Optimizer& opt) {
+  const std::string path = checkpoint_path(c.checkpoint_dir);
+  try {
+    SafetensorsContents ck = read_safetensors(path, Device());
+    auto meta = [&](const std::string& key) {
+      auto it = ck.metadata.find(key);
+      DPE_TOOLS_CHECK(DataError, it != ck.metadata.end(),
+                      "checkpoint '" << path << "' has no '" << key
+                                     << "' entry: not written by dpe train");
+      return it->second;
+    };
+    if (ck.metadata.count("format")) {
+      DPE_TOOLS_CHECK(DataError, meta("format") == "dpe-train-1",
+                      "checkpoint '" << path << "': metadata 'format' is " << shown(meta("format"))
+                                     << ", not dpe-train-1");
+    }
+    DPE_TOOLS_CHECK(DataError, meta("model") == c.model,
+                    "checkpoint '" << path << "' holds a " << shown(meta("model"))
+                                   << " model, not " << c.model);
+    // Checkpoints written before the optimizer was recorded are SGD's.
+    const std::string saved_opt =
+        ck.metadata.count("optimizer") ? ck.metadata.at("optimizer") : std::string("sgd");
+    DPE_TOOLS_CHECK(DataError, saved_opt == c.optimizer,
+                    "checkpoint '" << path << "' holds " << shown(saved_opt) << " state, not "
+                                   << c.optimizer
+                                   << (saved_opt == "sgd" || saved_opt == "adamw"
+                                           ? " (pass --optimizer " + saved_opt + ")"
+                                           : std::string()));
+    if (language_model) {
+      const int64_t context = metadata_int(path, "context", meta("context"), 1, int64_t{1} << 20);
+      DPE_TOOLS_CHECK(DataError, context == c.context,
+                      "checkpoint '" << path << "' was trained with --context " << context
+                                     << ", not " << c.context
+                                     << " (the data order depends on the windows)");
+    }
+    const int epoch =
+        static_cast<int>(metadata_int(path, "epoch", meta("epoch"), 0, kMaxEpochs - 1));
+    StateDict model_state, optim_state;
+    for (auto& [k, v] : ck.tensors) {
+      if (k.rfind("optimizer.", 0) == 0) optim_state.emplace_back(k.substr(10), v);
+      else model_state.emplace_back(k, v);
+    }
+    model.load_state_dict(model_state);
+    opt.load_state_dict(optim_state);
+    return epoch;
+  } catch (const DataError&) {
+    throw;
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    // The reader names the file; the state dicts' messages do not.
+    throw DataError(msg.find(path) != std::string::npos ? msg
+                                                          : "checkpoint '" + path + "': " + msg);
+  }
+}
+
+// Bad DPE_HOST_*, RANK/WORLD_SIZE or DPE_RDZV_* values are usage errors, found before any work.
+void check_environment(const TrainConfig& c) {
+  try {
+    Runtime::host_options_from_env();
+    if (c.mode == "ddp") {
+      distributed::dist_env_from_env();
+      distributed::rendezvous_timeout(distributed::kDefaultTimeout);
+      distributed::rendezvous_log_interval();
+    }
+  } catch (const UsageError&) {
+    throw;
+  } catch (const Error& e) {
+    throw UsageError(e.what());
+  }
+}
+
+}  // namespace
+
+TrainResult train(const TrainConfig& config, FILE* out) {
+  DPE_TOOLS_CHECK(UsageError,
+                  config.mode == "single" || config.mode == "dp" || config.mode == "ddp",
+                  "unknown mode '" << config.mode << "' (expected single, dp or ddp)");
+  const TrainConfig c = resolve_defaults(config);
+  DPE_TOOLS_CHECK(UsageError, c.epochs >= 1 && c.epochs <= kMaxEpochs,
+                  "--epochs " << c.epochs << " must be between 1 and " << kMaxEpochs);
+  DPE_TOOLS_CHECK(UsageError, c.batch_size >= 1, "--batch-size " << c.batch_size
+                                                                  << " must be at least 1");
+  DPE_TOOLS_CHECK(UsageError, c.mode != "dp" || (c.devices >= 1 && c.devices <= 64),
+                  "--devices " << c.devices << " must be between 1 and 64");
+  DPE_TOOLS_CHECK(UsageError, !c.resume || !c.checkpoint_dir.empty(),
+                  "--resume needs --checkpoint-dir");
+  DPE_TOOLS_CHECK(UsageError, !c.sync_bn || c.mode == "ddp", "--sync-bn needs --mode ddp");
+  for (const auto& [name, value] : {std::pair<const char*, float>{"--lr", c.lr},
+                                    {"--momentum", c.momentum},
+                                    {"--weight-decay", c.weight_decay},
+                                    {"--clip-grad-norm", c.clip_grad_norm}}) {
+    DPE_TOOLS_CHECK(UsageError, std::isfinite(value) && value >= 0,
+                    name << " " << value << " must be a finite number >= 0");
+  }
+  check_environment(c);
+
+  // One process drives `devices` (dp) or one device (single, ddp: one device per process). In
+  // dp, --devices wins over DPE_HOST_DEVICES and says so when they differ.
   Runtime& rt = Runtime::get();
-  if (c.mode == "dp" && rt.host_device_count() < c.devices) rt.set_host_device_count(c.devices);
+  if (c.mode == "dp") {
+    const char* env = std::getenv("DPE_HOST_DEVICES");
+    if (env != nullptr && *env != '\0' && std::to_string(c.devices) != env) {
+      std::fprintf(stderr, "train: --devices %d overrides DPE_HOST_DEVICES=%s\n", c.devices, env);
+    }
+    if (rt.host_device_count() < c.devices) rt.set_host_device_count(c.devices);
+  }
   Distributed dist = c.mode == "ddp" ? Distributed::init() : Distributed::single();
   const Device home = Device();  // host:0 in this process
   const bool main = dist.rank == 0;
+  if (main && !c.checkpoint_dir.empty()) remove_stale_temporaries(c.checkpoint_dir, out);
 
-  // The gpt models' vocabulary comes from the tokenizer, so the data is loaded first.
-  Data data = load_data(c, out, main);
+  // The gpt models' vocabulary comes from the tokenizer, so the data is loaded first. A data set
+  // that cannot be read is a data error (exit 3), a missing --data-dir a usage error (exit 2).
+  Data data;
+  try {
+    data = load_data(c, out, main);
+  } catch (const UsageError&) {
+    throw;
+  } catch (const Error& e) {
+    throw DataError(e.what());
+  }
+  DPE_TOOLS_CHECK(DataError, data.train->size() > 0 && data.test->size() > 0,
+                  "the " << (data.train->size() == 0 ? "training" : "test")
+                         << " set is empty: nothing to "
+                         << (data.train->size() == 0 ? "train on" : "evaluate"));
   Generator gen(c.seed);
   models::ModelOptions mo;
   mo.vocab_size = data.vocab_size;
@@ -232,38 +451,12 @@ TrainResult train(const TrainConfig& config, FILE* out) {
 
   int start_epoch = 0;
   if (c.resume) {
-    const std::string path = checkpoint_path(c.checkpoint_dir);
-    SafetensorsContents ck = read_safetensors(path, home);
-    auto meta = [&](const std::string& key) {
-      auto it = ck.metadata.find(key);
-      DPE_CHECK(it != ck.metadata.end(), "checkpoint '" << path << "' has no '" << key
-                                                        << "' entry: not written by dpe train");
-      return it->second;
-    };
-    DPE_CHECK(meta("model") == c.model, "checkpoint '" << path << "' holds a " << meta("model")
-                                                       << " model, not " << c.model);
-    // Checkpoints written before the optimizer was recorded are SGD's.
-    const std::string saved_opt =
-        ck.metadata.count("optimizer") ? ck.metadata.at("optimizer") : std::string("sgd");
-    DPE_CHECK(saved_opt == c.optimizer, "checkpoint '" << path << "' holds " << saved_opt
-                                                       << " state, not " << c.optimizer
-                                                       << " (pass --optimizer " << saved_opt
-                                                       << ")");
-    if (data.language_model) {
-      DPE_CHECK(meta("context") == std::to_string(c.context),
-                "checkpoint '" << path << "' was trained with --context " << meta("context")
-                               << ", not " << c.context
-                               << " (the data order depends on the windows)");
+    start_epoch = resume(c, data.language_model, *model, *opt) + 1;
+    if (main) {
+      std::fprintf(out, "resumed from %s after epoch %d\n",
+                   checkpoint_path(c.checkpoint_dir).c_str(), start_epoch - 1);
+      trim_metrics(metrics_path(c.checkpoint_dir), start_epoch - 1, out);
     }
-    StateDict model_state, optim_state;
-    for (auto& [k, v] : ck.tensors) {
-      if (k.rfind("optimizer.", 0) == 0) optim_state.emplace_back(k.substr(10), v);
-      else model_state.emplace_back(k, v);
-    }
-    model->load_state_dict(model_state);
-    opt->load_state_dict(optim_state);
-    start_epoch = std::stoi(meta("epoch")) + 1;
-    if (main) std::fprintf(out, "resumed from %s after epoch %d\n", path.c_str(), start_epoch - 1);
   }
 
   std::shared_ptr<Sampler> sampler;
@@ -390,8 +583,10 @@ TrainResult train(const TrainConfig& config, FILE* out) {
                         {"optimizer", c.optimizer},
                         {"format", "dpe-train-1"}};
         if (data.language_model) so2.metadata["context"] = std::to_string(c.context);
-        save_safetensors(checkpoint_path(c.checkpoint_dir), state, so2);
+        // The line first: a kill between the two leaves a line without its checkpoint, which
+        // resume drops, never a checkpoint without its line.
         append_metrics(metrics_path(c.checkpoint_dir), c, m, dist.world);
+        save_safetensors(checkpoint_path(c.checkpoint_dir), state, so2);
       }
       dist.barrier();
     }

@@ -4,7 +4,7 @@
 // language-model corpus's windows (engine/data/text_dataset.h) with AdamW, the LM loss and
 // gradient clipping, and report validation loss and perplexity beside the unigram baseline.
 // Per epoch: train with a progress line on the main process, evaluate (reduced over ranks in
-// DDP), write an atomic checkpoint (rank 0) and append a JSON line of metrics. A non-finite loss
+// DDP), append a JSON line of metrics and then write an atomic checkpoint (rank 0). A non-finite loss
 // stops the run with an error naming the epoch and step; the last good checkpoint stays as it
 // was. --resume continues from it with the same results as an uninterrupted run.
 #pragma once
@@ -17,6 +17,9 @@
 #include "engine/nn/module.h"
 
 namespace dpe::tools {
+
+// The most epochs a run may have (--epochs); a checkpoint's epoch is below it.
+constexpr int kMaxEpochs = 1000000;
 
 struct TrainConfig {
   std::string mode = "single";  // single | dp | ddp
@@ -72,7 +75,12 @@ struct TrainResult {
   StateDict final_state;  // the bare model's parameters and buffers (host copies)
 };
 
-// Throws dpe::Error naming the problem (bad flag combination, missing data, non-finite loss).
+// Throws dpe::Error naming the problem: a UsageError (tools/exit_codes.h) for a bad flag value,
+// flag combination or DPE_* environment value, a DataError for a data set or checkpoint that is
+// missing, corrupt or does not fit (every checkpoint metadata value is validated, the message
+// names the file and the key), a plain dpe::Error when the run fails (a non-finite loss, a lost
+// rank). With checkpoint_dir, the main process first removes the temporary files of checkpoint
+// writes that were killed, and on resume drops metrics.jsonl's lines after the checkpoint's epoch.
 TrainResult train(const TrainConfig& config, FILE* out);
 
 // Where train() keeps its checkpoint and log inside checkpoint_dir.

@@ -1,19 +1,29 @@
-// //tools:train's command line: bad input gets a clear message and exit code 2.
+// //tools:train's command line and its exit codes (README, "Exit codes"): bad flags, flag values
+// and DPE_* environment values exit with 2, data and checkpoint files that are missing or corrupt
+// with 3, a failed run with 1; --devices against DPE_HOST_DEVICES, --rdzv-timeout.
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <string>
+#include <vector>
 
 namespace {
 
 std::string g_train;
 
-// Runs the train binary with `args`; returns the exit code and fills `output` (stdout+stderr).
-int run(const std::string& args, std::string* output) {
-  const std::string cmd = g_train + " " + args + " 2>&1";
+// Runs the train binary with `args` (and `env`, "NAME=value ..." for the shell); returns the exit
+// code and fills `output` (stdout+stderr).
+int run(const std::string& args, std::string* output, const std::string& env = "") {
+  const std::string cmd = env + " " + g_train + " " + args + " 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
   std::array<char, 512> buf{};
   output->clear();
@@ -91,6 +101,140 @@ TEST(TrainCliTest, BadGptFlagsAreNamed) {
   EXPECT_NE(out.find("rmsprop"), std::string::npos) << out;
   EXPECT_EQ(run("--model gpt3", &out), 2);
   EXPECT_NE(out.find("gpt3"), std::string::npos) << out;
+}
+
+std::string tmp_path(const std::string& name) {
+  const char* t = std::getenv("TEST_TMPDIR");
+  return std::string(t ? t : "/tmp") + "/" + name;
+}
+
+bool has(const std::string& out, const std::string& needle) {
+  return out.find(needle) != std::string::npos;
+}
+
+// A toy run of one step: seconds, no data files.
+const std::string kToy = "--model toy --train-samples 64 --test-samples 32 --max-steps 1 "
+                         "--no-progress";
+
+// Issue 12, item 6: usage errors exit with 2, whatever finds them: CLI11's checks, train's own,
+// or the DPE_* variables the runtime reads; numbers are checked for nan and inf, and ranges print
+// short bounds (--batch-size 0 once printed a 309-digit range).
+TEST(TrainCliTest, UsageErrorsExitWith2) {
+  std::string out;
+  for (const char* args : {"--lr nan", "--lr inf", "--lr -1", "--momentum nan",
+                           "--weight-decay nan", "--clip-grad-norm inf", "--batch-size 0",
+                           "--epochs 0", "--epochs 2000000", "--devices 0", "--rdzv-timeout 0",
+                           "--rdzv-timeout nan", "--max-steps -1"}) {
+    EXPECT_EQ(run(kToy + " " + args, &out), 2) << args << ": " << out;
+    const std::string flag = std::string(args).substr(0, std::string(args).find(' '));
+    EXPECT_TRUE(has(out, flag)) << args << ": " << out;
+    EXPECT_LT(out.size(), 600u) << args << ": " << out;
+    EXPECT_FALSE(has(out, "training toy")) << args << ": nothing runs: " << out;
+  }
+  for (const char* env : {"DPE_HOST_DEVICES=abc", "DPE_HOST_DEVICES=0", "DPE_HOST_THREADS=-2",
+                          "DPE_HOST_DEVICE_MEMORY=lots", "DPE_HOST_DEVICE_MEMORY=0",
+                          "DPE_HOST_DEVICE_MEMORY=999999999999999GiB"}) {
+    EXPECT_EQ(run(kToy, &out, env), 2) << env << ": " << out;
+    const std::string name = std::string(env).substr(0, std::string(env).find('='));
+    EXPECT_TRUE(has(out, name)) << env << ": " << out;
+  }
+  EXPECT_TRUE(run(kToy, &out, "DPE_HOST_DEVICE_MEMORY=0") == 2 && has(out, "unset it for no cap"))
+      << out;
+  // ddp: the rendezvous variables are checked before any rendezvous.
+  EXPECT_EQ(run("--mode ddp " + kToy, &out,
+                "RANK=0 WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=1 DPE_RDZV_TIMEOUT=soon"),
+            2)
+      << out;
+  EXPECT_TRUE(has(out, "DPE_RDZV_TIMEOUT='soon'")) << out;
+}
+
+// --devices wins over DPE_HOST_DEVICES and says so; without the flag, dp takes the variable.
+TEST(TrainCliTest, DevicesFlagAndEnvironment) {
+  std::string out;
+  EXPECT_EQ(run("--mode dp --devices 4 " + kToy, &out, "DPE_HOST_DEVICES=2"), 0) << out;
+  EXPECT_TRUE(has(out, "--devices 4 overrides DPE_HOST_DEVICES=2")) << out;
+  EXPECT_TRUE(has(out, "mode dp (4 devices)")) << out;
+  EXPECT_EQ(run("--mode dp " + kToy, &out, "DPE_HOST_DEVICES=3"), 0) << out;
+  EXPECT_TRUE(has(out, "mode dp (3 devices)")) << out;
+  EXPECT_FALSE(has(out, "overrides")) << out;
+}
+
+void write_bytes(const std::string& path, const std::vector<unsigned char>& bytes) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+}
+
+// A Fashion-MNIST folder: the real training files, and test files written by `images`/`labels`
+// (plain IDX bytes: the reader takes plain files as well as gzip).
+std::string data_dir(const std::string& name, const std::vector<unsigned char>& images,
+                     const std::vector<unsigned char>& labels) {
+  const std::string dir = tmp_path(name);
+  ::mkdir(dir.c_str(), 0755);
+  for (const char* f : {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"}) {
+    (void)!::symlink((std::string("/usr/share/datasets/fashion-mnist/") + f).c_str(),
+                     (dir + "/" + f).c_str());  // it exists on a second run
+  }
+  write_bytes(dir + "/t10k-images-idx3-ubyte.gz", images);
+  write_bytes(dir + "/t10k-labels-idx1-ubyte.gz", labels);
+  return dir;
+}
+
+// Data errors exit with 3 and name the file: corrupt data, an empty test set (no "accuracy
+// 0.00%"), a missing or corrupt checkpoint.
+TEST(TrainCliTest, DataErrorsExitWith3) {
+  std::string out;
+  const std::string mlp = "--model mlp --max-steps 1 --train-samples 64 --no-progress";
+  // The test files announce 0 images and 0 labels.
+  const std::string empty =
+      data_dir("empty_test_set", {0, 0, 8, 3, 0, 0, 0, 0, 0, 0, 0, 28, 0, 0, 0, 28},
+               {0, 0, 8, 1, 0, 0, 0, 0});
+  EXPECT_EQ(run(mlp + " --data-dir " + empty, &out), 3) << out;
+  EXPECT_TRUE(has(out, empty + "/t10k-images-idx3-ubyte.gz holds no images")) << out;
+  EXPECT_FALSE(has(out, "accuracy")) << out;
+  const std::string corrupt = data_dir("corrupt_test_set", {'n', 'o', 't', ' ', 'I', 'D', 'X'},
+                                       {'n', 'o', 'r', ' ', 't', 'h', 'i', 's'});
+  EXPECT_EQ(run(mlp + " --data-dir " + corrupt, &out), 3) << out;
+  EXPECT_TRUE(has(out, corrupt + "/t10k-")) << out;
+  // --resume without a checkpoint, and with a corrupt one.
+  const std::string ck = tmp_path("cli_checkpoint");
+  EXPECT_EQ(run(kToy + " --resume --checkpoint-dir " + ck, &out), 3) << out;
+  EXPECT_TRUE(has(out, ck + "/checkpoint.safetensors")) << out;
+  EXPECT_EQ(run(kToy + " --checkpoint-dir " + ck, &out), 0) << out;
+  write_bytes(ck + "/checkpoint.safetensors", {'g', 'a', 'r', 'b', 'a', 'g', 'e'});
+  EXPECT_EQ(run(kToy + " --epochs 2 --resume --checkpoint-dir " + ck, &out), 3) << out;
+  EXPECT_TRUE(has(out, ck + "/checkpoint.safetensors")) << out;
+}
+
+// A run that fails (here a diverging loss) exits with 1.
+TEST(TrainCliTest, AFailedRunExitsWith1) {
+  std::string out;
+  EXPECT_EQ(run("--model toy --train-samples 512 --test-samples 32 --no-progress --lr 1e30", &out),
+            1)
+      << out;
+  EXPECT_TRUE(has(out, "non-finite loss")) << out;
+}
+
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  socklen_t len = sizeof(addr);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+// --rdzv-timeout: rank 0 of 2 alone gives up after the flag's 1 s (a run failure: exit 1) and
+// names the rank it waited for.
+TEST(TrainCliTest, RdzvTimeoutBoundsTheRendezvous) {
+  std::string out;
+  const std::string env = "RANK=0 LOCAL_RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" +
+                          std::to_string(free_port());
+  EXPECT_EQ(run("--mode ddp --rdzv-timeout 1 " + kToy, &out, env), 1) << out;
+  EXPECT_TRUE(has(out, "rendezvous timed out after 1000 ms")) << out;
+  EXPECT_TRUE(has(out, "rank 1 of 2 has not reached the store")) << out;
 }
 
 }  // namespace

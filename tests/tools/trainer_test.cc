@@ -1,18 +1,27 @@
-// //tools:train's loop: resume equals an uninterrupted run, a corrupt checkpoint is refused, a
-// non-finite loss stops with the epoch and step named and leaves the last checkpoint intact; the
-// gpt models train on a tiny slice of the language-model corpus (a 400-piece tokenizer trained in
-// the test's own cache in about a second; no network) in single and dp modes.
+// //tools:train's loop: resume equals an uninterrupted run, a corrupt checkpoint is refused (and
+// every metadata value checked), errors sorted into usage and data, the leftovers of a killed run
+// cleaned up (temporary files, metrics lines without a checkpoint), a non-finite loss stops with
+// the epoch and step named and leaves the last checkpoint intact; the gpt models train on a tiny
+// slice of the language-model corpus (a 400-piece tokenizer trained in the test's own cache in
+// about a second; no network) in single and dp modes.
 #include "tools/trainer.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "engine/core/error.h"
+#include "engine/io/safetensors.h"
+#include "tools/exit_codes.h"
 
 namespace dpe::tools {
 namespace {
@@ -239,6 +248,146 @@ TEST(TrainerTest, BadGptSettingsAreNamed) {
   c.context = 8;
   EXPECT_NE(error_of(c).find("was trained with --context 16, not 8"), std::string::npos)
       << error_of(c);
+}
+
+}  // namespace
+}  // namespace dpe::tools
+
+namespace dpe::tools {
+namespace {
+
+// The checkpoint of a one-epoch toy run in `dir`, its metadata then changed by `edit`.
+void write_checkpoint(const std::string& dir,
+                      const std::function<void(SafetensorsMetadata&)>& edit) {
+  TrainConfig c = small("toy", "single");
+  c.checkpoint_dir = dir;
+  train(c, stdout);
+  SafetensorsContents ck = read_safetensors(checkpoint_path(dir));
+  SafetensorsSaveOptions o;
+  o.metadata = ck.metadata;
+  edit(o.metadata);
+  save_safetensors(checkpoint_path(dir), ck.tensors, o);
+}
+
+// Issue 12, item 3: every metadata value train reads on resume is checked; "2147483647" no longer
+// overflows stoi(...) + 1 into epochs near INT_MIN, "-3" no longer trains epochs -2..1; the
+// message names the file and the key, and the error is a DataError (exit code 3).
+TEST(TrainerTest, CheckpointMetadataIsValidated) {
+  const std::string dir = tmpdir("bad_metadata");
+  const std::string file = checkpoint_path(dir);
+  const std::string long_value(5000, '9');
+  for (const std::string& bad :
+       {std::string("2147483647"), std::string("-3"), std::string("abc"), std::string(""),
+        std::string("1e3"), std::string(" 1"), std::string("99999999999999999999"), long_value}) {
+    write_checkpoint(dir, [&](SafetensorsMetadata& m) { m["epoch"] = bad; });
+    TrainConfig c = small("toy", "single");
+    c.checkpoint_dir = dir;
+    c.resume = true;
+    c.epochs = 3;
+    try {
+      train(c, stdout);
+      FAIL() << "epoch '" << bad << "' was accepted";
+    } catch (const DataError& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find(file), std::string::npos) << msg;
+      EXPECT_NE(msg.find("metadata 'epoch'"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("not a whole number from 0 to 999999"), std::string::npos) << msg;
+      EXPECT_LT(msg.size(), 400u) << "the value is cut, not printed whole";
+    }
+  }
+  // The other keys: a foreign model or optimizer, an unknown format, a missing key.
+  const std::vector<std::pair<std::function<void(SafetensorsMetadata&)>, std::string>> cases{
+      {[](SafetensorsMetadata& m) { m["model"] = "mlp"; }, "holds a mlp model, not toy"},
+      {[](SafetensorsMetadata& m) { m["model"] = std::string(300, 'x'); }, "(300 bytes)"},
+      {[](SafetensorsMetadata& m) { m["optimizer"] = "adamw"; }, "holds adamw state, not sgd"},
+      {[](SafetensorsMetadata& m) { m["format"] = "dpe-train-9"; }, "metadata 'format'"},
+      {[](SafetensorsMetadata& m) { m.erase("epoch"); }, "has no 'epoch' entry"},
+  };
+  for (const auto& [edit, expected] : cases) {
+    write_checkpoint(dir, edit);
+    TrainConfig c = small("toy", "single");
+    c.checkpoint_dir = dir;
+    c.resume = true;
+    c.epochs = 3;
+    try {
+      train(c, stdout);
+      FAIL() << "accepted; expected " << expected;
+    } catch (const DataError& e) {
+      EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(file), std::string::npos) << e.what();
+    }
+  }
+  // A valid epoch still resumes after it.
+  write_checkpoint(dir, [](SafetensorsMetadata& m) { m["epoch"] = "1"; });
+  TrainConfig c = small("toy", "single");
+  c.checkpoint_dir = dir;
+  c.resume = true;
+  c.epochs = 3;
+  const TrainResult r = train(c, stdout);
+  ASSERT_EQ(r.epochs.size(), 1u);
+  EXPECT_EQ(r.epochs[0].epoch, 2);
+}
+
+TEST(TrainerTest, ErrorsAreSortedIntoUsageAndData) {
+  TrainConfig c = small("toy", "single");
+  c.lr = std::nanf("");
+  EXPECT_THROW(train(c, stdout), UsageError);
+  c = small("toy", "single");
+  c.batch_size = -1;
+  EXPECT_THROW(train(c, stdout), UsageError);
+  c = small("mlp", "single");
+  c.data_dir = "/nonexistent/fmnist";  // a flag naming nothing: usage
+  EXPECT_THROW(train(c, stdout), UsageError);
+  c = small("toy", "single");
+  c.checkpoint_dir = tmpdir("no_checkpoint_here");
+  c.resume = true;  // the file is missing: data
+  EXPECT_THROW(train(c, stdout), DataError);
+}
+
+std::vector<int> metric_epochs(const std::string& path) {
+  std::vector<int> epochs;
+  std::ifstream log(path);
+  for (std::string l; std::getline(log, l);) {
+    const size_t at = l.find("\"epoch\":");
+    epochs.push_back(at == std::string::npos ? -1 : std::atoi(l.c_str() + at + 8));
+  }
+  return epochs;
+}
+
+// Issue 12, item 9: the temporary files of killed checkpoint writes are removed at start (only
+// names of our own pattern); metrics.jsonl never lacks the checkpoint's line, and on resume the
+// lines after the checkpoint's epoch (a kill between the line and the rename) are dropped.
+TEST(TrainerTest, LeftoversOfAKilledRunAreCleanedUp) {
+  const std::string dir = tmpdir("leftovers");
+  TrainConfig c = small("toy", "single");
+  c.checkpoint_dir = dir;
+  c.epochs = 2;
+  train(c, stdout);
+  EXPECT_EQ(metric_epochs(metrics_path(dir)), (std::vector<int>{0, 1}));
+  // What a run killed in epoch 2 leaves: its metrics line, written before the checkpoint's
+  // rename, a torn line, and a temporary checkpoint file.
+  {
+    std::ofstream log(metrics_path(dir), std::ios::app);
+    log << "{\"epoch\":2,\"train_loss\":1.0}\n{\"epoch\":3,\"trai";
+  }
+  const std::vector<std::string> stale{"checkpoint.safetensors.tmp.Ab3xYz",
+                                       "checkpoint.safetensors.tmp.000000"};
+  const std::vector<std::string> foreign{"checkpoint.safetensors.tmp.toolong", "notes.tmp.Ab3xYz",
+                                         "checkpoint.safetensors.tmp.Ab-xYz"};
+  for (const auto& name : stale) std::ofstream(dir + "/" + name) << "partial";
+  for (const auto& name : foreign) std::ofstream(dir + "/" + name) << "someone else's";
+  c.resume = true;
+  c.epochs = 4;
+  train(c, stdout);
+  for (const auto& name : stale) {
+    EXPECT_NE(::access((dir + "/" + name).c_str(), F_OK), 0) << name << " was left";
+  }
+  for (const auto& name : foreign) {
+    EXPECT_EQ(::access((dir + "/" + name).c_str(), F_OK), 0) << name << " was removed";
+  }
+  EXPECT_EQ(metric_epochs(metrics_path(dir)), (std::vector<int>{0, 1, 2, 3}));
+  // The checkpoint's epoch has its line.
+  EXPECT_EQ(read_safetensors(checkpoint_path(dir)).metadata.at("epoch"), "3");
 }
 
 }  // namespace

@@ -1,0 +1,50 @@
+// The exit codes of dpe's command-line tools (train, bench, demo, launch) and the two errors that
+// choose them. One rule everywhere (README, "Exit codes"):
+//   0  done
+//   1  the run failed (a non-finite loss, a lost rank, a rendezvous that timed out, out of memory)
+//   2  usage: a bad flag or flag value, or a bad DPE_* environment value; nothing was run
+//   3  data: a data or checkpoint file is missing, corrupt or does not fit the command line
+// The launcher passes its first failed worker's code on, so a DDP job follows the same rule.
+#pragma once
+
+#include <exception>
+
+#include "engine/core/error.h"
+
+namespace dpe::tools {
+
+constexpr int kExitOk = 0;
+constexpr int kExitFailure = 1;
+constexpr int kExitUsage = 2;
+constexpr int kExitData = 3;
+
+// A flag, a flag value or an environment variable that cannot be used.
+class UsageError : public Error {
+ public:
+  using Error::Error;
+};
+
+// A data set, tokenizer cache or checkpoint that is missing, corrupt or does not fit the run.
+class DataError : public Error {
+ public:
+  using Error::Error;
+};
+
+// The exit code for an exception that ended a tool: kExitUsage, kExitData or kExitFailure.
+inline int exit_code_for(const std::exception& e) {
+  if (dynamic_cast<const UsageError*>(&e) != nullptr) return kExitUsage;
+  if (dynamic_cast<const DataError*>(&e) != nullptr) return kExitData;
+  return kExitFailure;
+}
+
+}  // namespace dpe::tools
+
+// Throws `type` (UsageError or DataError) with the streamed message unless `cond` holds.
+#define DPE_TOOLS_CHECK(type, cond, msg)      \
+  do {                                        \
+    if (!(cond)) {                            \
+      ::dpe::detail::MessageBuilder dpe_mb_;  \
+      dpe_mb_ << msg;                         \
+      throw type(dpe_mb_.str());              \
+    }                                         \
+  } while (0)
