@@ -3,7 +3,8 @@
 // included), speed-up over one device, each device's peak memory and busy share, achieved GFLOP/s
 // against the machine's measured single-thread GEMM peak; for the gpt models tokens per second
 // too. Prints a table, writes JSON and an SVG plot. Every host device (and every DDP process)
-// computes with one thread.
+// computes with one thread. Exit codes (tools/exit_codes.h): 0 done, 1 a run failed, 2 bad flags
+// or DPE_* environment values, 3 Fashion-MNIST files missing or corrupt.
 #include <CLI/CLI.hpp>
 
 #include <unistd.h>
@@ -14,10 +15,13 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "engine/data/fashion_mnist.h"
 #include "engine/device/memory_stats.h"
+#include "engine/device/runtime.h"
 #include "tools/bench_plot.h"
 #include "models/by_name.h"
 #include "tools/bench_runner.h"
+#include "tools/exit_codes.h"
 #include "tools/paths.h"
 
 namespace {
@@ -71,18 +75,27 @@ int main(int argc, char** argv) {
   BenchConfig base;
   std::string json_path = "bench.json", svg_path = "bench.svg", worker_result;
   CLI::App app{"dpe bench: DataParallel against DDP on host devices (one thread per device)"};
-  app.add_option("--models", models, "models to run")->delimiter(',')->capture_default_str();
-  app.add_option("--devices", device_counts, "device counts")->delimiter(',')->capture_default_str();
+  app.add_option("--models", models, "models to run")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"toy", "mlp", "convnet", "gpt-small", "gpt2"}))
+      ->capture_default_str();
+  app.add_option("--devices", device_counts, "device counts")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
   CLI::Option* batches_opt =
       app.add_option("--batches", batches, "global batch sizes (default 256; 8 windows for gpt)")
-          ->delimiter(',');
+          ->delimiter(',')
+          ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
   CLI::Option* warmup_opt =
-      app.add_option("--warmup", base.warmup, "untimed steps first (default 5; 1 for gpt)");
+      app.add_option("--warmup", base.warmup, "untimed steps first (default 5; 1 for gpt)")
+          ->check(CLI::Range(0, 1 << 20));
   CLI::Option* steps_opt = app.add_option(
-      "--steps", base.steps, "timed steps, the median is reported (default 20; 3 for gpt)");
+      "--steps", base.steps, "timed steps, the median is reported (default 20; 3 for gpt)")
+      ->check(CLI::Range(1, 1 << 20));
   app.add_option("--context", base.context,
                  "gpt: tokens per window (default: the block size, gpt-small 128, gpt2 1024)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
   app.add_option("--json", json_path, "where to write the results")->capture_default_str();
   app.add_option("--svg", svg_path, "where to draw the plot")->capture_default_str();
   app.add_option("--data-dir", base.data_dir, "Fashion-MNIST folder");
@@ -91,7 +104,13 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     const int code = app.exit(e);
-    return code == 0 ? 0 : 2;
+    return code == 0 ? dpe::tools::kExitOk : dpe::tools::kExitUsage;
+  }
+  try {
+    dpe::Runtime::host_options_from_env();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench: %s\n", e.what());
+    return dpe::tools::kExitUsage;
   }
   try {
     if (!worker_result.empty()) {
@@ -103,6 +122,26 @@ int main(int argc, char** argv) {
     json_path = dpe::tools::user_path(json_path);
     svg_path = dpe::tools::user_path(svg_path);
     base.data_dir = dpe::tools::user_path(base.data_dir);
+    for (const std::string& model : models) {
+      try {
+        dpe::tools::bench_context(model, base.context);  // a bad --context fails before any run
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "bench: %s\n", e.what());
+        return dpe::tools::kExitUsage;
+      }
+    }
+    for (const std::string& model : models) {
+      if (model != "mlp" && model != "convnet") continue;
+      // The Fashion-MNIST files are read once before any run: a bad one is a data error.
+      try {
+        dpe::FashionMnist(base.data_dir.empty() ? dpe::FashionMnist::kDefaultRoot : base.data_dir,
+                          true);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "bench: %s\n", e.what());
+        return dpe::tools::kExitData;
+      }
+      break;
+    }
     const unsigned cores = std::thread::hardware_concurrency();
     const double peak = dpe::tools::measure_gemm_gflops(1024, 5);
     std::printf("machine: %u cores; single-thread SGEMM (oneDNN, 1024^3) peak %.1f GFLOP/s\n",
@@ -129,7 +168,6 @@ int main(int argc, char** argv) {
       BenchConfig model_base = base;
       if (lm && warmup_opt->count() == 0) model_base.warmup = 1;
       if (lm && steps_opt->count() == 0) model_base.steps = 3;
-      dpe::tools::bench_context(model, base.context);  // a bad --context fails before any run
       const std::vector<int64_t> model_batches =
           lm && batches_opt->count() == 0 ? std::vector<int64_t>{8} : batches;
       for (int64_t batch : model_batches) {
@@ -185,9 +223,9 @@ int main(int argc, char** argv) {
     std::ofstream(json_path) << doc.dump(2) << "\n";
     dpe::tools::write_bench_svg(svg_path, results);
     std::printf("\nwrote %s and %s\n", json_path.c_str(), svg_path.c_str());
-    return 0;
+    return dpe::tools::kExitOk;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench: %s\n", e.what());
-    return 1;
+    return dpe::tools::exit_code_for(e);
   }
 }

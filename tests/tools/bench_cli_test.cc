@@ -1,0 +1,61 @@
+// //tools:bench's exit codes (README, "Exit codes"): bad flags and DPE_* values exit with 2
+// before anything runs, missing or corrupt Fashion-MNIST files with 3.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+namespace {
+
+std::string g_bench;
+
+int run(const std::string& args, std::string* output, const std::string& env = "") {
+  const std::string cmd = env + " " + g_bench + " " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  std::array<char, 512> buf{};
+  output->clear();
+  while (fgets(buf.data(), buf.size(), p) != nullptr) *output += buf.data();
+  const int status = pclose(p);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+bool has(const std::string& out, const std::string& needle) {
+  return out.find(needle) != std::string::npos;
+}
+
+TEST(BenchCliTest, UsageErrorsExitWith2) {
+  std::string out;
+  for (const char* args : {"--models foo", "--devices 0", "--batches 0", "--steps 0",
+                           "--warmup -1", "--models gpt-small --context 5000", "--bogus"}) {
+    EXPECT_EQ(run(args, &out), 2) << args << ": " << out;
+    EXPECT_FALSE(has(out, "machine:")) << args << ": nothing runs: " << out;
+    EXPECT_LT(out.size(), 600u) << args << ": " << out;
+  }
+  EXPECT_EQ(run("--models toy", &out, "DPE_HOST_DEVICES=two"), 2) << out;
+  EXPECT_TRUE(has(out, "DPE_HOST_DEVICES='two'")) << out;
+}
+
+TEST(BenchCliTest, MissingDataExitsWith3) {
+  const char* t = std::getenv("TEST_TMPDIR");
+  const std::string dir = std::string(t ? t : "/tmp") + "/no_fashion_mnist_here";
+  ::mkdir(dir.c_str(), 0755);
+  std::string out;
+  EXPECT_EQ(run("--models mlp --data-dir " + dir, &out), 3) << out;
+  EXPECT_TRUE(has(out, dir + "/train-")) << out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  testing::InitGoogleTest(&argc, argv);
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: bench_cli_test <path to tools/bench>\n");
+    return 2;
+  }
+  g_bench = argv[1];
+  return RUN_ALL_TESTS();
+}
