@@ -4,12 +4,18 @@
 //
 //   tools/dpe-launch --nproc_per_node=2 bazel-bin/tools/train --epochs 3
 //
-// Exit status: 0 when every worker exited with 0; otherwise the exit code of the first worker
-// that failed (128 + signal for a worker killed by a signal), or 128 + the signal that stopped
-// the launcher.
+// Workers die with their launcher: each is sent SIGKILL when the launcher ends, however it ends
+// (PR_SET_PDEATHSIG), kill -9 included. Unless DPE_STORE_TOKEN is already set, the launcher gives
+// its workers a fresh random one, so only they can use the rendezvous store (README, "The
+// rendezvous store: threat model"); --rdzv-timeout sets their DPE_RDZV_TIMEOUT.
+//
+// Exit status (tools/exit_codes.h): 0 when every worker exited with 0; 2 for a bad launcher flag;
+// otherwise the exit code of the first worker that failed (128 + signal for a worker killed by a
+// signal, 127 for a program that cannot be run), or 128 + the signal that stopped the launcher.
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,6 +23,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -24,6 +31,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "tools/exit_codes.h"
 
 namespace {
 
@@ -104,6 +113,43 @@ std::string describe(int status) {
   return "ended with status " + std::to_string(status);
 }
 
+// A finite number from lo to hi (CLI::Range lets nan through: every comparison with it is false).
+CLI::Validator finite_range(double lo, double hi) {
+  char bounds[64];
+  std::snprintf(bounds, sizeof bounds, "%g to %g", lo, hi);
+  const std::string shown = bounds;
+  return CLI::Validator(
+      [lo, hi, shown](std::string& text) -> std::string {
+        char* end = nullptr;
+        const double v = std::strtod(text.c_str(), &end);
+        if (!text.empty() && *end == '\0' && std::isfinite(v) && v >= lo && v <= hi) return "";
+        return "'" + text + "' is not a number from " + shown;
+      },
+      "NUMBER in " + shown);
+}
+
+// 128 random bits as 32 hex digits, from the kernel's generator; empty if it cannot be read.
+std::string random_token() {
+  unsigned char bytes[16];
+  const int fd = ::open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "";
+  size_t got = 0;
+  while (got < sizeof bytes) {
+    const ssize_t k = ::read(fd, bytes + got, sizeof bytes - got);
+    if (k <= 0 && errno != EINTR) break;
+    if (k > 0) got += static_cast<size_t>(k);
+  }
+  ::close(fd);
+  if (got < sizeof bytes) return "";
+  static const char kHex[] = "0123456789abcdef";
+  std::string token;
+  for (unsigned char b : bytes) {
+    token.push_back(kHex[b >> 4]);
+    token.push_back(kHex[b & 15]);
+  }
+  return token;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -116,6 +162,7 @@ int main(int argc, char** argv) {
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
   double grace_s = 5.0;
+  double rdzv_timeout_s = 0;
   app.add_option("--nproc_per_node,--nproc-per-node", nproc_per_node,
                  "processes (workers) on this node, one per device")
       ->check(CLI::Range(1, 4096));
@@ -129,19 +176,45 @@ int main(int argc, char** argv) {
   app.add_option("--grace", grace_s,
                  "seconds the other workers get after SIGTERM, once one has failed, before "
                  "SIGKILL")
-      ->check(CLI::NonNegativeNumber);
+      ->check(finite_range(0, 3600));
+  CLI::Option* rdzv_timeout =
+      app.add_option("--rdzv-timeout,--rdzv_timeout", rdzv_timeout_s,
+                     "seconds the workers wait for each other at the rendezvous (sets their "
+                     "DPE_RDZV_TIMEOUT; default: that variable, else 30 minutes)")
+          ->check(finite_range(0.001, 1e8));
   // Everything from the program on is the program's: its flags are not the launcher's.
   app.prefix_command();
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);  // prints help or the error
+    return code == 0 ? dpe::tools::kExitOk : dpe::tools::kExitUsage;
+  }
   std::vector<std::string> command = app.remaining();
   if (command.empty()) {
     std::cerr << "dpe-launch: no program given\n" << app.help();
-    return 2;
+    return dpe::tools::kExitUsage;
   }
   if (node_rank >= nnodes) {
     std::cerr << "dpe-launch: --node_rank " << node_rank << " must be below --nnodes " << nnodes
               << "\n";
-    return 2;
+    return dpe::tools::kExitUsage;
+  }
+  char rdzv_timeout_text[32] = "";
+  if (rdzv_timeout->count() > 0) {
+    std::snprintf(rdzv_timeout_text, sizeof rdzv_timeout_text, "%.17g", rdzv_timeout_s);
+  }
+  // One node, no token given: a fresh secret for this job's store. Several nodes must share one,
+  // so there the user sets DPE_STORE_TOKEN (the launchers of different nodes cannot agree on a
+  // random one).
+  std::string store_token;
+  if (const char* t = std::getenv("DPE_STORE_TOKEN"); t == nullptr && nnodes == 1) {
+    store_token = random_token();
+    if (store_token.empty()) {
+      std::fprintf(stderr, "dpe-launch: cannot read /dev/urandom for DPE_STORE_TOKEN: %s\n",
+                   std::strerror(errno));
+      return dpe::tools::kExitFailure;
+    }
   }
   const int world_size = nproc_per_node * nnodes;
   // Under `bazel run`, paths on the command line (the program, its files) are the user's.
@@ -155,7 +228,7 @@ int main(int argc, char** argv) {
 
   if (::pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
     std::perror("dpe-launch: pipe");
-    return 1;
+    return dpe::tools::kExitFailure;
   }
   struct sigaction sa {};
   sa.sa_handler = on_signal;
@@ -167,6 +240,7 @@ int main(int argc, char** argv) {
 
   std::vector<Worker> workers(static_cast<size_t>(nproc_per_node));
   std::fflush(nullptr);
+  const pid_t launcher_pid = ::getpid();
   for (int local = 0; local < nproc_per_node; ++local) {
     Worker& w = workers[local];
     w.local_rank = local;
@@ -175,16 +249,19 @@ int main(int argc, char** argv) {
     int err_pipe[2];
     if (::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0) {
       std::perror("dpe-launch: pipe");
-      return 1;
+      return dpe::tools::kExitFailure;
     }
     const pid_t pid = ::fork();
     if (pid < 0) {
       std::perror("dpe-launch: fork");
       for (auto& o : workers)
         if (o.pid > 0) ::kill(o.pid, SIGKILL);
-      return 1;
+      return dpe::tools::kExitFailure;
     }
     if (pid == 0) {
+      // Die with the launcher, kill -9 included. The launcher may have died between fork and
+      // prctl, before the signal was armed: then this process was already re-parented.
+      if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || ::getppid() != launcher_pid) ::_exit(1);
       ::dup2(out_pipe[1], STDOUT_FILENO);
       ::dup2(err_pipe[1], STDERR_FILENO);
       struct sigaction dfl {};
@@ -204,6 +281,8 @@ int main(int argc, char** argv) {
       ::setenv("DPE_HOST_DEVICES", "1", 0);
       ::setenv("DPE_HOST_THREADS", threads_per_worker.c_str(), 0);
       if (nproc_per_node > 1) ::setenv("OMP_NUM_THREADS", "1", 0);
+      if (!store_token.empty()) ::setenv("DPE_STORE_TOKEN", store_token.c_str(), 0);
+      if (rdzv_timeout_text[0] != '\0') ::setenv("DPE_RDZV_TIMEOUT", rdzv_timeout_text, 1);
       std::vector<char*> args;
       for (auto& a : command) args.push_back(a.data());
       args.push_back(nullptr);
@@ -255,7 +334,7 @@ int main(int argc, char** argv) {
     if (rc < 0 && errno != EINTR) {
       std::perror("dpe-launch: poll");
       stop_all(SIGKILL);
-      return 1;
+      return dpe::tools::kExitFailure;
     }
     if (rc == 0 && !running) {
       for (auto& w : workers)
@@ -321,7 +400,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "dpe-launch: worker rank %d (pid %d) %s\n", w.rank,
                  static_cast<int>(w.pid), describe(w.status).c_str());
     const int code = exit_code_of(w.status);
-    return code == 0 ? 1 : code;
+    return code == 0 ? dpe::tools::kExitFailure : code;
   }
   return 0;
 }

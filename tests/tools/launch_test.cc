@@ -1,6 +1,8 @@
 // tools/launch (dpe-launch): the environment each worker sees, flags after the program going to
 // the program, rank-prefixed output, and failure propagation: exit code, the failed worker named,
-// the others stopped; SIGTERM to the launcher stops every worker.
+// the others stopped; SIGTERM to the launcher stops every worker, and kill -9 of the launcher
+// takes them with it; bad launcher flags exit with 2; a random DPE_STORE_TOKEN for the workers
+// unless one is set; --rdzv-timeout bounds the rendezvous.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -65,6 +67,15 @@ int run(const std::vector<std::string>& args, std::string* output) {
   const int code = wait_exit_code(start(args, path));
   *output = read_file(path);
   return code;
+}
+
+// Whether `pid` runs: a zombie (exited, not yet reaped by whoever inherited it) does not.
+bool alive(int pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return false;
+  const size_t paren = line.rfind(')');
+  return paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] != 'Z';
 }
 
 bool contains(const std::string& haystack, const std::string& needle) {
@@ -190,6 +201,94 @@ TEST(LaunchTest, SigtermToTheLauncherStopsEveryWorker) {
   EXPECT_FALSE(contains(out, "survived")) << out;
   EXPECT_TRUE(contains(out, "stopping the workers")) << out;
   for (int w : pids) EXPECT_NE(::kill(w, 0), 0) << "worker " << w << " is still running";
+}
+
+// Issue 12, item 8: the workers die with their launcher, kill -9 included (PR_SET_PDEATHSIG).
+TEST(LaunchTest, WorkersDieWithAKilledLauncher) {
+  const std::string path = output_path("sigkill");
+  const pid_t pid = start({"--nproc_per_node=2", worker(), "wait"}, path);
+  std::vector<int> pids;
+  for (int i = 0; i < 3000 && pids.size() < 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    pids = pids_in(read_file(path), "ready");
+  }
+  ASSERT_EQ(pids.size(), 2u) << read_file(path);
+  ::kill(pid, SIGKILL);
+  EXPECT_EQ(wait_exit_code(pid), 128 + SIGKILL);
+  // Within a few seconds (the signal is immediate; the bound is for a loaded machine).
+  for (int i = 0; i < 1000 && (alive(pids[0]) || alive(pids[1])); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  for (int w : pids) EXPECT_FALSE(alive(w)) << "worker " << w << " outlived its launcher";
+  EXPECT_FALSE(contains(read_file(path), "survived"));
+}
+
+// Launcher flag errors are usage errors: exit code 2, as train's (README, "Exit codes").
+TEST(LaunchTest, BadFlagsExitWithCode2) {
+  std::string out;
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"--nproc_per_node=0", worker(), "env"},
+        {"--nproc_per_node=many", worker(), "env"},
+        {"--master_port=70000", worker(), "env"},
+        {"--grace=-1", worker(), "env"},
+        {"--rdzv-timeout=0", worker(), "env"},
+        {"--rdzv-timeout=nan", worker(), "env"},
+        {"--nnodes=2", "--node_rank=2", worker(), "env"},
+        {}}) {
+    EXPECT_EQ(run(args, &out), 2) << out;
+    EXPECT_FALSE(contains(out, "RANK=")) << "a worker ran: " << out;
+  }
+  EXPECT_EQ(run({"--help"}, &out), 0) << out;
+  EXPECT_TRUE(contains(out, "--rdzv-timeout")) << out;
+}
+
+std::string value_in(const std::string& output, const std::string& prefix) {
+  const size_t at = output.find(prefix);
+  if (at == std::string::npos) return "<missing>";
+  const size_t end = output.find('\n', at);
+  return output.substr(at + prefix.size(), end - at - prefix.size());
+}
+
+// The store refuses clients without the job's token; the launcher makes one per job when the
+// user has not set DPE_STORE_TOKEN, and leaves the user's alone.
+TEST(LaunchTest, WorkersGetARandomStoreTokenUnlessOneIsSet) {
+  ::unsetenv("DPE_STORE_TOKEN");
+  std::string out;
+  ASSERT_EQ(run({"--nproc_per_node=2", worker(), "env"}, &out), 0) << out;
+  const std::string token = value_in(out, "[rank0]: DPE_STORE_TOKEN=");
+  EXPECT_TRUE(std::regex_match(token, std::regex("[0-9a-f]{32}"))) << token;
+  EXPECT_EQ(value_in(out, "[rank1]: DPE_STORE_TOKEN="), token) << "ranks share the job's token";
+  ASSERT_EQ(run({"--nproc_per_node=2", worker(), "env"}, &out), 0) << out;
+  EXPECT_NE(value_in(out, "[rank0]: DPE_STORE_TOKEN="), token) << "a fresh token per job";
+  ::setenv("DPE_STORE_TOKEN", "users-own-secret", 1);
+  ASSERT_EQ(run({"--nproc_per_node=2", worker(), "env"}, &out), 0) << out;
+  ::unsetenv("DPE_STORE_TOKEN");
+  EXPECT_EQ(value_in(out, "[rank0]: DPE_STORE_TOKEN="), "users-own-secret") << out;
+  EXPECT_EQ(value_in(out, "[rank1]: DPE_STORE_TOKEN="), "users-own-secret") << out;
+  // Workers with the generated token form a group (the store asks for it, they present it).
+  ASSERT_EQ(run({"--nproc_per_node=2", "--master_port=" + std::to_string(free_port()), worker(),
+                 "reduce"},
+                &out),
+            0)
+      << out;
+  EXPECT_TRUE(contains(out, "[rank0]: rank 0 of 2 local 0: mean 1.50 (main)\n")) << out;
+}
+
+// --rdzv-timeout: a rank that never comes (node 1 of 2 is never started) fails the job within
+// seconds, naming the missing rank, instead of 30 minutes of waiting.
+TEST(LaunchTest, RdzvTimeoutBoundsTheRendezvous) {
+  std::string out;
+  ASSERT_EQ(run({"--rdzv-timeout=0.5", worker(), "env"}, &out), 0) << out;
+  EXPECT_TRUE(contains(out, "[rank0]: DPE_RDZV_TIMEOUT=0.5\n")) << out;
+  EXPECT_EQ(run({"--nnodes=2", "--node_rank=0", "--rdzv-timeout=1",
+                 "--master_port=" + std::to_string(free_port()), worker(), "reduce"},
+                &out),
+            1)
+      << out;
+  EXPECT_TRUE(contains(out, "rendezvous timed out")) << out;
+  EXPECT_TRUE(contains(out, "rank 1 of 2 has not reached the store")) << out;
+  // The flag's 1 s, not the worker's own 20 s argument nor the 30-minute default.
+  EXPECT_TRUE(contains(out, "timed out after 1000 ms")) << out;
 }
 
 }  // namespace

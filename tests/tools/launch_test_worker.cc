@@ -3,12 +3,14 @@
 //   args ...            print the arguments it received
 //   fail RANK CODE      rank RANK exits with CODE; the others print their pid and wait
 //   wait                print "ready pid=<pid>" and wait to be stopped
-//   reduce              init_process_group() from the launcher's environment, reduce_value
+//   reduce              init_process_group() from the launcher's environment, reduce_value;
+//                       a failure prints "error: <message>" and exits with 1
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <string>
 #include <thread>
 
@@ -21,7 +23,8 @@ int main(int argc, char** argv) {
   const int rank = rank_text ? std::atoi(rank_text) : -1;
   if (mode == "env") {
     for (const char* name : {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
-                             "MASTER_PORT", "OMP_NUM_THREADS", "DPE_HOST_DEVICES"}) {
+                             "MASTER_PORT", "OMP_NUM_THREADS", "DPE_HOST_DEVICES",
+                             "DPE_STORE_TOKEN", "DPE_RDZV_TIMEOUT"}) {
       const char* v = std::getenv(name);
       std::printf("%s=%s\n", name, v ? v : "<unset>");
     }
@@ -55,7 +58,12 @@ int main(int argc, char** argv) {
   }
   if (mode == "reduce") {
     namespace dist = dpe::distributed;
-    dist::init_process_group("gloo", "env://", -1, -1, std::chrono::seconds(20));
+    try {
+      dist::init_process_group("gloo", "env://", -1, -1, std::chrono::seconds(20));
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "error: %s\n", e.what());
+      return 1;
+    }
     dpe::Tensor value = dpe::Tensor::scalar(static_cast<float>(dist::get_rank() + 1));
     const float mean = dist::reduce_value(value, /*average=*/true).item();
     std::printf("rank %d of %d local %d: mean %.2f%s\n", dist::get_rank(), dist::get_world_size(),
