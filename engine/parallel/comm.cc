@@ -142,19 +142,20 @@ std::vector<std::vector<Tensor>> broadcast_coalesced(const std::vector<Tensor>& 
 }
 
 std::vector<Tensor> reduce_add_coalesced(const std::vector<std::vector<Tensor>>& per_device,
-                                         const std::vector<TensorSpec>& specs, Device destination) {
+                                         const std::vector<TensorSpec>& specs, Device destination,
+                                         int64_t buffer_bytes) {
   for (size_t i = 0; i < specs.size(); ++i) {
     DPE_CHECK(specs[i].dtype == DType::kFloat32,
               "reduce_add_coalesced: slot " << i << " is " << dtype_name(specs[i].dtype)
                                             << "; only float32 tensors can be summed");
   }
-  const auto groups = groups_by_dtype(specs);
-  std::vector<Tensor> sums(groups.size());
+  std::vector<Device> where;  // each contributing k's device
+  std::vector<const std::vector<Tensor>*> contributing;
   for (const auto& tensors : per_device) {
     DPE_CHECK(tensors.size() == specs.size(), "reduce_add_coalesced: "
                                                   << tensors.size() << " tensors for "
                                                   << specs.size() << " slots");
-    Device where = destination;
+    Device device = destination;
     bool any = false;
     for (size_t i = 0; i < tensors.size(); ++i) {
       if (!tensors[i].defined()) continue;
@@ -162,23 +163,49 @@ std::vector<Tensor> reduce_add_coalesced(const std::vector<std::vector<Tensor>>&
                 "reduce_add_coalesced: slot " << i << " expects " << dtype_name(specs[i].dtype)
                                               << " " << specs[i].shape << ", got "
                                               << tensors[i].str());
-      where = tensors[i].device();
+      device = tensors[i].device();
       any = true;
     }
     if (!any) continue;
-    for (size_t g = 0; g < groups.size(); ++g) {
-      Tensor flat = pack(tensors, specs, groups[g], where).to(destination);
-      if (!sums[g].defined()) {
-        sums[g] = flat;  // a fresh packed buffer on the destination: safe to add into
-        continue;
-      }
-      DeviceGuard guard(&Runtime::get().context(destination));
-      backend_for(destination).add(sums[g], flat, 1.0f, sums[g]);
-    }
+    where.push_back(device);
+    contributing.push_back(&tensors);
   }
   std::vector<Tensor> out(specs.size());
-  if (groups.empty() || !sums[0].defined()) return out;  // no device contributed
-  for (size_t g = 0; g < groups.size(); ++g) unpack(sums[g], specs, groups[g], out);
+  if (contributing.empty()) return out;  // no device contributed
+  // Chunk by chunk (PyTorch's buffer_size), so the destination holds one chunk in transit, not
+  // every device's whole packed copy at once.
+  for (const std::vector<size_t>& group : groups_by_dtype(specs)) {
+    const int64_t element = static_cast<int64_t>(dtype_size(specs[group[0]].dtype));
+    size_t begin = 0;
+    while (begin < group.size()) {
+      size_t end = begin;
+      int64_t bytes = 0;
+      while (end < group.size() && (end == begin || bytes < buffer_bytes)) {
+        bytes += specs[group[end]].shape.numel() * element;
+        ++end;
+      }
+      const std::vector<size_t> chunk(group.begin() + begin, group.begin() + end);
+      Tensor sum;
+      for (size_t k = 0; k < contributing.size(); ++k) {
+        Tensor flat = pack(*contributing[k], specs, chunk, where[k]).to(destination);
+        if (!sum.defined()) {
+          sum = flat;  // a fresh packed buffer on the destination: safe to add into
+          continue;
+        }
+        DeviceGuard guard(&Runtime::get().context(destination));
+        backend_for(destination).add(sum, flat, 1.0f, sum);
+      }
+      unpack(sum, specs, chunk, out);
+      // Every sum gets a storage of its own, so AccumulateGrad can adopt it as .grad rather than
+      // copy it (a view of a shared buffer must be copied): one chunk-sized copy, not a
+      // parameter-sized one. A chunk of one slot already is its own storage.
+      if (chunk.size() > 1) {
+        DeviceGuard guard(&Runtime::get().context(destination));
+        for (size_t i : chunk) out[i] = out[i].clone();
+      }
+      begin = end;
+    }
+  }
   return out;
 }
 

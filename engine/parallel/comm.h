@@ -39,8 +39,12 @@ std::vector<std::vector<Tensor>> broadcast_coalesced(const std::vector<Tensor>& 
 
 // per_device[k][i] lives on device k; slot i has specs[i] (undefined: contributes zero). Returns,
 // for each i, the sum over k on `destination`; every slot is undefined when no device contributed
-// a tensor. One packed copy per device and dtype; sums are float32 only (the backend's add).
+// a tensor. Slots are packed per device and dtype in chunks of about `buffer_bytes` (PyTorch's
+// 10 MiB buffer_size; a larger slot is a chunk of its own), so the destination holds one chunk
+// from one device at a time; every sum has a storage of its own. Sums are float32 only.
+constexpr int64_t kReduceBufferBytes = 10 << 20;
 std::vector<Tensor> reduce_add_coalesced(const std::vector<std::vector<Tensor>>& per_device,
-                                         const std::vector<TensorSpec>& specs, Device destination);
+                                         const std::vector<TensorSpec>& specs, Device destination,
+                                         int64_t buffer_bytes = kReduceBufferBytes);
 
 }  // namespace dpe::comm

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include "engine/core/error.h"
+#include "engine/device/allocator.h"
+#include "engine/device/device_context.h"
 #include "engine/device/runtime.h"
 
 namespace dpe {
@@ -74,6 +76,37 @@ TEST(CommTest, ReduceAddCoalescedTreatsUndefinedAsZero) {
   ASSERT_EQ(out.size(), 2u);
   EXPECT_FALSE(out[0].defined());
   EXPECT_FALSE(out[1].defined());
+}
+
+TEST(CommTest, ReduceAddCoalescedWorksInChunksOfItsBuffer) {
+  use_three_hosts();
+  // Four slots of 1 MiB on each of three devices, summed onto device 0 in 1 MiB chunks.
+  const int64_t n = (1 << 20) / 4;
+  const std::vector<comm::TensorSpec> specs(4, {Shape{n}, DType::kFloat32});
+  std::vector<std::vector<Tensor>> per_device;
+  for (Device d : {kH0, kH1, kH2}) {
+    std::vector<Tensor> slots;
+    for (int i = 0; i < 4; ++i) {
+      slots.push_back(Tensor::full(Shape{n}, static_cast<float>(i + 10 * d.index()), d));
+    }
+    per_device.push_back(slots);
+  }
+  Allocator& a0 = Runtime::get().context(kH0).allocator();
+  const int64_t before = a0.stats().current_bytes;
+  a0.reset_peak();
+  std::vector<Tensor> out = comm::reduce_add_coalesced(per_device, specs, kH0, 1 << 20);
+  // The four sums (4 MiB) plus one chunk in transit beside the chunk being summed, not every
+  // device's whole packed copy (12 MiB).
+  EXPECT_LE(a0.stats().peak_bytes - before, 6 << 20);
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_FLOAT_EQ(out[i].to_vector<float>()[n - 1], 3.0f * i + 30.0f) << "slot " << i;
+  }
+  // Several slots per chunk give the same sums, each in a storage of its own (adoptable as .grad).
+  std::vector<Tensor> packed = comm::reduce_add_coalesced(per_device, specs, kH0, 2 << 20);
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(packed[i].to_vector<float>(), out[i].to_vector<float>()) << "slot " << i;
+    EXPECT_EQ(packed[i].impl_ptr()->storage.use_count(), 1) << "slot " << i;
+  }
 }
 
 TEST(CommTest, ReduceAddCoalescedChecksSlots) {
