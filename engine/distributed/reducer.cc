@@ -10,6 +10,7 @@
 
 #include "engine/autograd/node.h"
 #include "engine/core/error.h"
+#include "engine/device/memory_category.h"
 
 namespace dpe {
 namespace distributed {
@@ -51,6 +52,7 @@ Reducer::Reducer(std::vector<std::pair<std::string, Tensor>> params,
   Bucket current;
   auto close = [&] {
     if (current.params.empty()) return;
+    MemoryCategoryScope category(MemoryCategory::kGradients);  // the buckets hold gradients
     current.buffer =
         Tensor::zeros(Shape{numel}, DType::kFloat32, params_[current.params[0]].device());
     buckets_.push_back(std::move(current));
@@ -246,6 +248,7 @@ void Reducer::finalize_locked() {
       }
     } else if (global_used[i]) {
       // Unused here but used on another rank: the average is this rank's gradient too.
+      MemoryCategoryScope category(MemoryCategory::kGradients);
       p.set_grad(options_.gradient_as_bucket_view ? slot(i) : slot(i).clone());
     }
   }
