@@ -1,9 +1,5 @@
 #include "tools/bench_runner.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -31,6 +27,7 @@
 #include "engine/parallel/imbalance_report.h"
 #include "models/by_name.h"
 #include "models/gpt.h"
+#include "tools/local_ranks.h"
 #include "tools/train_distributed.h"
 
 namespace dpe::tools {
@@ -107,21 +104,6 @@ void set_rates(BenchResult& r) {
   r.samples_per_second = static_cast<double>(c.global_batch) / (r.step_ms / 1000.0);
   r.tokens_per_second = r.samples_per_second * static_cast<double>(bench_context(c.model, c.context));
   r.gflops = r.samples_per_second * training_flops_per_sample(c.model, c.context) / 1e9;
-}
-
-// A port the kernel says is free now; rank 0 binds it a moment later (a small, accepted race).
-int free_port() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  DPE_CHECK(fd >= 0, "bench: socket() failed");
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
-                  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
-  close(fd);
-  DPE_CHECK(ok, "bench: could not find a free port");
-  return ntohs(addr.sin_port);
 }
 
 double thread_cpu_seconds() {
@@ -271,9 +253,6 @@ BenchResult run_ddp(const BenchConfig& c, const std::string& self_exe) {
   const char* dir = mkdtemp(dir_template);
   DPE_CHECK(dir != nullptr, "bench: cannot create a temporary directory");
   const std::string result_path = std::string(dir) + "/rank0.json";
-  const int port = free_port();
-  // Everything the children need is built before fork(): this process may run threads (device
-  // workers, OpenMP), so a child only calls async-signal-safe functions (execve, _exit).
   const std::string batch = std::to_string(c.global_batch);
   const std::string warmup = std::to_string(c.warmup), steps = std::to_string(c.steps);
   const std::string context = std::to_string(c.context);
@@ -281,53 +260,7 @@ BenchResult run_ddp(const BenchConfig& c, const std::string& self_exe) {
       self_exe, "--ddp-worker", result_path, "--models",   c.model,    "--batches",
       batch,    "--warmup",     warmup,      "--steps",    steps,      "--data-dir",
       c.data_dir, "--context",  context};
-  std::vector<std::vector<std::string>> envs;
-  for (int rank = 0; rank < c.devices; ++rank) {
-    const std::vector<std::pair<std::string, std::string>> vars{
-        {"RANK", std::to_string(rank)},
-        {"LOCAL_RANK", std::to_string(rank)},
-        {"WORLD_SIZE", std::to_string(c.devices)},
-        {"MASTER_ADDR", "127.0.0.1"},
-        {"MASTER_PORT", std::to_string(port)},
-        {"DPE_HOST_DEVICES", "1"},
-        {"DPE_HOST_THREADS", "1"},
-        {"OMP_NUM_THREADS", "1"},
-    };
-    std::vector<std::string> env;
-    for (char** e = environ; *e != nullptr; ++e) {
-      const std::string entry = *e;
-      const std::string name = entry.substr(0, entry.find('='));
-      bool replaced = false;
-      for (const auto& [k, v] : vars) replaced = replaced || k == name;
-      if (!replaced) env.push_back(entry);
-    }
-    for (const auto& [k, v] : vars) env.push_back(k + "=" + v);
-    envs.push_back(std::move(env));
-  }
-  std::vector<char*> argv_ptrs;
-  for (const std::string& a : argv) argv_ptrs.push_back(const_cast<char*>(a.c_str()));
-  argv_ptrs.push_back(nullptr);
-  std::vector<std::vector<char*>> env_ptrs(envs.size());
-  for (size_t r = 0; r < envs.size(); ++r) {
-    for (const std::string& e : envs[r]) env_ptrs[r].push_back(const_cast<char*>(e.c_str()));
-    env_ptrs[r].push_back(nullptr);
-  }
-  std::vector<pid_t> pids;
-  for (int rank = 0; rank < c.devices; ++rank) {
-    const pid_t pid = fork();
-    DPE_CHECK(pid >= 0, "bench: fork failed");
-    if (pid == 0) {
-      execve(argv_ptrs[0], argv_ptrs.data(), env_ptrs[static_cast<size_t>(rank)].data());
-      _exit(127);
-    }
-    pids.push_back(pid);
-  }
-  int failed = 0;
-  for (pid_t pid : pids) {
-    int status = 0;
-    waitpid(pid, &status, 0);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) ++failed;
-  }
+  const int failed = run_local_ranks(argv, c.devices);
   DPE_CHECK(failed == 0, "bench: " << failed << " DDP worker(s) failed for " << c.model << " on "
                                    << c.devices << " processes");
   std::ifstream in(result_path);

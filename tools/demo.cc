@@ -4,7 +4,6 @@
 // small GPT language model on 2 and 4 host devices, plain DataParallel against its two ways out
 // (tools/lm_imbalance.h). `--model convnet|mlp|toy` profiles one of the seeds' models instead.
 #include <CLI/CLI.hpp>
-
 #include <cstdio>
 #include <exception>
 #include <mutex>
@@ -20,6 +19,7 @@
 #include "models/by_name.h"
 #include "models/demo_model.h"
 #include "tools/lm_imbalance.h"
+#include "tools/local_ranks.h"
 #include "tools/paths.h"
 
 namespace {
@@ -29,8 +29,10 @@ struct Flags {
   int input_size = 5, output_size = 2, batch_size = 30, data_size = 100;
   std::string model = "gpt-small";
   std::vector<int> lm_devices = {2, 4};
-  int64_t lm_batch_per_device = 4, lm_context = 128;
+  int64_t lm_batch_per_device = 6, lm_context = 128;
   int lm_steps = 1;
+  bool lm_ddp = true;
+  std::string lm_ddp_worker;  // internal: run as one DDP rank, writing into this folder
   int steps = 8;
   int train_batch = 256;
   std::string data_dir = dpe::FashionMnist::kDefaultRoot;
@@ -114,17 +116,36 @@ void imbalance_demo(const Flags& f, const std::vector<dpe::Device>& devices) {
               report.table().c_str());
 }
 
-void lm_demo(const Flags& f) {
+dpe::tools::LmImbalanceOptions lm_options(const Flags& f) {
   dpe::tools::LmImbalanceOptions o;
   o.config = dpe::models::gpt_config(f.model);
   o.context = std::min<int64_t>(f.lm_context, o.config.block_size);
   o.steps = f.lm_steps;
-  std::printf("\n%s (%lld-token vocabulary) trained with DataParallel and AdamW on host devices, "
-              "%lld sequences of %lld tokens (random) per device,\nmedians of %d step(s) after %d "
-              "warm-up; memory in MiB at each device's peak:\n",
-              f.model.c_str(), static_cast<long long>(o.config.vocab_size),
-              static_cast<long long>(f.lm_batch_per_device), static_cast<long long>(o.context),
-              o.steps, o.warmup_steps);
+  return o;
+}
+
+// The flags that make a DDP rank run the same configuration (tools/lm_imbalance.h).
+std::vector<std::string> lm_worker_argv(const Flags& f, int64_t global_batch) {
+  return {dpe::tools::self_executable(),
+          "--model",
+          f.model,
+          "--lm-batch",
+          std::to_string(global_batch),
+          "--lm-context",
+          std::to_string(f.lm_context),
+          "--lm-steps",
+          std::to_string(f.lm_steps)};
+}
+
+void lm_demo(const Flags& f) {
+  dpe::tools::LmImbalanceOptions o = lm_options(f);
+  std::printf(
+      "\n%s (%lld-token vocabulary) trained with AdamW on host devices, %lld sequences of "
+      "%lld tokens (random) per device,\nmedians of %d step(s) after %d warm-up step(s) of "
+      "one sequence per device; memory in MiB at each device's peak:\n",
+      f.model.c_str(), static_cast<long long>(o.config.vocab_size),
+      static_cast<long long>(f.lm_batch_per_device), static_cast<long long>(o.context), o.steps,
+      o.warmup_steps);
   dpe::Runtime& rt = dpe::Runtime::get();
   std::vector<dpe::tools::LmImbalanceRun> runs;
   for (int n : f.lm_devices) {
@@ -140,6 +161,7 @@ void lm_demo(const Flags& f) {
       std::printf("\nplain DataParallel on %d devices, what each device held at its peak:\n%s", n,
                   runs[runs.size() - 3].report.memory_breakdown().c_str());
     }
+    if (f.lm_ddp) runs.push_back(dpe::tools::profile_lm_ddp(o, n, lm_worker_argv(f, o.batch)));
   }
   std::printf("\n%s", dpe::tools::lm_imbalance_table(runs).c_str());
 }
@@ -148,12 +170,15 @@ void lm_demo(const Flags& f) {
 
 int main(int argc, char** argv) {
   Flags f;
-  CLI::App app{"dpe demo: the seeds' DataParallel example on host devices, then the imbalance "
-               "DataParallel causes on device 0"};
+  CLI::App app{
+      "dpe demo: the seeds' DataParallel example on host devices, then the imbalance "
+      "DataParallel causes on device 0"};
   app.add_option("--devices", f.devices, "number of host devices (default: DPE_HOST_DEVICES or 2)")
       ->check(CLI::Range(1, 64));
-  app.add_option("--batch-size", f.batch_size, "batch size of the seeds' demo")->check(CLI::PositiveNumber);
-  app.add_option("--data-size", f.data_size, "samples in the RandomDataset")->check(CLI::PositiveNumber);
+  app.add_option("--batch-size", f.batch_size, "batch size of the seeds' demo")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--data-size", f.data_size, "samples in the RandomDataset")
+      ->check(CLI::PositiveNumber);
   app.add_option("--model", f.model, "model for the imbalance part")
       ->check(CLI::IsMember({"gpt-small", "gpt2", "toy", "mlp", "convnet"}));
   app.add_option("--lm-devices", f.lm_devices, "device counts of the language-model part")
@@ -165,6 +190,8 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--lm-context", f.lm_context, "tokens per sequence of the language-model part")
       ->check(CLI::PositiveNumber);
+  app.add_flag("!--no-lm-ddp", f.lm_ddp, "leave DDP's ranks out of the language-model part");
+  app.add_option("--lm-ddp-worker", f.lm_ddp_worker, "internal: run as one DDP rank")->group("");
   app.add_option("--steps", f.steps, "training steps to profile (0 skips the training part)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--train-batch", f.train_batch, "global batch of the training part")
@@ -172,13 +199,21 @@ int main(int argc, char** argv) {
   app.add_option("--data-dir", f.data_dir, "Fashion-MNIST folder");
   CLI11_PARSE(app, argc, argv);
   try {
+    if (!f.lm_ddp_worker.empty()) {  // --lm-batch is the global batch here
+      dpe::tools::LmImbalanceOptions o = lm_options(f);
+      o.batch = f.lm_batch_per_device;
+      dpe::tools::lm_ddp_worker(o, f.lm_ddp_worker);
+      return 0;
+    }
     f.data_dir = dpe::tools::user_path(f.data_dir);
     dpe::Runtime& rt = dpe::Runtime::get();
     if (f.devices > 0) rt.set_host_device_count(f.devices);
     const auto devices = rt.host_devices();
     seeds_demo(f, devices);
-    if (f.steps > 0 && f.model.rfind("gpt", 0) == 0) lm_demo(f);
-    else if (f.steps > 0) imbalance_demo(f, devices);
+    if (f.steps > 0 && f.model.rfind("gpt", 0) == 0)
+      lm_demo(f);
+    else if (f.steps > 0)
+      imbalance_demo(f, devices);
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "demo: %s\n", e.what());

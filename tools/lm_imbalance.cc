@@ -1,15 +1,23 @@
 #include "tools/lm_imbalance.h"
 
+#include <stdlib.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
+#include <fstream>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 
 #include "engine/autograd/ops.h"
 #include "engine/core/error.h"
+#include "engine/device/runtime.h"
 #include "engine/optim/adam.h"
 #include "engine/optim/clip_grad.h"
 #include "engine/parallel/data_parallel.h"
+#include "tools/local_ranks.h"
+#include "tools/train_distributed.h"
 
 namespace dpe::tools {
 namespace {
@@ -36,9 +44,14 @@ double others_mean_peak(const ImbalanceReport& r) {
 
 const char* dp_variant_name(DpVariant v) {
   switch (v) {
-    case DpVariant::kPlain: return "DataParallel";
-    case DpVariant::kChunkWeights: return "chunk_weights";
-    case DpVariant::kParallelLoss: return "parallel_criterion";
+    case DpVariant::kPlain:
+      return "DataParallel";
+    case DpVariant::kChunkWeights:
+      return "chunk_weights";
+    case DpVariant::kParallelLoss:
+      return "parallel_criterion";
+    case DpVariant::kDdp:
+      return "DDP ranks";
   }
   return "?";
 }
@@ -47,7 +60,8 @@ LmImbalanceRun profile_lm_dp(const LmImbalanceOptions& o, const std::vector<Devi
                              DpVariant variant) {
   DPE_CHECK(devices.size() >= 2, "lm imbalance: needs at least 2 devices, got " << devices.size());
   DPE_CHECK(o.context <= o.config.block_size, "lm imbalance: context " << o.context
-                                                  << " exceeds the model's " << o.config.block_size);
+                                                                       << " exceeds the model's "
+                                                                       << o.config.block_size);
   Generator gen(o.seed);
   std::shared_ptr<models::Gpt> model;
   {
@@ -70,7 +84,10 @@ LmImbalanceRun profile_lm_dp(const LmImbalanceOptions& o, const std::vector<Devi
   LmImbalanceRun run{variant, devices, {}, 0.0f};
   std::vector<StepStats> stats;
   for (int step = 0; step < o.warmup_steps + o.steps; ++step) {
-    const Tensor tokens = random_tokens(o.batch, o.context + 1, o.config.vocab_size, gen);
+    const int64_t batch = step < o.warmup_steps
+                              ? o.warmup_batch_per_device * static_cast<int64_t>(devices.size())
+                              : o.batch;
+    const Tensor tokens = random_tokens(batch, o.context + 1, o.config.vocab_size, gen);
     const Tensor input = tokens.narrow(1, 0, o.context).contiguous();
     const Tensor target = tokens.narrow(1, 1, o.context).contiguous();
     prof.begin_step(devices);
@@ -101,11 +118,141 @@ LmImbalanceRun profile_lm_dp(const LmImbalanceOptions& o, const std::vector<Devi
   return run;
 }
 
+namespace {
+
+nlohmann::json to_json(const DeviceStepStats& d) {
+  return {{"busy_ns", d.busy_ns},
+          {"busy_total_ns", d.busy_total_ns},
+          {"idle_ns", d.idle_ns},
+          {"peak_bytes", d.peak_bytes},
+          {"peak_by_category", d.peak_by_category},
+          {"held_bytes", d.held_bytes}};
+}
+
+DeviceStepStats device_stats_from_json(const nlohmann::json& j, Device device) {
+  DeviceStepStats d;
+  d.device = device;
+  d.busy_ns = j.at("busy_ns").get<std::array<int64_t, kNumPhases>>();
+  d.busy_total_ns = j.at("busy_total_ns").get<int64_t>();
+  d.idle_ns = j.at("idle_ns").get<int64_t>();
+  d.peak_bytes = j.at("peak_bytes").get<int64_t>();
+  d.peak_by_category = j.at("peak_by_category").get<MemoryStats::ByCategory>();
+  d.held_bytes = j.at("held_bytes").get<int64_t>();
+  return d;
+}
+
+}  // namespace
+
+void lm_ddp_worker(const LmImbalanceOptions& o, const std::string& result_dir) {
+  Distributed dist = Distributed::init();
+  DPE_CHECK(o.batch % dist.world == 0, "lm imbalance: the global batch "
+                                           << o.batch << " does not divide by the world size "
+                                           << dist.world);
+  const int64_t per_rank = o.batch / dist.world;
+  Generator gen(o.seed);
+  std::shared_ptr<models::Gpt> model;
+  {
+    MemoryCategoryScope category(MemoryCategory::kParameters);
+    model = std::make_shared<models::Gpt>(o.config, gen);
+  }
+  std::shared_ptr<Module> ddp;
+  {
+    MemoryCategoryScope category(MemoryCategory::kGradients);  // the reducer's buckets
+    ddp = dist.wrap(model);
+  }
+  optim::AdamWOptions ao;
+  ao.lr = 3e-4f;
+  optim::AdamW opt(model->parameters(), ao);
+  const Device device = Runtime::get().host_devices().at(0);
+  StepProfiler prof;
+  nlohmann::json steps = nlohmann::json::array();
+  float loss_value = 0;
+  for (int step = 0; step < o.warmup_steps + o.steps; ++step) {
+    // The same global batch as profile_lm_dp draws; this rank trains on its rows.
+    const int64_t rows = step < o.warmup_steps ? o.warmup_batch_per_device : per_rank;
+    const Tensor tokens = random_tokens(rows * dist.world, o.context + 1, o.config.vocab_size, gen)
+                              .narrow(0, rows * dist.rank, rows);
+    const Tensor input = tokens.narrow(1, 0, o.context).contiguous();
+    const Tensor target = tokens.narrow(1, 1, o.context).contiguous();
+    dist.barrier();  // every rank starts the step together
+    prof.begin_step({device});
+    Tensor logits, loss;
+    {
+      StepProfiler::Scope scope(&prof, device, Phase::kForward);
+      logits = ddp->forward(input);
+    }
+    {
+      StepProfiler::Scope scope(&prof, device, Phase::kLoss);
+      loss = models::lm_loss(logits, target);
+    }
+    logits = Tensor();
+    prof.backward(loss);
+    {
+      StepProfiler::Scope scope(&prof, device, Phase::kStep);
+      optim::clip_grad_norm_(model->parameters(), 1.0f);
+      opt.step();
+      model->zero_grad();
+    }
+    const StepStats s = prof.end_step();
+    if (step >= o.warmup_steps) {
+      steps.push_back({{"wall_ns", s.wall_ns}, {"device", to_json(s.devices.at(0))}});
+    }
+    loss_value = loss.item();
+  }
+  const std::string path = result_dir + "/rank" + std::to_string(dist.rank) + ".json";
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp);
+    out << nlohmann::json{{"steps", steps}, {"loss", loss_value}}.dump();
+    DPE_CHECK(out.good(), "lm imbalance: cannot write " << tmp);
+  }
+  DPE_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, "lm imbalance: cannot write " << path);
+  dist.barrier();
+}
+
+LmImbalanceRun profile_lm_ddp(const LmImbalanceOptions& o, int world,
+                              std::vector<std::string> worker_argv) {
+  DPE_CHECK(world >= 2, "lm imbalance: DDP needs at least 2 ranks, got " << world);
+  char dir_template[] = "/tmp/dpe_lm_ddp_XXXXXX";
+  const char* dir = mkdtemp(dir_template);
+  DPE_CHECK(dir != nullptr, "lm imbalance: cannot create a temporary folder");
+  worker_argv.push_back("--lm-ddp-worker");
+  worker_argv.push_back(dir);
+  const int failed = run_local_ranks(worker_argv, world);
+  std::vector<nlohmann::json> ranks;
+  for (int r = 0; r < world; ++r) {
+    const std::string path = std::string(dir) + "/rank" + std::to_string(r) + ".json";
+    std::ifstream in(path);
+    if (in.good()) ranks.push_back(nlohmann::json::parse(in, nullptr, false));
+    std::remove(path.c_str());
+  }
+  rmdir(dir);
+  DPE_CHECK(failed == 0 && ranks.size() == static_cast<size_t>(world),
+            "lm imbalance: " << failed << " of " << world << " DDP ranks failed (" << ranks.size()
+                             << " wrote a result)");
+  LmImbalanceRun run{DpVariant::kDdp, {}, {}, 0.0f};
+  for (int r = 0; r < world; ++r) run.devices.emplace_back(DeviceType::kHost, r);
+  std::vector<StepStats> stats;
+  const size_t steps = ranks[0].at("steps").size();
+  for (size_t s = 0; s < steps; ++s) {
+    StepStats step;
+    for (int r = 0; r < world; ++r) {
+      const nlohmann::json& j = ranks[static_cast<size_t>(r)].at("steps").at(s);
+      step.wall_ns = std::max(step.wall_ns, j.at("wall_ns").get<int64_t>());
+      step.devices.push_back(device_stats_from_json(j.at("device"), run.devices[r]));
+    }
+    stats.push_back(std::move(step));
+  }
+  for (const nlohmann::json& j : ranks) run.last_loss += j.at("loss").get<float>() / world;
+  run.report = ImbalanceReport::from_steps(stats);
+  return run;
+}
+
 std::string lm_imbalance_table(const std::vector<LmImbalanceRun>& runs) {
   std::string out;
   char line[512];
-  std::snprintf(line, sizeof line, "%-19s %4s %10s %12s %6s  %-44s  %s\n", "", "devs",
-                "dev0 peak", "others' mean", "ratio", "device 0 extra (MiB) by category",
+  std::snprintf(line, sizeof line, "%-19s %4s %10s %12s %6s  %-44s  %s\n", "", "devs", "dev0 peak",
+                "others' mean", "ratio", "device 0 extra (MiB) by category",
                 "device 0 busy ms: scatter+replicate / forward / gather+loss / backward / "
                 "reduce-add / step");
   out += line;
@@ -114,10 +261,13 @@ std::string lm_imbalance_table(const std::vector<LmImbalanceRun>& runs) {
     by_count[r.devices.size()].push_back(&r);
     const ImbalanceReport& rep = r.report;
     const double others = others_mean_peak(rep);
-    // The three largest categories of device 0's extra, then the rest summed.
+    // The three largest categories of device 0's extra, then the rest summed; for DDP, whose
+    // ranks hold the same, what rank 0 holds.
+    const bool ddp = r.variant == DpVariant::kDdp;
     std::vector<std::pair<double, size_t>> extra;
     for (size_t c = 0; c < kMemoryCategoryCount; ++c) {
-      extra.emplace_back(rep.extra_peak_by_category[c], c);
+      extra.emplace_back(ddp ? rep.devices[0].peak_by_category[c] : rep.extra_peak_by_category[c],
+                         c);
     }
     std::sort(extra.rbegin(), extra.rend());
     std::string cats;
@@ -132,14 +282,15 @@ std::string lm_imbalance_table(const std::vector<LmImbalanceRun>& runs) {
       }
     }
     if (std::abs(rest) > (1 << 19)) cats += ", rest " + mib(rest);
+    if (ddp) cats = "each rank: " + cats;
     const auto& b = rep.devices[0].busy_ms;
     auto ms = [&](Phase p) { return b[static_cast<int>(p)]; };
     std::snprintf(line, sizeof line,
                   "%-19s %4zu %10s %12s %5.2fx  %-44s  %.0f / %.0f / %.0f / %.0f / %.0f / %.0f\n",
                   dp_variant_name(r.variant), r.devices.size(),
-                  mib(rep.devices[0].peak_bytes).c_str(), mib(others).c_str(),
-                  rep.extra_peak_ratio, cats.c_str(), ms(Phase::kScatter) + ms(Phase::kReplicate),
-                  ms(Phase::kForward), ms(Phase::kGather) + ms(Phase::kLoss), ms(Phase::kBackward),
+                  mib(rep.devices[0].peak_bytes).c_str(), mib(others).c_str(), rep.extra_peak_ratio,
+                  cats.c_str(), ms(Phase::kScatter) + ms(Phase::kReplicate), ms(Phase::kForward),
+                  ms(Phase::kGather) + ms(Phase::kLoss), ms(Phase::kBackward),
                   ms(Phase::kReduceAdd), ms(Phase::kStep));
     out += line;
   }
@@ -154,6 +305,21 @@ std::string lm_imbalance_table(const std::vector<LmImbalanceRun>& runs) {
                              std::to_string(plain->report.extra_peak_ratio).substr(0, 4) + ")";
     for (const LmImbalanceRun* r : group) {
       if (r == plain) continue;
+      if (r->variant == DpVariant::kDdp) {
+        // No parameter server: the ranks' spread, (max - min) / mean of their peaks.
+        double lo = 0, hi = 0, sum = 0;
+        for (const DeviceSummary& d : r->report.devices) {
+          lo = lo == 0 ? d.peak_bytes : std::min(lo, d.peak_bytes);
+          hi = std::max(hi, d.peak_bytes);
+          sum += d.peak_bytes;
+        }
+        const double mean = sum / static_cast<double>(r->report.devices.size());
+        std::snprintf(line, sizeof line,
+                      "; DDP's ranks peak at %s MiB each, within %.1f%% of each other",
+                      mib(mean).c_str(), 100.0 * (hi - lo) / mean);
+        conclusion += line;
+        continue;
+      }
       const double removed = 1.0 - r->report.extra_peak_bytes / plain->report.extra_peak_bytes;
       std::snprintf(line, sizeof line, "; %s removes %.0f%% of it (x%.2f)",
                     dp_variant_name(r->variant), 100.0 * removed, r->report.extra_peak_ratio);

@@ -4,7 +4,9 @@
 //                  gradient there, every gradient reduced there, AdamW's state there;
 //   chunk_weights  device 0 gets a smaller share of the batch (the "balanced DataParallel" idea);
 //   parallel_loss  forward_replicas + parallel_criterion: the loss on every device, only scalars
-//                  gathered.
+//                  gathered;
+// and DistributedDataParallel's ranks on the same global batch, as child processes (one host
+// device and one thread each), so the table sets DataParallel's device 0 beside DDP's ranks.
 // Tokens are random (the imbalance depends on shapes, not on text), so the demo needs no corpus.
 //
 // Threading contract: called by one thread that is not a device worker.
@@ -20,15 +22,18 @@
 
 namespace dpe::tools {
 
-enum class DpVariant { kPlain, kChunkWeights, kParallelLoss };
+enum class DpVariant { kPlain, kChunkWeights, kParallelLoss, kDdp };
 const char* dp_variant_name(DpVariant v);
 
 struct LmImbalanceOptions {
   models::GptConfig config;
-  int64_t batch = 8;      // global batch (sequences)
-  int64_t context = 64;   // tokens per sequence (<= config.block_size)
-  int warmup_steps = 1;   // not reported: they pay one-time costs
-  int steps = 2;          // profiled; the report takes medians
+  int64_t batch = 8;     // global batch (sequences)
+  int64_t context = 64;  // tokens per sequence (<= config.block_size)
+  int warmup_steps = 1;  // not reported: they create the optimizer's state and oneDNN's primitives
+  // Sequences per device in a warm-up step: few, since a warm-up only has to create state (memory
+  // is measured from each profiled step's start, so the warm-up's size does not show).
+  int64_t warmup_batch_per_device = 1;
+  int steps = 2;                // profiled; the report takes medians
   double device0_weight = 0.5;  // chunk_weights: device 0's share relative to the others' 1
   uint64_t seed = 0;
 };
@@ -43,6 +48,17 @@ struct LmImbalanceRun {
 // Trains a fresh model (same seed every time) for warmup_steps + steps with AdamW.
 LmImbalanceRun profile_lm_dp(const LmImbalanceOptions& options, const std::vector<Device>& devices,
                              DpVariant variant);
+
+// DDP on `world` ranks: runs `worker_argv` plus {"--lm-ddp-worker", <a temporary folder>} as the
+// ranks (tools/local_ranks.h); the program must then call lm_ddp_worker with the same options.
+// The run's devices are host:0..world-1, standing for the ranks' devices.
+LmImbalanceRun profile_lm_ddp(const LmImbalanceOptions& options, int world,
+                              std::vector<std::string> worker_argv);
+
+// One rank of profile_lm_ddp (RANK, WORLD_SIZE, MASTER_* from the environment): the same model,
+// optimizer and random global batch as profile_lm_dp, this rank's shard of it, each step profiled
+// on its one device; writes its steps to <result_dir>/rank<R>.json.
+void lm_ddp_worker(const LmImbalanceOptions& options, const std::string& result_dir);
 
 // One line per run: device 0's peak against the others' mean, its extra by category, and device
 // 0's busy time per phase; then a one-line conclusion per device count.

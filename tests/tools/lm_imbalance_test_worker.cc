@@ -1,0 +1,20 @@
+// One DDP rank of lm_imbalance_test: run by profile_lm_ddp as `worker --lm-ddp-worker DIR`.
+#include <cstdio>
+#include <exception>
+#include <string>
+
+#include "tests/tools/lm_imbalance_tiny.h"
+
+int main(int argc, char** argv) {
+  if (argc != 3 || std::string(argv[1]) != "--lm-ddp-worker") {
+    std::fprintf(stderr, "usage: %s --lm-ddp-worker DIR\n", argv[0]);
+    return 2;
+  }
+  try {
+    dpe::tools::lm_ddp_worker(dpe::tools::tiny_lm_options(), argv[2]);
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "lm_imbalance_test_worker: %s\n", e.what());
+    return 1;
+  }
+}

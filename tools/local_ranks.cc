@@ -1,0 +1,105 @@
+#include "tools/local_ranks.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/core/error.h"
+
+extern char** environ;
+
+namespace dpe::tools {
+
+std::string self_executable() {
+  char buf[4096];
+  const ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
+}
+
+int free_local_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  DPE_CHECK(fd >= 0, "free_local_port: socket() failed");
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+                  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
+  close(fd);
+  DPE_CHECK(ok, "free_local_port: could not find a free port on 127.0.0.1");
+  return ntohs(addr.sin_port);
+}
+
+int run_local_ranks(const std::vector<std::string>& argv, int world) {
+  DPE_CHECK(!argv.empty() && world >= 1,
+            "run_local_ranks: needs a program and at least one rank, got world " << world);
+  const int port = free_local_port();
+  std::vector<std::vector<std::string>> envs;
+  for (int rank = 0; rank < world; ++rank) {
+    const std::vector<std::pair<std::string, std::string>> vars{
+        {"RANK", std::to_string(rank)},
+        {"LOCAL_RANK", std::to_string(rank)},
+        {"WORLD_SIZE", std::to_string(world)},
+        {"MASTER_ADDR", "127.0.0.1"},
+        {"MASTER_PORT", std::to_string(port)},
+        {"DPE_HOST_DEVICES", "1"},
+        {"DPE_HOST_THREADS", "1"},
+        {"OMP_NUM_THREADS", "1"},
+    };
+    std::vector<std::string> env;
+    for (char** e = environ; *e != nullptr; ++e) {
+      const std::string entry = *e;
+      const std::string name = entry.substr(0, entry.find('='));
+      bool replaced = false;
+      for (const auto& [k, v] : vars) replaced = replaced || k == name;
+      if (!replaced) env.push_back(entry);
+    }
+    for (const auto& [k, v] : vars) env.push_back(k + "=" + v);
+    envs.push_back(std::move(env));
+  }
+  std::vector<char*> argv_ptrs;
+  for (const std::string& a : argv) argv_ptrs.push_back(const_cast<char*>(a.c_str()));
+  argv_ptrs.push_back(nullptr);
+  std::vector<std::vector<char*>> env_ptrs(envs.size());
+  for (size_t r = 0; r < envs.size(); ++r) {
+    for (const std::string& e : envs[r]) env_ptrs[r].push_back(const_cast<char*>(e.c_str()));
+    env_ptrs[r].push_back(nullptr);
+  }
+  const pid_t parent = getpid();
+  std::vector<pid_t> pids;
+  for (int rank = 0; rank < world; ++rank) {
+    const pid_t pid = fork();
+    if (pid < 0) {
+      for (pid_t p : pids) kill(p, SIGKILL);
+      for (pid_t p : pids) waitpid(p, nullptr, 0);
+      DPE_THROW("run_local_ranks: fork failed for rank " << rank << " of " << world);
+    }
+    if (pid == 0) {
+      // Die with the parent; if it is already gone, do not start.
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (getppid() != parent) _exit(126);
+      execve(argv_ptrs[0], argv_ptrs.data(), env_ptrs[static_cast<size_t>(rank)].data());
+      _exit(127);
+    }
+    pids.push_back(pid);
+  }
+  int failed = 0;
+  for (pid_t pid : pids) {
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) ++failed;
+  }
+  return failed;
+}
+
+}  // namespace dpe::tools
