@@ -161,6 +161,29 @@ double convnet_step(dpe::Backend& b, int64_t n, int reps) {
       reps);
 }
 
+// gpt-small's attention core at batch `n` (4 layers of [n x 4 heads, 128, 64]): the scores
+// q k^T, the causal softmax, att v, and their backward, as scaled_dot_product_attention runs
+// them unfused. Against a whole step, it bounds what a fused attention kernel could save.
+double gpt_small_attention(dpe::Backend& b, int64_t n, int reps) {
+  const int64_t bh = n * 4, t = 128, e = 64, layers = 4;
+  auto e3 = [&](int64_t x, int64_t y) { return filled({bh, x, y}, 0.01f); };
+  Tensor q = e3(t, e), k = e3(t, e), v = e3(t, e), scores = e3(t, t), att = e3(t, t);
+  Tensor out = e3(t, e), gout = e3(t, e), gatt = e3(t, t), gscores = e3(t, t);
+  Tensor gq = e3(t, e), gk = e3(t, e), gv = e3(t, e);
+  return layers * time_it(
+                      [&] {
+                        b.bmm(q, k, false, true, scores);
+                        b.softmax_forward(scores, true, att);
+                        b.bmm(att, v, false, false, out);
+                        b.bmm(gout, v, false, true, gatt);  // d att = d out v^T
+                        b.bmm(att, gout, true, false, gv);  // d v = att^T d out
+                        b.softmax_backward(att, gatt, gscores);
+                        b.bmm(gscores, k, false, false, gq);  // d q = d scores k
+                        b.bmm(gscores, q, true, false, gk);   // d k = d scores^T q
+                      },
+                      reps);
+}
+
 }  // namespace
 
 int main() {
@@ -182,5 +205,7 @@ int main() {
   bench_linear(b, 64, 512, 10, 50);
   std::printf("%-40s %9.3f ms\n", "ConvNet step kernels, batch 100",
               convnet_step(b, 100, 20) * 1e3);
+  std::printf("%-40s %9.3f ms\n", "gpt-small attention fwd+bwd, batch 8",
+              gpt_small_attention(b, 8, 10) * 1e3);
   return 0;
 }

@@ -6,11 +6,20 @@ batched matmuls and a masked softmax, GELU tanh, tied head; Conv1D weights [in, 
 with AdamW (PyTorch defaults) on random tokens, one thread unless --threads says otherwise.
 Prints tokens per second as the median of the timed steps.
 
-  /usr/bin/python3 tools/pytorch/gpt_speed.py --batch 8 --context 128 --steps 10
+With --dpe-bench, it measures dpe's //tools:bench (single device, one thread) on the same
+configuration in the same run, alternating the two for --rounds rounds so that both see the same
+machine, and prints the medians and their ratio:
+
+  tools/bazelw build //tools:bench
+  /usr/bin/python3 tools/pytorch/gpt_speed.py --dpe-bench bazel-bin/tools/bench --rounds 3
 """
 import argparse
+import json
 import math
+import os
 import statistics
+import subprocess
+import tempfile
 import time
 
 import torch
@@ -62,15 +71,7 @@ class Gpt(nn.Module):
         return self.ln_f(x) @ self.wte.weight.t()
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--batch", type=int, default=8)
-    ap.add_argument("--context", type=int, default=128)
-    ap.add_argument("--steps", type=int, default=10)
-    ap.add_argument("--warmup", type=int, default=3)
-    ap.add_argument("--threads", type=int, default=1)
-    a = ap.parse_args()
-    torch.set_num_threads(a.threads)
+def pytorch_tokens_per_second(a):
     torch.manual_seed(0)
     model = Gpt(4, 4, 256, 128, 32000)
     opt = torch.optim.AdamW(model.parameters())
@@ -86,9 +87,48 @@ def main():
         opt.step()
         if step >= a.warmup:
             times.append(time.perf_counter() - start)
-    med = statistics.median(times)
-    print(f"pytorch {torch.__version__} gpt-small batch {a.batch} context {a.context} "
-          f"threads {a.threads}: {med * 1000:.1f} ms/step, {a.batch * a.context / med:.0f} tokens/s")
+    return a.batch * a.context / statistics.median(times)
+
+
+def dpe_tokens_per_second(a):
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "bench.json")
+        subprocess.run([a.dpe_bench, "--models", "gpt-small", "--devices", "1", "--batches",
+                        str(a.batch), "--context", str(a.context), "--warmup", str(a.warmup),
+                        "--steps", str(a.steps), "--json", out, "--svg",
+                        os.path.join(tmp, "bench.svg")], check=True, stdout=subprocess.DEVNULL)
+        with open(out) as f:
+            rows = json.load(f)
+    rows = rows["results"] if isinstance(rows, dict) else rows
+    return next(r["tokens_per_second"] for r in rows if r["mode"] == "single")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--context", type=int, default=128)
+    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--dpe-bench", help="path of //tools:bench: measure dpe alongside")
+    ap.add_argument("--rounds", type=int, default=3, help="with --dpe-bench: alternations")
+    a = ap.parse_args()
+    torch.set_num_threads(a.threads)
+    config = f"gpt-small batch {a.batch} context {a.context} threads {a.threads}"
+    if not a.dpe_bench:
+        print(f"pytorch {torch.__version__} {config}: "
+              f"{pytorch_tokens_per_second(a):.0f} tokens/s")
+        return
+    if a.threads != 1:
+        ap.error("--dpe-bench compares one thread against one thread (dpe's bench uses one)")
+    pt, dp = [], []
+    for r in range(a.rounds):
+        pt.append(pytorch_tokens_per_second(a))
+        dp.append(dpe_tokens_per_second(a))
+        print(f"round {r + 1}: pytorch {pt[-1]:.0f} tokens/s, dpe {dp[-1]:.0f} tokens/s", flush=True)
+    p, d = statistics.median(pt), statistics.median(dp)
+    print(f"{config}, {a.steps} steps after {a.warmup} warm-up, medians of {a.rounds} rounds: "
+          f"pytorch {torch.__version__} {p:.0f} tokens/s, dpe {d:.0f} tokens/s, dpe/pytorch {d / p:.2f}x")
 
 
 if __name__ == "__main__":
