@@ -44,6 +44,9 @@ DataParallel::DataParallel(std::shared_ptr<Module> module, DataParallelOptions o
               "DataParallel: device_ids mixes " << options_.device_ids[0] << " and " << d);
     Runtime::get().context(d);  // throws naming an unknown device
   }
+  // As PyTorch: with one device id the module is moved there (with several, it must already be
+  // on device_ids[0], and forward says so).
+  if (options_.device_ids.size() == 1) module_->to(options_.device_ids[0]);
   if (!options_.output_device) options_.output_device = options_.device_ids[0];
   Runtime::get().context(*options_.output_device);
   DPE_CHECK(options_.chunk_weights.empty() ||

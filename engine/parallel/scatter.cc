@@ -11,6 +11,7 @@ namespace dpe {
 
 std::vector<int64_t> chunk_sizes(int64_t n, int64_t chunks) {
   DPE_CHECK(chunks > 0, "chunk expects `chunks` to be greater than 0, got: " << chunks);
+  if (n == 0) return std::vector<int64_t>(static_cast<size_t>(chunks), 0);  // as torch.chunk
   const int64_t each = (n + chunks - 1) / chunks;
   std::vector<int64_t> out;
   for (int64_t start = 0; start < n; start += each) out.push_back(std::min(each, n - start));
@@ -60,7 +61,6 @@ Scattered scatter(const Value& input, const std::vector<Device>& devices, int64_
   DPE_CHECK(!devices.empty(), "scatter: no devices given");
   const int64_t n = batch_size_of(input, dim);
   if (n < 0) return {std::vector<Value>(devices.size(), input), devices, {}};
-  DPE_CHECK(n > 0, "scatter: the batch is empty (size 0 along dim " << dim << ")");
   std::vector<int64_t> plan;
   if (sizes != nullptr) {
     DPE_CHECK(sizes->size() <= devices.size(),
@@ -76,11 +76,12 @@ Scattered scatter(const Value& input, const std::vector<Device>& devices, int64_
   } else {
     plan = chunk_sizes(n, static_cast<int64_t>(devices.size()));
   }
-  // Devices with an empty chunk are skipped (a weighted plan may give one nothing).
+  // Devices with an empty chunk are skipped (a weighted plan may give one nothing), except for an
+  // empty batch, which every device runs on, as PyTorch's scatter gives each an empty chunk.
   std::vector<Device> used;
   std::vector<int64_t> used_sizes;
   for (size_t k = 0; k < plan.size(); ++k) {
-    if (plan[k] == 0) continue;
+    if (plan[k] == 0 && n > 0) continue;
     used.push_back(devices[k]);
     used_sizes.push_back(plan[k]);
   }

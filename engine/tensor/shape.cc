@@ -34,7 +34,7 @@ int64_t Shape::numel() const {
 int64_t Shape::normalize_dim(int64_t dim) const {
   const int64_t r = rank();
   const int64_t d = dim < 0 ? dim + r : dim;
-  DPE_CHECK(d >= 0 && d < r, "dimension out of range (expected to be in range of ["
+  DPE_CHECK(d >= 0 && d < r, "Dimension out of range (expected to be in range of ["
                                  << -r << ", " << r - 1 << "], but got " << dim << ") for "
                                  << str());
   return d;

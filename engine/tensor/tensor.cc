@@ -218,7 +218,8 @@ std::vector<Tensor> Tensor::chunk(int64_t chunks, int64_t dim) const {
   DPE_CHECK(chunks > 0, "chunk expects `chunks` to be greater than 0, got: " << chunks);
   const int64_t n = size(dim);
   const int64_t split_size = (n + chunks - 1) / chunks;
-  if (split_size == 0) return {*this};  // torch.chunk on an empty dim returns one empty piece
+  // torch.chunk (1.13) on an empty dim returns `chunks` empty pieces.
+  if (split_size == 0) return std::vector<Tensor>(static_cast<size_t>(chunks), narrow(dim, 0, 0));
   return split(split_size, dim);
 }
 

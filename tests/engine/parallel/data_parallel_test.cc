@@ -159,8 +159,28 @@ TEST(DataParallelTest, ErrorsUsePyTorchsWording) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("host:7"), std::string::npos) << e.what();
   }
-  DataParallel dp(ok, hosts(2));
-  EXPECT_THROW(dp(Tensor::zeros({0, 5})), Error);
+}
+
+TEST(DataParallelTest, OneDeviceIdMovesTheModuleThere) {
+  hosts(2);
+  Generator g(9);
+  auto fc = std::make_shared<nn::Linear>(5, 2, g, true, Device::parse("host:1"));
+  DataParallel dp(fc, {kH0});  // as PyTorch: module.to(device_ids[0])
+  EXPECT_EQ(fc->device(), kH0);
+  EXPECT_EQ(dp(Tensor::ones({3, 5})).shape(), Shape({3, 2}));
+}
+
+TEST(DataParallelTest, AnEmptyBatchRunsOnEveryDeviceAndGathersEmpty) {
+  Generator g(10);
+  auto fc = std::make_shared<nn::Linear>(5, 2, g);
+  DataParallel dp(fc, hosts(2));
+  Tensor x = Tensor::zeros({0, 5});
+  x.requires_grad_();
+  Tensor y = dp(x);
+  EXPECT_EQ(y.shape(), Shape({0, 2}));
+  EXPECT_EQ(y.device(), kH0);
+  backward(ops::sum(y));  // gradients of nothing: zeros
+  EXPECT_EQ(fc->find("weight").grad().to_vector<float>(), std::vector<float>(10, 0.0f));
 }
 
 // A module that fails on one device, to check failure isolation.

@@ -113,6 +113,7 @@ TEST(TensorTest, ChunkSizesFollowTorchChunk) {
   EXPECT_EQ(chunk_sizes(10, 2), (std::vector<int64_t>{5, 5}));
   EXPECT_EQ(chunk_sizes(1, 4), (std::vector<int64_t>{1}));
   EXPECT_EQ(chunk_sizes(6, 4), (std::vector<int64_t>{2, 2, 2}));
+  EXPECT_EQ(chunk_sizes(0, 3), (std::vector<int64_t>{0, 0, 0}));  // torch.chunk on an empty dim
   EXPECT_THROW(Tensor::zeros({3}).chunk(0), Error);
 }
 
