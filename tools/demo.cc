@@ -5,7 +5,10 @@
 // (tools/lm_imbalance.h). `--model convnet|mlp|toy` profiles one of the seeds' models instead.
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
+#include <filesystem>
+#include <memory>
 #include <mutex>
 
 #include "engine/autograd/ops.h"
@@ -18,6 +21,7 @@
 #include "engine/parallel/imbalance_report.h"
 #include "models/by_name.h"
 #include "models/demo_model.h"
+#include "tools/exit_codes.h"
 #include "tools/lm_imbalance.h"
 #include "tools/local_ranks.h"
 #include "tools/paths.h"
@@ -84,7 +88,13 @@ void imbalance_demo(const Flags& f, const std::vector<dpe::Device>& devices) {
     for (auto& v : l) v = static_cast<int64_t>(gen.next_u64() % 5);
     labels = dpe::Tensor::from_vector(l, {f.train_batch});
   } else {
-    dpe::FashionMnist train(f.data_dir, true);
+    std::unique_ptr<dpe::FashionMnist> loaded;
+    try {
+      loaded = std::make_unique<dpe::FashionMnist>(f.data_dir, true);
+    } catch (const std::exception& e) {
+      throw dpe::tools::DataError(e.what());
+    }
+    dpe::FashionMnist& train = *loaded;
     std::vector<int64_t> idx(f.train_batch);
     for (int i = 0; i < f.train_batch; ++i) idx[i] = i;
     dpe::Batch b = train.get_batch(idx);
@@ -176,28 +186,44 @@ int main(int argc, char** argv) {
   app.add_option("--devices", f.devices, "number of host devices (default: DPE_HOST_DEVICES or 2)")
       ->check(CLI::Range(1, 64));
   app.add_option("--batch-size", f.batch_size, "batch size of the seeds' demo")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(1, 1 << 20));
   app.add_option("--data-size", f.data_size, "samples in the RandomDataset")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(1, 1 << 20));
   app.add_option("--model", f.model, "model for the imbalance part")
       ->check(CLI::IsMember({"gpt-small", "gpt2", "toy", "mlp", "convnet"}));
   app.add_option("--lm-devices", f.lm_devices, "device counts of the language-model part")
       ->check(CLI::Range(2, 64));
   app.add_option("--lm-batch", f.lm_batch_per_device,
                  "sequences per device in the language-model part")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(1, 1 << 20));
   app.add_option("--lm-steps", f.lm_steps, "profiled steps per run of the language-model part")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(1, 1 << 20));
   app.add_option("--lm-context", f.lm_context, "tokens per sequence of the language-model part")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(1, 1 << 20));
   app.add_flag("!--no-lm-ddp", f.lm_ddp, "leave DDP's ranks out of the language-model part");
   app.add_option("--lm-ddp-worker", f.lm_ddp_worker, "internal: run as one DDP rank")->group("");
   app.add_option("--steps", f.steps, "training steps to profile (0 skips the training part)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(0, 1 << 20));
   app.add_option("--train-batch", f.train_batch, "global batch of the training part")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(1, 1 << 20));
   app.add_option("--data-dir", f.data_dir, "Fashion-MNIST folder");
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? dpe::tools::kExitOk : dpe::tools::kExitUsage;
+  }
+  try {
+    dpe::Runtime::host_options_from_env();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "demo: %s\n", e.what());
+    return dpe::tools::kExitUsage;
+  }
+  const char* env_devices = std::getenv("DPE_HOST_DEVICES");
+  if (f.devices > 0 && env_devices != nullptr && std::to_string(f.devices) != env_devices) {
+    std::fprintf(stderr, "demo: --devices %d overrides DPE_HOST_DEVICES=%s\n", f.devices,
+                 env_devices);
+  }
   try {
     if (!f.lm_ddp_worker.empty()) {  // --lm-batch is the global batch here
       dpe::tools::LmImbalanceOptions o = lm_options(f);
@@ -206,6 +232,10 @@ int main(int argc, char** argv) {
       return 0;
     }
     f.data_dir = dpe::tools::user_path(f.data_dir);
+    const bool needs_data = f.steps > 0 && (f.model == "convnet" || f.model == "mlp");
+    DPE_TOOLS_CHECK(dpe::tools::UsageError,
+                    !needs_data || std::filesystem::is_directory(f.data_dir),
+                    "--data-dir " << f.data_dir << " is not a folder");
     dpe::Runtime& rt = dpe::Runtime::get();
     if (f.devices > 0) rt.set_host_device_count(f.devices);
     const auto devices = rt.host_devices();
@@ -217,6 +247,6 @@ int main(int argc, char** argv) {
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "demo: %s\n", e.what());
-    return 1;
+    return dpe::tools::exit_code_for(e);
   }
 }

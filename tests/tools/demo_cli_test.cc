@@ -1,0 +1,70 @@
+// //tools:demo's exit codes (README, "Exit codes"): bad flags and DPE_* values exit with 2
+// before anything runs, a --data-dir that is not a folder with 2, missing Fashion-MNIST files in
+// one with 3.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+namespace {
+
+std::string g_demo;
+
+int run(const std::string& args, std::string* output, const std::string& env = "") {
+  const std::string cmd = env + " " + g_demo + " " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  std::array<char, 512> buf{};
+  output->clear();
+  while (fgets(buf.data(), buf.size(), p) != nullptr) *output += buf.data();
+  const int status = pclose(p);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+bool has(const std::string& out, const std::string& needle) {
+  return out.find(needle) != std::string::npos;
+}
+
+TEST(DemoCliTest, UsageErrorsExitWith2BeforeAnythingRuns) {
+  std::string out;
+  for (const char* args :
+       {"--model foo", "--devices 0", "--batch-size 0", "--lm-devices 1", "--lm-batch 0",
+        "--steps -1", "--bogus", "--model convnet --data-dir /no/such/folder"}) {
+    EXPECT_EQ(run(args, &out), 2) << args << ": " << out;
+    EXPECT_FALSE(has(out, "In Model")) << args << ": nothing runs: " << out;
+    EXPECT_LT(out.size(), 600u) << args << ": " << out;
+  }
+  EXPECT_EQ(run("", &out, "DPE_HOST_DEVICES=two"), 2) << out;
+  EXPECT_TRUE(has(out, "DPE_HOST_DEVICES='two'")) << out;
+}
+
+TEST(DemoCliTest, MissingDataExitsWith3) {
+  const char* t = std::getenv("TEST_TMPDIR");
+  const std::string dir = std::string(t ? t : "/tmp") + "/no_fashion_mnist_here";
+  ::mkdir(dir.c_str(), 0755);
+  std::string out;
+  EXPECT_EQ(run("--model mlp --steps 1 --data-dir " + dir, &out), 3) << out;
+  EXPECT_TRUE(has(out, dir + "/train-")) << out;
+}
+
+TEST(DemoCliTest, DevicesOverridingTheEnvironmentSaysSo) {
+  std::string out;
+  EXPECT_EQ(run("--devices 3 --steps 0", &out, "DPE_HOST_DEVICES=2"), 0) << out;
+  EXPECT_TRUE(has(out, "--devices 3 overrides DPE_HOST_DEVICES=2")) << out;
+  EXPECT_TRUE(has(out, "Let's use 3 devices!")) << out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  testing::InitGoogleTest(&argc, argv);
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: demo_cli_test <path to tools/demo>\n");
+    return 2;
+  }
+  g_demo = argv[1];
+  return RUN_ALL_TESTS();
+}
