@@ -188,12 +188,21 @@ void Module::load_state_dict(const StateDict& state, bool strict) {
   std::map<std::string, Tensor> given;
   std::vector<std::string> unexpected, missing, mismatched;
   for (const auto& [n, t] : state) given[n] = t;
-  std::set<std::string> known;
+  std::set<std::string> known, buffers;
+  for (const auto& [n, t] : named_buffers()) buffers.insert(n);
+  // PyTorch's BatchNorm loads state_dicts older than its num_batches_tracked buffer: a missing
+  // one is no error, even when strict, and the buffer keeps its value.
+  auto tolerated = [&buffers](const std::string& n) {
+    const std::string leaf = "num_batches_tracked";
+    return buffers.count(n) && n.size() >= leaf.size() &&
+           n.compare(n.size() - leaf.size(), leaf.size(), leaf) == 0 &&
+           (n.size() == leaf.size() || n[n.size() - leaf.size() - 1] == '.');
+  };
   for (const auto& [n, t] : own) {
     known.insert(n);
     auto it = given.find(n);
     if (it == given.end()) {
-      missing.push_back(n);
+      if (!tolerated(n)) missing.push_back(n);
     } else if (it->second.shape() != t.shape() || it->second.dtype() != t.dtype()) {
       std::ostringstream os;
       os << "size mismatch for " << n << ": copying a param with shape " << it->second.shape()

@@ -61,8 +61,9 @@ class Module {
 
   // --- state ---
   StateDict state_dict() const;  // parameters then buffers, depth first, PyTorch's order
-  // Copies values in (any device to this module's); strict: missing and unexpected keys are errors.
-  // Errors list every problem in PyTorch's words.
+  // Copies values in (any device to this module's); strict: missing and unexpected keys are errors,
+  // except a missing BatchNorm "num_batches_tracked" (PyTorch loads checkpoints older than that
+  // buffer; it keeps its value). Errors list every problem in PyTorch's words.
   void load_state_dict(const StateDict& state, bool strict = true);
   // A deep copy whose parameters (leaves, same requires_grad) and buffers live on `device`.
   std::shared_ptr<Module> copy_to(Device device) const;

@@ -86,6 +86,35 @@ TEST(ModuleTest, StateDictRoundTripAndPyTorchErrors) {
   EXPECT_THROW(b.load_state_dict(bad, /*strict=*/false), Error);  // still refuses the mismatch
 }
 
+// As PyTorch's BatchNorm: a state_dict without num_batches_tracked loads strict, the buffer keeps
+// its value; any other missing buffer is still an error.
+TEST(ModuleTest, StrictLoadToleratesAMissingNumBatchesTracked) {
+  Generator g1(1), g2(2);
+  Net a(g1), b(g2);
+  b.find("features.1.num_batches_tracked").fill_(7.0f);
+  StateDict old;
+  for (auto& [k, v] : a.state_dict()) {
+    if (k != "features.1.num_batches_tracked") old.emplace_back(k, v);
+  }
+  b.load_state_dict(old);
+  EXPECT_EQ(b.find("features.1.running_mean").to_vector<float>(),
+            a.find("features.1.running_mean").to_vector<float>());
+  EXPECT_EQ(b.find("features.1.num_batches_tracked").to_vector<int64_t>(),
+            std::vector<int64_t>{7});
+  StateDict no_mean;
+  for (auto& [k, v] : a.state_dict()) {
+    if (k != "features.1.running_mean") no_mean.emplace_back(k, v);
+  }
+  try {
+    b.load_state_dict(no_mean);
+    FAIL() << "a missing running_mean was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("Missing key(s) in state_dict: \"features.1.running_mean\""),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(ModuleTest, CopyToAnotherDeviceIsDeepAndKeepsLeaves) {
   Generator g(3);
   Net net(g);
