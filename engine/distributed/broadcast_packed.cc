@@ -17,9 +17,6 @@ void broadcast_packed(ProcessGroup& group, const std::vector<Tensor>& tensors, i
     DPE_CHECK(t.defined() && t.is_contiguous(),
               "broadcast_packed (rank "
                   << group.rank() << "): expected defined contiguous tensors, got " << t.str());
-    DPE_CHECK(t.device() == tensors[0].device(),
-              "broadcast_packed (rank " << group.rank() << "): tensors on " << tensors[0].device()
-                                        << " and " << t.device());
     offsets.push_back(bytes);
     bytes += (static_cast<int64_t>(t.nbytes()) + 7) / 8 * 8;
   }
@@ -28,16 +25,19 @@ void broadcast_packed(ProcessGroup& group, const std::vector<Tensor>& tensors, i
   Runtime& rt = Runtime::get();
   DeviceContext& ctx = flat.context();
   char* base = static_cast<char*>(flat.raw_data());
+  // Tensors may live on several devices (a module that spans devices): each is copied from or to
+  // its own device's memory.
   if (group.rank() == root) {
     for (size_t i = 0; i < tensors.size(); ++i) {
-      rt.copy(ctx, base + offsets[i], ctx, tensors[i].raw_data(), tensors[i].nbytes());
+      rt.copy(ctx, base + offsets[i], tensors[i].context(), tensors[i].raw_data(),
+              tensors[i].nbytes());
     }
   }
   group.broadcast(flat, root);
   if (group.rank() == root) return;
   for (size_t i = 0; i < tensors.size(); ++i) {
     Tensor t = tensors[i];
-    rt.copy(ctx, t.raw_data(), ctx, base + offsets[i], t.nbytes());
+    rt.copy(t.context(), t.raw_data(), ctx, base + offsets[i], t.nbytes());
     t.bump_version();
   }
 }

@@ -14,8 +14,9 @@
 namespace dpe {
 namespace distributed {
 
-// Broadcasts `tensors` (contiguous, any dtypes, all on one device the group accepts) from `root`
-// as one flat buffer, then copies the values back in place on the other ranks.
+// Broadcasts `tensors` (contiguous, any dtypes, on any devices) from `root` as one flat buffer on
+// the first tensor's device (which the group must accept), then copies the values back in place
+// on the other ranks.
 void broadcast_packed(ProcessGroup& group, const std::vector<Tensor>& tensors, int root = 0);
 
 }  // namespace distributed

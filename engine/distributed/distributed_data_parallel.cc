@@ -2,6 +2,9 @@
 // forward; the gradient side is the Reducer (reducer.h).
 #include "engine/distributed/distributed_data_parallel.h"
 
+#include <set>
+#include <sstream>
+
 #include "engine/autograd/grad_mode.h"
 #include "engine/autograd/ops.h"
 #include "engine/core/error.h"
@@ -43,17 +46,34 @@ DistributedDataParallel::DistributedDataParallel(
             "DistributedDataParallel: device_ids can only be empty or contain a single element "
             "(one process per device), got "
                 << options_.device_ids.size());
-  if (!options_.device_ids.empty()) device_ = options_.device_ids[0];
-  auto check = [&](const std::vector<std::pair<std::string, Tensor>>& tensors) {
-    for (const auto& [name, t] : tensors) {
-      DPE_CHECK(t.device() == device_,
-                "DistributedDataParallel: module must have its parameters and buffers on device "
-                    << device_ << " but found " << name << " on device: " << t.device());
-    }
-  };
-  check(module->named_parameters());
-  check(module->named_buffers());
-  if (!options_.output_device) options_.output_device = device_;
+  // A module whose parameters span devices (model parallelism inside each rank, PyTorch's
+  // is_multi_device_module): no device_ids or output_device; inputs go to the device of its first
+  // parameter, the output stays where the module leaves it, buckets never mix devices.
+  std::set<Device> devices;
+  for (const auto& [name, t] : module->named_parameters()) devices.insert(t.device());
+  multi_device_ = devices.size() > 1;
+  if (multi_device_) {
+    std::ostringstream list;
+    for (Device d : devices) list << (d == *devices.begin() ? "" : ", ") << d;
+    DPE_CHECK(options_.device_ids.empty() && !options_.output_device,
+              "DistributedDataParallel: device_ids and output_device only work with single-device "
+              "modules, but got device_ids of "
+                  << options_.device_ids.size() << " device(s) and module parameters on {"
+                  << list.str() << "}");
+  } else {
+    if (!options_.device_ids.empty()) device_ = options_.device_ids[0];
+    auto check = [&](const std::vector<std::pair<std::string, Tensor>>& tensors) {
+      for (const auto& [name, t] : tensors) {
+        DPE_CHECK(t.device() == device_,
+                  "DistributedDataParallel: module must have its parameters and buffers on "
+                  "device "
+                      << device_ << " but found " << name << " on device: " << t.device());
+      }
+    };
+    check(module->named_parameters());
+    check(module->named_buffers());
+    if (!options_.output_device) options_.output_device = device_;
+  }
   DPE_CHECK(
       options_.bucket_cap_mb > 0,
       "DistributedDataParallel: bucket_cap_mb must be positive, got " << options_.bucket_cap_mb);
@@ -79,7 +99,9 @@ Value DistributedDataParallel::forward_value(const Value& input) {
   if (sync) reducer_->check_prior_reduction_finished();
   if (options_.broadcast_buffers && module().is_training() && group_->size() > 1) sync_buffers();
   Value out = module().forward_value(move_to(input, device_));
-  if (*options_.output_device != device_) out = move_to(out, *options_.output_device);
+  if (options_.output_device && *options_.output_device != device_) {
+    out = move_to(out, *options_.output_device);
+  }
   if (sync) reducer_->prepare_for_backward(out);
   return out;
 }

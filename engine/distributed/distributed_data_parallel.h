@@ -50,9 +50,12 @@ namespace dpe {
 
 struct DistributedDataParallelOptions {
   // Empty, or the one device the module lives on (PyTorch: "device_ids can only be None or
-  // contain a single element"). Inputs are moved there before the forward.
+  // contain a single element"). Inputs are moved there before the forward. A module whose
+  // parameters span several devices (model parallelism in each rank, seed 004's ToyMpModel) takes
+  // neither device_ids nor output_device: inputs go to its first parameter's device, the output
+  // stays where the module leaves it, and each gradient bucket holds one device's parameters.
   std::vector<Device> device_ids;
-  std::optional<Device> output_device;  // default: the module's device
+  std::optional<Device> output_device;  // default: the module's device (single-device modules)
   // Broadcast rank 0's buffers (running statistics) before each forward in training mode.
   bool broadcast_buffers = true;
   double bucket_cap_mb = 25.0;
@@ -105,7 +108,8 @@ class DistributedDataParallel : public Cloneable<DistributedDataParallel> {
 
   std::shared_ptr<distributed::ProcessGroup> group_;
   DistributedDataParallelOptions options_;
-  Device device_;
+  Device device_;  // where inputs go: device_ids[0], or the module's first parameter's device
+  bool multi_device_ = false;  // the module's parameters span devices
   std::shared_ptr<distributed::Reducer> reducer_;
   bool require_backward_grad_sync_ = true;
 };

@@ -61,6 +61,10 @@ Reducer::Reducer(std::vector<std::pair<std::string, Tensor>> params,
     limit = cap;
   };
   for (size_t k = n; k-- > 0;) {
+    // A bucket is one flat buffer on one device: a parameter on another device starts a new one.
+    if (!current.params.empty() && params_[k].device() != params_[current.params[0]].device()) {
+      close();
+    }
     bucket_of_[k] = buckets_.size();
     offset_of_[k] = numel;
     current.params.push_back(k);

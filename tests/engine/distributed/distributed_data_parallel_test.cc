@@ -11,6 +11,7 @@
 #include "engine/autograd/engine.h"
 #include "engine/autograd/grad_mode.h"
 #include "engine/autograd/ops.h"
+#include "engine/device/runtime.h"
 #include "engine/distributed/spawn.h"
 #include "engine/nn/activation.h"
 #include "engine/nn/batch_norm.h"
@@ -20,6 +21,7 @@
 #include "models/convnet.h"
 #include "models/gpt.h"
 #include "models/mlp.h"
+#include "models/toy_mp_model.h"
 #include "tests/engine/distributed/rank_test_util.h"
 #include "tests/engine/distributed/store_server_process.h"
 
@@ -168,6 +170,55 @@ INSTANTIATE_TEST_SUITE_P(Ranks, DdpEquivalenceTest, ::testing::Values(2, 3),
                          [](const ::testing::TestParamInfo<int>& info) {
                            return std::to_string(info.param) + "ranks";
                          });
+
+// Seed 004's "DDP and model parallelism": each rank owns two host devices and a ToyMpModel split
+// across them; DDP takes no device_ids, buckets each device's gradients apart, and one step of 2
+// ranks equals one process on the global batch.
+TEST(DdpModelParallelTest, TwoRanksOfTwoDevicesEqualOneProcessOnTheGlobalBatch) {
+  test::StoreServerProcess server;
+  const int port = server.port();
+  spawn(
+      [&](int rank) {
+        auto group = join_job(port, rank, 2);
+        Runtime::get().set_host_device_count(2);  // join_job leaves one
+        const Device h0 = Device::parse("host:0"), h1 = Device::parse("host:1");
+        Generator data(7);
+        const Tensor x = randn({kGlobalBatch, 10}, data), y = randn({kGlobalBatch, 5}, data);
+        const Loss mse = [](const Tensor& out, const Tensor& t) {
+          return ops::mse_loss(out, t.to(out.device()));
+        };
+        Generator g0(100);
+        auto single_model = std::make_shared<models::ToyMpModel>(h0, h0, g0);
+        const Step single = sgd_step(*single_model, *single_model, x, y, false, mse);
+
+        Generator gr(100 + rank);
+        auto model = std::make_shared<models::ToyMpModel>(h0, h1, gr);
+        DistributedDataParallelOptions o;
+        o.bucket_cap_mb = 1;  // one bucket would hold all 165 parameters; devices split it
+        DistributedDataParallel ddp(model, group, o);
+        const int64_t local = kGlobalBatch / 2;
+        const Step step = sgd_step(ddp, *model, x.narrow(0, rank * local, local).contiguous(),
+                                   y.narrow(0, rank * local, local).contiguous(), true, mse);
+        expect_same(step, single, "ToyMpModel on two devices per rank");
+        RANK_CHECK(ddp.bucket_parameter_names().size() == 2,
+                   "one bucket per device, got " << ddp.bucket_parameter_names().size());
+        RANK_CHECK(model->find("net2.weight").grad().device() == h1, "");
+        {
+          NoGradGuard no_grad;
+          RANK_CHECK(ddp(Tensor::ones({2, 10})).device() == h1, "the output stays on dev1");
+        }
+
+        // device_ids make no sense for a module on two devices: PyTorch's error.
+        DistributedDataParallelOptions bad;
+        bad.device_ids = {h0};
+        const std::string e = error_of([&] { DistributedDataParallel(model, group, bad); });
+        RANK_CHECK(e.find("only work with single-device modules") != std::string::npos &&
+                       e.find("{host:0, host:1}") != std::string::npos,
+                   e);
+        distributed::destroy_process_group();
+      },
+      2);
+}
 
 // Several buckets: bucket 0 (the last layer's parameters) is launched while backward still has
 // the first layers' gradients to compute: fewer hooks had fired than the backward fires in all.
