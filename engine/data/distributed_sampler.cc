@@ -3,7 +3,7 @@
 #include <numeric>
 
 #include "engine/core/error.h"
-#include "engine/tensor/random.h"
+#include "engine/data/torch_generator.h"
 
 namespace dpe {
 
@@ -30,8 +30,9 @@ DistributedSampler::DistributedSampler(int64_t dataset_size, int num_replicas, i
 std::vector<int64_t> DistributedSampler::indices() const {
   std::vector<int64_t> order;
   if (shuffle_) {
-    Generator gen(seed_ + static_cast<uint64_t>(epoch_));
-    order = randperm(n_, gen);
+    // torch: g = torch.Generator(); g.manual_seed(self.seed + self.epoch); torch.randperm(n, g).
+    TorchGenerator gen(seed_ + static_cast<uint64_t>(epoch_));
+    order = torch_randperm(n_, gen);
   } else {
     order.resize(static_cast<size_t>(n_));
     std::iota(order.begin(), order.end(), 0);

@@ -7,9 +7,13 @@
 //   not drop_last: pad to total_size by repeating the order from its start (cyclically when the
 //   padding is longer than n); drop_last: truncate to total_size;
 //   rank r takes order[r : total_size : replicas].
-// The permutation comes from dpe::Generator, not torch's RNG: deterministic and the same on every
-// rank, but not torch's order bit for bit. As in PyTorch, call set_epoch(epoch) before each
-// epoch, or every epoch visits the same order.
+// The shuffled order is PyTorch 1.13's bit for bit (design note "torch order" in
+// torch_generator.h): DistributedSampler(n, R, r, true, seed, drop_last) after set_epoch(e) gives
+// exactly torch's DistributedSampler(dataset of length n, num_replicas=R, rank=r, shuffle=True,
+// seed=seed, drop_last=drop_last) after set_epoch(e), whose order is
+// torch.randperm(n, generator=torch.Generator().manual_seed(seed + e)); only (seed + e) mod 2^32
+// matters. tests/engine/data/golden/ holds torch's lists. As in PyTorch, call set_epoch(epoch)
+// before each epoch, or every epoch visits the same order.
 //
 // Threading contract: not thread-safe (set_epoch writes); see sampler.h.
 #pragma once

@@ -3,10 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <numeric>
 
 #include "engine/core/error.h"
 #include "engine/data/random_dataset.h"
+#include "tests/engine/data/sampler_golden.h"
 
 namespace dpe {
 namespace {
@@ -139,6 +141,34 @@ TEST(DistributedSamplerTest, EpochsDifferAndRepeat) {
   const Index f0 = fixed.indices();
   fixed.set_epoch(7);
   EXPECT_EQ(fixed.indices(), f0);
+}
+
+TEST(DistributedSamplerTest, ShuffledListsMatchTorchBitForBit) {
+  // torch 1.13's DistributedSampler(range(n), replicas, rank, shuffle=True, seed, drop_last)
+  // after set_epoch(epoch), every rank (golden/make_sampler_golden.py).
+  int cases = 0, equal = 0;
+  for (const auto& c : testing_golden::sampler_golden().at("distributed_sampler")) {
+    const int64_t n = c.at("n").get<int64_t>();
+    const int replicas = c.at("replicas").get<int>();
+    const bool drop_last = c.at("drop_last").get<bool>();
+    const uint64_t seed = c.at("seed").get<uint64_t>();
+    const int64_t epoch = c.at("epoch").get<int64_t>();
+    bool all_ranks_equal = true;
+    for (int rank = 0; rank < replicas; ++rank) {
+      DistributedSampler s(n, replicas, rank, /*shuffle=*/true, seed, drop_last);
+      s.set_epoch(epoch);
+      const auto result = testing_golden::matches_golden(c.at("ranks").at(rank), s.indices());
+      EXPECT_TRUE(result) << "n=" << n << " replicas=" << replicas << " rank=" << rank
+                          << " drop_last=" << drop_last << " seed=" << seed << " epoch=" << epoch;
+      all_ranks_equal = all_ranks_equal && result;
+    }
+    ++cases;
+    equal += all_ranks_equal;
+  }
+  EXPECT_GE(cases, 800);
+  EXPECT_EQ(equal, cases);
+  std::printf("DistributedSampler: %d of %d golden cases equal to torch 1.13 (every rank)\n",
+              equal, cases);
 }
 
 TEST(DistributedSamplerTest, TakesTheSizeOfADataset) {
