@@ -216,6 +216,9 @@ LmImbalanceRun profile_lm_ddp(const LmImbalanceOptions& o, int world,
   char dir_template[] = "/tmp/dpe_lm_ddp_XXXXXX";
   const char* dir = mkdtemp(dir_template);
   DPE_CHECK(dir != nullptr, "lm imbalance: cannot create a temporary folder");
+  // The ranks need as much memory as DataParallel's devices did: give back what this process's
+  // allocators cache and what malloc keeps before starting them.
+  Runtime::get().empty_cache();
   worker_argv.push_back("--lm-ddp-worker");
   worker_argv.push_back(dir);
   const int failed = run_local_ranks(worker_argv, world);

@@ -56,6 +56,9 @@ class DeviceContext {
   virtual void activate_on_this_thread() = 0;
   // Returns when all work queued on the device has finished (CUDA streams; nothing on host).
   virtual void synchronize() = 0;
+  // Gives the allocator's cached free blocks back to the system (torch.cuda.empty_cache());
+  // memory in use stays valid.
+  virtual void empty_cache() {}
   // Sets n elements of elem_size bytes (1, 2, 4 or 8) at dst, in this device's memory, to the
   // bytes at `value` (host memory). Ordered after the work already queued on the device.
   virtual void fill(void* dst, const void* value, size_t elem_size, int64_t n) = 0;

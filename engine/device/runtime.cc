@@ -1,5 +1,7 @@
 #include "engine/device/runtime.h"
 
+#include <malloc.h>
+
 #include <cstdlib>
 #include <string>
 
@@ -84,6 +86,21 @@ void Runtime::set_host_device_count(int count) {
   HostDeviceOptions o = host_options();
   o.count = count;
   set_host_devices(o);
+}
+
+void Runtime::empty_cache() {
+  std::vector<DeviceContext*> contexts;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& c : host_contexts_) {
+      if (c) contexts.push_back(c.get());
+    }
+    for (auto& c : cuda_contexts_) {
+      if (c) contexts.push_back(c.get());
+    }
+  }
+  for (DeviceContext* c : contexts) c->empty_cache();
+  malloc_trim(0);
 }
 
 std::string Runtime::cuda_status() const { return cuda::device_count_status(); }

@@ -59,6 +59,9 @@ class Runtime {
   DeviceContext& context(Device device);
   // Every visible device of the default backend: host devices (CUDA ones only on request).
   std::vector<Device> host_devices() const;
+  // Every created device's allocator gives its cached free blocks back (torch.cuda.empty_cache()
+  // for all devices), and malloc returns what it keeps: before starting memory-hungry children.
+  void empty_cache();
   std::vector<Device> cuda_devices() const;
 
   // Copies the view `src` (in the memory of src_ctx's device) into contiguous memory at dst (in

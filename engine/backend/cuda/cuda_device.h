@@ -53,7 +53,7 @@ class CudaDeviceContext final : public DeviceContext {
   // Bytes the caching allocator keeps in its free lists, and a way to give them back to the
   // driver (torch.cuda.empty_cache()).
   int64_t cached_bytes() const;
-  void empty_cache();
+  void empty_cache() override;
 
  private:
   std::unique_ptr<CudaContext> kernels_;

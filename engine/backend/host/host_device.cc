@@ -22,6 +22,10 @@ HostDeviceContext::HostDeviceContext(int index, int compute_threads, int64_t cap
 
 HostDeviceContext::~HostDeviceContext() { stop_worker(); }
 
+void HostDeviceContext::empty_cache() {
+  static_cast<HostAllocator&>(allocator()).release_cache();
+}
+
 void HostDeviceContext::activate_on_this_thread() { omp_set_num_threads(compute_threads()); }
 
 void HostDeviceContext::fill(void* dst, const void* value, size_t elem_size, int64_t n) {

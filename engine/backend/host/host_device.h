@@ -26,6 +26,7 @@ class HostDeviceContext final : public DeviceContext {
 
   void activate_on_this_thread() override;
   void synchronize() override {}
+  void empty_cache() override;
   void fill(void* dst, const void* value, size_t elem_size, int64_t n) override;
   // Host to host only: another device type copies to and from host memory itself.
   bool copy(DeviceContext& dst_ctx, void* dst, DeviceContext& src_ctx,

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/backend/host/host_allocator.h"
 #include "engine/core/error.h"
 #include "engine/device/runtime.h"
 #include "engine/tensor/tensor.h"
@@ -30,6 +31,18 @@ TEST(HostDeviceTest, FillsElementsOfEveryWidth) {
   ctx.fill(ints.data(), &big, 8, 4);
   EXPECT_EQ(ints, std::vector<int64_t>(4, big));
   EXPECT_THROW(ctx.fill(bytes.data(), &b, 3, 1), Error);
+}
+
+TEST(HostDeviceTest, EmptyCacheGivesCachedBlocksBack) {
+  Runtime& rt = Runtime::get();
+  HostDeviceContext& ctx = as_host(rt.context(Device::parse("host:0")));
+  auto& alloc = static_cast<HostAllocator&>(ctx.allocator());
+  { Tensor big = Tensor::empty({1 << 20}, DType::kFloat32, Device::parse("host:0")); }
+  EXPECT_GE(alloc.cached_bytes(), size_t{4} << 20);  // the freed 4 MiB block is kept...
+  rt.empty_cache();
+  EXPECT_EQ(alloc.cached_bytes(), 0u);  // ...until empty_cache
+  Tensor again = Tensor::ones({1 << 20}, Device::parse("host:0"));
+  EXPECT_EQ(again.to_vector<float>()[12345], 1.0f);
 }
 
 TEST(HostDeviceTest, CopiesStridedViewsBetweenHostDevicesAndCountsThem) {
