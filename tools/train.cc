@@ -104,9 +104,12 @@ int main(int argc, char** argv) {
   app.add_option("--seed", c.seed, "seed of the initial weights and the shuffling")->capture_default_str();
   app.add_flag("--sync-bn", c.sync_bn, "SyncBatchNorm across ranks (ddp only)");
   app.add_option("--checkpoint-dir", c.checkpoint_dir,
-                 "write checkpoint.safetensors (atomically, rank 0) and metrics.jsonl here after "
-                 "every epoch");
-  app.add_flag("--resume", c.resume, "continue from the checkpoint in --checkpoint-dir");
+                 "after every epoch write model.safetensors (the model's state_dict, PyTorch's "
+                 "names), optimizer.safetensors and training_state.json here, committed together "
+                 "by checkpoint.json (rank 0), and a line of metrics.jsonl");
+  app.add_flag("--resume", c.resume,
+               "continue from the checkpoint in --checkpoint-dir (also reads the older "
+               "single-file checkpoint.safetensors)");
   app.add_option("--data-dir", c.data_dir, "folder with the Fashion-MNIST IDX .gz files")
       ->capture_default_str();
   app.add_option("--context", c.context,

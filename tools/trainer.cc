@@ -11,6 +11,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
+#include <iterator>
 #include <memory>
 #include <sstream>
 #include <nlohmann/json.hpp>
@@ -144,7 +146,7 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const TrainConfig& c, std::vect
   return std::make_unique<optim::SGD>(std::move(params), so);
 }
 
-// One line of metrics.jsonl. It is appended before the epoch's checkpoint is renamed into place,
+// One line of metrics.jsonl. It is appended before the epoch's manifest is renamed into place,
 // so a checkpoint never exists without its line; a line whose checkpoint never came (a kill
 // between the two) is dropped on resume by trim_metrics.
 void append_metrics(const std::string& path, const TrainConfig& c, const EpochMetrics& m,
@@ -167,7 +169,7 @@ void append_metrics(const std::string& path, const TrainConfig& c, const EpochMe
   j["optimizer"] = c.optimizer;
   j["samples_per_second"] = m.samples_per_second;
   j["steps"] = m.steps;
-  // Written and fsynced before the checkpoint (itself fsynced) is renamed: in order on disk too.
+  // Written and fsynced before the manifest (itself fsynced) is renamed: in order on disk too.
   const std::string line = j.dump() + "\n";
   const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
   DPE_CHECK(fd >= 0, "cannot append metrics to '" << path << "': " << std::strerror(errno));
@@ -210,27 +212,219 @@ int64_t metadata_int(const std::string& path, const std::string& key, const std:
   return v;
 }
 
-// Removes the temporary files that killed checkpoint writes left in `dir`: exactly the names
-// save_safetensors gives them (checkpoint.safetensors.tmp. + mkstemp's 6 characters), nothing else.
-void remove_stale_temporaries(const std::string& dir, FILE* out) {
+// --- The checkpoint set (design note "checkpoint set" in trainer.h) ---
+
+constexpr const char* kManifestFormat = "dpe-checkpoint-1";
+constexpr const char* kTrainingStateFormat = "dpe-train-2";
+constexpr const char* kLegacyFormat = "dpe-train-1";
+constexpr int64_t kMaxGeneration = 999999999999;
+constexpr const char* kModelFile = "model.safetensors";
+constexpr const char* kOptimizerFile = "optimizer.safetensors";
+constexpr const char* kTrainingStateFile = "training_state.json";
+constexpr const char* kSetFiles[] = {kModelFile, kOptimizerFile, kTrainingStateFile};
+constexpr size_t kMaxJsonBytes = 1 << 20;  // the set's JSON files are a few hundred bytes
+
+// A file of the set as it is written, before the manifest names it: "model.safetensors.next.4".
+std::string staged_name(const std::string& file, int64_t generation) {
+  return file + ".next." + std::to_string(generation);
+}
+
+// `text` from `from` on is `n` characters (any count when n < 0, at least one) of `ok`.
+bool all_chars(const std::string& text, size_t from, int n, int (*ok)(int)) {
+  if (from > text.size() || (n >= 0 && text.size() - from != static_cast<size_t>(n)) ||
+      text.size() == from) {
+    return false;
+  }
+  for (size_t i = from; i < text.size(); ++i) {
+    if (!ok(static_cast<unsigned char>(text[i]))) return false;
+  }
+  return true;
+}
+
+bool starts_with(const std::string& text, const std::string& prefix) {
+  return text.compare(0, prefix.size(), prefix) == 0;
+}
+
+// `name` is `prefix` and mkstemp's 6 letters or digits.
+bool temporary_of(const std::string& name, const std::string& prefix) {
+  return starts_with(name, prefix + ".tmp.") && all_chars(name, prefix.size() + 5, 6, isalnum);
+}
+
+// The names killed checkpoint writes leave, and only those: the temporaries of the manifest and of
+// the old single file (name.tmp.XXXXXX), staged files (model.safetensors.next.N) and theirs.
+bool left_by_a_write(const std::string& name) {
+  if (temporary_of(name, "checkpoint.safetensors") || temporary_of(name, "checkpoint.json")) {
+    return true;
+  }
+  for (const char* file : kSetFiles) {
+    const std::string prefix = std::string(file) + ".next.";
+    if (!starts_with(name, prefix)) continue;
+    const size_t dot = name.find('.', prefix.size());
+    const std::string staged = name.substr(0, dot);
+    if (!all_chars(staged, prefix.size(), -1, isdigit) || staged.size() > prefix.size() + 18) {
+      return false;
+    }
+    return dot == std::string::npos || temporary_of(name, staged);
+  }
+  return false;
+}
+
+int64_t file_size(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) ? st.st_size : -1;
+}
+
+// Best effort: the renames in `dir` survive a crash.
+void fsync_directory(const std::string& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
+  ::fsync(fd);
+  ::close(fd);
+}
+
+// Writes `text` into a new file `path` and fsyncs it; a failure removes the file.
+void write_synced(const std::string& path, const std::string& text) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  DPE_CHECK(fd >= 0, "cannot write '" << path << "': " << std::strerror(errno));
+  bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) &&
+            ::fsync(fd) == 0;
+  const std::string why = std::strerror(errno);
+  ok = ::close(fd) == 0 && ok;
+  if (!ok) ::unlink(path.c_str());
+  DPE_CHECK(ok, "cannot write '" << path << "': " << why);
+}
+
+// Replaces `path` by `text` atomically: a temporary path.tmp.XXXXXX, fsynced, renamed over it.
+void write_atomically(const std::string& dir, const std::string& path, const std::string& text) {
+  std::string tmp = path + ".tmp.XXXXXX";
+  const int fd = ::mkstemp(tmp.data());
+  DPE_CHECK(fd >= 0, "cannot create a temporary file next to '" << path
+                                                                 << "': " << std::strerror(errno));
+  ::close(fd);
+  ::chmod(tmp.c_str(), 0644);  // mkstemp creates 0600
+  write_synced(tmp, text);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const std::string why = std::strerror(errno);
+    ::unlink(tmp.c_str());
+    DPE_THROW("cannot rename '" << tmp << "' to '" << path << "': " << why);
+  }
+  fsync_directory(dir);
+}
+
+// A JSON file of the set: a DataError naming it when it is missing, unreadable, over 1 MiB or
+// not a JSON object.
+nlohmann::json read_json_object(const std::string& path) {
+  const int64_t size = file_size(path);
+  DPE_TOOLS_CHECK(DataError, size >= 0, "checkpoint '" << path << "' is missing");
+  DPE_TOOLS_CHECK(DataError, static_cast<uint64_t>(size) <= kMaxJsonBytes,
+                  "checkpoint '" << path << "' is " << size << " bytes, over the "
+                                 << kMaxJsonBytes << "-byte limit (not written by dpe train)");
+  std::ifstream in(path, std::ios::binary);
+  const std::string text((std::istreambuf_iterator<char>(in)), {});
+  DPE_TOOLS_CHECK(DataError, in.good() || in.eof(), "cannot read checkpoint '" << path << "'");
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  DPE_TOOLS_CHECK(DataError, j.is_object(),
+                  "checkpoint '" << path << "' is not a JSON object (corrupt, or not written by "
+                                            "dpe train)");
+  return j;
+}
+
+// The values of a JSON object as metadata strings, so that the checks of the single-file layout
+// apply: strings as they are, whole numbers in decimal, anything else as its JSON text (which no
+// check accepts: a quoted "3" is not a whole number).
+SafetensorsMetadata as_metadata(const nlohmann::json& object) {
+  SafetensorsMetadata m;
+  for (const auto& [key, value] : object.items()) {
+    if (value.is_number_unsigned()) m[key] = std::to_string(value.get<uint64_t>());
+    else if (value.is_string() && key != "epoch" && key != "generation" && key != "context" &&
+             key != "seed") m[key] = value.get<std::string>();
+    else m[key] = value.dump();
+  }
+  return m;
+}
+
+// The manifest's generation when it is readable and names one; 0 otherwise (recovery only:
+// resume checks everything).
+int64_t manifest_generation(const std::string& dir) {
+  const std::string path = checkpoint_manifest_path(dir);
+  const int64_t size = file_size(path);
+  if (size < 0 || static_cast<uint64_t>(size) > kMaxJsonBytes) return 0;
+  std::ifstream in(path, std::ios::binary);
+  const nlohmann::json j = nlohmann::json::parse(std::string(std::istreambuf_iterator<char>(in), {}),
+                                                 nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || !j.contains("generation") || !j["generation"].is_number_unsigned()) return 0;
+  const uint64_t g = j["generation"].get<uint64_t>();
+  return g >= 1 && g <= static_cast<uint64_t>(kMaxGeneration) ? static_cast<int64_t>(g) : 0;
+}
+
+// Run by the main process at start, before any process reads the checkpoint. A write killed
+// after its manifest was renamed (the commit) but before its staged files were: those renames are
+// finished, so the set is the manifest's. Then what killed writes left is removed: names of our
+// patterns only (left_by_a_write). Returns the generation of the next checkpoint.
+int64_t recover_checkpoint_dir(const std::string& dir, FILE* out) {
+  const int64_t generation = manifest_generation(dir);
+  if (generation > 0) {
+    bool moved = false;
+    for (const char* file : kSetFiles) {
+      const std::string staged = dir + "/" + staged_name(file, generation);
+      if (file_size(staged) < 0) continue;
+      const std::string target = dir + "/" + file;
+      DPE_CHECK(::rename(staged.c_str(), target.c_str()) == 0,
+                "cannot rename '" << staged << "' to '" << target << "': " << std::strerror(errno));
+      std::fprintf(out, "moved %s to %s, finishing checkpoint generation %lld (interrupted)\n",
+                   staged.c_str(), target.c_str(), static_cast<long long>(generation));
+      moved = true;
+    }
+    if (moved) fsync_directory(dir);
+  }
   DIR* d = ::opendir(dir.c_str());
-  if (d == nullptr) return;
-  const std::string prefix = "checkpoint.safetensors.tmp.";
+  if (d == nullptr) return generation + 1;
   std::vector<std::string> stale;
   while (const dirent* e = ::readdir(d)) {
-    const std::string name = e->d_name;
-    if (name.size() != prefix.size() + 6 || name.compare(0, prefix.size(), prefix) != 0) continue;
-    bool ours = true;
-    for (size_t i = prefix.size(); i < name.size(); ++i) {
-      ours = ours && std::isalnum(static_cast<unsigned char>(name[i]));
-    }
-    if (ours) stale.push_back(dir + "/" + name);
+    if (left_by_a_write(e->d_name)) stale.push_back(dir + "/" + e->d_name);
   }
   ::closedir(d);
   for (const std::string& path : stale) {
     if (::unlink(path.c_str()) == 0) {
       std::fprintf(out, "removed %s, left by an interrupted checkpoint write\n", path.c_str());
     }
+  }
+  return generation + 1;
+}
+
+// Writes the set of one epoch (design note "checkpoint set"): the three files staged under
+// their .next.N names and fsynced, then `before_commit` (the metrics line), then the manifest
+// renamed into place (the commit), then the staged files renamed to their names. An old
+// single-file checkpoint in `dir` is superseded and removed.
+void write_checkpoint(const std::string& dir, int64_t generation, const StateDict& model_state,
+                      const StateDict& optimizer_state, const nlohmann::ordered_json& training_state,
+                      const std::function<void()>& before_commit, FILE* out) {
+  ::mkdir(dir.c_str(), 0755);
+  auto staged = [&](const char* file) { return dir + "/" + staged_name(file, generation); };
+  SafetensorsSaveOptions model_options;
+  model_options.metadata = {{"format", "pt"}};  // as safetensors.torch.save_file writes
+  save_safetensors(staged(kModelFile), model_state, model_options);
+  SafetensorsSaveOptions optimizer_options;
+  optimizer_options.metadata = {{"optimizer", training_state.value("optimizer", "")}};
+  save_safetensors(staged(kOptimizerFile), optimizer_state, optimizer_options);
+  write_synced(staged(kTrainingStateFile), training_state.dump(2) + "\n");
+  nlohmann::ordered_json files = nlohmann::ordered_json::object();
+  for (const char* file : kSetFiles) files[file] = file_size(staged(file));
+  before_commit();
+  nlohmann::ordered_json manifest = {
+      {"format", kManifestFormat}, {"generation", generation}, {"files", files}};
+  write_atomically(dir, checkpoint_manifest_path(dir), manifest.dump(2) + "\n");
+  for (const char* file : kSetFiles) {
+    const std::string target = dir + "/" + file;
+    DPE_CHECK(::rename(staged(file).c_str(), target.c_str()) == 0,
+              "cannot rename '" << staged(file) << "' to '" << target
+                                << "': " << std::strerror(errno));
+  }
+  fsync_directory(dir);
+  const std::string legacy = legacy_checkpoint_path(dir);
+  if (::unlink(legacy.c_str()) == 0) {
+    std::fprintf(out, "removed %s, superseded by %s\n", legacy.c_str(),
+                 checkpoint_manifest_path(dir).c_str());
   }
 }
 
@@ -267,7 +461,15 @@ void trim_metrics(const std::string& path, int last_epoch, FILE* out) {
 
 }  // namespace
 
-std::string checkpoint_path(const std::string& dir) { return dir + "/checkpoint.safetensors"; }
+std::string checkpoint_manifest_path(const std::string& dir) { return dir + "/checkpoint.json"; }
+std::string model_checkpoint_path(const std::string& dir) { return dir + "/model.safetensors"; }
+std::string optimizer_checkpoint_path(const std::string& dir) {
+  return dir + "/optimizer.safetensors";
+}
+std::string training_state_path(const std::string& dir) { return dir + "/training_state.json"; }
+std::string legacy_checkpoint_path(const std::string& dir) {
+  return dir + "/checkpoint.safetensors";
+}
 std::string metrics_path(const std::string& dir) { return dir + "/metrics.jsonl"; }
 
 TrainConfig resolve_defaults(const TrainConfig& config) {
@@ -302,46 +504,79 @@ TrainConfig resolve_defaults(const TrainConfig& config) {
 
 namespace {
 
-// Loads the checkpoint in c.checkpoint_dir into `model` and `opt`; returns the epoch it holds.
-// Every metadata value is checked before it is used; a checkpoint that is missing, corrupt or
-// does not fit the command line is a DataError naming the file (and the key).
-int resume(const TrainConfig& c, bool language_model, Module& model, optim::Optimizer& opt) {
-  const std::string path = checkpoint_path(c.checkpoint_dir);
+// Checks a checkpoint's training metadata against the run and returns the epoch it holds. `path`
+// is the file the values come from (messages name it and the key). The single-file layout
+// (`legacy`) may lack 'format' and 'optimizer' (early checkpoints: SGD's).
+int check_training_state(const std::string& path, const SafetensorsMetadata& metadata,
+                         const TrainConfig& c, bool language_model, bool legacy) {
+  auto meta = [&](const std::string& key) {
+    auto it = metadata.find(key);
+    DPE_TOOLS_CHECK(DataError, it != metadata.end(),
+                    "checkpoint '" << path << "' has no '" << key
+                                   << "' entry: not written by dpe train");
+    return it->second;
+  };
+  const std::string format = legacy ? kLegacyFormat : kTrainingStateFormat;
+  if (!legacy || metadata.count("format")) {
+    DPE_TOOLS_CHECK(DataError, meta("format") == format,
+                    "checkpoint '" << path << "': metadata 'format' is " << shown(meta("format"))
+                                   << ", not " << format);
+  }
+  DPE_TOOLS_CHECK(DataError, meta("model") == c.model,
+                  "checkpoint '" << path << "' holds a " << shown(meta("model")) << " model, not "
+                                 << c.model);
+  const std::string saved_opt =
+      legacy && !metadata.count("optimizer") ? std::string("sgd") : meta("optimizer");
+  DPE_TOOLS_CHECK(DataError, saved_opt == c.optimizer,
+                  "checkpoint '" << path << "' holds " << shown(saved_opt) << " state, not "
+                                 << c.optimizer
+                                 << (saved_opt == "sgd" || saved_opt == "adamw"
+                                         ? " (pass --optimizer " + saved_opt + ")"
+                                         : std::string()));
+  if (language_model) {
+    const int64_t context = metadata_int(path, "context", meta("context"), 1, int64_t{1} << 20);
+    DPE_TOOLS_CHECK(DataError, context == c.context,
+                    "checkpoint '" << path << "' was trained with --context " << context
+                                   << ", not " << c.context
+                                   << " (the data order depends on the windows)");
+  }
+  if (!legacy) {
+    // The samplers' order is a function of the seed and the epoch: the position to resume from.
+    const std::string& s = meta("seed");
+    bool digits = !s.empty() && s.size() <= 20;
+    for (char ch : s) digits = digits && ch >= '0' && ch <= '9';
+    const unsigned long long seed = digits ? std::strtoull(s.c_str(), nullptr, 10) : 0;
+    DPE_TOOLS_CHECK(DataError, digits && std::to_string(seed) == s,
+                    "checkpoint '" << path << "': metadata 'seed' is " << shown(s)
+                                   << ", not a whole number from 0 to 2^64-1");
+    DPE_TOOLS_CHECK(DataError, seed == c.seed,
+                    "checkpoint '" << path << "' was trained with --seed " << seed << ", not "
+                                   << c.seed << " (the data order depends on it)");
+  }
+  return static_cast<int>(metadata_int(path, "epoch", meta("epoch"), 0, kMaxEpochs - 1));
+}
+
+// Runs `load`; a plain dpe::Error from it (the reader's, the state dicts') becomes a DataError
+// naming `path`.
+template <typename F>
+auto naming(const std::string& path, F load) {
   try {
+    return load();
+  } catch (const DataError&) {
+    throw;
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    throw DataError(msg.find(path) != std::string::npos ? msg : "checkpoint '" + path + "': " + msg);
+  }
+}
+
+// The single-file layout (checkpoint.safetensors: the model's tensors, the optimizer's prefixed
+// "optimizer.", training metadata), read when a directory has no manifest.
+int resume_legacy(const TrainConfig& c, bool language_model, Module& model, optim::Optimizer& opt) {
+  const std::string path = legacy_checkpoint_path(c.checkpoint_dir);
+  return naming(path, [&] {
     SafetensorsContents ck = read_safetensors(path, Device());
-    auto meta = [&](const std::string& key) {
-      auto it = ck.metadata.find(key);
-      DPE_TOOLS_CHECK(DataError, it != ck.metadata.end(),
-                      "checkpoint '" << path << "' has no '" << key
-                                     << "' entry: not written by dpe train");
-      return it->second;
-    };
-    if (ck.metadata.count("format")) {
-      DPE_TOOLS_CHECK(DataError, meta("format") == "dpe-train-1",
-                      "checkpoint '" << path << "': metadata 'format' is " << shown(meta("format"))
-                                     << ", not dpe-train-1");
-    }
-    DPE_TOOLS_CHECK(DataError, meta("model") == c.model,
-                    "checkpoint '" << path << "' holds a " << shown(meta("model"))
-                                   << " model, not " << c.model);
-    // Checkpoints written before the optimizer was recorded are SGD's.
-    const std::string saved_opt =
-        ck.metadata.count("optimizer") ? ck.metadata.at("optimizer") : std::string("sgd");
-    DPE_TOOLS_CHECK(DataError, saved_opt == c.optimizer,
-                    "checkpoint '" << path << "' holds " << shown(saved_opt) << " state, not "
-                                   << c.optimizer
-                                   << (saved_opt == "sgd" || saved_opt == "adamw"
-                                           ? " (pass --optimizer " + saved_opt + ")"
-                                           : std::string()));
-    if (language_model) {
-      const int64_t context = metadata_int(path, "context", meta("context"), 1, int64_t{1} << 20);
-      DPE_TOOLS_CHECK(DataError, context == c.context,
-                      "checkpoint '" << path << "' was trained with --context " << context
-                                     << ", not " << c.context
-                                     << " (the data order depends on the windows)");
-    }
-    const int epoch =
-        static_cast<int>(metadata_int(path, "epoch", meta("epoch"), 0, kMaxEpochs - 1));
+    const int epoch = check_training_state(path, ck.metadata, c, language_model, /*legacy=*/true);
     StateDict model_state, optim_state;
     for (auto& [k, v] : ck.tensors) {
       if (k.rfind("optimizer.", 0) == 0) optim_state.emplace_back(k.substr(10), v);
@@ -350,14 +585,92 @@ int resume(const TrainConfig& c, bool language_model, Module& model, optim::Opti
     model.load_state_dict(model_state);
     opt.load_state_dict(optim_state);
     return epoch;
-  } catch (const DataError&) {
-    throw;
-  } catch (const Error& e) {
-    const std::string msg = e.what();
-    // The reader names the file; the state dicts' messages do not.
-    throw DataError(msg.find(path) != std::string::npos ? msg
-                                                          : "checkpoint '" + path + "': " + msg);
+  });
+}
+
+// The set named by checkpoint.json (design note "checkpoint set"): the manifest first (format,
+// generation, each file's size), then training_state.json (of the manifest's generation), then
+// the two state dicts. Every value is checked before use; messages name the file and the key.
+int resume_set(const TrainConfig& c, bool language_model, Module& model, optim::Optimizer& opt) {
+  const std::string& dir = c.checkpoint_dir;
+  const std::string manifest_path = checkpoint_manifest_path(dir);
+  const nlohmann::json manifest = read_json_object(manifest_path);
+  const SafetensorsMetadata m = as_metadata(manifest);
+  auto entry = [&](const std::string& key) {
+    auto it = m.find(key);
+    DPE_TOOLS_CHECK(DataError, it != m.end(),
+                    "checkpoint '" << manifest_path << "' has no '" << key
+                                   << "' entry: not written by dpe train");
+    return it->second;
+  };
+  DPE_TOOLS_CHECK(DataError, entry("format") == kManifestFormat,
+                  "checkpoint '" << manifest_path << "': metadata 'format' is "
+                                 << shown(entry("format")) << ", not " << kManifestFormat);
+  const int64_t generation =
+      metadata_int(manifest_path, "generation", entry("generation"), 1, kMaxGeneration);
+  entry("files");
+  const nlohmann::json& files = manifest["files"];
+  bool well_formed = files.is_object() && files.size() == std::size(kSetFiles);
+  for (const char* file : kSetFiles) {
+    well_formed = well_formed && files.contains(file) && files[file].is_number_unsigned();
   }
+  DPE_TOOLS_CHECK(DataError, well_formed,
+                  "checkpoint '" << manifest_path
+                                 << "': metadata 'files' must map model.safetensors, "
+                                    "optimizer.safetensors and training_state.json to their sizes "
+                                    "in bytes, and nothing else");
+  for (const char* file : kSetFiles) {
+    const std::string path = dir + "/" + file;
+    const int64_t size = file_size(path);
+    const uint64_t recorded = files[file].get<uint64_t>();
+    DPE_TOOLS_CHECK(DataError, size >= 0 && static_cast<uint64_t>(size) == recorded,
+                    "checkpoint '" << path << "' "
+                                   << (size < 0 ? std::string("is missing")
+                                                : "is " + std::to_string(size) + " bytes")
+                                   << ", but '" << manifest_path << "' (metadata 'files') records "
+                                   << recorded << " bytes (truncated, or replaced since)");
+  }
+  const std::string state_path = training_state_path(dir);
+  const SafetensorsMetadata state = as_metadata(read_json_object(state_path));
+  const auto g = state.find("generation");
+  DPE_TOOLS_CHECK(DataError, g != state.end(),
+                  "checkpoint '" << state_path << "' has no 'generation' entry: not written by "
+                                                  "dpe train");
+  DPE_TOOLS_CHECK(DataError,
+                  metadata_int(state_path, "generation", g->second, 1, kMaxGeneration) == generation,
+                  "checkpoint '" << state_path << "': metadata 'generation' is " << g->second
+                                 << ", but '" << manifest_path << "' names generation "
+                                 << generation << " (the files are not one set)");
+  const int epoch = check_training_state(state_path, state, c, language_model, /*legacy=*/false);
+  const std::string model_path = model_checkpoint_path(dir);
+  naming(model_path, [&] {
+    model.load_state_dict(read_safetensors(model_path, Device()).tensors);
+    return 0;
+  });
+  const std::string optimizer_path = optimizer_checkpoint_path(dir);
+  naming(optimizer_path, [&] {
+    opt.load_state_dict(read_safetensors(optimizer_path, Device()).tensors);
+    return 0;
+  });
+  return epoch;
+}
+
+// Loads the checkpoint in c.checkpoint_dir into `model` and `opt`; returns the epoch it holds and
+// sets `*from` to the file it was found by. A checkpoint that is missing, corrupt or does not fit
+// the command line is a DataError naming the file (and the key).
+int resume(const TrainConfig& c, bool language_model, Module& model, optim::Optimizer& opt,
+           std::string* from) {
+  const std::string manifest = checkpoint_manifest_path(c.checkpoint_dir);
+  const std::string legacy = legacy_checkpoint_path(c.checkpoint_dir);
+  if (::access(manifest.c_str(), F_OK) != 0 && ::access(legacy.c_str(), F_OK) == 0) {
+    *from = legacy;
+    return resume_legacy(c, language_model, model, opt);
+  }
+  DPE_TOOLS_CHECK(DataError, ::access(manifest.c_str(), F_OK) == 0,
+                  "no checkpoint to resume from: '" << manifest << "' does not exist (nor '"
+                                                    << legacy << "', the older single-file layout)");
+  *from = manifest;
+  return resume_set(c, language_model, model, opt);
 }
 
 // Bad DPE_HOST_*, RANK/WORLD_SIZE or DPE_RDZV_* values are usage errors, found before any work.
@@ -414,7 +727,13 @@ TrainResult train(const TrainConfig& config, FILE* out) {
   Distributed dist = c.mode == "ddp" ? Distributed::init() : Distributed::single();
   const Device home = Device();  // host:0 in this process
   const bool main = dist.rank == 0;
-  if (main && !c.checkpoint_dir.empty()) remove_stale_temporaries(c.checkpoint_dir, out);
+  // The main process finishes a checkpoint whose commit a kill interrupted and removes what
+  // killed writes left, before any process reads the checkpoint.
+  int64_t generation = 1;
+  if (!c.checkpoint_dir.empty()) {
+    if (main) generation = recover_checkpoint_dir(c.checkpoint_dir, out);
+    dist.barrier();
+  }
 
   // The gpt models' vocabulary comes from the tokenizer, so the data is loaded first. A data set
   // that cannot be read is a data error (exit 3), a missing --data-dir a usage error (exit 2).
@@ -451,10 +770,10 @@ TrainResult train(const TrainConfig& config, FILE* out) {
 
   int start_epoch = 0;
   if (c.resume) {
-    start_epoch = resume(c, data.language_model, *model, *opt) + 1;
+    std::string from;
+    start_epoch = resume(c, data.language_model, *model, *opt, &from) + 1;
     if (main) {
-      std::fprintf(out, "resumed from %s after epoch %d\n",
-                   checkpoint_path(c.checkpoint_dir).c_str(), start_epoch - 1);
+      std::fprintf(out, "resumed from %s after epoch %d\n", from.c_str(), start_epoch - 1);
       trim_metrics(metrics_path(c.checkpoint_dir), start_epoch - 1, out);
     }
   }
@@ -573,20 +892,19 @@ TrainResult train(const TrainConfig& config, FILE* out) {
     }
     if (!c.checkpoint_dir.empty()) {
       if (main) {
-        mkdir(c.checkpoint_dir.c_str(), 0755);
-        StateDict state = model->state_dict();
-        for (auto& [k, v] : opt->state_dict()) state.emplace_back("optimizer." + k, v);
-        SafetensorsSaveOptions so2;
-        so2.metadata = {{"epoch", std::to_string(epoch)},
-                        {"model", c.model},
-                        {"mode", c.mode},
-                        {"optimizer", c.optimizer},
-                        {"format", "dpe-train-1"}};
-        if (data.language_model) so2.metadata["context"] = std::to_string(c.context);
-        // The line first: a kill between the two leaves a line without its checkpoint, which
-        // resume drops, never a checkpoint without its line.
-        append_metrics(metrics_path(c.checkpoint_dir), c, m, dist.world);
-        save_safetensors(checkpoint_path(c.checkpoint_dir), state, so2);
+        nlohmann::ordered_json state = {{"format", kTrainingStateFormat},
+                                        {"generation", generation},
+                                        {"epoch", epoch},
+                                        {"model", c.model},
+                                        {"mode", c.mode},
+                                        {"optimizer", c.optimizer},
+                                        {"seed", c.seed}};
+        if (data.language_model) state["context"] = c.context;
+        // The metrics line before the manifest's rename: a kill between the two leaves a line
+        // without its checkpoint, which resume drops, never a checkpoint without its line.
+        write_checkpoint(
+            c.checkpoint_dir, generation++, model->state_dict(), opt->state_dict(), state,
+            [&] { append_metrics(metrics_path(c.checkpoint_dir), c, m, dist.world); }, out);
       }
       dist.barrier();
     }

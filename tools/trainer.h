@@ -4,9 +4,10 @@
 // language-model corpus's windows (engine/data/text_dataset.h) with AdamW, the LM loss and
 // gradient clipping, and report validation loss and perplexity beside the unigram baseline.
 // Per epoch: train with a progress line on the main process, evaluate (reduced over ranks in
-// DDP), append a JSON line of metrics and then write an atomic checkpoint (rank 0). A non-finite loss
-// stops the run with an error naming the epoch and step; the last good checkpoint stays as it
-// was. --resume continues from it with the same results as an uninterrupted run.
+// DDP), append a JSON line of metrics and then commit a checkpoint set (rank 0; design note
+// "checkpoint set" below). A non-finite loss stops the run with an error naming the epoch and
+// step; the last good checkpoint stays as it was. --resume continues from it with the same
+// results as an uninterrupted run.
 #pragma once
 
 #include <cstdint>
@@ -79,12 +80,32 @@ struct TrainResult {
 // flag combination or DPE_* environment value, a DataError for a data set or checkpoint that is
 // missing, corrupt or does not fit (every checkpoint metadata value is validated, the message
 // names the file and the key), a plain dpe::Error when the run fails (a non-finite loss, a lost
-// rank). With checkpoint_dir, the main process first removes the temporary files of checkpoint
-// writes that were killed, and on resume drops metrics.jsonl's lines after the checkpoint's epoch.
+// rank). With checkpoint_dir, the main process first finishes a checkpoint whose commit a kill
+// interrupted and removes what killed writes left (design note "checkpoint set"), and on resume
+// drops metrics.jsonl's lines after the checkpoint's epoch.
 TrainResult train(const TrainConfig& config, FILE* out);
 
-// Where train() keeps its checkpoint and log inside checkpoint_dir.
-std::string checkpoint_path(const std::string& dir);
-std::string metrics_path(const std::string& dir);
+// Design note "checkpoint set": after every epoch rank 0 writes, in checkpoint_dir,
+//   model.safetensors      exactly the model's state_dict under PyTorch's names (metadata
+//                          {"format": "pt"}), loadable strict into the equivalent PyTorch module;
+//   optimizer.safetensors  the optimizer's state_dict (dpe's names: "state.0.momentum_buffer");
+//   training_state.json    format dpe-train-2, generation, epoch, model, mode, optimizer, seed
+//                          (the samplers' order is a function of seed and epoch), context (gpt);
+//   checkpoint.json        the manifest: format dpe-checkpoint-1, generation, each file's size.
+// The three are written as <name>.next.<generation> and fsynced, the epoch's metrics line is
+// appended, and the manifest is renamed into place: that rename is the commit. The staged files
+// are then renamed to their names. A kill before the commit leaves the previous set (its manifest
+// still names it; the staged files are removed at the next start); a kill after it leaves a
+// manifest whose staged files the next start renames into place before anything reads them.
+// Resume reads the manifest only and checks every file's size and training_state.json's
+// generation against it. A directory without a manifest is read in the older single-file layout
+// (checkpoint.safetensors, optimizer tensors prefixed "optimizer."), which the next checkpoint
+// written there supersedes and removes.
+std::string checkpoint_manifest_path(const std::string& dir);  // checkpoint.json
+std::string model_checkpoint_path(const std::string& dir);     // model.safetensors
+std::string optimizer_checkpoint_path(const std::string& dir);  // optimizer.safetensors
+std::string training_state_path(const std::string& dir);       // training_state.json
+std::string legacy_checkpoint_path(const std::string& dir);    // checkpoint.safetensors (older)
+std::string metrics_path(const std::string& dir);              // metrics.jsonl
 
 }  // namespace dpe::tools

@@ -1,6 +1,8 @@
 // //tools:train's command line and its exit codes (README, "Exit codes"): bad flags, flag values
 // and DPE_* environment values exit with 2, data and checkpoint files that are missing or corrupt
-// with 3, a failed run with 1; --devices against DPE_HOST_DEVICES, --rdzv-timeout.
+// with 3, a failed run with 1; --devices against DPE_HOST_DEVICES, --rdzv-timeout; a run killed
+// at any moment resumes.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -12,7 +14,9 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <csignal>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -200,9 +204,63 @@ TEST(TrainCliTest, DataErrorsExitWith3) {
   EXPECT_EQ(run(kToy + " --resume --checkpoint-dir " + ck, &out), 3) << out;
   EXPECT_TRUE(has(out, ck + "/checkpoint.safetensors")) << out;
   EXPECT_EQ(run(kToy + " --checkpoint-dir " + ck, &out), 0) << out;
+  for (const char* file : {"model.safetensors", "optimizer.safetensors", "training_state.json",
+                           "checkpoint.json"}) {
+    std::ifstream in(ck + "/" + file, std::ios::binary);
+    const std::vector<unsigned char> good((std::istreambuf_iterator<char>(in)), {});
+    write_bytes(ck + "/" + file, {'g', 'a', 'r', 'b', 'a', 'g', 'e'});
+    EXPECT_EQ(run(kToy + " --epochs 2 --resume --checkpoint-dir " + ck, &out), 3) << out;
+    EXPECT_TRUE(has(out, ck + "/" + file)) << out;
+    write_bytes(ck + "/" + file, good);
+  }
+  // The older single-file layout is still read when there is no manifest.
+  ::unlink((ck + "/checkpoint.json").c_str());
   write_bytes(ck + "/checkpoint.safetensors", {'g', 'a', 'r', 'b', 'a', 'g', 'e'});
   EXPECT_EQ(run(kToy + " --epochs 2 --resume --checkpoint-dir " + ck, &out), 3) << out;
   EXPECT_TRUE(has(out, ck + "/checkpoint.safetensors")) << out;
+}
+
+// SIGKILL at spread-out moments of a run whose epochs (one toy step each) take milliseconds, so
+// that kills land in checkpoint writes too: every time, the next --resume finds one whole set
+// (design note "checkpoint set" in tools/trainer.h) and gets as far as being killed itself.
+TEST(TrainCliTest, AKilledRunAlwaysResumes) {
+  std::string out;
+  const std::string ck = tmp_path("killed_runs");
+  const std::string toy = "--model toy --train-samples 64 --test-samples 32 --no-progress";
+  ASSERT_EQ(run(toy + " --epochs 2 --checkpoint-dir " + ck, &out), 0) << out;
+  for (int i = 0; i < 10; ++i) {
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      const int null = ::open("/dev/null", O_WRONLY);
+      ::dup2(null, 1);
+      ::dup2(null, 2);
+      ::execl(g_train.c_str(), g_train.c_str(), "--model", "toy", "--train-samples", "64",
+              "--test-samples", "32", "--no-progress", "--epochs", "1000000", "--resume",
+              "--checkpoint-dir", ck.c_str(), static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    ::usleep(static_cast<useconds_t>(200000 + 61000 * i));
+    ::kill(pid, SIGKILL);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    // Still running when killed: it did not stop on a checkpoint it could not read.
+    EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)
+        << "kill " << i << ": exited with " << (WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+  }
+  EXPECT_EQ(run(toy + " --epochs 1 --resume --checkpoint-dir " + ck, &out), 0) << out;
+  EXPECT_TRUE(has(out, "resumed from " + ck + "/checkpoint.json after epoch")) << out;
+  const int epoch = std::atoi(out.c_str() + out.find("after epoch") + 12);
+  std::printf("after 10 kills the checkpoint holds epoch %d\n", epoch);
+  EXPECT_GT(epoch, 1) << out;
+  // metrics.jsonl holds exactly the checkpoint's epochs, one line each.
+  std::ifstream log(ck + "/metrics.jsonl");
+  int lines = 0;
+  for (std::string l; std::getline(log, l);) {
+    EXPECT_TRUE(has(l, "\"epoch\":" + std::to_string(lines) + ",")) << lines << ": " << l;
+    ++lines;
+  }
+  EXPECT_EQ(lines, epoch + 1);
 }
 
 // A run that fails (here a diverging loss) exits with 1.

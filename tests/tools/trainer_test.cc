@@ -1,6 +1,8 @@
-// //tools:train's loop: resume equals an uninterrupted run, a corrupt checkpoint is refused (and
-// every metadata value checked), errors sorted into usage and data, the leftovers of a killed run
-// cleaned up (temporary files, metrics lines without a checkpoint), a non-finite loss stops with
+// //tools:train's loop: resume equals an uninterrupted run (from the checkpoint set and from the
+// older single-file layout), a corrupt checkpoint is refused naming the file and the key, a write
+// killed before or after its commit leaves one whole set, errors sorted into usage and data, the
+// leftovers of a killed run cleaned up (staged and temporary files, metrics lines without a
+// checkpoint), a non-finite loss stops with
 // the epoch and step named and leaves the last checkpoint intact; the gpt models train on a tiny
 // slice of the language-model corpus (a 400-piece tokenizer trained in the test's own cache in
 // about a second; no network) in single and dp modes.
@@ -14,8 +16,10 @@
 #include <cstdlib>
 #include <fstream>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <iterator>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -55,6 +59,24 @@ void expect_same_state(const StateDict& a, const StateDict& b) {
   }
 }
 
+std::string read_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(f)), {});
+}
+
+void write_file(const std::string& path, const std::string& bytes) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f << bytes;
+}
+
+bool exists(const std::string& path) { return ::access(path.c_str(), F_OK) == 0; }
+
+std::vector<std::string> keys_of(const StateDict& state) {
+  std::vector<std::string> keys;
+  for (const auto& [k, v] : state) keys.push_back(k);
+  return keys;
+}
+
 TEST(TrainerTest, ResumeEqualsAnUninterruptedRun) {
   for (const char* mode : {"single", "dp"}) {
     TrainConfig c = small("toy", mode);
@@ -75,33 +97,80 @@ TEST(TrainerTest, ResumeEqualsAnUninterruptedRun) {
     int lines = 0;
     for (std::string l; std::getline(log, l);) ++lines;
     EXPECT_EQ(lines, 3);
+    // The set: model.safetensors holds exactly the model's state_dict, the optimizer's state is
+    // apart, the manifest names the three.
+    const SafetensorsContents model = read_safetensors(model_checkpoint_path(c.checkpoint_dir));
+    EXPECT_EQ(keys_of(model.tensors), keys_of(resumed.final_state));
+    EXPECT_EQ(model.metadata.at("format"), "pt");
+    EXPECT_FALSE(load_safetensors(optimizer_checkpoint_path(c.checkpoint_dir)).empty());
+    const auto state = nlohmann::json::parse(read_file(training_state_path(c.checkpoint_dir)));
+    EXPECT_EQ(state.at("epoch"), 2);
+    EXPECT_EQ(state.at("format"), "dpe-train-2");
+    EXPECT_EQ(state.at("generation"), 3);  // a third write into this directory
+    const auto manifest = nlohmann::json::parse(read_file(checkpoint_manifest_path(c.checkpoint_dir)));
+    EXPECT_EQ(manifest.at("generation"), 3);
+    EXPECT_EQ(manifest.at("files").size(), 3u);
+    EXPECT_FALSE(exists(legacy_checkpoint_path(c.checkpoint_dir)));
   }
 }
 
+// Each file of the set, damaged in turn, is refused with a message naming it (and the key).
 TEST(TrainerTest, CorruptCheckpointIsRefusedWithItsName) {
   TrainConfig c = small("toy", "single");
   c.checkpoint_dir = tmpdir("corrupt");
   train(c, stdout);
-  {
-    std::ofstream f(checkpoint_path(c.checkpoint_dir), std::ios::binary | std::ios::trunc);
-    f << "this is not a safetensors file";
-  }
+  const std::string dir = c.checkpoint_dir;
+  const std::vector<std::string> files{checkpoint_manifest_path(dir), model_checkpoint_path(dir),
+                                       optimizer_checkpoint_path(dir), training_state_path(dir)};
+  std::vector<std::string> good;
+  for (const auto& f : files) good.push_back(read_file(f));
   c.resume = true;
   c.epochs = 2;
-  try {
-    train(c, stdout);
-    FAIL() << "a corrupt checkpoint was accepted";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("checkpoint.safetensors"), std::string::npos) << e.what();
+  auto expect_refused = [&](const std::string& file, const std::string& expected) {
+    try {
+      train(c, stdout);
+      ADD_FAILURE() << "a corrupt " << file << " was accepted";
+    } catch (const DataError& e) {
+      EXPECT_NE(std::string(e.what()).find(file), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+    }
+    for (size_t i = 0; i < files.size(); ++i) write_file(files[i], good[i]);
+  };
+  // Truncated: the manifest's sizes catch it before the file is read.
+  for (size_t i = 1; i < files.size(); ++i) {
+    write_file(files[i], good[i].substr(0, good[i].size() / 2));
+    expect_refused(files[i], files[i] + "' is " + std::to_string(good[i].size() / 2) +
+                                 " bytes, but '" + files[0] + "' (metadata 'files') records " +
+                                 std::to_string(good[i].size()) + " bytes");
   }
+  // The same size, other bytes: the readers catch it.
+  for (size_t i = 1; i < files.size(); ++i) {
+    write_file(files[i], std::string(good[i].size(), '#'));
+    expect_refused(files[i], "");
+  }
+  ::unlink(files[1].c_str());
+  expect_refused(files[1], "is missing");
+  write_file(files[0], "this is not a manifest");
+  expect_refused(files[0], "is not a JSON object");
+  // A model file of another shape, recorded in the manifest as it is.
+  {
+    StateDict wrong = load_safetensors(files[1]);
+    wrong.pop_back();
+    save_safetensors(files[1], wrong);
+    auto manifest = nlohmann::json::parse(good[0]);
+    manifest["files"]["model.safetensors"] = read_file(files[1]).size();
+    write_file(files[0], manifest.dump());
+    expect_refused(files[1], "Missing key(s) in state_dict");
+  }
+  EXPECT_EQ(train(c, stdout).epochs.size(), 1u);  // restored, it resumes
 }
 
 TEST(TrainerTest, NonFiniteLossStopsAndKeepsTheLastGoodCheckpoint) {
   TrainConfig c = small("toy", "single");
   c.checkpoint_dir = tmpdir("nonfinite");
   train(c, stdout);
-  std::ifstream before_f(checkpoint_path(c.checkpoint_dir), std::ios::binary);
-  const std::string before((std::istreambuf_iterator<char>(before_f)), {});
+  const std::string before = read_file(model_checkpoint_path(c.checkpoint_dir)) +
+                             read_file(checkpoint_manifest_path(c.checkpoint_dir));
   c.resume = true;
   c.epochs = 2;
   c.lr = 1e30f;  // diverges at once
@@ -114,8 +183,8 @@ TEST(TrainerTest, NonFiniteLossStopsAndKeepsTheLastGoodCheckpoint) {
     EXPECT_NE(msg.find("epoch 1, step"), std::string::npos) << msg;
     EXPECT_NE(msg.find("is intact"), std::string::npos) << msg;
   }
-  std::ifstream after_f(checkpoint_path(c.checkpoint_dir), std::ios::binary);
-  const std::string after((std::istreambuf_iterator<char>(after_f)), {});
+  const std::string after = read_file(model_checkpoint_path(c.checkpoint_dir)) +
+                            read_file(checkpoint_manifest_path(c.checkpoint_dir));
   EXPECT_EQ(before, after);
 }
 
@@ -256,44 +325,93 @@ TEST(TrainerTest, BadGptSettingsAreNamed) {
 namespace dpe::tools {
 namespace {
 
-// The checkpoint of a one-epoch toy run in `dir`, its metadata then changed by `edit`.
-void write_checkpoint(const std::string& dir,
-                      const std::function<void(SafetensorsMetadata&)>& edit) {
+std::vector<int> metric_epochs(const std::string& path) {
+  std::vector<int> epochs;
+  std::ifstream log(path);
+  for (std::string l; std::getline(log, l);) {
+    const size_t at = l.find("\"epoch\":");
+    epochs.push_back(at == std::string::npos ? -1 : std::atoi(l.c_str() + at + 8));
+  }
+  return epochs;
+}
+
+// The checkpoint set of a one-epoch toy run in `dir`.
+void train_one_epoch(const std::string& dir) {
   TrainConfig c = small("toy", "single");
   c.checkpoint_dir = dir;
   train(c, stdout);
-  SafetensorsContents ck = read_safetensors(checkpoint_path(dir));
-  SafetensorsSaveOptions o;
-  o.metadata = ck.metadata;
-  edit(o.metadata);
-  save_safetensors(checkpoint_path(dir), ck.tensors, o);
 }
 
-// Issue 12, item 3: every metadata value train reads on resume is checked; "2147483647" no longer
-// overflows stoi(...) + 1 into epochs near INT_MIN, "-3" no longer trains epochs -2..1; the
-// message names the file and the key, and the error is a DataError (exit code 3).
+// Rewrites the JSON file `path` of the set in `dir` through `edit` and records its new size in
+// the manifest, as a consistent (but edited) set.
+void edit_json(const std::string& dir, const std::string& path,
+               const std::function<void(nlohmann::json&)>& edit) {
+  nlohmann::json j = nlohmann::json::parse(read_file(path));
+  edit(j);
+  write_file(path, j.dump());
+  if (path == checkpoint_manifest_path(dir)) return;
+  nlohmann::json manifest = nlohmann::json::parse(read_file(checkpoint_manifest_path(dir)));
+  manifest["files"]["training_state.json"] = read_file(path).size();
+  write_file(checkpoint_manifest_path(dir), manifest.dump());
+}
+
+// Turns the set in `dir` into the single-file layout dpe wrote before (the model's tensors, the
+// optimizer's prefixed "optimizer.", metadata format dpe-train-1), its metadata then changed by
+// `edit`.
+void to_legacy_layout(const std::string& dir,
+                      const std::function<void(SafetensorsMetadata&)>& edit = {}) {
+  StateDict all = load_safetensors(model_checkpoint_path(dir));
+  for (auto& [k, v] : load_safetensors(optimizer_checkpoint_path(dir))) {
+    all.emplace_back("optimizer." + k, v);
+  }
+  const nlohmann::json state = nlohmann::json::parse(read_file(training_state_path(dir)));
+  SafetensorsSaveOptions o;
+  o.metadata = {{"epoch", std::to_string(state.at("epoch").get<int>())},
+                {"model", state.at("model")},
+                {"mode", state.at("mode")},
+                {"optimizer", state.at("optimizer")},
+                {"format", "dpe-train-1"}};
+  if (state.contains("context")) o.metadata["context"] = std::to_string(state.at("context").get<int>());
+  if (edit) edit(o.metadata);
+  save_safetensors(legacy_checkpoint_path(dir), all, o);
+  for (const std::string& f : {checkpoint_manifest_path(dir), model_checkpoint_path(dir),
+                               optimizer_checkpoint_path(dir), training_state_path(dir)}) {
+    ::unlink(f.c_str());
+  }
+}
+
+// Resumes the toy run in `dir` to 3 epochs and returns its DataError's message ("" if none).
+std::string resume_error(const std::string& dir) {
+  TrainConfig c = small("toy", "single");
+  c.checkpoint_dir = dir;
+  c.resume = true;
+  c.epochs = 3;
+  try {
+    train(c, stdout);
+  } catch (const DataError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// Issue 12, item 3, in the older single-file layout: every metadata value train reads on resume
+// is checked; "2147483647" no longer overflows stoi(...) + 1 into epochs near INT_MIN, "-3" no
+// longer trains epochs -2..1; the message names the file and the key, and the error is a
+// DataError (exit code 3).
 TEST(TrainerTest, CheckpointMetadataIsValidated) {
   const std::string dir = tmpdir("bad_metadata");
-  const std::string file = checkpoint_path(dir);
+  const std::string file = legacy_checkpoint_path(dir);
   const std::string long_value(5000, '9');
   for (const std::string& bad :
        {std::string("2147483647"), std::string("-3"), std::string("abc"), std::string(""),
         std::string("1e3"), std::string(" 1"), std::string("99999999999999999999"), long_value}) {
-    write_checkpoint(dir, [&](SafetensorsMetadata& m) { m["epoch"] = bad; });
-    TrainConfig c = small("toy", "single");
-    c.checkpoint_dir = dir;
-    c.resume = true;
-    c.epochs = 3;
-    try {
-      train(c, stdout);
-      FAIL() << "epoch '" << bad << "' was accepted";
-    } catch (const DataError& e) {
-      const std::string msg = e.what();
-      EXPECT_NE(msg.find(file), std::string::npos) << msg;
-      EXPECT_NE(msg.find("metadata 'epoch'"), std::string::npos) << msg;
-      EXPECT_NE(msg.find("not a whole number from 0 to 999999"), std::string::npos) << msg;
-      EXPECT_LT(msg.size(), 400u) << "the value is cut, not printed whole";
-    }
+    train_one_epoch(dir);
+    to_legacy_layout(dir, [&](SafetensorsMetadata& m) { m["epoch"] = bad; });
+    const std::string msg = resume_error(dir);
+    EXPECT_NE(msg.find(file), std::string::npos) << bad << ": " << msg;
+    EXPECT_NE(msg.find("metadata 'epoch'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("not a whole number from 0 to 999999"), std::string::npos) << msg;
+    EXPECT_LT(msg.size(), 400u) << "the value is cut, not printed whole";
   }
   // The other keys: a foreign model or optimizer, an unknown format, a missing key.
   const std::vector<std::pair<std::function<void(SafetensorsMetadata&)>, std::string>> cases{
@@ -304,21 +422,60 @@ TEST(TrainerTest, CheckpointMetadataIsValidated) {
       {[](SafetensorsMetadata& m) { m.erase("epoch"); }, "has no 'epoch' entry"},
   };
   for (const auto& [edit, expected] : cases) {
-    write_checkpoint(dir, edit);
-    TrainConfig c = small("toy", "single");
-    c.checkpoint_dir = dir;
-    c.resume = true;
-    c.epochs = 3;
-    try {
-      train(c, stdout);
-      FAIL() << "accepted; expected " << expected;
-    } catch (const DataError& e) {
-      EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
-      EXPECT_NE(std::string(e.what()).find(file), std::string::npos) << e.what();
-    }
+    train_one_epoch(dir);
+    to_legacy_layout(dir, edit);
+    const std::string msg = resume_error(dir);
+    EXPECT_NE(msg.find(expected), std::string::npos) << msg;
+    EXPECT_NE(msg.find(file), std::string::npos) << msg;
+  }
+}
+
+// The same checks on training_state.json, and the manifest's own keys. A value of the wrong JSON
+// type (the epoch as a string "1") is refused like a malformed one.
+TEST(TrainerTest, TrainingStateAndManifestAreValidated) {
+  const std::string dir = tmpdir("bad_training_state");
+  const std::string state = training_state_path(dir);
+  const std::string manifest = checkpoint_manifest_path(dir);
+  const std::string long_value(5000, '9');
+  for (const nlohmann::json& bad :
+       {nlohmann::json(2147483647), nlohmann::json(-3), nlohmann::json(1e3), nlohmann::json(1e20),
+        nlohmann::json("1"), nlohmann::json("abc"), nlohmann::json(nullptr),
+        nlohmann::json(long_value)}) {
+    train_one_epoch(dir);
+    edit_json(dir, state, [&](nlohmann::json& j) { j["epoch"] = bad; });
+    const std::string msg = resume_error(dir);
+    EXPECT_NE(msg.find(state), std::string::npos) << bad << ": " << msg;
+    EXPECT_NE(msg.find("metadata 'epoch'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("not a whole number from 0 to 999999"), std::string::npos) << msg;
+    EXPECT_LT(msg.size(), 400u) << "the value is cut, not printed whole";
+  }
+  using Edit = std::function<void(nlohmann::json&)>;
+  const std::vector<std::tuple<std::string, Edit, std::string>> cases{
+      {state, [](nlohmann::json& j) { j["model"] = "mlp"; }, "holds a mlp model, not toy"},
+      {state, [](nlohmann::json& j) { j["optimizer"] = "adamw"; }, "holds adamw state, not sgd"},
+      {state, [](nlohmann::json& j) { j.erase("optimizer"); }, "has no 'optimizer' entry"},
+      {state, [](nlohmann::json& j) { j["format"] = "dpe-train-1"; }, "metadata 'format'"},
+      {state, [](nlohmann::json& j) { j.erase("epoch"); }, "has no 'epoch' entry"},
+      {state, [](nlohmann::json& j) { j["seed"] = 7; }, "was trained with --seed 7, not 0"},
+      {state, [](nlohmann::json& j) { j["seed"] = -1; }, "metadata 'seed'"},
+      {state, [](nlohmann::json& j) { j["generation"] = 99; }, "the files are not one set"},
+      {manifest, [](nlohmann::json& j) { j["format"] = "v2"; }, "metadata 'format' is v2"},
+      {manifest, [](nlohmann::json& j) { j["generation"] = "abc"; }, "metadata 'generation'"},
+      {manifest, [](nlohmann::json& j) { j["files"].erase("optimizer.safetensors"); },
+       "metadata 'files' must map"},
+      {manifest, [](nlohmann::json& j) { j["files"]["notes.txt"] = 3; },
+       "metadata 'files' must map"},
+  };
+  for (const auto& [file, edit, expected] : cases) {
+    train_one_epoch(dir);
+    edit_json(dir, file, edit);
+    const std::string msg = resume_error(dir);
+    EXPECT_NE(msg.find(expected), std::string::npos) << msg;
+    EXPECT_NE(msg.find(file), std::string::npos) << msg;
   }
   // A valid epoch still resumes after it.
-  write_checkpoint(dir, [](SafetensorsMetadata& m) { m["epoch"] = "1"; });
+  train_one_epoch(dir);
+  edit_json(dir, state, [](nlohmann::json& j) { j["epoch"] = 1; });
   TrainConfig c = small("toy", "single");
   c.checkpoint_dir = dir;
   c.resume = true;
@@ -326,6 +483,75 @@ TEST(TrainerTest, CheckpointMetadataIsValidated) {
   const TrainResult r = train(c, stdout);
   ASSERT_EQ(r.epochs.size(), 1u);
   EXPECT_EQ(r.epochs[0].epoch, 2);
+}
+
+// A checkpoint in the older single-file layout resumes with the same result as an uninterrupted
+// run, and the first set written in its directory supersedes it.
+TEST(TrainerTest, OldSingleFileLayoutResumes) {
+  for (const char* model : {"toy", "mlp"}) {
+    TrainConfig c = small(model, "single");
+    c.max_steps = 3;
+    c.epochs = 2;
+    TrainResult straight = train(c, stdout);
+    c.checkpoint_dir = tmpdir(std::string("legacy_") + model);
+    c.epochs = 1;
+    train(c, stdout);
+    to_legacy_layout(c.checkpoint_dir);
+    c.epochs = 2;
+    c.resume = true;
+    TrainResult resumed = train(c, stdout);
+    ASSERT_EQ(resumed.epochs.size(), 1u);
+    expect_same_state(resumed.final_state, straight.final_state);
+    EXPECT_FALSE(exists(legacy_checkpoint_path(c.checkpoint_dir)));
+    EXPECT_TRUE(exists(checkpoint_manifest_path(c.checkpoint_dir)));
+  }
+}
+
+// A write killed at any point leaves one whole set. Before the manifest's rename (the commit) the
+// previous set stays and the staged files go; after it, the next start moves the staged files
+// into place. Both resume to the result of an uninterrupted run.
+TEST(TrainerTest, AKilledWriteLeavesOneWholeSet) {
+  TrainConfig c = small("toy", "single");
+  c.epochs = 3;
+  const TrainResult straight = train(c, stdout);
+  const std::string dir = tmpdir("killed_write");
+  c.checkpoint_dir = dir;
+  const std::vector<std::string> names{"model.safetensors", "optimizer.safetensors",
+                                       "training_state.json"};
+  // The set of epoch 0 (generation 1) and that of epoch 1 (generation 2).
+  std::vector<std::string> gen1, gen2;
+  c.epochs = 1;
+  train(c, stdout);
+  for (const auto& n : names) gen1.push_back(read_file(dir + "/" + n));
+  const std::string manifest1 = read_file(checkpoint_manifest_path(dir));
+  c.epochs = 2;
+  c.resume = true;
+  train(c, stdout);
+  for (const auto& n : names) gen2.push_back(read_file(dir + "/" + n));
+  const std::string manifest2 = read_file(checkpoint_manifest_path(dir));
+  const std::string metrics = read_file(metrics_path(dir));
+
+  for (int committed = 0; committed < 2; ++committed) {
+    for (size_t renamed = 0; renamed <= (committed ? names.size() : 0); ++renamed) {
+      // Generation 1 in place; generation 2 staged (a torn model file when not committed), the
+      // manifest of generation 2 when committed, `renamed` files of it already moved.
+      write_file(checkpoint_manifest_path(dir), committed ? manifest2 : manifest1);
+      for (size_t i = 0; i < names.size(); ++i) {
+        ::unlink((dir + "/" + names[i] + ".next.2").c_str());
+        const bool moved = committed && i < renamed;
+        write_file(dir + "/" + names[i] + (moved ? "" : ".next.2"),
+                   !committed && i == 0 ? gen2[i].substr(0, 100) : gen2[i]);
+        if (!moved) write_file(dir + "/" + names[i], gen1[i]);
+      }
+      write_file(metrics_path(dir), metrics);
+      c.epochs = 3;
+      const TrainResult resumed = train(c, stdout);
+      ASSERT_EQ(resumed.epochs.size(), committed ? 1u : 2u) << committed << " " << renamed;
+      expect_same_state(resumed.final_state, straight.final_state);
+      for (const auto& n : names) EXPECT_FALSE(exists(dir + "/" + n + ".next.2")) << n;
+      EXPECT_EQ(metric_epochs(metrics_path(dir)), (std::vector<int>{0, 1, 2}));
+    }
+  }
 }
 
 TEST(TrainerTest, ErrorsAreSortedIntoUsageAndData) {
@@ -344,18 +570,9 @@ TEST(TrainerTest, ErrorsAreSortedIntoUsageAndData) {
   EXPECT_THROW(train(c, stdout), DataError);
 }
 
-std::vector<int> metric_epochs(const std::string& path) {
-  std::vector<int> epochs;
-  std::ifstream log(path);
-  for (std::string l; std::getline(log, l);) {
-    const size_t at = l.find("\"epoch\":");
-    epochs.push_back(at == std::string::npos ? -1 : std::atoi(l.c_str() + at + 8));
-  }
-  return epochs;
-}
 
-// Issue 12, item 9: the temporary files of killed checkpoint writes are removed at start (only
-// names of our own pattern); metrics.jsonl never lacks the checkpoint's line, and on resume the
+// Issue 12, item 9: the staged and temporary files of killed checkpoint writes are removed at
+// start (only names of our own patterns); metrics.jsonl never lacks the checkpoint's line, and on resume the
 // lines after the checkpoint's epoch (a kill between the line and the rename) are dropped.
 TEST(TrainerTest, LeftoversOfAKilledRunAreCleanedUp) {
   const std::string dir = tmpdir("leftovers");
@@ -364,16 +581,25 @@ TEST(TrainerTest, LeftoversOfAKilledRunAreCleanedUp) {
   c.epochs = 2;
   train(c, stdout);
   EXPECT_EQ(metric_epochs(metrics_path(dir)), (std::vector<int>{0, 1}));
-  // What a run killed in epoch 2 leaves: its metrics line, written before the checkpoint's
-  // rename, a torn line, and a temporary checkpoint file.
+  // What a run killed in epoch 2 leaves: its metrics line, written before the manifest's
+  // rename, a torn line, staged files of generation 3 and temporary files (also of the older
+  // single-file layout).
   {
     std::ofstream log(metrics_path(dir), std::ios::app);
     log << "{\"epoch\":2,\"train_loss\":1.0}\n{\"epoch\":3,\"trai";
   }
   const std::vector<std::string> stale{"checkpoint.safetensors.tmp.Ab3xYz",
-                                       "checkpoint.safetensors.tmp.000000"};
+                                       "checkpoint.safetensors.tmp.000000",
+                                       "checkpoint.json.tmp.q1W2e3",
+                                       "model.safetensors.next.3",
+                                       "optimizer.safetensors.next.3.tmp.Ab3xYz",
+                                       "training_state.json.next.3"};
   const std::vector<std::string> foreign{"checkpoint.safetensors.tmp.toolong", "notes.tmp.Ab3xYz",
-                                         "checkpoint.safetensors.tmp.Ab-xYz"};
+                                         "checkpoint.safetensors.tmp.Ab-xYz",
+                                         "model.safetensors.next.x1",
+                                         "model.safetensors.next.",
+                                         "optimizer.safetensors.next.3.tmp.Ab",
+                                         "training_state.json.old"};
   for (const auto& name : stale) std::ofstream(dir + "/" + name) << "partial";
   for (const auto& name : foreign) std::ofstream(dir + "/" + name) << "someone else's";
   c.resume = true;
@@ -387,7 +613,7 @@ TEST(TrainerTest, LeftoversOfAKilledRunAreCleanedUp) {
   }
   EXPECT_EQ(metric_epochs(metrics_path(dir)), (std::vector<int>{0, 1, 2, 3}));
   // The checkpoint's epoch has its line.
-  EXPECT_EQ(read_safetensors(checkpoint_path(dir)).metadata.at("epoch"), "3");
+  EXPECT_EQ(nlohmann::json::parse(read_file(training_state_path(dir))).at("epoch"), 3);
 }
 
 }  // namespace
