@@ -335,10 +335,14 @@ nlohmann::json read_json_object(const std::string& path) {
 SafetensorsMetadata as_metadata(const nlohmann::json& object) {
   SafetensorsMetadata m;
   for (const auto& [key, value] : object.items()) {
-    if (value.is_number_unsigned()) m[key] = std::to_string(value.get<uint64_t>());
-    else if (value.is_string() && key != "epoch" && key != "generation" && key != "context" &&
-             key != "seed") m[key] = value.get<std::string>();
-    else m[key] = value.dump();
+    const bool number = key == "epoch" || key == "generation" || key == "context" || key == "seed";
+    if (value.is_number_unsigned()) {
+      m[key] = std::to_string(value.get<uint64_t>());
+    } else if (value.is_string() && !number) {
+      m[key] = value.get<std::string>();
+    } else {
+      m[key] = value.dump();
+    }
   }
   return m;
 }
@@ -350,9 +354,11 @@ int64_t manifest_generation(const std::string& dir) {
   const int64_t size = file_size(path);
   if (size < 0 || static_cast<uint64_t>(size) > kMaxJsonBytes) return 0;
   std::ifstream in(path, std::ios::binary);
-  const nlohmann::json j = nlohmann::json::parse(std::string(std::istreambuf_iterator<char>(in), {}),
-                                                 nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object() || !j.contains("generation") || !j["generation"].is_number_unsigned()) return 0;
+  const nlohmann::json j = nlohmann::json::parse(
+      std::string(std::istreambuf_iterator<char>(in), {}), nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || !j.contains("generation") || !j["generation"].is_number_unsigned()) {
+    return 0;
+  }
   const uint64_t g = j["generation"].get<uint64_t>();
   return g >= 1 && g <= static_cast<uint64_t>(kMaxGeneration) ? static_cast<int64_t>(g) : 0;
 }
@@ -397,7 +403,8 @@ int64_t recover_checkpoint_dir(const std::string& dir, FILE* out) {
 // renamed into place (the commit), then the staged files renamed to their names. An old
 // single-file checkpoint in `dir` is superseded and removed.
 void write_checkpoint(const std::string& dir, int64_t generation, const StateDict& model_state,
-                      const StateDict& optimizer_state, const nlohmann::ordered_json& training_state,
+                      const StateDict& optimizer_state,
+                      const nlohmann::ordered_json& training_state,
                       const std::function<void()>& before_commit, FILE* out) {
   ::mkdir(dir.c_str(), 0755);
   auto staged = [&](const char* file) { return dir + "/" + staged_name(file, generation); };
@@ -566,7 +573,8 @@ auto naming(const std::string& path, F load) {
     throw;
   } catch (const Error& e) {
     const std::string msg = e.what();
-    throw DataError(msg.find(path) != std::string::npos ? msg : "checkpoint '" + path + "': " + msg);
+    throw DataError(msg.find(path) != std::string::npos ? msg
+                                                        : "checkpoint '" + path + "': " + msg);
   }
 }
 
@@ -634,13 +642,13 @@ int resume_set(const TrainConfig& c, bool language_model, Module& model, optim::
   const SafetensorsMetadata state = as_metadata(read_json_object(state_path));
   const auto g = state.find("generation");
   DPE_TOOLS_CHECK(DataError, g != state.end(),
-                  "checkpoint '" << state_path << "' has no 'generation' entry: not written by "
-                                                  "dpe train");
-  DPE_TOOLS_CHECK(DataError,
-                  metadata_int(state_path, "generation", g->second, 1, kMaxGeneration) == generation,
-                  "checkpoint '" << state_path << "': metadata 'generation' is " << g->second
-                                 << ", but '" << manifest_path << "' names generation "
-                                 << generation << " (the files are not one set)");
+                  "checkpoint '" << state_path
+                                 << "' has no 'generation' entry: not written by dpe train");
+  DPE_TOOLS_CHECK(
+      DataError, metadata_int(state_path, "generation", g->second, 1, kMaxGeneration) == generation,
+      "checkpoint '" << state_path << "': metadata 'generation' is " << g->second << ", but '"
+                     << manifest_path << "' names generation " << generation
+                     << " (the files are not one set)");
   const int epoch = check_training_state(state_path, state, c, language_model, /*legacy=*/false);
   const std::string model_path = model_checkpoint_path(dir);
   naming(model_path, [&] {
@@ -668,7 +676,8 @@ int resume(const TrainConfig& c, bool language_model, Module& model, optim::Opti
   }
   DPE_TOOLS_CHECK(DataError, ::access(manifest.c_str(), F_OK) == 0,
                   "no checkpoint to resume from: '" << manifest << "' does not exist (nor '"
-                                                    << legacy << "', the older single-file layout)");
+                                                    << legacy
+                                                    << "', the older single-file layout)");
   *from = manifest;
   return resume_set(c, language_model, model, opt);
 }

@@ -93,7 +93,8 @@ TEST_P(PytorchInteropTest, CheckpointsLoadBothWaysWithTheSameLogits) {
   // A few steps of dpe training; the checkpoint set lands in dir.
   ASSERT_EQ(run(g_train + " --mode single --model " + model +
                     " --epochs 1 --max-steps 5 --batch-size 64 --train-samples 640"
-                    " --test-samples 256 --no-progress --checkpoint-dir " + dir,
+                    " --test-samples 256 --no-progress --checkpoint-dir " +
+                    dir,
                 &out),
             0)
       << out;
@@ -107,16 +108,16 @@ TEST_P(PytorchInteropTest, CheckpointsLoadBothWaysWithTheSameLogits) {
   const std::string inputs = dir + "/inputs.safetensors";
   dpe::save_safetensors(inputs, {{"input", batch.input}, {"target", batch.target}});
 
-  ASSERT_EQ(run(kPython + " " + g_script + " --model " + model + " --dpe-model " +
-                    dir + "/model.safetensors --inputs " + inputs + " --out " + dir,
+  ASSERT_EQ(run(kPython + " " + g_script + " --model " + model + " --dpe-model " + dir +
+                    "/model.safetensors --inputs " + inputs + " --out " + dir,
                 &out),
             0)
       << out;
   std::printf("%s", out.c_str());
 
   // dpe -> PyTorch.
-  const dpe::Tensor ours = dpe_logits(model, dpe::load_safetensors(dir + "/model.safetensors"),
-                                      batch.input);
+  const dpe::Tensor ours =
+      dpe_logits(model, dpe::load_safetensors(dir + "/model.safetensors"), batch.input);
   const dpe::Tensor torch_of_ours =
       dpe::load_safetensors(dir + "/torch_logits_of_dpe.safetensors").at(0).second;
   const double forward_diff = max_abs_difference(ours, torch_of_ours);
@@ -131,15 +132,13 @@ TEST_P(PytorchInteropTest, CheckpointsLoadBothWaysWithTheSameLogits) {
   for (const auto& [k, v] : theirs) {
     if (k.find("num_batches_tracked") == std::string::npos) older.emplace_back(k, v);
   }
-  const double older_diff =
-      max_abs_difference(dpe_logits(model, older, batch.input), torch_logits);
+  const double older_diff = max_abs_difference(dpe_logits(model, older, batch.input), torch_logits);
 
   std::printf(
       "%s, 256 Fashion-MNIST test images, eval mode: max |logit difference| dpe -> PyTorch %.3g "
       "(largest |logit| %.3g), PyTorch -> dpe %.3g (largest |logit| %.3g), PyTorch -> dpe "
       "without num_batches_tracked %.3g\n",
-      model.c_str(), forward_diff, max_abs(ours), reverse_diff, max_abs(torch_logits),
-      older_diff);
+      model.c_str(), forward_diff, max_abs(ours), reverse_diff, max_abs(torch_logits), older_diff);
   RecordProperty("dpe_to_pytorch_max_abs_diff", std::to_string(forward_diff));
   RecordProperty("pytorch_to_dpe_max_abs_diff", std::to_string(reverse_diff));
   EXPECT_LT(forward_diff, 1e-3);
@@ -157,7 +156,8 @@ INSTANTIATE_TEST_SUITE_P(Models, PytorchInteropTest, testing::Values("mlp", "con
 int main(int argc, char** argv) {
   testing::InitGoogleTest(&argc, argv);
   if (argc < 3) {
-    std::fprintf(stderr, "usage: pytorch_interop_test <path to tools/train> <pytorch_interop.py>\n");
+    std::fprintf(stderr,
+                 "usage: pytorch_interop_test <path to tools/train> <pytorch_interop.py>\n");
     return 2;
   }
   g_train = argv[1];

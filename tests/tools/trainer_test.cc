@@ -107,7 +107,8 @@ TEST(TrainerTest, ResumeEqualsAnUninterruptedRun) {
     EXPECT_EQ(state.at("epoch"), 2);
     EXPECT_EQ(state.at("format"), "dpe-train-2");
     EXPECT_EQ(state.at("generation"), 3);  // a third write into this directory
-    const auto manifest = nlohmann::json::parse(read_file(checkpoint_manifest_path(c.checkpoint_dir)));
+    const auto manifest =
+        nlohmann::json::parse(read_file(checkpoint_manifest_path(c.checkpoint_dir)));
     EXPECT_EQ(manifest.at("generation"), 3);
     EXPECT_EQ(manifest.at("files").size(), 3u);
     EXPECT_FALSE(exists(legacy_checkpoint_path(c.checkpoint_dir)));
@@ -371,7 +372,8 @@ void to_legacy_layout(const std::string& dir,
                 {"mode", state.at("mode")},
                 {"optimizer", state.at("optimizer")},
                 {"format", "dpe-train-1"}};
-  if (state.contains("context")) o.metadata["context"] = std::to_string(state.at("context").get<int>());
+  if (state.contains("context"))
+    o.metadata["context"] = std::to_string(state.at("context").get<int>());
   if (edit) edit(o.metadata);
   save_safetensors(legacy_checkpoint_path(dir), all, o);
   for (const std::string& f : {checkpoint_manifest_path(dir), model_checkpoint_path(dir),
@@ -572,8 +574,9 @@ TEST(TrainerTest, ErrorsAreSortedIntoUsageAndData) {
 
 
 // Issue 12, item 9: the staged and temporary files of killed checkpoint writes are removed at
-// start (only names of our own patterns); metrics.jsonl never lacks the checkpoint's line, and on resume the
-// lines after the checkpoint's epoch (a kill between the line and the rename) are dropped.
+// start (only names of our own patterns); metrics.jsonl never lacks the checkpoint's line, and on
+// resume the lines after the checkpoint's epoch (a kill between the line and the manifest's
+// rename) are dropped.
 TEST(TrainerTest, LeftoversOfAKilledRunAreCleanedUp) {
   const std::string dir = tmpdir("leftovers");
   TrainConfig c = small("toy", "single");

@@ -109,8 +109,9 @@ TEST(ModuleTest, StrictLoadToleratesAMissingNumBatchesTracked) {
     b.load_state_dict(no_mean);
     FAIL() << "a missing running_mean was accepted";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("Missing key(s) in state_dict: \"features.1.running_mean\""),
-              std::string::npos)
+    EXPECT_NE(
+        std::string(e.what()).find("Missing key(s) in state_dict: \"features.1.running_mean\""),
+        std::string::npos)
         << e.what();
   }
 }
