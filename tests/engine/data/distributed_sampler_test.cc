@@ -167,8 +167,8 @@ TEST(DistributedSamplerTest, ShuffledListsMatchTorchBitForBit) {
   }
   EXPECT_GE(cases, 800);
   EXPECT_EQ(equal, cases);
-  std::printf("DistributedSampler: %d of %d golden cases equal to torch 1.13 (every rank)\n",
-              equal, cases);
+  std::printf("DistributedSampler: %d of %d golden cases equal to torch 1.13 (every rank)\n", equal,
+              cases);
 }
 
 TEST(DistributedSamplerTest, TakesTheSizeOfADataset) {
