@@ -26,7 +26,10 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions
   if (sampler) {
     DPE_CHECK(!options_.shuffle, "DataLoader: sampler option is mutually exclusive with shuffle");
   } else if (options_.shuffle) {
-    sampler = std::make_shared<RandomSampler>(dataset_->size(), options_.seed);
+    // torch.utils.data.DataLoader(shuffle=True, generator=g) with g seeded by options_.seed: its
+    // passes draw one extra number each (the base seed), which kDataLoader reproduces.
+    sampler = std::make_shared<RandomSampler>(dataset_->size(), options_.seed,
+                                              RandomSampler::Order::kDataLoader);
     owns_sampler_ = true;
   } else {
     sampler = std::make_shared<SequentialSampler>(dataset_->size());
