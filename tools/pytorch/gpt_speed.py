@@ -12,6 +12,11 @@ machine, and prints the medians and their ratio:
 
   tools/bazelw build //tools:bench
   /usr/bin/python3 tools/pytorch/gpt_speed.py --dpe-bench bazel-bin/tools/bench --rounds 3
+
+Debian's python3-torch is built against the generic BLAS interface: without an optimized BLAS it
+multiplies with the reference libblas (about 6 GFLOP/s here). Install libopenblas0-pthread first
+(`apt-get install libopenblas0-pthread`: PyTorch then runs its matmuls at about 84 GFLOP/s on one
+thread); the script refuses to compare against the reference BLAS.
 """
 import argparse
 import json
@@ -22,7 +27,8 @@ import subprocess
 import tempfile
 import time
 
-import torch
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before torch loads OpenBLAS
+import torch  # noqa: E402
 import torch.nn as nn
 import torch.nn.functional as F
 
@@ -114,6 +120,16 @@ def main():
     ap.add_argument("--rounds", type=int, default=3, help="with --dpe-bench: alternations")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
+    os.environ["OPENBLAS_NUM_THREADS"] = str(a.threads)
+    x = torch.randn(512, 512)
+    start = time.perf_counter()
+    for _ in range(4):
+        x @ x
+    blas = 4 * 2 * 512 ** 3 / (time.perf_counter() - start) / 1e9
+    print(f"pytorch matmul 512^3 on {a.threads} thread(s): {blas:.1f} GFLOP/s")
+    if blas < 20:
+        ap.error(f"PyTorch multiplies at {blas:.1f} GFLOP/s: the reference BLAS; "
+                 "install libopenblas0-pthread for a fair comparison")
     config = f"gpt-small batch {a.batch} context {a.context} threads {a.threads}"
     if not a.dpe_bench:
         print(f"pytorch {torch.__version__} {config}: "
