@@ -76,9 +76,11 @@ class CausalSelfAttention : public Cloneable<CausalSelfAttention> {
   Tensor forward(const Tensor& x) override {
     const int64_t B = x.size(0), T = x.size(1), D = n_embd_, H = n_head_, hd = D / H;
     const Tensor qkv = child("c_attn").forward(x);  // [B, T, 3D]
-    auto heads = [&](int64_t i) {                   // the i-th third as [B, H, T, hd]
-      return ops::permute(ops::reshape(ops::narrow(qkv, 2, i * D, D), Shape{B, T, H, hd}),
-                          {0, 2, 1, 3});
+    // [3, B, H, T, hd] as a view; q, k and v are its slices along dim 0, so each slice's backward
+    // fills a contiguous block rather than a strided third of the last dim.
+    const Tensor all = ops::permute(ops::reshape(qkv, Shape{B, T, 3, H, hd}), {2, 0, 3, 1, 4});
+    auto heads = [&](int64_t i) {  // the i-th of q, k, v as [B, H, T, hd]
+      return ops::reshape(ops::narrow(all, 0, i, 1), Shape{B, H, T, hd});
     };
     const bool drop = is_training() && dropout_ > 0.0f;
     const Tensor y = ops::scaled_dot_product_attention(heads(0), heads(1), heads(2),
