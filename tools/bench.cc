@@ -22,18 +22,13 @@
 #include "models/by_name.h"
 #include "tools/bench_runner.h"
 #include "tools/exit_codes.h"
+#include "tools/local_ranks.h"
 #include "tools/paths.h"
 
 namespace {
 
 using dpe::tools::BenchConfig;
 using dpe::tools::BenchResult;
-
-std::string self_exe() {
-  char buf[4096];
-  const ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
-  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
-}
 
 nlohmann::json to_json(const BenchResult& r, double speedup, double peak_gflops) {
   nlohmann::json j;
@@ -180,7 +175,7 @@ int main(int argc, char** argv) {
             c.global_batch = batch;
             c.devices = n;
             c.mode = n == 1 ? "single" : mode;
-            BenchResult r = c.mode == "ddp" ? dpe::tools::run_ddp(c, self_exe())
+            BenchResult r = c.mode == "ddp" ? dpe::tools::run_ddp(c, dpe::tools::self_executable())
                                             : dpe::tools::run_in_process(c);
             if (n == 1) one_device = r.samples_per_second;
             const double speedup = one_device > 0 ? r.samples_per_second / one_device : 0;
