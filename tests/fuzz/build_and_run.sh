@@ -106,18 +106,23 @@ for t in "${targets[@]}"; do
   # -rss_limit_mb: a reader that allocates what a header claims (issue 12, item 4) is a finding.
   # -timeout: one input taking 10 s is a finding (a hang or quadratic parse).
   log="$out/${t}.log"
+  # $out persists between runs: list only this run's reproducers.
+  stamp="$out/crashes/$t/.run_start"
+  touch "$stamp"
   "$out/${t}_fuzz" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
     -print_final_stats=1 -artifact_prefix="$out/crashes/$t/" \
     "$out/corpus/$t" "tests/fuzz/corpus/$t" >"$log" 2>&1
   rc=$?
   execs=$(grep -oE 'stat::number_of_executed_units: *[0-9]+' "$log" | grep -oE '[0-9]+$')
+  # Inputs a harness could not deliver (tcp_store_fuzz when the machine refuses loopback ports).
+  skipped=$(grep -c 'harness: skipped' "$log")
   if [[ $rc -eq 0 ]]; then
-    echo "fuzz: ${t}_fuzz: ${execs:-?} inputs in ${seconds}s, no finding"
+    echo "fuzz: ${t}_fuzz: ${execs:-?} inputs in ${seconds}s (${skipped} skipped by the harness), no finding"
   else
     status=1
     echo "fuzz: ${t}_fuzz: FINDING (exit $rc) after ${execs:-?} inputs; log $log, reproducer:"
-    ls "$out/crashes/$t"
-    grep -E 'ERROR|SUMMARY|runtime error|^ *#[0-9]+ ' "$log" | head -30
+    find "$out/crashes/$t" -type f -newer "$stamp" -printf '%p\n'
+    grep -E 'ERROR|SUMMARY|runtime error|harness|^ *#[0-9]+ ' "$log" | head -30
   fi
 done
 exit $status
