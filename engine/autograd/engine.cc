@@ -3,6 +3,7 @@
 #include <condition_variable>
 #include <deque>
 #include <exception>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <unordered_map>
@@ -12,6 +13,7 @@
 #include "engine/backend/backend.h"
 #include "engine/core/error.h"
 #include "engine/device/device_guard.h"
+#include "engine/device/op_trace.h"
 #include "engine/device/runtime.h"
 #include "engine/device/worker.h"
 
@@ -81,6 +83,14 @@ class GraphTask {
   std::vector<Node*> run(Node* n) {
     // The node's inputs summed here and its backward's temporaries count as what its forward made.
     MemoryCategoryScope category(n->memory_category());
+    std::unique_ptr<TraceNodeScope> traced;
+    if (OpTrace::active()) {
+      std::vector<const void*> next;
+      for (const Edge& e : n->next_edges()) {
+        if (e.fn) next.push_back(e.fn.get());
+      }
+      traced = std::make_unique<TraceNodeScope>(n, n->name(), n->device(), next);
+    }
     std::vector<Tensor> grads = take_inputs(n);
     bool any = false;
     for (const Tensor& g : grads) any = any || g.defined();

@@ -4,6 +4,7 @@
 #include "engine/backend/backend.h"
 #include "engine/backend/cuda/cuda_backend.h"
 #include "engine/backend/host/host_backend.h"
+#include "engine/backend/op_cost.h"
 #include "engine/core/error.h"
 
 namespace dpe {
@@ -58,6 +59,7 @@ class Args {
     optional(t, what, Shape{c}, "input", x.shape());
   }
   const char* op() const { return op_; }
+  Device device() const { return device_; }
 
  private:
   const char* op_;
@@ -118,7 +120,13 @@ class CheckedBackend final : public Backend {
     c.tensor(a, "a");
     c.shaped(b, "b", a.shape(), "a", a.shape());
     c.shaped(out, "out", a.shape(), "a", a.shape());
-    impl_.add(a, b, alpha, out);
+    if (TracedOp t(c.op(), c.device(),
+                   [&] {
+                     return op_cost::elementwise("elementwise", 2, a, {&a, &b}, {&out});
+                   });
+        t.execute()) {
+      impl_.add(a, b, alpha, out);
+    }
   }
 
   void mul(const Tensor& a, const Tensor& b, Tensor& out) override {
@@ -126,21 +134,35 @@ class CheckedBackend final : public Backend {
     c.tensor(a, "a");
     c.shaped(b, "b", a.shape(), "a", a.shape());
     c.shaped(out, "out", a.shape(), "a", a.shape());
-    impl_.mul(a, b, out);
+    if (TracedOp t(c.op(), c.device(),
+                   [&] {
+                     return op_cost::elementwise("elementwise", 1, a, {&a, &b}, {&out});
+                   });
+        t.execute()) {
+      impl_.mul(a, b, out);
+    }
   }
 
   void scale(const Tensor& a, float s, Tensor& out) override {
     const Args c("scale", a, type_);
     c.tensor(a, "a");
     c.shaped(out, "out", a.shape(), "a", a.shape());
-    impl_.scale(a, s, out);
+    if (TracedOp t(c.op(), c.device(),
+                   [&] { return op_cost::elementwise("elementwise", 1, a, {&a}, {&out}); });
+        t.execute()) {
+      impl_.scale(a, s, out);
+    }
   }
 
   void relu_forward(const Tensor& x, Tensor& y) override {
     const Args c("relu", x, type_);
     c.tensor(x, "input");
     c.shaped(y, "output", x.shape(), "input", x.shape());
-    impl_.relu_forward(x, y);
+    if (TracedOp t(c.op(), c.device(),
+                   [&] { return op_cost::elementwise("elementwise", 1, x, {&x}, {&y}); });
+        t.execute()) {
+      impl_.relu_forward(x, y);
+    }
   }
 
   void relu_backward(const Tensor& y, const Tensor& gy, Tensor& gx) override {
@@ -148,14 +170,24 @@ class CheckedBackend final : public Backend {
     c.tensor(y, "output");
     c.shaped(gy, "grad_output", y.shape(), "output", y.shape());
     c.shaped(gx, "grad_input", y.shape(), "output", y.shape());
-    impl_.relu_backward(y, gy, gx);
+    if (TracedOp t(c.op(), c.device(),
+                   [&] {
+                     return op_cost::elementwise("elementwise", 1, y, {&y, &gy}, {&gx});
+                   });
+        t.execute()) {
+      impl_.relu_backward(y, gy, gx);
+    }
   }
 
   void gelu_forward(const Tensor& x, Tensor& y) override {
     const Args c("gelu", x, type_);
     c.tensor(x, "input");
     c.shaped(y, "output", x.shape(), "input", x.shape());
-    impl_.gelu_forward(x, y);
+    if (TracedOp t(c.op(), c.device(),
+                   [&] { return op_cost::elementwise("elementwise", 10, x, {&x}, {&y}); });
+        t.execute()) {
+      impl_.gelu_forward(x, y);
+    }
   }
 
   void gelu_backward(const Tensor& x, const Tensor& gy, Tensor& gx) override {
@@ -163,7 +195,13 @@ class CheckedBackend final : public Backend {
     c.tensor(x, "input");
     c.shaped(gy, "grad_output", x.shape(), "input", x.shape());
     c.shaped(gx, "grad_input", x.shape(), "input", x.shape());
-    impl_.gelu_backward(x, gy, gx);
+    if (TracedOp t(c.op(), c.device(),
+                   [&] {
+                     return op_cost::elementwise("elementwise", 16, x, {&x, &gy}, {&gx});
+                   });
+        t.execute()) {
+      impl_.gelu_backward(x, gy, gx);
+    }
   }
 
   // --- reductions ---
@@ -173,7 +211,11 @@ class CheckedBackend final : public Backend {
     c.tensor(x, "input");
     c.tensor(out, "out");
     DPE_CHECK(out.numel() == 1, "sum: expected a scalar out, but got shape " << out.shape());
-    impl_.sum_all(x, out);
+    if (TracedOp t(c.op(), c.device(),
+                   [&] { return op_cost::elementwise("reduction", 1, x, {&x}, {&out}); });
+        t.execute()) {
+      impl_.sum_all(x, out);
+    }
   }
 
   void argmax_rows(const Tensor& x, Tensor& out) override {
@@ -182,13 +224,19 @@ class CheckedBackend final : public Backend {
     DPE_CHECK(x.size(1) > 0,
               "argmax: expected a non-empty dim 1, but got input of shape " << x.shape());
     c.shaped(out, "out", Shape{x.size(0)}, "input", x.shape(), DType::kInt64);
-    impl_.argmax_rows(x, out);
+    if (TracedOp t(c.op(), c.device(),
+                   [&] { return op_cost::elementwise("reduction", 1, x, {&x}, {&out}); });
+        t.execute()) {
+      impl_.argmax_rows(x, out);
+    }
   }
 
   bool all_finite(const Tensor& x) override {
     const Args c("all_finite", x, type_);
     c.tensor(x, "input");
-    return impl_.all_finite(x);
+    const TracedOp t(c.op(), c.device(),
+                     [&] { return op_cost::elementwise("reduction", 1, x, {&x}, {}); });
+    return t.execute() ? impl_.all_finite(x) : true;  // a trace without the work: finite
   }
 
   // --- dense layers ---
@@ -203,7 +251,14 @@ class CheckedBackend final : public Backend {
                                         << " input features, weight expects " << w.size(1) << ")");
     c.optional(b, "bias", Shape{w.size(0)}, "weight", w.shape());
     c.shaped(y, "output", Shape{x.size(0), w.size(0)}, "input", x.shape());
-    impl_.linear_forward(x, w, b, y);
+    if (TracedOp t(c.op(), c.device(),
+                   [&] {
+                     return op_cost::make("gemm", 2.0 * x.size(0) * x.size(1) * w.size(0),
+                                          {&x, &w, &b}, {&y});
+                   });
+        t.execute()) {
+      impl_.linear_forward(x, w, b, y);
+    }
   }
 
   void linear_backward(const Tensor& x, const Tensor& w, const Tensor& gy, Tensor& gx, Tensor& gw,
@@ -218,7 +273,18 @@ class CheckedBackend final : public Backend {
     c.optional(gx, "grad_input", x.shape(), "input", x.shape());
     c.optional(gw, "grad_weight", w.shape(), "weight", w.shape());
     c.optional(gb, "grad_bias", Shape{w.size(0)}, "weight", w.shape());
-    impl_.linear_backward(x, w, gy, gx, gw, gb);
+    if (TracedOp t(c.op(), c.device(),
+                   [&] {
+                     return op_cost::make(
+                         "gemm",
+                         2.0 * x.size(0) * x.size(1) * w.size(0) *
+                                 ((gx.defined() ? 1 : 0) + (gw.defined() ? 1 : 0)) +
+                             (gb.defined() ? 1.0 * gy.numel() : 0.0),
+                         {&x, &w, &gy}, {&gx, &gw, &gb});
+                   });
+        t.execute()) {
+      impl_.linear_backward(x, w, gy, gx, gw, gb);
+    }
   }
 
   void matmul(const Tensor& a, const Tensor& b, Tensor& out) override {
@@ -229,7 +295,14 @@ class CheckedBackend final : public Backend {
                                                             << b.shape()
                                                             << " cannot be multiplied");
     c.shaped(out, "out", Shape{a.size(0), b.size(1)}, "a", a.shape());
-    impl_.matmul(a, b, out);
+    if (TracedOp t(c.op(), c.device(),
+                   [&] {
+                     return op_cost::make("gemm", 2.0 * a.size(0) * a.size(1) * b.size(1), {&a, &b},
+                                          {&out});
+                   });
+        t.execute()) {
+      impl_.matmul(a, b, out);
+    }
   }
 
   // --- embedding ---
@@ -241,7 +314,13 @@ class CheckedBackend final : public Backend {
     DPE_CHECK(index.dim() == 1,
               "embedding: expected 1-D indices [N], but got shape " << index.shape());
     c.shaped(y, "output", Shape{index.size(0), weight.size(1)}, "weight", weight.shape());
-    impl_.embedding_forward(weight, index, y);
+    if (TracedOp t(c.op(), c.device(),
+                   [&] {
+                     return op_cost::make("embedding", 0, {&index, &y}, {&y});
+                   });
+        t.execute()) {
+      impl_.embedding_forward(weight, index, y);
+    }
   }
 
   void embedding_backward(const Tensor& index, const Tensor& gy, Tensor& gw) override {
@@ -251,7 +330,13 @@ class CheckedBackend final : public Backend {
     DPE_CHECK(index.dim() == 1,
               "embedding_backward: expected 1-D indices [N], but got shape " << index.shape());
     c.shaped(gy, "grad_output", Shape{index.size(0), gw.size(1)}, "grad_weight", gw.shape());
-    impl_.embedding_backward(index, gy, gw);
+    if (TracedOp t(c.op(), c.device(),
+                   [&] {
+                     return op_cost::make("embedding", 1.0 * gy.numel(), {&index, &gy}, {&gw});
+                   });
+        t.execute()) {
+      impl_.embedding_backward(index, gy, gw);
+    }
   }
 
   void bmm(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b, Tensor& out) override {
@@ -261,12 +346,17 @@ class CheckedBackend final : public Backend {
     const int64_t m = a.size(trans_a ? 2 : 1), ka = a.size(trans_a ? 1 : 2);
     const int64_t kb = b.size(trans_b ? 2 : 1), n = b.size(trans_b ? 1 : 2);
     DPE_CHECK(a.size(0) == b.size(0) && ka == kb,
-              "bmm: batch1 of shape " << a.shape() << (trans_a ? " (transposed)" : "")
-                                      << " and batch2 of shape " << b.shape()
-                                      << (trans_b ? " (transposed)" : "")
-                                      << " cannot be multiplied");
+              "bmm: batch1 of shape "
+                  << a.shape() << (trans_a ? " (transposed)" : "") << " and batch2 of shape "
+                  << b.shape() << (trans_b ? " (transposed)" : "") << " cannot be multiplied");
     c.shaped(out, "out", Shape{a.size(0), m, n}, "batch1", a.shape());
-    impl_.bmm(a, b, trans_a, trans_b, out);
+    if (TracedOp t(c.op(), c.device(),
+                   [&] {
+                     return op_cost::make("gemm", 2.0 * out.numel() * ka, {&a, &b}, {&out});
+                   });
+        t.execute()) {
+      impl_.bmm(a, b, trans_a, trans_b, out);
+    }
   }
 
   // --- convolution and pooling ---
@@ -278,7 +368,13 @@ class CheckedBackend final : public Backend {
     c.optional(b, "bias", Shape{w.size(0)}, "weight", w.shape());
     c.shaped(y, "output", out, "input", x.shape());
     if (x.size(0) == 0) return;
-    impl_.conv2d_forward(x, w, b, p, y);
+    if (TracedOp t(c.op(), c.device(),
+                   [&] {
+                     return op_cost::make("conv", op_cost::conv2d_flops(w, y), {&x, &w, &b}, {&y});
+                   });
+        t.execute()) {
+      impl_.conv2d_forward(x, w, b, p, y);
+    }
   }
 
   void conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& gy, const Conv2dParams& p,
@@ -294,7 +390,17 @@ class CheckedBackend final : public Backend {
       if (gb.defined()) gb.zero_();
       return;
     }
-    impl_.conv2d_backward(x, w, gy, p, gx, gw, gb);
+    if (TracedOp t(c.op(), c.device(),
+                   [&] {
+                     return op_cost::make("conv",
+                                          op_cost::conv2d_flops(w, gy) * ((gx.defined() ? 1 : 0) +
+                                                                          (gw.defined() ? 1 : 0)) +
+                                              (gb.defined() ? 1.0 * gy.numel() : 0.0),
+                                          {&x, &w, &gy}, {&gx, &gw, &gb});
+                   });
+        t.execute()) {
+      impl_.conv2d_backward(x, w, gy, p, gx, gw, gb);
+    }
   }
 
   void max_pool2d_forward(const Tensor& x, const Pool2dParams& p, Tensor& y,
@@ -304,7 +410,14 @@ class CheckedBackend final : public Backend {
     const Shape out = pool2d_output(x.shape(), p);
     c.shaped(y, "output", out, "input", x.shape());
     c.shaped(workspace, "indices", out, "input", x.shape(), DType::kInt64);
-    impl_.max_pool2d_forward(x, p, y, workspace);
+    if (TracedOp t(c.op(), c.device(),
+                   [&] {
+                     return op_cost::make("pool", 1.0 * y.numel() * p.kernel * p.kernel, {&x},
+                                          {&y, &workspace});
+                   });
+        t.execute()) {
+      impl_.max_pool2d_forward(x, p, y, workspace);
+    }
   }
 
   void max_pool2d_backward(const Tensor& gy, const Tensor& workspace, const Pool2dParams& p,
@@ -314,7 +427,13 @@ class CheckedBackend final : public Backend {
     const Shape out = pool2d_output(gx.shape(), p);
     c.shaped(gy, "grad_output", out, "grad_input", gx.shape());
     c.shaped(workspace, "indices", out, "grad_input", gx.shape(), DType::kInt64);
-    impl_.max_pool2d_backward(gy, workspace, p, gx);
+    if (TracedOp t(c.op(), c.device(),
+                   [&] {
+                     return op_cost::make("pool", 1.0 * gy.numel(), {&gy, &workspace}, {&gx});
+                   });
+        t.execute()) {
+      impl_.max_pool2d_backward(gy, workspace, p, gx);
+    }
   }
 
   // --- batch normalisation ---
@@ -332,7 +451,14 @@ class CheckedBackend final : public Backend {
     c.shaped(y, "output", x.shape(), "input", x.shape());
     c.shaped(mean, "mean", Shape{s.c}, "input", x.shape());
     c.shaped(var, "var", Shape{s.c}, "input", x.shape());
-    impl_.batch_norm_forward_train(x, gamma, beta, eps, y, mean, var);
+    if (TracedOp t(c.op(), c.device(),
+                   [&] {
+                     return op_cost::make("norm", 8.0 * x.numel(), {&x, &x, &gamma, &beta},
+                                          {&y, &mean, &var});
+                   });
+        t.execute()) {
+      impl_.batch_norm_forward_train(x, gamma, beta, eps, y, mean, var);
+    }
   }
 
   void batch_norm_forward_eval(const Tensor& x, const Tensor& gamma, const Tensor& beta,
@@ -346,7 +472,14 @@ class CheckedBackend final : public Backend {
     c.shaped(var, "running_var", Shape{s.c}, "input", x.shape());
     c.shaped(y, "output", x.shape(), "input", x.shape());
     if (x.numel() == 0) return;
-    impl_.batch_norm_forward_eval(x, gamma, beta, mean, var, eps, y);
+    if (TracedOp t(
+            c.op(), c.device(),
+            [&] {
+              return op_cost::make("norm", 4.0 * x.numel(), {&x, &gamma, &beta, &mean, &var}, {&y});
+            });
+        t.execute()) {
+      impl_.batch_norm_forward_eval(x, gamma, beta, mean, var, eps, y);
+    }
   }
 
   void batch_norm_backward(const Tensor& x, const Tensor& gy, const Tensor& gamma,
@@ -361,7 +494,15 @@ class CheckedBackend final : public Backend {
     c.shaped(gx, "grad_input", x.shape(), "input", x.shape());
     c.channel(ggamma, "grad_weight", s.c, x);
     c.channel(gbeta, "grad_bias", s.c, x);
-    impl_.batch_norm_backward(x, gy, gamma, mean, var, eps, gx, ggamma, gbeta);
+    if (TracedOp t(c.op(), c.device(),
+                   [&] {
+                     return op_cost::make("norm", 12.0 * x.numel(),
+                                          {&x, &gy, &x, &gy, &gamma, &mean, &var},
+                                          {&gx, &ggamma, &gbeta});
+                   });
+        t.execute()) {
+      impl_.batch_norm_backward(x, gy, gamma, mean, var, eps, gx, ggamma, gbeta);
+    }
   }
 
   void channel_sums(const Tensor& x, Tensor& sum, Tensor& sumsq) override {
@@ -369,7 +510,13 @@ class CheckedBackend final : public Backend {
     const NcsShape s = bn_shape(c, x);
     c.shaped(sum, "sum", Shape{s.c}, "input", x.shape());
     c.shaped(sumsq, "sumsq", Shape{s.c}, "input", x.shape());
-    impl_.channel_sums(x, sum, sumsq);
+    if (TracedOp t(c.op(), c.device(),
+                   [&] {
+                     return op_cost::make("norm", 3.0 * x.numel(), {&x}, {&sum, &sumsq});
+                   });
+        t.execute()) {
+      impl_.channel_sums(x, sum, sumsq);
+    }
   }
 
   void channel_grad_sums(const Tensor& x, const Tensor& gy, const Tensor& mean, Tensor& sum_gy,
@@ -380,7 +527,14 @@ class CheckedBackend final : public Backend {
     c.shaped(mean, "mean", Shape{s.c}, "input", x.shape());
     c.shaped(sum_gy, "sum_dy", Shape{s.c}, "input", x.shape());
     c.shaped(sum_gy_xmu, "sum_dy_xmu", Shape{s.c}, "input", x.shape());
-    impl_.channel_grad_sums(x, gy, mean, sum_gy, sum_gy_xmu);
+    if (TracedOp t(c.op(), c.device(),
+                   [&] {
+                     return op_cost::make("norm", 4.0 * x.numel(), {&x, &gy, &mean},
+                                          {&sum_gy, &sum_gy_xmu});
+                   });
+        t.execute()) {
+      impl_.channel_grad_sums(x, gy, mean, sum_gy, sum_gy_xmu);
+    }
   }
 
   void batch_norm_apply(const Tensor& x, const Tensor& mean, const Tensor& invstd,
@@ -392,7 +546,14 @@ class CheckedBackend final : public Backend {
     c.channel(gamma, "weight", s.c, x);
     c.channel(beta, "bias", s.c, x);
     c.shaped(y, "output", x.shape(), "input", x.shape());
-    impl_.batch_norm_apply(x, mean, invstd, gamma, beta, y);
+    if (TracedOp t(c.op(), c.device(),
+                   [&] {
+                     return op_cost::make("norm", 4.0 * x.numel(),
+                                          {&x, &mean, &invstd, &gamma, &beta}, {&y});
+                   });
+        t.execute()) {
+      impl_.batch_norm_apply(x, mean, invstd, gamma, beta, y);
+    }
   }
 
   void batch_norm_backward_elemt(const Tensor& x, const Tensor& gy, const Tensor& mean,
@@ -407,7 +568,15 @@ class CheckedBackend final : public Backend {
     c.shaped(mean_gy, "mean_dy", Shape{s.c}, "input", x.shape());
     c.shaped(mean_gy_xmu, "mean_dy_xmu", Shape{s.c}, "input", x.shape());
     c.shaped(gx, "grad_input", x.shape(), "input", x.shape());
-    impl_.batch_norm_backward_elemt(x, gy, mean, invstd, gamma, mean_gy, mean_gy_xmu, gx);
+    if (TracedOp t(c.op(), c.device(),
+                   [&] {
+                     return op_cost::make("norm", 8.0 * x.numel(),
+                                          {&x, &gy, &mean, &invstd, &gamma, &mean_gy, &mean_gy_xmu},
+                                          {&gx});
+                   });
+        t.execute()) {
+      impl_.batch_norm_backward_elemt(x, gy, mean, invstd, gamma, mean_gy, mean_gy_xmu, gx);
+    }
   }
 
   // --- layer normalisation ---
@@ -421,7 +590,14 @@ class CheckedBackend final : public Backend {
     c.shaped(y, "output", x.shape(), "input", x.shape());
     c.shaped(mean, "mean", Shape{s.rows}, "input", x.shape());
     c.shaped(rstd, "rstd", Shape{s.rows}, "input", x.shape());
-    impl_.layer_norm_forward(x, gamma, beta, eps, y, mean, rstd);
+    if (TracedOp t(c.op(), c.device(),
+                   [&] {
+                     return op_cost::make("norm", 8.0 * x.numel(), {&x, &gamma, &beta},
+                                          {&y, &mean, &rstd});
+                   });
+        t.execute()) {
+      impl_.layer_norm_forward(x, gamma, beta, eps, y, mean, rstd);
+    }
   }
 
   void layer_norm_backward(const Tensor& x, const Tensor& gy, const Tensor& gamma,
@@ -436,7 +612,14 @@ class CheckedBackend final : public Backend {
     c.shaped(gx, "grad_input", x.shape(), "input", x.shape());
     c.optional(ggamma, "grad_weight", Shape{s.cols}, "input", x.shape());
     c.optional(gbeta, "grad_bias", Shape{s.cols}, "input", x.shape());
-    impl_.layer_norm_backward(x, gy, gamma, mean, rstd, gx, ggamma, gbeta);
+    if (TracedOp t(c.op(), c.device(),
+                   [&] {
+                     return op_cost::make("norm", 12.0 * x.numel(), {&x, &gy, &gamma, &mean, &rstd},
+                                          {&gx, &ggamma, &gbeta});
+                   });
+        t.execute()) {
+      impl_.layer_norm_backward(x, gy, gamma, mean, rstd, gx, ggamma, gbeta);
+    }
   }
 
   // --- softmax ---
@@ -444,23 +627,33 @@ class CheckedBackend final : public Backend {
   void softmax_forward(const Tensor& x, bool causal, Tensor& y) override {
     const Args c("softmax", x, type_);
     c.tensor(x, "input");
-    DPE_CHECK(x.dim() >= (causal ? 2 : 1),
-              "softmax: expected an input of at least " << (causal ? 2 : 1)
-                                                        << " dimensions, but got shape "
-                                                        << x.shape());
+    DPE_CHECK(x.dim() >= (causal ? 2 : 1), "softmax: expected an input of at least "
+                                               << (causal ? 2 : 1) << " dimensions, but got shape "
+                                               << x.shape());
     c.shaped(y, "output", x.shape(), "input", x.shape());
-    impl_.softmax_forward(x, causal, y);
+    if (TracedOp t(c.op(), c.device(),
+                   [&] { return op_cost::elementwise("softmax", 5, x, {&x}, {&y}); });
+        t.execute()) {
+      impl_.softmax_forward(x, causal, y);
+    }
   }
 
   void softmax_backward(const Tensor& y, const Tensor& gy, Tensor& gx) override {
     const Args c("softmax_backward", y, type_);
     c.tensor(y, "output");
-    DPE_CHECK(y.dim() >= 1, "softmax_backward: expected an output of at least 1 dimension, but "
-                            "got shape "
-                                << y.shape());
+    DPE_CHECK(y.dim() >= 1,
+              "softmax_backward: expected an output of at least 1 dimension, but "
+              "got shape "
+                  << y.shape());
     c.shaped(gy, "grad_output", y.shape(), "output", y.shape());
     c.shaped(gx, "grad_input", y.shape(), "output", y.shape());
-    impl_.softmax_backward(y, gy, gx);
+    if (TracedOp t(c.op(), c.device(),
+                   [&] {
+                     return op_cost::elementwise("softmax", 4, y, {&y, &gy}, {&gx});
+                   });
+        t.execute()) {
+      impl_.softmax_backward(y, gy, gx);
+    }
   }
 
   // --- losses ---
@@ -469,7 +662,11 @@ class CheckedBackend final : public Backend {
     const Args c("log_softmax", x, type_);
     c.rank(x, "input", 2);
     c.shaped(y, "output", x.shape(), "input", x.shape());
-    impl_.log_softmax_forward(x, y);
+    if (TracedOp t(c.op(), c.device(),
+                   [&] { return op_cost::elementwise("softmax", 5, x, {&x}, {&y}); });
+        t.execute()) {
+      impl_.log_softmax_forward(x, y);
+    }
   }
 
   void log_softmax_backward(const Tensor& y, const Tensor& gy, Tensor& gx) override {
@@ -477,7 +674,13 @@ class CheckedBackend final : public Backend {
     c.rank(y, "output", 2);
     c.shaped(gy, "grad_output", y.shape(), "output", y.shape());
     c.shaped(gx, "grad_input", y.shape(), "output", y.shape());
-    impl_.log_softmax_backward(y, gy, gx);
+    if (TracedOp t(c.op(), c.device(),
+                   [&] {
+                     return op_cost::elementwise("softmax", 4, y, {&y, &gy}, {&gx});
+                   });
+        t.execute()) {
+      impl_.log_softmax_backward(y, gy, gx);
+    }
   }
 
   void nll_loss_forward(const Tensor& logp, const Tensor& target, int64_t ignore_index,
@@ -492,7 +695,11 @@ class CheckedBackend final : public Backend {
                   << logp.shape() << " and target of shape " << target.shape());
     c.tensor(out, "out");
     DPE_CHECK(out.numel() == 1, "nll_loss: expected a scalar out, but got shape " << out.shape());
-    impl_.nll_loss_forward(logp, target, ignore_index, out);
+    if (TracedOp t(c.op(), c.device(),
+                   [&] { return op_cost::make("loss", 1.0 * target.numel(), {&target}, {&out}); });
+        t.execute()) {
+      impl_.nll_loss_forward(logp, target, ignore_index, out);
+    }
   }
 
   void nll_loss_backward(const Tensor& gout, const Tensor& target, int64_t ignore_index,
@@ -503,7 +710,13 @@ class CheckedBackend final : public Backend {
     DPE_CHECK(gout.numel() == 1,
               "nll_loss_backward: expected a scalar grad_output, but got shape " << gout.shape());
     c.shaped(target, "target", Shape{gx.size(0)}, "grad_input", gx.shape(), DType::kInt64);
-    impl_.nll_loss_backward(gout, target, ignore_index, gx);
+    if (TracedOp t(c.op(), c.device(),
+                   [&] {
+                     return op_cost::make("loss", 1.0 * target.numel(), {&gout, &target}, {&gx});
+                   });
+        t.execute()) {
+      impl_.nll_loss_backward(gout, target, ignore_index, gx);
+    }
   }
 
   // --- dropout and optimizers ---
@@ -511,7 +724,11 @@ class CheckedBackend final : public Backend {
   void dropout_mask(float p, uint64_t seed, Tensor& mask) override {
     const Args c("dropout", mask, type_);
     c.tensor(mask, "mask");
-    impl_.dropout_mask(p, seed, mask);
+    if (TracedOp t(c.op(), c.device(),
+                   [&] { return op_cost::elementwise("elementwise", 4, mask, {}, {&mask}); });
+        t.execute()) {
+      impl_.dropout_mask(p, seed, mask);
+    }
   }
 
   void sgd_step(Tensor& param, const Tensor& grad, Tensor& buf, const SgdOptions& o,
@@ -522,7 +739,14 @@ class CheckedBackend final : public Backend {
     DPE_CHECK(!o.nesterov || (o.momentum > 0.0f && o.dampening == 0.0f),
               "sgd: Nesterov momentum requires a momentum and zero dampening");
     if (o.momentum != 0.0f) c.shaped(buf, "momentum_buffer", param.shape(), "param", param.shape());
-    impl_.sgd_step(param, grad, buf, o, first);
+    if (TracedOp t(c.op(), c.device(),
+                   [&] {
+                     return op_cost::elementwise("optimizer", 5, param, {&param, &grad, &buf},
+                                                 {&param, &buf});
+                   });
+        t.execute()) {
+      impl_.sgd_step(param, grad, buf, o, first);
+    }
     param.bump_version();
     if (o.momentum != 0.0f) buf.bump_version();
   }
@@ -534,7 +758,15 @@ class CheckedBackend final : public Backend {
     c.shaped(grad, "grad", param.shape(), "param", param.shape());
     c.shaped(exp_avg, "exp_avg", param.shape(), "param", param.shape());
     c.shaped(exp_avg_sq, "exp_avg_sq", param.shape(), "param", param.shape());
-    impl_.adam_step(param, grad, exp_avg, exp_avg_sq, o, step);
+    if (TracedOp t(c.op(), c.device(),
+                   [&] {
+                     return op_cost::elementwise("optimizer", 15, param,
+                                                 {&param, &grad, &exp_avg, &exp_avg_sq},
+                                                 {&param, &exp_avg, &exp_avg_sq});
+                   });
+        t.execute()) {
+      impl_.adam_step(param, grad, exp_avg, exp_avg_sq, o, step);
+    }
     param.bump_version();
     exp_avg.bump_version();
     exp_avg_sq.bump_version();

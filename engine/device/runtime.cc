@@ -8,6 +8,7 @@
 #include "engine/backend/cuda/cuda_device.h"
 #include "engine/backend/host/host_device.h"
 #include "engine/core/error.h"
+#include "engine/device/op_trace.h"
 
 namespace dpe {
 
@@ -151,6 +152,11 @@ void Runtime::copy(DeviceContext& dst_ctx, void* dst, DeviceContext& src_ctx,
                    const StridedView& src) {
   const int64_t bytes = src.numel() * static_cast<int64_t>(src.elem_size);
   if (bytes == 0) return;
+  if (!trace_copy(src_ctx.device(), dst_ctx.device(), bytes)) {
+    // A trace that skips the work (engine/device/op_trace.h) still counts the traffic.
+    if (dst_ctx.device() != src_ctx.device()) record_copy(src_ctx.device(), dst_ctx.device(), bytes);
+    return;
+  }
   // ggml's rule for buffers: the destination's type first, then the source's.
   DPE_CHECK(dst_ctx.copy(dst_ctx, dst, src_ctx, src) || src_ctx.copy(dst_ctx, dst, src_ctx, src),
             "cannot copy from " << src_ctx.device() << " to " << dst_ctx.device()

@@ -11,6 +11,7 @@
 #include "engine/autograd/node.h"
 #include "engine/core/error.h"
 #include "engine/device/memory_category.h"
+#include "engine/device/op_trace.h"
 
 namespace dpe {
 namespace distributed {
@@ -209,6 +210,15 @@ void Reducer::launch_ready_locked() {
   // Bucket k goes only after buckets 0..k-1: every rank queues the same collectives in order.
   while (next_bucket_ < buckets_.size() && buckets_[next_bucket_].pending == 0) {
     Bucket& b = buckets_[next_bucket_];
+    if (OpTrace::active()) {  // the cost model's launch point: after the ops recorded so far
+      TraceEvent e;
+      e.kind = TraceKind::kBucket;
+      e.name = "all_reduce";
+      e.device = b.buffer.device();
+      e.bucket = static_cast<int64_t>(next_bucket_);
+      e.bytes_read = e.bytes_written = static_cast<int64_t>(b.buffer.nbytes());
+      OpTrace::record(std::move(e));
+    }
     b.work = group_->all_reduce_async(b.buffer, ReduceOp::kAvg);
     trace_.launches.push_back({next_bucket_, trace_.hooks_fired});
     ++next_bucket_;
