@@ -1,0 +1,947 @@
+// cluster: GPU and framework tables, the nvidia-smi topo -m parser/formatter, link routing and the
+// presets. Every number here has its row and source in docs/cluster_model.md.
+#include "tools/sim/cluster.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <limits>
+#include <map>
+#include <numeric>
+#include <sstream>
+
+#include "engine/core/error.h"
+
+namespace dpe::sim {
+namespace {
+
+// Lowercase, without spaces, '-' and '_': "A100-SXM4-80GB" and "a100 sxm4 80gb" are one name.
+std::string normalized(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (std::isalnum(static_cast<unsigned char>(c))) {
+      out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    }
+  }
+  return out;
+}
+
+std::string joined(const std::vector<std::string>& names) {
+  std::string out;
+  for (const std::string& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
+// ---- GPUs ----------------------------------------------------------------------------------
+
+std::vector<GpuSpec> make_gpu_specs() {
+  // name, fp32, tf32, fp16 (dense), mem GB/s, GiB, launch us, source, sm, NVLink ports, PCIe gen
+  return {
+      {"TITAN RTX", 16.3, 16.3, 130.5, 672, 24, 4,
+       "NVIDIA TITAN RTX product page / Quadro RTX 8000 datasheet (same TU102 at 1770 MHz: 16.3 "
+       "FP32, 130.5 tensor TFLOPS, 672 GB/s, NVLink 100 GB/s, PCIe 3.0 x16)",
+       75, 2, 3},
+      {"V100-SXM2-32GB", 15.7, 15.7, 125, 900, 32, 4,
+       "NVIDIA Tesla V100 datasheet (SXM2: 15.7 FP32, 125 tensor TFLOPS, 900 GB/s HBM2, NVLink "
+       "300 GB/s = 6 links)",
+       70, 6, 3},
+      {"A100-SXM4-40GB", 19.5, 156, 312, 1555, 40, 4,
+       "NVIDIA A100 datasheet (nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf: 19.5 FP32, 156 "
+       "TF32, 312 FP16, 1,555 GB/s, NVLink 600 GB/s = 12 links, PCIe 4.0)",
+       80, 12, 4},
+      {"A100-SXM4-80GB", 19.5, 156, 312, 2039, 80, 4,
+       "NVIDIA A100 datasheet (nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf: 19.5 FP32, 156 "
+       "TF32, 312 FP16, 2,039 GB/s HBM2e, NVLink 600 GB/s = 12 links, PCIe 4.0)",
+       80, 12, 4},
+      {"A100-PCIe-40GB", 19.5, 156, 312, 1555, 40, 4,
+       "NVIDIA A100 datasheet (PCIe 40GB: 19.5 FP32, 156 TF32, 312 FP16, 1,555 GB/s, NVLink "
+       "bridge 600 GB/s, PCIe 4.0)",
+       80, 12, 4},
+      {"A100-PCIe-80GB", 19.5, 156, 312, 1935, 80, 4,
+       "NVIDIA A100 datasheet (PCIe 80GB: 19.5 FP32, 156 TF32, 312 FP16, 1,935 GB/s, NVLink "
+       "bridge 600 GB/s, PCIe 4.0)",
+       80, 12, 4},
+      {"H100-SXM5-80GB", 66.9, 494.7, 989.4, 3350, 80, 4,
+       "NVIDIA H100 datasheet / Hopper whitepaper (SXM5: 67 FP32, 989 TF32 and 1,979 FP16 with "
+       "sparsity = 494.7 / 989.4 dense, 3.35 TB/s HBM3, NVLink 900 GB/s = 18 links, PCIe 5.0)",
+       90, 18, 5},
+      {"H100-PCIe", 51, 378, 756, 2000, 80, 4,
+       "NVIDIA H100 datasheet (PCIe: 51 FP32, 756 TF32 and 1,513 FP16 with sparsity = 378 / 756 "
+       "dense, 2 TB/s HBM2e, NVLink bridge 600 GB/s = 12 links, PCIe 5.0)",
+       90, 12, 5},
+  };
+}
+
+const std::map<std::string, std::string>& gpu_aliases() {
+  static const std::map<std::string, std::string> aliases = {
+      {"titanrtx", "TITAN RTX"},     {"v100", "V100-SXM2-32GB"},     {"a100", "A100-SXM4-80GB"},
+      {"h100", "H100-SXM5-80GB"},    {"a100pcie", "A100-PCIe-40GB"}, {"h100pcie", "H100-PCIe"},
+      {"h100sxm", "H100-SXM5-80GB"}, {"a100sxm", "A100-SXM4-80GB"},  {"v100sxm2", "V100-SXM2-32GB"},
+  };
+  return aliases;
+}
+
+// ---- topology text ---------------------------------------------------------------------------
+
+// nvidia-smi wraps the header in terminal escapes (ESC [ ... letter) when it writes to a terminal.
+std::string without_escapes(const std::string& s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '\x1b' && i + 1 < s.size() && s[i + 1] == '[') {
+      size_t j = i + 2;
+      while (j < s.size() && !std::isalpha(static_cast<unsigned char>(s[j]))) ++j;
+      i = j;  // skip the final letter too
+      continue;
+    }
+    out += s[i];
+  }
+  return out;
+}
+
+std::vector<std::string> words_of(const std::string& line) {
+  std::istringstream in(line);
+  std::vector<std::string> words;
+  std::string w;
+  while (in >> w) words.push_back(w);
+  return words;
+}
+
+std::string trimmed(const std::string& s) {
+  const size_t b = s.find_first_not_of(" \t\r");
+  if (b == std::string::npos) return "";
+  const size_t e = s.find_last_not_of(" \t\r");
+  return s.substr(b, e - b + 1);
+}
+
+// "GPU12" -> 12; -1 when the word is not GPU<digits>.
+int gpu_index(const std::string& word) {
+  if (word.size() < 4 || word.compare(0, 3, "GPU") != 0) return -1;
+  for (size_t i = 3; i < word.size(); ++i) {
+    if (!std::isdigit(static_cast<unsigned char>(word[i]))) return -1;
+  }
+  return std::atoi(word.c_str() + 3);
+}
+
+// Header cells after the GPU columns are separated by tabs or by two or more spaces ("CPU
+// Affinity" is one cell); returns the index of the "NUMA Affinity" cell among them, or -1.
+int numa_column(const std::string& rest) {
+  std::vector<std::string> cells;
+  std::string cell;
+  for (size_t i = 0; i <= rest.size(); ++i) {
+    const bool end = i == rest.size();
+    const bool sep =
+        !end && (rest[i] == '\t' || (rest[i] == ' ' && i + 1 < rest.size() && rest[i + 1] == ' '));
+    if (end || sep) {
+      const std::string t = trimmed(cell);
+      if (!t.empty()) cells.push_back(t);
+      cell.clear();
+    } else {
+      cell += rest[i];
+    }
+  }
+  for (size_t k = 0; k < cells.size(); ++k) {
+    if (normalized(cells[k]) == "numaaffinity") return static_cast<int>(k);
+  }
+  return -1;
+}
+
+bool parse_cell(const std::string& cell, PairLink* out) {
+  static const std::map<std::string, LinkKind> kinds = {
+      {"X", LinkKind::kSelf},  {"PIX", LinkKind::kPix},   {"PXB", LinkKind::kPxb},
+      {"PHB", LinkKind::kPhb}, {"NODE", LinkKind::kNode}, {"SYS", LinkKind::kSys},
+      {"SOC", LinkKind::kSys},  // drivers before 384 called SYS "SOC"
+  };
+  auto it = kinds.find(cell);
+  if (it != kinds.end()) {
+    *out = PairLink{it->second, 0};
+    return true;
+  }
+  if (cell.size() > 2 && cell.compare(0, 2, "NV") == 0) {
+    for (size_t i = 2; i < cell.size(); ++i) {
+      if (!std::isdigit(static_cast<unsigned char>(cell[i]))) return false;
+    }
+    const int n = std::atoi(cell.c_str() + 2);
+    if (n < 1) return false;
+    *out = PairLink{LinkKind::kNvLink, n};
+    return true;
+  }
+  return false;
+}
+
+bool same_socket_kind(LinkKind k) {
+  return k == LinkKind::kPix || k == LinkKind::kPxb || k == LinkKind::kPhb || k == LinkKind::kNode;
+}
+
+struct UnionFind {
+  std::vector<int> parent;
+  explicit UnionFind(int n) : parent(n) { std::iota(parent.begin(), parent.end(), 0); }
+  int find(int x) { return parent[x] == x ? x : parent[x] = find(parent[x]); }
+  void join(int a, int b) { parent[find(a)] = find(b); }
+};
+
+// Sockets from the matrix alone: PCIe relations join GPUs into one socket, SYS separates them;
+// GPUs seen only through NVLink join the first socket they do not have a SYS pair with.
+std::vector<int> infer_sockets(const NodeTopology& t) {
+  const int n = t.gpus;
+  UnionFind same(n);
+  for (int i = 0; i < n; ++i) {
+    for (int j = 0; j < n; ++j) {
+      if (same_socket_kind(t.pairs[i][j].kind)) same.join(i, j);
+    }
+  }
+  std::vector<int> socket(n, -1);
+  std::vector<std::vector<int>> groups;  // GPUs per socket
+  for (int i = 0; i < n; ++i) {
+    if (socket[i] >= 0) continue;
+    std::vector<int> component;
+    for (int j = 0; j < n; ++j) {
+      if (same.find(j) == same.find(i)) component.push_back(j);
+    }
+    int chosen = -1;
+    for (size_t g = 0; g < groups.size() && chosen < 0; ++g) {
+      bool separated = false;
+      for (int a : groups[g]) {
+        for (int b : component) separated |= t.pairs[a][b].kind == LinkKind::kSys;
+      }
+      if (!separated) chosen = static_cast<int>(g);
+    }
+    if (chosen < 0) {
+      chosen = static_cast<int>(groups.size());
+      groups.emplace_back();
+    }
+    for (int j : component) {
+      socket[j] = chosen;
+      groups[chosen].push_back(j);
+    }
+  }
+  return socket;
+}
+
+// Switches from the matrix alone: PIX pairs share a leaf switch; PXB pairs sit under leaf switches
+// of their own that share a parent. Ids in order of the first GPU that shows them.
+std::vector<std::vector<int>> infer_switches(const NodeTopology& t) {
+  const int n = t.gpus;
+  UnionFind leaf(n), tree(n);
+  std::vector<bool> has_pxb(n, false);
+  for (int i = 0; i < n; ++i) {
+    for (int j = 0; j < n; ++j) {
+      const LinkKind k = t.pairs[i][j].kind;
+      if (k == LinkKind::kPix) leaf.join(i, j);
+      if (k == LinkKind::kPix || k == LinkKind::kPxb) tree.join(i, j);
+      if (k == LinkKind::kPxb) has_pxb[i] = true;
+    }
+  }
+  auto leaf_size = [&](int i) {
+    int size = 0;
+    for (int j = 0; j < n; ++j) size += leaf.find(j) == leaf.find(i);
+    return size;
+  };
+  auto leaves_in_tree = [&](int i) {
+    std::vector<int> roots;
+    for (int j = 0; j < n; ++j) {
+      if (tree.find(j) == tree.find(i)) roots.push_back(leaf.find(j));
+    }
+    std::sort(roots.begin(), roots.end());
+    return std::unique(roots.begin(), roots.end()) - roots.begin();
+  };
+  std::map<int, int> leaf_id, parent_id;
+  int next = 0;
+  std::vector<std::vector<int>> switches(n);
+  for (int i = 0; i < n; ++i) {
+    if (leaf_size(i) < 2 && !has_pxb[i]) continue;
+    auto l = leaf_id.find(leaf.find(i));
+    if (l == leaf_id.end()) l = leaf_id.emplace(leaf.find(i), next++).first;
+    switches[i].push_back(l->second);
+    if (leaves_in_tree(i) > 1) {
+      auto p = parent_id.find(tree.find(i));
+      if (p == parent_id.end()) p = parent_id.emplace(tree.find(i), next++).first;
+      switches[i].push_back(p->second);
+    }
+  }
+  return switches;
+}
+
+// Socket ids renumbered in order of first appearance, so equal layouts compare equal.
+std::vector<int> renumbered(const std::vector<int>& ids) {
+  std::map<int, int> order;
+  std::vector<int> out;
+  for (int id : ids) out.push_back(order.emplace(id, static_cast<int>(order.size())).first->second);
+  return out;
+}
+
+bool sockets_agree(const NodeTopology& t, const std::vector<int>& socket) {
+  for (int i = 0; i < t.gpus; ++i) {
+    for (int j = 0; j < t.gpus; ++j) {
+      const LinkKind k = t.pairs[i][j].kind;
+      if (k == LinkKind::kSys && socket[i] == socket[j]) return false;
+      if (same_socket_kind(k) && socket[i] != socket[j]) return false;
+    }
+  }
+  return true;
+}
+
+const char* kLegend =
+    "\nLegend:\n\n"
+    "  X    = Self\n"
+    "  SYS  = Connection traversing PCIe as well as the SMP interconnect between NUMA nodes "
+    "(e.g., QPI/UPI)\n"
+    "  NODE = Connection traversing PCIe as well as the interconnect between PCIe Host Bridges "
+    "within a NUMA node\n"
+    "  PHB  = Connection traversing PCIe as well as a PCIe Host Bridge (typically the CPU)\n"
+    "  PXB  = Connection traversing multiple PCIe bridges (without traversing the PCIe Host "
+    "Bridge)\n"
+    "  PIX  = Connection traversing at most a single PCIe bridge\n"
+    "  NV#  = Connection traversing a bonded set of # NVLinks\n";
+
+// ---- frameworks ----------------------------------------------------------------------------
+
+std::vector<Framework> make_frameworks() {
+  Framework pytorch;
+  pytorch.name = "pytorch";
+  pytorch.op_dispatch_us = 10;
+  pytorch.dp_fixed_us = 1000;
+  pytorch.dp_per_device_us = 250;
+  pytorch.ddp_fixed_us = 150;
+  pytorch.dp_per_tensor_us = 10;
+  pytorch.dp_forward_serialized = true;
+  pytorch.ddp_per_tensor_us = 15;
+  pytorch.source =
+      "op dispatch: pytorch/pytorch#41383 (5-7 us per eager op on CPU tensors) and "
+      "flagos-ai/FlagGems#4812 (~7 us eager wall time of a tiny CUDA op); DataParallel: "
+      "pytorch/pytorch#15811 (2.8 ms for a 2-module model, +25 ms for 198 more modules) and #3930 "
+      "(replicate up to 180 ms on ResNet-1001); DDP: benchmarks/distributed/ddp/README.md (1-GPU "
+      "DDP adds 3 ms on ResNet-50, 9 ms on ResNet-101); fixed/per-device values are assumptions "
+      "to calibrate (docs/cluster_model.md)";
+  Framework dpe;
+  dpe.name = "dpe";
+  dpe.op_dispatch_us = 2;
+  dpe.dp_fixed_us = 8.5;
+  dpe.dp_per_device_us = 16.5;
+  dpe.ddp_fixed_us = 10;
+  dpe.dp_per_tensor_us = 1;
+  dpe.dp_forward_serialized = false;
+  dpe.ddp_per_tensor_us = 2;
+  dpe.source =
+      "README.md bench (toy model, 2-core host): device 0's replicate+scatter+gather+reduce-add "
+      "21-22 us on 2 devices, 34-35 us on 4 (8.5 us + 6.5 us/device), single-device step 37-54 "
+      "us; +10 us/device worker hand-off, per-tensor and DDP values are assumptions";
+  return {pytorch, dpe};
+}
+
+// ---- presets -------------------------------------------------------------------------------
+
+NodeTopology matrix_topology(const std::vector<std::vector<std::string>>& cells,
+                             const std::vector<int>& socket,
+                             const std::vector<std::vector<int>>& switches) {
+  NodeTopology t;
+  t.gpus = static_cast<int>(cells.size());
+  t.pairs.assign(t.gpus, std::vector<PairLink>(t.gpus));
+  for (int i = 0; i < t.gpus; ++i) {
+    for (int j = 0; j < t.gpus; ++j) {
+      DPE_CHECK(parse_cell(cells[i][j], &t.pairs[i][j]),
+                "cluster preset: bad cell " << cells[i][j]);
+    }
+  }
+  t.socket = socket;
+  t.switches = switches;
+  validate_topology(t);
+  return t;
+}
+
+NodeTopology uniform_topology(int n, const std::string& cell, const std::vector<int>& socket,
+                              const std::vector<std::vector<int>>& switches) {
+  std::vector<std::vector<std::string>> cells(n, std::vector<std::string>(n, cell));
+  for (int i = 0; i < n; ++i) cells[i][i] = "X";
+  return matrix_topology(cells, socket, switches);
+}
+
+// The first k GPUs of a node.
+NodeTopology first_gpus(const NodeTopology& t, int k) {
+  NodeTopology out;
+  out.gpus = k;
+  for (int i = 0; i < k; ++i) {
+    out.pairs.emplace_back(t.pairs[i].begin(), t.pairs[i].begin() + k);
+  }
+  if (!t.socket.empty()) out.socket.assign(t.socket.begin(), t.socket.begin() + k);
+  if (!t.switches.empty()) out.switches.assign(t.switches.begin(), t.switches.begin() + k);
+  return out;
+}
+
+struct Preset {
+  std::string name;
+  std::string gpu;
+  NodeTopology topology;
+  bool p2p;
+  bool nvswitch;
+  Network network;
+  double inter_socket_gbs;  // 0: the GPU generation's default
+};
+
+// 0.9 of line rate: nccl-tests issues #175 (86 of 100 GB/s) and #119 (85-96 of 100 GB/s).
+constexpr double kNicEfficiency = 0.9;
+
+const std::vector<Preset>& presets() {
+  static const std::vector<Preset> all = [] {
+    std::vector<Preset> p;
+    // Hugging Face's benchmark machine: `nvidia-smi topo -m` printed NV2 between the two cards
+    // (transformers docs/source/en/perf_hardware.md); one CPU (affinity 0-23 on both).
+    const NodeTopology titan = uniform_topology(2, "NV2", {0, 0}, {{}, {}});
+    const Network ten_gbe{10 / 8.0 * kNicEfficiency, 20, "1x 10 GbE (TCP)"};
+    p.push_back({"titanrtx-nvlink", "TITAN RTX", titan, true, false, ten_gbe, 0});
+    p.push_back({"titanrtx-pcie", "TITAN RTX", titan, false, false, ten_gbe, 0});
+    // DGX-1 (V100): the GPU matrix of pytorch/benchmarks/distributed/ddp/README.md; its NIC rows
+    // put GPU pairs {0,1} {2,3} {4,5} {6,7} behind one PCIe switch each (mlx5_x PIX), 0-3 on
+    // the first Xeon E5-2698 v4 (Broadwell), 4-7 on the second.
+    const NodeTopology dgx1 = matrix_topology(
+        {
+            {"X", "NV1", "NV1", "NV2", "NV2", "SYS", "SYS", "SYS"},
+            {"NV1", "X", "NV2", "NV1", "SYS", "NV2", "SYS", "SYS"},
+            {"NV1", "NV2", "X", "NV2", "SYS", "SYS", "NV1", "SYS"},
+            {"NV2", "NV1", "NV2", "X", "SYS", "SYS", "SYS", "NV1"},
+            {"NV2", "SYS", "SYS", "SYS", "X", "NV1", "NV1", "NV2"},
+            {"SYS", "NV2", "SYS", "SYS", "NV1", "X", "NV2", "NV1"},
+            {"SYS", "SYS", "NV1", "SYS", "NV1", "NV2", "X", "NV2"},
+            {"SYS", "SYS", "SYS", "NV1", "NV2", "NV1", "NV2", "X"},
+        },
+        {0, 0, 0, 0, 1, 1, 1, 1}, {{0}, {0}, {1}, {1}, {2}, {2}, {3}, {3}});
+    p.push_back({"dgx1-v100", "V100-SXM2-32GB", dgx1, true, false,
+                 Network{4 * 100 / 8.0 * kNicEfficiency, 9.6, "4x 100 Gb/s EDR InfiniBand"}, 6.0});
+    // DGX A100 / DGX H100: six (four) NVSwitches, every pair NV12 (NV18); two CPUs, GPUs 0-3 on
+    // the first; GPU pairs share a PCIe switch with their NICs.
+    const std::vector<int> two_sockets = {0, 0, 0, 0, 1, 1, 1, 1};
+    const std::vector<std::vector<int>> paired = {{0}, {0}, {1}, {1}, {2}, {2}, {3}, {3}};
+    p.push_back({"dgx-a100", "A100-SXM4-80GB", uniform_topology(8, "NV12", two_sockets, paired),
+                 true, true,
+                 Network{8 * 200 / 8.0 * kNicEfficiency, 9.6, "8x 200 Gb/s HDR InfiniBand"}, 0});
+    p.push_back({"dgx-h100", "H100-SXM5-80GB", uniform_topology(8, "NV18", two_sockets, paired),
+                 true, true,
+                 Network{8 * 400 / 8.0 * kNicEfficiency, 9.6, "8x 400 Gb/s NDR InfiniBand"}, 0});
+    // 8x A100 PCIe, two Intel sockets (UPI). Per socket: GPUs 0,1 behind one switch on one root
+    // port (PIX); GPUs 2,3 behind a switch each, both under a parent switch on another root port
+    // (PXB between them, NODE to 0,1). The same on socket 1; SYS across.
+    const NodeTopology pcie = matrix_topology(
+        {
+            {"X", "PIX", "NODE", "NODE", "SYS", "SYS", "SYS", "SYS"},
+            {"PIX", "X", "NODE", "NODE", "SYS", "SYS", "SYS", "SYS"},
+            {"NODE", "NODE", "X", "PXB", "SYS", "SYS", "SYS", "SYS"},
+            {"NODE", "NODE", "PXB", "X", "SYS", "SYS", "SYS", "SYS"},
+            {"SYS", "SYS", "SYS", "SYS", "X", "PIX", "NODE", "NODE"},
+            {"SYS", "SYS", "SYS", "SYS", "PIX", "X", "NODE", "NODE"},
+            {"SYS", "SYS", "SYS", "SYS", "NODE", "NODE", "X", "PXB"},
+            {"SYS", "SYS", "SYS", "SYS", "NODE", "NODE", "PXB", "X"},
+        },
+        {0, 0, 0, 0, 1, 1, 1, 1}, {{0}, {0}, {1, 2}, {3, 2}, {4}, {4}, {5, 6}, {7, 6}});
+    p.push_back({"pcie-a100", "A100-PCIe-40GB", pcie, true, false,
+                 Network{100 / 8.0 * kNicEfficiency, 20, "1x 100 Gb/s Ethernet"}, 10.0});
+    return p;
+  }();
+  return all;
+}
+
+bool has_nvswitch(const NodeTopology& t, const GpuSpec& gpu) {
+  for (int i = 0; i < t.gpus; ++i) {
+    int links = 0;
+    for (int j = 0; j < t.gpus; ++j) {
+      if (t.pairs[i][j].kind == LinkKind::kNvLink) links += t.pairs[i][j].nvlinks;
+    }
+    if (links > gpu.nvlinks) return true;
+  }
+  return false;
+}
+
+// How a transfer between two GPUs of a node travels.
+enum class Route { kSelf, kNvLink, kNvSwitch, kPcieP2p, kHost };
+
+int parse_int(const std::string& s, const std::string& resource) {
+  DPE_CHECK(
+      !s.empty() && std::all_of(s.begin(), s.end(),
+                                [](char c) { return std::isdigit(static_cast<unsigned char>(c)); }),
+      "resource_gbs: bad number '" << s << "' in '" << resource << "'");
+  return std::atoi(s.c_str());
+}
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> parts;
+  std::string part;
+  std::istringstream in(s);
+  while (std::getline(in, part, sep)) parts.push_back(part);
+  return parts;
+}
+
+}  // namespace
+
+// ---- GpuSpec -----------------------------------------------------------------------------------
+
+double GpuSpec::peak_tflops(Precision p) const {
+  switch (p) {
+    case Precision::kFp32:
+      return fp32_tflops;
+    case Precision::kTf32:
+      return tf32_tflops;
+    case Precision::kFp16:
+      return fp16_tflops;
+  }
+  return fp32_tflops;
+}
+
+const std::vector<GpuSpec>& gpu_specs() {
+  static const std::vector<GpuSpec> specs = make_gpu_specs();
+  return specs;
+}
+
+const GpuSpec& gpu_spec(const std::string& name) {
+  std::string key = normalized(name);
+  auto alias = gpu_aliases().find(key);
+  if (alias != gpu_aliases().end()) key = normalized(alias->second);
+  for (const GpuSpec& g : gpu_specs()) {
+    if (normalized(g.name) == key) return g;
+  }
+  std::vector<std::string> known;
+  for (const GpuSpec& g : gpu_specs()) known.push_back(g.name);
+  for (const auto& a : gpu_aliases()) known.push_back(a.first);
+  DPE_THROW("gpu_spec: unknown GPU '" << name << "' (known: " << joined(known) << ")");
+}
+
+// ---- topology ----------------------------------------------------------------------------------
+
+std::string link_kind_name(const PairLink& link) {
+  switch (link.kind) {
+    case LinkKind::kSelf:
+      return "X";
+    case LinkKind::kNvLink:
+      return "NV" + std::to_string(link.nvlinks);
+    case LinkKind::kPix:
+      return "PIX";
+    case LinkKind::kPxb:
+      return "PXB";
+    case LinkKind::kPhb:
+      return "PHB";
+    case LinkKind::kNode:
+      return "NODE";
+    case LinkKind::kSys:
+      return "SYS";
+  }
+  return "?";
+}
+
+void validate_topology(const NodeTopology& t) {
+  DPE_CHECK(t.gpus >= 1, "topology: " << t.gpus << " GPUs, expected at least 1");
+  DPE_CHECK(static_cast<int>(t.pairs.size()) == t.gpus,
+            "topology: " << t.pairs.size() << " rows for " << t.gpus << " GPUs");
+  for (int i = 0; i < t.gpus; ++i) {
+    DPE_CHECK(static_cast<int>(t.pairs[i].size()) == t.gpus,
+              "topology: row GPU" << i << " has " << t.pairs[i].size() << " entries for " << t.gpus
+                                  << " GPUs");
+  }
+  for (int i = 0; i < t.gpus; ++i) {
+    for (int j = 0; j < t.gpus; ++j) {
+      const PairLink& l = t.pairs[i][j];
+      DPE_CHECK(
+          (i == j) == (l.kind == LinkKind::kSelf),
+          "topology: GPU" << i << "-GPU" << j << " is " << link_kind_name(l)
+                          << (i == j ? ", expected X on the diagonal" : ", X off the diagonal"));
+      DPE_CHECK(l.kind != LinkKind::kNvLink || l.nvlinks >= 1,
+                "topology: GPU" << i << "-GPU" << j << " has NV" << l.nvlinks);
+      DPE_CHECK(l == t.pairs[j][i],
+                "topology: GPU" << i << "-GPU" << j << " is " << link_kind_name(l) << " but GPU"
+                                << j << "-GPU" << i << " is " << link_kind_name(t.pairs[j][i]));
+    }
+  }
+  DPE_CHECK(t.socket.empty() || static_cast<int>(t.socket.size()) == t.gpus,
+            "topology: " << t.socket.size() << " sockets for " << t.gpus << " GPUs");
+  for (int s : t.socket) DPE_CHECK(s >= 0, "topology: negative socket " << s);
+  if (!t.socket.empty()) {
+    for (int i = 0; i < t.gpus; ++i) {
+      for (int j = 0; j < t.gpus; ++j) {
+        const LinkKind k = t.pairs[i][j].kind;
+        DPE_CHECK(!(k == LinkKind::kSys && t.socket[i] == t.socket[j]),
+                  "topology: GPU" << i << "-GPU" << j << " is SYS but both are on socket "
+                                  << t.socket[i]);
+        DPE_CHECK(!(same_socket_kind(k) && t.socket[i] != t.socket[j]),
+                  "topology: GPU" << i << "-GPU" << j << " is " << link_kind_name(t.pairs[i][j])
+                                  << " but they are on sockets " << t.socket[i] << " and "
+                                  << t.socket[j]);
+      }
+    }
+  }
+  DPE_CHECK(t.switches.empty() || static_cast<int>(t.switches.size()) == t.gpus,
+            "topology: switch lists for " << t.switches.size() << " of " << t.gpus << " GPUs");
+  for (const auto& chain : t.switches) {
+    for (int s : chain) DPE_CHECK(s >= 0, "topology: negative switch id " << s);
+  }
+}
+
+NodeTopology parse_topology(const std::string& text) {
+  std::vector<std::string> lines;
+  {
+    std::istringstream in(without_escapes(text));
+    std::string line;
+    while (std::getline(in, line)) lines.push_back(line);
+  }
+  // "line 3 'GPU1 NV2 Y'": the line number (1-based) and its words, single-spaced.
+  auto quoted = [&](size_t i) {
+    std::string words;
+    for (const std::string& w : words_of(lines[i])) words += (words.empty() ? "" : " ") + w;
+    return "line " + std::to_string(i + 1) + " '" + words + "'";
+  };
+
+  size_t header = lines.size();
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const std::vector<std::string> w = words_of(lines[i]);
+    if (!w.empty() && w[0] == "GPU0" && (w.size() == 1 || w[1] != "X")) {
+      header = i;
+      break;
+    }
+  }
+  DPE_CHECK(header < lines.size(),
+            "parse_topology: no header line starting with GPU0 (expected the output of "
+            "`nvidia-smi topo -m`)");
+  const std::vector<std::string> head = words_of(lines[header]);
+  int n = 0;
+  while (n < static_cast<int>(head.size()) && gpu_index(head[n]) == n) ++n;
+  // The header text after the last GPU column, for the "NUMA Affinity" cell.
+  size_t pos = 0;
+  for (int k = 0; k < n; ++k) pos = lines[header].find(head[k], pos) + head[k].size();
+  const int numa_col = numa_column(lines[header].substr(pos));
+
+  NodeTopology t;
+  t.gpus = n;
+  t.pairs.assign(n, std::vector<PairLink>(n));
+  std::vector<size_t> row_line(n, 0);
+  std::vector<int> numa(n, -1);
+  int rows = 0;
+  for (size_t i = header + 1; i < lines.size(); ++i) {
+    const std::string line = trimmed(lines[i]);
+    if (line.rfind("Legend", 0) == 0 || line.rfind("NIC Legend", 0) == 0) break;
+    const std::vector<std::string> w = words_of(line);
+    if (w.empty()) continue;
+    const int r = gpu_index(w[0]);
+    if (r < 0) continue;  // a NIC or CPU row
+    DPE_CHECK(r == rows, "parse_topology: " << quoted(i) << ": expected the row of GPU" << rows
+                                            << ", found GPU" << r);
+    DPE_CHECK(rows < n, "parse_topology: " << quoted(i) << ": a row for GPU" << r
+                                           << " but the header (line " << header + 1 << ") has "
+                                           << n << " GPU columns");
+    DPE_CHECK(static_cast<int>(w.size()) >= n + 1,
+              "parse_topology: " << quoted(i) << ": " << w.size() - 1 << " entries, expected " << n
+                                 << " (one per GPU column)");
+    for (int c = 0; c < n; ++c) {
+      PairLink& cell = t.pairs[r][c];
+      DPE_CHECK(parse_cell(w[1 + c], &cell),
+                "parse_topology: " << quoted(i) << ": unknown link '" << w[1 + c]
+                                   << "' in column GPU" << c
+                                   << " (expected X, NV#, PIX, PXB, PHB, NODE or SYS)");
+      DPE_CHECK((c == r) == (cell.kind == LinkKind::kSelf),
+                "parse_topology: " << quoted(i) << ": column GPU" << c << " is " << w[1 + c]
+                                   << (c == r ? ", expected X on the diagonal"
+                                              : ", X belongs on the diagonal only"));
+    }
+    if (numa_col >= 0 && static_cast<int>(w.size()) > 1 + n + numa_col) {
+      const std::string& v = w[1 + n + numa_col];
+      if (!v.empty() && std::all_of(v.begin(), v.end(), [](char ch) {
+            return std::isdigit(static_cast<unsigned char>(ch));
+          })) {
+        numa[r] = std::atoi(v.c_str());
+      }
+    }
+    row_line[r] = i;
+    ++rows;
+  }
+  DPE_CHECK(rows == n, "parse_topology: the header (line " << header + 1 << ") has " << n
+                                                           << " GPU columns but " << rows
+                                                           << " GPU rows follow");
+  for (int r = 0; r < n; ++r) {
+    for (int c = 0; c < r; ++c) {
+      DPE_CHECK(t.pairs[r][c] == t.pairs[c][r],
+                "parse_topology: " << quoted(row_line[r]) << ": GPU" << r << "-GPU" << c << " is "
+                                   << link_kind_name(t.pairs[r][c]) << " but line "
+                                   << row_line[c] + 1 << " has GPU" << c << "-GPU" << r << " "
+                                   << link_kind_name(t.pairs[c][r]));
+    }
+  }
+  const bool numa_known = std::all_of(numa.begin(), numa.end(), [](int v) { return v >= 0; });
+  t.socket = numa_known && sockets_agree(t, numa) ? renumbered(numa) : infer_sockets(t);
+  t.switches = infer_switches(t);
+  validate_topology(t);
+  return t;
+}
+
+std::string format_topology(const NodeTopology& t) {
+  validate_topology(t);
+  std::ostringstream out;
+  for (int c = 0; c < t.gpus; ++c) out << "\tGPU" << c;
+  if (!t.socket.empty()) out << "\tNUMA Affinity";
+  out << "\n";
+  for (int r = 0; r < t.gpus; ++r) {
+    out << "GPU" << r;
+    for (int c = 0; c < t.gpus; ++c) {
+      const std::string cell = link_kind_name(t.pairs[r][c]);
+      out << "\t" << (cell == "X" ? " X " : cell);
+    }
+    if (!t.socket.empty()) out << "\t" << t.socket[r];
+    out << "\n";
+  }
+  out << kLegend;
+  return out.str();
+}
+
+// ---- link rates --------------------------------------------------------------------------------
+
+LinkRates link_rates_for(const GpuSpec& gpu) {
+  LinkRates r;
+  // NCCL src/graph/topo.h: SM60 18, SM70 20, SM80 20, SM86 12, SM90 20.6 GB/s per link.
+  r.nvlink_gbs_per_link = gpu.sm >= 90 ? 20.6 : gpu.sm == 86 ? 12.0 : gpu.sm >= 70 ? 20.0 : 18.0;
+  // NCCL src/graph/topo.cc ncclTopoAddPci: width x speed / 80 = 12, 24, 48 GB/s for gen 3, 4, 5.
+  const int gen = std::max(3, std::min(gpu.pcie_gen, 5));
+  r.pcie_gbs = 12.0 * (1 << (gen - 3));
+  // Through the root complex: Intel turns P2P into 64 B TLPs (NCCL's INTEL_P2P_OVERHEAD, 6/5).
+  r.host_bridge_gbs = r.pcie_gbs / 1.2;
+  // The usual platform of the generation: Skylake UPI (gen 3), AMD Zen 2 xGMI (DGX A100, gen 4),
+  // Sapphire Rapids UPI (DGX H100, gen 5); NCCL's SKL_QPI_BW, AMD_BW, SRP_QPI_BW.
+  r.inter_socket_gbs = gen == 3 ? 10.0 : gen == 4 ? 16.0 : 22.0;
+  // NCCL src/graph/tuning.cc hwLat, Ring/Simple per hop: NVLink 3.4, PCI 5.7 us; through host
+  // memory two PCIe crossings.
+  r.p2p_latency_us = 3.4;
+  r.pcie_latency_us = 5.7;
+  r.host_latency_us = 11.4;
+  return r;
+}
+
+// ---- frameworks --------------------------------------------------------------------------------
+
+const std::vector<Framework>& frameworks() {
+  static const std::vector<Framework> all = make_frameworks();
+  return all;
+}
+
+const Framework& framework(const std::string& name) {
+  for (const Framework& f : frameworks()) {
+    if (normalized(f.name) == normalized(name)) return f;
+  }
+  std::vector<std::string> known;
+  for (const Framework& f : frameworks()) known.push_back(f.name);
+  DPE_THROW("framework: unknown framework '" << name << "' (known: " << joined(known) << ")");
+}
+
+// ---- Cluster -----------------------------------------------------------------------------------
+
+namespace {
+
+void check_gpu(const Cluster& c, int g, const char* what) {
+  DPE_CHECK(g >= 0 && g < c.topology.gpus, what << ": GPU " << g << " is not on a node of "
+                                                << c.topology.gpus << " GPUs (" << c.name << ")");
+}
+
+int socket_of(const Cluster& c, int g) {
+  return c.topology.socket.empty() ? 0 : c.topology.socket[g];
+}
+
+std::vector<int> switches_of(const Cluster& c, int g) {
+  return c.topology.switches.empty() ? std::vector<int>{} : c.topology.switches[g];
+}
+
+Route route(const Cluster& c, int a, int b) {
+  if (a == b) return Route::kSelf;
+  const LinkKind k = c.topology.pairs[a][b].kind;
+  if (c.p2p && k == LinkKind::kNvLink) return c.nvswitch ? Route::kNvSwitch : Route::kNvLink;
+  // NCCL's default P2P level is PXB: PHB, NODE and SYS pairs go through host memory (SHM).
+  if (c.p2p && (k == LinkKind::kPix || k == LinkKind::kPxb)) return Route::kPcieP2p;
+  return Route::kHost;
+}
+
+}  // namespace
+
+std::vector<std::string> Cluster::path(int a, int b) const {
+  check_gpu(*this, a, "Cluster::path");
+  check_gpu(*this, b, "Cluster::path");
+  const std::string sa = std::to_string(a), sb = std::to_string(b);
+  std::vector<std::string> out;
+  const std::vector<int> up = switches_of(*this, a), down = switches_of(*this, b);
+  switch (route(*this, a, b)) {
+    case Route::kSelf:
+      return out;
+    case Route::kNvLink:
+      return {"nvlink:" + sa + ">" + sb};
+    case Route::kNvSwitch:
+      return {"nvswitch:out:" + sa, "nvswitch:in:" + sb};
+    case Route::kPcieP2p: {
+      // Up to the nearest switch both GPUs sit under, then down.
+      size_t ia = up.size(), ib = down.size();
+      for (size_t i = 0; i < up.size() && ia == up.size(); ++i) {
+        auto it = std::find(down.begin(), down.end(), up[i]);
+        if (it != down.end()) {
+          ia = i;
+          ib = static_cast<size_t>(it - down.begin());
+        }
+      }
+      if (ia == up.size()) ia = ib = 0;  // switches unknown: one switch joins them
+      out.push_back("pcie:up:" + sa);
+      for (size_t i = 0; i < ia; ++i) out.push_back("switch:up:" + std::to_string(up[i]));
+      for (size_t i = ib; i-- > 0;) out.push_back("switch:down:" + std::to_string(down[i]));
+      out.push_back("pcie:down:" + sb);
+      return out;
+    }
+    case Route::kHost: {
+      const int s = socket_of(*this, a), t = socket_of(*this, b);
+      out.push_back("pcie:up:" + sa);
+      for (int sw : up) out.push_back("switch:up:" + std::to_string(sw));
+      out.push_back("bridge:socket" + std::to_string(s));
+      if (s != t) {
+        out.push_back("sys:" + std::to_string(s) + ">" + std::to_string(t));
+        out.push_back("bridge:socket" + std::to_string(t));
+      }
+      for (size_t i = down.size(); i-- > 0;)
+        out.push_back("switch:down:" + std::to_string(down[i]));
+      out.push_back("pcie:down:" + sb);
+      return out;
+    }
+  }
+  return out;
+}
+
+double Cluster::resource_gbs(const std::string& resource) const {
+  const std::vector<std::string> part = split(resource, ':');
+  const std::string kind = part.empty() ? "" : part[0];
+  auto gpu_arg = [&](const std::string& s) {
+    const int g = parse_int(s, resource);
+    check_gpu(*this, g, "Cluster::resource_gbs");
+    return g;
+  };
+  if (kind == "nvlink" && part.size() == 2) {
+    const std::vector<std::string> ends = split(part[1], '>');
+    DPE_CHECK(ends.size() == 2, "resource_gbs: expected nvlink:A>B, got '" << resource << "'");
+    const int a = gpu_arg(ends[0]), b = gpu_arg(ends[1]);
+    const PairLink& l = topology.pairs[a][b];
+    DPE_CHECK(l.kind == LinkKind::kNvLink, "resource_gbs: '" << resource << "': GPU" << a << "-GPU"
+                                                             << b << " is " << link_kind_name(l)
+                                                             << ", not NVLink (" << name << ")");
+    return l.nvlinks * links.nvlink_gbs_per_link;
+  }
+  if (kind == "nvswitch" && part.size() == 3 && (part[1] == "out" || part[1] == "in")) {
+    const int g = gpu_arg(part[2]);
+    int ports = 0;
+    for (const PairLink& l : topology.pairs[g]) ports = std::max(ports, l.nvlinks);
+    DPE_CHECK(ports > 0,
+              "resource_gbs: '" << resource << "': GPU" << g << " has no NVLink (" << name << ")");
+    return ports * links.nvlink_gbs_per_link;
+  }
+  if ((kind == "pcie" || kind == "switch") && part.size() == 3 &&
+      (part[1] == "up" || part[1] == "down")) {
+    if (kind == "pcie") {
+      gpu_arg(part[2]);
+    } else {
+      const int id = parse_int(part[2], resource);
+      bool known = false;
+      for (const auto& chain : topology.switches) {
+        known |= std::find(chain.begin(), chain.end(), id) != chain.end();
+      }
+      DPE_CHECK(known,
+                "resource_gbs: '" << resource << "': no PCIe switch " << id << " in " << name);
+    }
+    return links.pcie_gbs;
+  }
+  if (kind == "bridge" && part.size() == 2 && part[1].rfind("socket", 0) == 0) {
+    parse_int(part[1].substr(6), resource);
+    return links.host_bridge_gbs;
+  }
+  if (kind == "sys" && part.size() == 2) {
+    const std::vector<std::string> ends = split(part[1], '>');
+    DPE_CHECK(ends.size() == 2, "resource_gbs: expected sys:S>T, got '" << resource << "'");
+    parse_int(ends[0], resource);
+    parse_int(ends[1], resource);
+    return links.inter_socket_gbs;
+  }
+  DPE_THROW("resource_gbs: unknown resource '"
+            << resource
+            << "' (expected nvlink:A>B, nvswitch:out|in:G, pcie:up|down:G, switch:up|down:K, "
+               "bridge:socketS or sys:S>T)");
+}
+
+double Cluster::pair_gbs(int a, int b) const {
+  check_gpu(*this, a, "Cluster::pair_gbs");
+  check_gpu(*this, b, "Cluster::pair_gbs");
+  if (a == b) return gpu.mem_bw_gbs / 2;  // an on-device copy reads and writes
+  double gbs = std::numeric_limits<double>::infinity();
+  for (const std::string& r : path(a, b)) gbs = std::min(gbs, resource_gbs(r));
+  return gbs;
+}
+
+double Cluster::pair_latency_us(int a, int b) const {
+  check_gpu(*this, a, "Cluster::pair_latency_us");
+  check_gpu(*this, b, "Cluster::pair_latency_us");
+  switch (route(*this, a, b)) {
+    case Route::kSelf:
+      return 0;
+    case Route::kNvLink:
+    case Route::kNvSwitch:
+      return links.p2p_latency_us;
+    case Route::kPcieP2p:
+      return links.pcie_latency_us;
+    case Route::kHost:
+      return links.host_latency_us;
+  }
+  return links.host_latency_us;
+}
+
+// ---- presets -----------------------------------------------------------------------------------
+
+std::vector<std::string> cluster_preset_names() {
+  std::vector<std::string> names;
+  for (const Preset& p : presets()) names.push_back(p.name);
+  return names;
+}
+
+Cluster cluster_preset(const std::string& name, int gpus_per_node, int nodes) {
+  const Preset* preset = nullptr;
+  for (const Preset& p : presets()) {
+    if (normalized(p.name) == normalized(name)) preset = &p;
+  }
+  DPE_CHECK(preset != nullptr, "cluster_preset: unknown preset '"
+                                   << name << "' (known: " << joined(cluster_preset_names())
+                                   << ")");
+  DPE_CHECK(gpus_per_node >= 1 && gpus_per_node <= preset->topology.gpus,
+            "cluster_preset: " << preset->name << " has " << preset->topology.gpus
+                               << " GPUs per node, asked for " << gpus_per_node);
+  DPE_CHECK(nodes >= 1,
+            "cluster_preset: " << preset->name << ": " << nodes << " nodes, expected at least 1");
+  Cluster c;
+  c.name = preset->name;
+  c.gpu = gpu_spec(preset->gpu);
+  c.topology = first_gpus(preset->topology, gpus_per_node);
+  c.nodes = nodes;
+  c.links = link_rates_for(c.gpu);
+  if (preset->inter_socket_gbs > 0) c.links.inter_socket_gbs = preset->inter_socket_gbs;
+  c.network = preset->network;
+  c.p2p = preset->p2p;
+  c.nvswitch = preset->nvswitch;
+  return c;
+}
+
+Cluster make_cluster(const std::string& gpu, const NodeTopology& topology, int nodes,
+                     const Network& network) {
+  validate_topology(topology);
+  DPE_CHECK(nodes >= 1, "make_cluster: " << nodes << " nodes, expected at least 1");
+  Cluster c;
+  c.gpu = gpu_spec(gpu);
+  c.name = c.gpu.name + " x" + std::to_string(topology.gpus) + " x" + std::to_string(nodes);
+  c.topology = topology;
+  if (c.topology.socket.empty()) c.topology.socket = infer_sockets(topology);
+  if (c.topology.switches.empty()) c.topology.switches = infer_switches(topology);
+  validate_topology(c.topology);
+  for (int i = 0; i < topology.gpus; ++i) {
+    for (int j = 0; j < topology.gpus; ++j) {
+      DPE_CHECK(topology.pairs[i][j].kind != LinkKind::kNvLink || c.gpu.nvlinks > 0,
+                "make_cluster: GPU" << i << "-GPU" << j << " is "
+                                    << link_kind_name(topology.pairs[i][j]) << " but " << c.gpu.name
+                                    << " has no NVLink");
+    }
+  }
+  c.nodes = nodes;
+  c.links = link_rates_for(c.gpu);
+  c.network = network;
+  c.p2p = true;
+  c.nvswitch = has_nvswitch(topology, c.gpu);
+  return c;
+}
+
+}  // namespace dpe::sim

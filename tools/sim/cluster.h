@@ -1,0 +1,161 @@
+// cluster: the machine description of the DataParallel/DDP cost model (//tools:sim): GPU specs,
+// the intra-node topology (parsed from `nvidia-smi topo -m`), link and network rates, the
+// framework's CPU-side costs, and named presets. Values and their sources: docs/cluster_model.md.
+//
+// Threading contract: every function is a pure function of its arguments or reads immutable tables
+// (built on first use, thread-safe); Cluster and NodeTopology are values, safe to share read-only.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace dpe::sim {
+
+// Math of GEMMs/convs: fp32 CUDA cores, TF32 tensor cores, or fp16 mixed precision (tensor cores
+// with fp32 accumulation).
+enum class Precision { kFp32, kTf32, kFp16 };
+
+struct GpuSpec {
+  std::string name;    // "TITAN RTX", "V100-SXM2-32GB", "A100-SXM4-80GB", "H100-SXM5-80GB", ...
+  double fp32_tflops;  // dense peaks; tensor cores where they exist
+  double tf32_tflops;  // = fp32_tflops where the GPU has no TF32
+  double fp16_tflops;  // fp16 tensor cores, fp32 accumulation, dense
+  double mem_bw_gbs;   // HBM/GDDR peak, GB/s (1e9 B/s)
+  double mem_gib;      // nominal capacity
+  double launch_us;    // per-kernel floor of a chain of dependent small kernels
+  std::string source;  // short citation
+  int sm = 0;          // compute capability x10 (75, 70, 80, 90): picks the NVLink rate
+  int nvlinks = 0;     // NVLink ports of the GPU (0: none); more NV# in a matrix means NVSwitch
+  int pcie_gen = 3;    // host interface: PCIe gen x16
+  double peak_tflops(Precision p) const;
+};
+const std::vector<GpuSpec>& gpu_specs();
+// Case-insensitive, ignoring spaces, '-' and '_'; short aliases "titanrtx", "v100", "a100",
+// "h100", "a100-pcie", "h100-pcie". Throws dpe::Error listing the known names.
+const GpuSpec& gpu_spec(const std::string& name);
+
+// nvidia-smi topo -m's X, NV#, PIX, PXB, PHB, NODE, SYS (older drivers print SOC for SYS).
+enum class LinkKind { kSelf, kNvLink, kPix, kPxb, kPhb, kNode, kSys };
+struct PairLink {
+  LinkKind kind = LinkKind::kSys;
+  int nvlinks = 0;  // the # of NV#
+  bool operator==(const PairLink& o) const { return kind == o.kind && nvlinks == o.nvlinks; }
+};
+struct NodeTopology {
+  int gpus = 0;
+  std::vector<std::vector<PairLink>> pairs;  // [gpus][gpus], symmetric, kSelf on the diagonal
+  // CPU socket (NUMA node) of each GPU; empty: unknown (all on socket 0).
+  std::vector<int> socket;
+  // The PCIe switches between each GPU and its host bridge, nearest first (empty: the GPU sits on
+  // a root port). Switch ids are per node. Empty outer vector: no switches known.
+  std::vector<std::vector<int>> switches;
+  bool operator==(const NodeTopology& o) const {
+    return gpus == o.gpus && pairs == o.pairs && socket == o.socket && switches == o.switches;
+  }
+};
+// Parses the GPU matrix of `nvidia-smi topo -m` (header line "GPU0 GPU1 ...", rows "GPU0 X NV2
+// ..."; ignores NIC rows and columns, the CPU affinity column and the legend; strips the terminal
+// escapes nvidia-smi prints). Sockets come from a numeric "NUMA Affinity" column when present,
+// otherwise from the matrix (PIX/PXB/PHB/NODE: same socket, SYS: different sockets); switches from
+// the PIX/PXB groups (GPUs joined only by NVLink show no switch). dpe::Error naming the line on bad
+// input.
+NodeTopology parse_topology(const std::string& nvidia_smi_topo_m);
+// Back in nvidia-smi's layout (a "NUMA Affinity" column when sockets are known, and the legend):
+// parse_topology(format_topology(t)) gives t back for every t that parse_topology returned.
+std::string format_topology(const NodeTopology& t);
+std::string link_kind_name(const PairLink& link);  // "X", "NV2", "PIX", ...
+// Throws dpe::Error unless t is square, symmetric, kSelf exactly on the diagonal, NV# >= 1 and
+// socket/switches empty or of size gpus.
+void validate_topology(const NodeTopology& t);
+
+struct LinkRates {             // effective (achievable) one-direction GB/s and latency
+  double nvlink_gbs_per_link;  // per link per direction for the GPU's NVLink generation
+  double pcie_gbs;             // GPU's PCIe x16 effective one-direction (gen 3/4/5 by GPU)
+  double host_bridge_gbs;      // through the CPU's root complex (PHB) when P2P is off/not possible
+  double inter_socket_gbs;     // SYS: across the CPU interconnect (UPI/xGMI), per direction
+  double p2p_latency_us;       // one NVLink P2P hop
+  double pcie_latency_us = 0;  // one PCIe P2P hop (PIX/PXB)
+  double host_latency_us = 0;  // through host memory (SHM: PHB/NODE/SYS, or P2P off)
+};
+// The rates of a GPU's generation on its usual platform (PCIe gen, NVLink gen, CPU interconnect).
+LinkRates link_rates_for(const GpuSpec& gpu);
+
+// NICs summed per node, one direction, effective.
+struct Network {
+  double gbs_per_node = 12.5;
+  double latency_us = 5;
+  std::string name;
+};
+
+// Per-iteration costs of the framework on the CPU side that a roofline of kernels cannot see.
+struct Framework {
+  std::string name;         // "pytorch", "dpe"
+  double op_dispatch_us;    // CPU time to launch one op (eager dispatch); overlaps GPU work
+                            // unless kernels are shorter
+  double dp_fixed_us;       // DataParallel's per-iteration fixed cost (replicate bookkeeping,
+                            // threads start/join)
+  double dp_per_device_us;  // ... per device (PyTorch: a Python thread per device in
+                            // parallel_apply)
+  double ddp_fixed_us;      // DDP's per-iteration cost (reducer prepare/finalize)
+  std::string source;
+  double dp_per_tensor_us = 0;         // DataParallel, per parameter/buffer tensor per replica
+                                       // (replicate's per-module/per-tensor work, main thread)
+  bool dp_forward_serialized = false;  // the replicas' forward dispatch shares one lock (PyTorch:
+                                       // the GIL across parallel_apply's threads); backward never
+  double ddp_per_tensor_us = 0;        // DDP's autograd hook per gradient (mark ready, bucket copy)
+};
+const std::vector<Framework>& frameworks();
+const Framework& framework(const std::string& name);  // "pytorch", "dpe"; dpe::Error otherwise
+
+struct Cluster {
+  std::string name;
+  GpuSpec gpu;
+  NodeTopology topology;  // of one node
+  int nodes = 1;
+  LinkRates links;
+  Network network;
+  bool p2p = true;  // false: NCCL_P2P_DISABLE=1 / no NVLink use: GPU pairs go through the host
+                    // (PHB/SYS path, SHM)
+  bool nvswitch = false;  // NV# pairs go through an NVSwitch fabric (each GPU's ports shared by
+                          // all its peers) rather than dedicated links
+  int total_gpus() const { return topology.gpus * nodes; }
+  // Effective one-direction bandwidth (GB/s) and latency (us) between two GPUs of one node: the
+  // slowest resource of path(a, b). a == b: an on-device copy (half the memory bandwidth), 0 us.
+  double pair_gbs(int a, int b) const;
+  double pair_latency_us(int a, int b) const;
+  // The shared resources a transfer a->b (same node) crosses, for contention, each with its
+  // bandwidth in resource_gbs(). Every name is per direction:
+  //   "nvlink:0>1"                      dedicated NV# links from GPU 0 to GPU 1
+  //   "nvswitch:out:0", "nvswitch:in:1" a GPU's NVLink ports into / out of an NVSwitch fabric
+  //   "pcie:up:0", "pcie:down:1"        each GPU's x16 link, towards / from the host
+  //   "switch:up:k", "switch:down:k"    PCIe switch k's uplink, towards / from the host
+  //   "bridge:socket0"                  socket 0's root complex and host memory (SHM); both
+  //                                     directions share it (CPUs handle bidirectional traffic
+  //                                     poorly)
+  //   "sys:0>1"                         the CPU interconnect from socket 0 to socket 1
+  // Empty for a == b.
+  std::vector<std::string> path(int a, int b) const;
+  double resource_gbs(const std::string& resource) const;
+};
+// Named presets, each of `gpus_per_node` GPUs on `nodes` nodes:
+//  "titanrtx-nvlink": 2x TITAN RTX joined by 2 NVLinks (NV2), PCIe 3 (Hugging Face's DP-vs-DDP
+//                     benchmark machine)
+//  "titanrtx-pcie":   the same with P2P/NVLink disabled (NCCL_P2P_DISABLE=1): pairs go through
+//                     the host
+//  "dgx1-v100":       8x V100 SXM2 hybrid cube-mesh (NV1/NV2 as DGX-1's `nvidia-smi topo -m`
+//                     prints; pairs without NVLink are SYS), 4x 100 Gb/s EDR InfiniBand per node
+//  "dgx-a100":        8x A100 SXM4 80GB, NVSwitch (every pair NV12), 8x 200 Gb/s HDR per node
+//  "dgx-h100":        8x H100 SXM5, NVSwitch (NV18), 8x 400 Gb/s NDR per node
+//  "pcie-a100":       8x A100 PCIe 40GB on two sockets behind PCIe switches (PIX/PXB/NODE/SYS),
+//                     100 Gb/s Ethernet
+// gpus_per_node may be smaller than the preset's node (the first GPUs of the matrix). dpe::Error on
+// an unknown name (listing the known ones), gpus_per_node outside 1..node size, or nodes < 1.
+Cluster cluster_preset(const std::string& name, int gpus_per_node, int nodes = 1);
+std::vector<std::string> cluster_preset_names();
+// A cluster from a GPU name, a topology (e.g. parse_topology of nvidia-smi topo -m) and a network;
+// link rates from the GPU's generation (link_rates_for), nvswitch when a GPU shows more NV# than
+// it has ports.
+Cluster make_cluster(const std::string& gpu, const NodeTopology& topology, int nodes,
+                     const Network& network);
+
+}  // namespace dpe::sim
