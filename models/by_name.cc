@@ -4,6 +4,7 @@
 #include "models/convnet.h"
 #include "models/gpt.h"
 #include "models/mlp.h"
+#include "models/resnet.h"
 #include "models/toy_model.h"
 
 namespace dpe::models {
@@ -15,14 +16,18 @@ std::shared_ptr<Module> make_model(const std::string& name, Generator& gen,
   if (name == "toy") return std::make_shared<ToyModel>(gen);
   if (name == "mlp") return std::make_shared<Mlp>(gen);
   if (name == "convnet") return std::make_shared<ConvNet>(gen);
+  if (name == "resnet50" || name == "resnet-tiny") {
+    return std::make_shared<ResNet>(resnet_config(name), gen);
+  }
   if (is_language_model(name)) {
-    DPE_CHECK(options.vocab_size >= 0, "model " << name << ": vocabulary size "
-                                                << options.vocab_size << " is negative");
+    DPE_CHECK(options.vocab_size >= 0,
+              "model " << name << ": vocabulary size " << options.vocab_size << " is negative");
     GptConfig config = gpt_config(name);
     if (options.vocab_size > 0) config.vocab_size = options.vocab_size;
     return std::make_shared<Gpt>(config, gen);
   }
-  DPE_THROW("unknown model '" << name << "' (expected toy, mlp, convnet, gpt-small or gpt2)");
+  DPE_THROW("unknown model '"
+            << name << "' (expected toy, mlp, convnet, resnet50, resnet-tiny, gpt-small or gpt2)");
 }
 
 }  // namespace dpe::models

@@ -16,8 +16,9 @@ struct ModelOptions {
   int64_t vocab_size = 0;
 };
 
-// "toy" (ToyModel), "mlp" (Mlp), "convnet" (ConvNet), "gpt-small" or "gpt2" (Gpt with
-// gpt_config(name)); throws dpe::Error naming an unknown one.
+// "toy" (ToyModel), "mlp" (Mlp), "convnet" (ConvNet), "resnet50" or "resnet-tiny" (ResNet with
+// resnet_config(name): images [N, 3, H, W]), "gpt-small" or "gpt2" (Gpt with gpt_config(name));
+// throws dpe::Error naming an unknown one.
 std::shared_ptr<Module> make_model(const std::string& name, Generator& gen,
                                    const ModelOptions& options = {});
 
