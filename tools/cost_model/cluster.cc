@@ -1,6 +1,6 @@
 // cluster: GPU and framework tables, the nvidia-smi topo -m parser/formatter, link routing and the
 // presets. Every number here has its row and source in docs/cluster_model.md.
-#include "tools/sim/cluster.h"
+#include "tools/cost_model/cluster.h"
 
 #include <algorithm>
 #include <cctype>
@@ -889,6 +889,17 @@ std::vector<std::string> cluster_preset_names() {
   std::vector<std::string> names;
   for (const Preset& p : presets()) names.push_back(p.name);
   return names;
+}
+
+int cluster_preset_node_gpus(const std::string& name) {
+  for (int n = 64; n >= 1; --n) {
+    try {
+      return cluster_preset(name, n, 1).topology.gpus;
+    } catch (const Error&) {
+      if (n == 1) throw;  // an unknown name: cluster_preset's message lists the known ones
+    }
+  }
+  return 0;
 }
 
 Cluster cluster_preset(const std::string& name, int gpus_per_node, int nodes) {

@@ -152,6 +152,8 @@ struct Cluster {
 // an unknown name (listing the known ones), gpus_per_node outside 1..node size, or nodes < 1.
 Cluster cluster_preset(const std::string& name, int gpus_per_node, int nodes = 1);
 std::vector<std::string> cluster_preset_names();
+// The GPUs of one node of a preset (8 for the DGX presets). dpe::Error on an unknown name.
+int cluster_preset_node_gpus(const std::string& name);
 // A cluster from a GPU name, a topology (e.g. parse_topology of nvidia-smi topo -m) and a network;
 // link rates from the GPU's generation (link_rates_for), nvswitch when a GPU shows more NV# than
 // it has ports.

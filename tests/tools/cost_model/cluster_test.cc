@@ -1,7 +1,7 @@
 // cluster: nvidia-smi topo -m parsing and formatting (real DGX-1 and 2x TITAN RTX outputs),
 // errors that name the bad line, the presets' matrices, pair rates and paths, GPU and framework
 // lookups.
-#include "tools/sim/cluster.h"
+#include "tools/cost_model/cluster.h"
 
 #include <gtest/gtest.h>
 

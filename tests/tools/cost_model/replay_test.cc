@@ -1,0 +1,125 @@
+// The replay's pieces against hand computations: the roofline of one op, NCCL's ring on a given
+// topology, DDP's overlap of bucket all-reduces with backward, DataParallel's phases of a traced
+// step.
+#include "tools/cost_model/replay.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+
+namespace dpe::sim {
+namespace {
+
+TraceEvent op(const char* cls, double flops, int64_t bytes, bool backward = false) {
+  TraceEvent e;
+  e.kind = TraceKind::kOp;
+  e.name = cls;
+  e.op_class = cls;
+  e.flops = flops;
+  e.bytes_read = bytes;
+  e.backward = backward;
+  return e;
+}
+
+TEST(ReplayTest, AnOpTakesTheSlowerOfItsFlopsAndItsBytesAndAtLeastALaunch) {
+  const GpuSpec& gpu = gpu_spec("titanrtx");
+  ReplayOptions o;
+  const double gemm = op_time_us(op("gemm", 1e12, 0), gpu, o);
+  EXPECT_NEAR(gemm, 1e12 / (gpu.fp32_tflops * 1e12 * o.efficiency.gemm) * 1e6, 1e-6);
+  const double bytes = op_time_us(op("softmax", 1e3, 1'000'000'000), gpu, o);
+  EXPECT_NEAR(bytes, 1e9 / (gpu.mem_bw_gbs * 1e9 * o.efficiency.memory) * 1e6, 1e-6);
+  EXPECT_EQ(op_time_us(op("elementwise", 1, 4), gpu, o), gpu.launch_us);
+  // Tensor cores speed up GEMMs only.
+  o.precision = Precision::kFp16;
+  EXPECT_LT(op_time_us(op("gemm", 1e12, 0), gpu, o), gemm / 4);
+  EXPECT_NEAR(op_time_us(op("softmax", 1e3, 1'000'000'000), gpu, o), bytes, 1e-6);
+}
+
+TEST(ReplayTest, TwoGpuAllReduceIsTheBytesOverTheirLinkPlusTwoHops) {
+  const Cluster c = cluster_preset("titanrtx-nvlink", 2);
+  const int64_t bytes = 500'000'000;
+  // 2(N-1)/N = 1 of the bytes each way over NV2, two latency steps.
+  EXPECT_NEAR(all_reduce_us(c, 2, bytes),
+              bytes / (c.pair_gbs(0, 1) * 1e3) + 2 * c.pair_latency_us(0, 1), 1e-6);
+  EXPECT_EQ(all_reduce_us(c, 1, bytes), 0);
+  // Without P2P both directions share the host's bridge: slower.
+  EXPECT_GT(all_reduce_us(cluster_preset("titanrtx-pcie", 2), 2, bytes),
+            2 * all_reduce_us(c, 2, bytes));
+}
+
+TEST(ReplayTest, TheRingOnADgx1UsesOnlyNvlinks) {
+  // DGX-1's hybrid cube-mesh has rings of NVLinks only; GPU order 0..7 crosses SYS (GPU3-GPU4).
+  const Cluster c = cluster_preset("dgx1-v100", 8);
+  const int64_t bytes = 1'000'000'000;
+  const double slowest_nvlink = c.links.nvlink_gbs_per_link;
+  const double expected = 2.0 * 7 / 8 * bytes / (slowest_nvlink * 1e3);
+  EXPECT_LE(all_reduce_us(c, 8, bytes), expected + 14 * c.links.p2p_latency_us + 1e-6);
+  EXPECT_LT(c.pair_gbs(3, 4), slowest_nvlink);  // the pair the ring must avoid
+}
+
+TEST(ReplayTest, DdpOverlapsBucketsWithTheRestOfBackward) {
+  const Cluster c = cluster_preset("titanrtx-pcie", 2);
+  ReplayOptions o;
+  o.framework.op_dispatch_us = 0;
+  o.framework.ddp_fixed_us = 0;
+  o.framework.ddp_per_tensor_us = 0;
+  const GpuSpec& gpu = c.gpu;
+  // forward 1 ms; backward: 10 ms, bucket A, 10 ms, bucket B (the last); step 1 ms.
+  const double flops_per_ms = gpu.fp32_tflops * 1e9 * o.efficiency.gemm;
+  TracedStep t;
+  t.events.push_back(op("gemm", flops_per_ms, 0));
+  t.events.push_back(op("gemm", 10 * flops_per_ms, 0, true));
+  TraceEvent a;
+  a.kind = TraceKind::kBucket;
+  a.bytes_read = 100'000'000;
+  t.events.push_back(a);
+  t.events.push_back(op("gemm", 10 * flops_per_ms, 0, true));
+  TraceEvent b = a;
+  b.bytes_read = 50'000'000;
+  t.events.push_back(b);
+  t.events.push_back(
+      op("optimizer", 0, static_cast<int64_t>(gpu.mem_bw_gbs * 1e6 * o.efficiency.memory)));
+  t.peak_bytes = {1};
+  const Prediction p = replay_ddp(t, 2, c, o);
+  const double ar_a = all_reduce_us(c, 2, a.bytes_read) / 1e3,
+               ar_b = all_reduce_us(c, 2, b.bytes_read) / 1e3;
+  // Bucket A starts at 11 ms, B when both A is done and backward reaches it (21 ms).
+  const double comm_end = std::max(11 + ar_a, 21.0) + ar_b;
+  std::map<std::string, double> phases(p.phases.begin(), p.phases.end());
+  EXPECT_NEAR(phases["forward"], 1, 1e-6);
+  EXPECT_NEAR(phases["backward"], 20, 1e-6);
+  EXPECT_NEAR(phases["all_reduce_exposed"], comm_end - 21, 1e-6);
+  EXPECT_NEAR(phases["step"], 1, 1e-6);
+  EXPECT_NEAR(p.step_ms, comm_end + 1, 1e-6);
+  EXPECT_EQ(replay_ddp(t, 1, c, o).step_ms, 22);  // one GPU: nothing to reduce
+}
+
+TEST(ReplayTest, DataParallelsStepHasEveryPhaseAndDeviceZeroHoldsMore) {
+  StepSpec spec;
+  spec.model = "mlp";
+  spec.batch_per_device = 32;
+  const TracedStep t = trace_dp_step(spec, 4);
+  const Cluster c = cluster_preset("pcie-a100", 4);
+  const Prediction p = replay_dp(t, c, ReplayOptions());
+  std::map<std::string, double> phases(p.phases.begin(), p.phases.end());
+  for (const char* ph : {"framework", "replicate", "scatter", "forward", "gather", "loss",
+                         "grad_scatter", "backward", "reduce_add", "step"}) {
+    EXPECT_GT(phases[ph], 0) << ph;
+  }
+  double sum = 0;
+  for (const auto& ph : p.phases) sum += ph.second;
+  EXPECT_NEAR(sum, p.step_ms, 1e-9);
+  ASSERT_EQ(p.peak_gib.size(), 4u);
+  for (int k = 1; k < 4; ++k) EXPECT_GT(p.peak_gib[0], p.peak_gib[k]);
+  // Beyond one node DataParallel is not possible; DDP is.
+  const Cluster two = cluster_preset("dgx-a100", 8, 2);
+  const Prediction across =
+      replay_dp(trace_dp_step(spec, 2), cluster_preset("dgx-a100", 1, 2), ReplayOptions());
+  EXPECT_FALSE(across.possible);
+  EXPECT_NE(across.note.find("one process"), std::string::npos);
+  EXPECT_GT(replay_ddp(trace_ddp_step(spec), 16, two, ReplayOptions()).step_ms, 0);
+}
+
+}  // namespace
+}  // namespace dpe::sim

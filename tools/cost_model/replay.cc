@@ -1,0 +1,352 @@
+#include "tools/cost_model/replay.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <numeric>
+#include <set>
+
+#include "engine/core/error.h"
+
+namespace dpe::sim {
+
+ReplayOptions::ReplayOptions() : framework(sim::framework("pytorch")) {}
+
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+// bytes at `gbs` GB/s, in microseconds.
+double transfer_us(double bytes, double gbs) { return bytes / (gbs * 1e3); }
+
+bool is_kernel(const TraceEvent& e) {
+  return e.kind == TraceKind::kOp || e.kind == TraceKind::kFill ||
+         (e.kind == TraceKind::kCopy && e.src == e.device);
+}
+
+// --- rings over the cluster's GPUs ---
+
+// The per-byte cost of every edge of a ring (or chain) carrying the same bytes at once, with the
+// edges' shared resources loaded together: max over resources of load / bandwidth, in us per byte;
+// and the slowest edge's latency.
+struct RingCost {
+  double us_per_byte = 0;
+  double latency_us = 0;
+};
+
+class Rings {
+ public:
+  Rings(const Cluster& c, int gpus) : c_(c), gpus_(gpus) {
+    g_ = std::min(gpus, c.topology.gpus);
+    nodes_ = (gpus + g_ - 1) / g_;
+    order_ = best_local_order();
+  }
+
+  // A ring through every GPU (closed = true) or the chain from GPU 0 (closed = false).
+  RingCost cost(bool closed) const { return cost_of(order_, closed); }
+
+ private:
+  RingCost cost_of(const std::vector<int>& order, bool closed) const {
+    std::map<std::string, double> load;
+    double latency = 0;
+    const int n = static_cast<int>(order.size());
+    // Edges inside each node; with several nodes the last GPU of a node feeds the next node's
+    // first over the network (one flow out of and one into each node's NICs).
+    for (int node = 0; node < nodes_; ++node) {
+      for (int i = 0; i + 1 < n; ++i) {
+        for (const std::string& r : c_.path(order[i], order[i + 1])) load[prefix(node) + r] += 1;
+        latency = std::max(latency, c_.pair_latency_us(order[i], order[i + 1]));
+      }
+    }
+    if (nodes_ > 1) {
+      for (int node = 0; node < nodes_; ++node) {
+        if (!closed && node == nodes_ - 1) break;
+        load["nic:out:" + std::to_string(node)] += 1;
+        load["nic:in:" + std::to_string((node + 1) % nodes_)] += 1;
+      }
+      latency = std::max(latency, c_.network.latency_us);
+    } else if (closed && n > 1) {
+      for (const std::string& r : c_.path(order[n - 1], order[0])) load[prefix(0) + r] += 1;
+      latency = std::max(latency, c_.pair_latency_us(order[n - 1], order[0]));
+    }
+    RingCost out;
+    out.latency_us = latency;
+    for (const auto& [r, l] : load) {
+      const double gbs = r.rfind("nic:", 0) == 0 ? c_.network.gbs_per_node
+                                                 : c_.resource_gbs(r.substr(r.find('|') + 1));
+      out.us_per_byte = std::max(out.us_per_byte, l / (gbs * 1e3));
+    }
+    return out;
+  }
+
+  static std::string prefix(int node) { return "n" + std::to_string(node) + "|"; }
+
+  // NCCL searches the topology for its rings; for up to 8 GPUs a node, every order from GPU 0.
+  std::vector<int> best_local_order() const {
+    std::vector<int> order(g_);
+    std::iota(order.begin(), order.end(), 0);
+    if (g_ <= 2) return order;
+    std::vector<int> best = order;
+    double best_cost = cost_of(order, true).us_per_byte;
+    while (std::next_permutation(order.begin() + 1, order.end())) {
+      const double cost = cost_of(order, true).us_per_byte;
+      if (cost < best_cost - 1e-15) {
+        best_cost = cost;
+        best = order;
+      }
+    }
+    return best;
+  }
+
+  const Cluster& c_;
+  int gpus_, g_, nodes_;
+  std::vector<int> order_;
+};
+
+// Concurrent point-to-point transfers within one node: max over resources of the bytes through
+// it / its bandwidth, plus the slowest pair's latency.
+struct Flow {
+  int src, dst;
+  int64_t bytes;
+};
+
+double flows_us(const Cluster& c, const std::vector<Flow>& flows) {
+  std::map<std::string, double> load;
+  double latency = 0;
+  for (const Flow& f : flows) {
+    if (f.src == f.dst || f.bytes == 0) continue;
+    for (const std::string& r : c.path(f.src, f.dst)) load[r] += static_cast<double>(f.bytes);
+    latency = std::max(latency, c.pair_latency_us(f.src, f.dst));
+  }
+  double t = 0;
+  for (const auto& [r, bytes] : load) t = std::max(t, transfer_us(bytes, c.resource_gbs(r)));
+  return load.empty() ? 0 : t + latency;
+}
+
+// --- DataParallel's phases ---
+
+enum DpPhase {
+  kFramework,
+  kReplicate,
+  kScatter,
+  kForward,
+  kGather,
+  kLoss,
+  kGradScatter,
+  kBackward,
+  kReduceAdd,
+  kStep,
+  kNumDpPhases
+};
+const char* dp_phase_name(int p) {
+  static const char* names[kNumDpPhases] = {"framework",  "replicate", "scatter",      "forward",
+                                            "gather",     "loss",      "grad_scatter", "backward",
+                                            "reduce_add", "step"};
+  return names[p];
+}
+
+// `category`: what the event's scope allocated as; in backward, the category of the node it ran
+// in (the phase that built the node: the Gather's backward scatters the output gradients, the
+// Broadcast's reduces the gradients).
+DpPhase dp_phase(const TraceEvent& e, MemoryCategory category) {
+  if (e.op_class == "optimizer" || category == MemoryCategory::kOptimizerState) return kStep;
+  switch (category) {
+    case MemoryCategory::kReplicas:
+      return e.backward ? kReduceAdd : kReplicate;
+    case MemoryCategory::kGradients:
+      return e.backward ? kReduceAdd : kStep;
+    case MemoryCategory::kInputs:
+      return e.backward ? kBackward : kScatter;
+    case MemoryCategory::kOutputs:
+      return e.backward ? kGradScatter : kGather;
+    case MemoryCategory::kOutputGradients:
+      return kLoss;
+    default:
+      return e.backward ? kBackward : kForward;
+  }
+}
+
+// One device's stream of kernels: the CPU issues each after `dispatch_us`, the GPU runs it when
+// both it is issued and the previous one is done.
+struct Stream {
+  double cpu = 0, gpu = 0;
+  int ops = 0;
+  void run(double gpu_us, double dispatch_us) {
+    cpu += dispatch_us;
+    gpu = std::max(gpu, cpu) + gpu_us;
+    ++ops;
+  }
+};
+
+std::string limiting_phase(const std::vector<std::pair<std::string, double>>& phases) {
+  std::string best;
+  double t = -1;
+  for (const auto& [name, ms] : phases) {
+    if (ms > t) {
+      t = ms;
+      best = name;
+    }
+  }
+  return best;
+}
+
+}  // namespace
+
+double op_time_us(const TraceEvent& e, const GpuSpec& gpu, const ReplayOptions& o) {
+  const Efficiency& eff = o.efficiency;
+  const double bytes = static_cast<double>(e.bytes_read + e.bytes_written);
+  double t = transfer_us(bytes, gpu.mem_bw_gbs * eff.memory);
+  if (e.kind == TraceKind::kOp && e.flops > 0) {
+    const bool tensor_math = e.op_class == "gemm" || e.op_class == "conv";
+    const double peak = tensor_math ? gpu.peak_tflops(o.precision) : gpu.fp32_tflops;
+    const double factor = e.op_class == "gemm" ? eff.gemm : e.op_class == "conv" ? eff.conv : 1.0;
+    t = std::max(t, e.flops / (peak * factor * 1e6));
+  }
+  return std::max(t, gpu.launch_us);
+}
+
+double all_reduce_us(const Cluster& c, int gpus, int64_t bytes) {
+  if (gpus <= 1 || bytes == 0) return 0;
+  const Rings rings(c, gpus);
+  const RingCost ring = rings.cost(true);
+  const double n = gpus;
+  const double t_ring = 2 * (n - 1) / n * static_cast<double>(bytes) * ring.us_per_byte +
+                        2 * (n - 1) * ring.latency_us;
+  const int nodes = (gpus + c.topology.gpus - 1) / c.topology.gpus;
+  if (nodes <= 1) return t_ring;
+  // NCCL's tree across nodes: reduce up and broadcast down, pipelined (each link carries the
+  // bytes once each way), latency logarithmic in the nodes.
+  const double bottleneck_us_per_byte =
+      std::max(ring.us_per_byte, 1.0 / (c.network.gbs_per_node * 1e3));
+  const double t_tree = 2 * static_cast<double>(bytes) * bottleneck_us_per_byte +
+                        2 * std::ceil(std::log2(nodes)) * c.network.latency_us +
+                        2 * (c.topology.gpus - 1) * c.links.p2p_latency_us;
+  return std::min(t_ring, t_tree);
+}
+
+double broadcast_us(const Cluster& c, int gpus, int64_t bytes) {
+  if (gpus <= 1 || bytes == 0) return 0;
+  const RingCost chain = Rings(c, gpus).cost(false);
+  return static_cast<double>(bytes) * chain.us_per_byte + (gpus - 1) * chain.latency_us;
+}
+
+Prediction replay_dp(const TracedStep& trace, const Cluster& c, const ReplayOptions& o) {
+  Prediction p;
+  p.mode = "dp";
+  p.gpus = static_cast<int>(trace.devices.size());
+  if (p.gpus > c.topology.gpus) {
+    p.possible = false;
+    p.note = "DataParallel is one process: it cannot span nodes";
+    return p;
+  }
+  const Framework& fw = o.framework;
+  std::map<Device, int> gpu_of;
+  for (size_t i = 0; i < trace.devices.size(); ++i) gpu_of[trace.devices[i]] = static_cast<int>(i);
+
+  std::vector<std::vector<Stream>> streams(kNumDpPhases, std::vector<Stream>(p.gpus));
+  std::vector<std::vector<Flow>> flows(kNumDpPhases);
+  std::vector<int64_t> replicated(p.gpus, 0), reduced(p.gpus, 0);
+  std::map<int64_t, MemoryCategory> node_category;
+  for (const TraceEvent& e : trace.events) {
+    if (e.kind == TraceKind::kNode) node_category[e.node] = e.category;
+  }
+  for (const TraceEvent& e : trace.events) {
+    const auto node = node_category.find(e.node);
+    const DpPhase phase =
+        dp_phase(e, e.backward && node != node_category.end() ? node->second : e.category);
+    if (is_kernel(e)) {
+      if (phase == kReduceAdd && e.kind == TraceKind::kOp) continue;  // NCCL reduces in flight
+      streams[phase][gpu_of.at(e.device)].run(op_time_us(e, c.gpu, o), fw.op_dispatch_us);
+    } else if (e.kind == TraceKind::kCopy) {
+      const int src = gpu_of.at(e.src), dst = gpu_of.at(e.device);
+      if (phase == kReplicate) {
+        replicated[dst] += e.bytes_read;
+      } else if (phase == kReduceAdd) {
+        reduced[src] += e.bytes_read;
+      } else {
+        flows[phase].push_back({src, dst, e.bytes_read});
+      }
+    }
+  }
+  std::vector<double> us(kNumDpPhases, 0);
+  us[kFramework] = fw.dp_fixed_us + fw.dp_per_device_us * p.gpus +
+                   fw.dp_per_tensor_us * static_cast<double>(trace.param_tensors) * p.gpus;
+  int64_t device0_bytes = 0;
+  for (int ph = kReplicate; ph < kNumDpPhases; ++ph) {
+    double compute = 0, dispatch_total = 0;
+    for (const Stream& s : streams[ph]) {
+      compute = std::max(compute, s.gpu);
+      dispatch_total += s.cpu;
+    }
+    // PyTorch's replicas dispatch their forward under one GIL: the CPU time adds up.
+    if (ph == kForward && fw.dp_forward_serialized) compute = std::max(compute, dispatch_total);
+    us[ph] = compute + flows_us(c, flows[ph]);
+    for (const Flow& f : flows[ph]) device0_bytes += f.bytes;
+  }
+  const int64_t replica_bytes = *std::max_element(replicated.begin(), replicated.end());
+  const int64_t grad_bytes = *std::max_element(reduced.begin(), reduced.end());
+  us[kReplicate] += broadcast_us(c, p.gpus, replica_bytes);
+  us[kReduceAdd] += broadcast_us(c, p.gpus, grad_bytes);  // a reduce is a broadcast reversed
+  device0_bytes += replica_bytes + grad_bytes;
+  for (int ph = 0; ph < kNumDpPhases; ++ph) {
+    if (us[ph] <= 0) continue;
+    p.phases.emplace_back(dp_phase_name(ph), us[ph] / 1e3);
+    p.step_ms += us[ph] / 1e3;
+  }
+  p.limiting = limiting_phase(p.phases);
+  for (int64_t b : trace.peak_bytes)
+    p.peak_gib.push_back(static_cast<double>(b) / kGiB + o.context_gib);
+  p.comm_bytes_per_gpu = device0_bytes;
+  return p;
+}
+
+Prediction replay_ddp(const TracedStep& trace, int gpus, const Cluster& c, const ReplayOptions& o) {
+  DPE_CHECK(gpus >= 1 && gpus <= c.total_gpus(),
+            "replay_ddp: " << gpus << " GPUs on a cluster of " << c.total_gpus());
+  Prediction p;
+  p.mode = "ddp";
+  p.gpus = gpus;
+  const Framework& fw = o.framework;
+  int last_bucket = -1;
+  for (size_t i = 0; i < trace.events.size(); ++i) {
+    if (trace.events[i].kind == TraceKind::kBucket) last_bucket = static_cast<int>(i);
+  }
+  Stream s;
+  double comm_free = 0, forward_end = -1, backward_end = 0, waited = 0;
+  for (size_t i = 0; i < trace.events.size(); ++i) {
+    const TraceEvent& e = trace.events[i];
+    const bool step_op = e.op_class == "optimizer" || e.category == MemoryCategory::kOptimizerState;
+    if (forward_end < 0 && (e.backward || step_op)) forward_end = s.gpu;
+    if (e.kind == TraceKind::kBucket) {
+      const double start = std::max(s.gpu, comm_free);
+      comm_free = start + all_reduce_us(c, gpus, e.bytes_read);
+      p.comm_bytes_per_gpu += static_cast<int64_t>(2.0 * (gpus - 1) / gpus * e.bytes_read);
+      if (static_cast<int>(i) == last_bucket) {
+        // The reducer's finalize: backward ends when every bucket is reduced.
+        backward_end = s.gpu;
+        waited = std::max(0.0, comm_free - s.gpu);
+        s.gpu = std::max(s.gpu, comm_free);
+        s.cpu = std::max(s.cpu, s.gpu);
+      }
+      continue;
+    }
+    if (is_kernel(e)) s.run(op_time_us(e, c.gpu, o), fw.op_dispatch_us);
+  }
+  if (forward_end < 0) forward_end = s.gpu;
+  if (last_bucket < 0) backward_end = s.gpu;
+  const double framework =
+      fw.ddp_fixed_us + fw.ddp_per_tensor_us * static_cast<double>(trace.param_tensors);
+  const double step_us = s.gpu - backward_end - waited;
+  p.phases = {{"framework", framework / 1e3},
+              {"forward", forward_end / 1e3},
+              {"backward", (backward_end - forward_end) / 1e3},
+              {"all_reduce_exposed", waited / 1e3},
+              {"step", step_us / 1e3}};
+  for (const auto& ph : p.phases) p.step_ms += ph.second;
+  p.limiting = limiting_phase(p.phases);
+  const double peak = static_cast<double>(trace.peak_bytes.at(0)) / kGiB + o.context_gib;
+  p.peak_gib.assign(gpus, peak);
+  return p;
+}
+
+}  // namespace dpe::sim

@@ -1,0 +1,66 @@
+// replay: a traced training step (tools/cost_model/step_trace.h) costed on a described cluster
+// (tools/cost_model/cluster.h): each op by a roofline, DataParallel's step as device 0's serial
+// phases with its transfers contending for links, DDP's as one rank's compute with NCCL's ring
+// all-reduce per bucket overlapped with the rest of backward; per-GPU peak memory from the
+// trace's allocators. The model, its calibration and what it leaves out: docs/cluster_model.md.
+//
+// Threading contract: pure functions of their arguments.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tools/cost_model/cluster.h"
+#include "tools/cost_model/step_trace.h"
+
+namespace dpe::sim {
+
+// The fraction of the GPU's peak each class of op reaches. GEMM-class ops (linear, matmul, bmm,
+// conv) against the FLOP peak; every other op against the memory bandwidth. See the calibration
+// in docs/cluster_model.md.
+struct Efficiency {
+  double gemm = 0.60;
+  double conv = 0.50;
+  double memory = 0.60;
+};
+
+struct ReplayOptions {
+  Precision precision = Precision::kFp32;
+  Efficiency efficiency;
+  Framework framework;  // framework("pytorch") unless set
+  // Per GPU, beyond what the trace's allocator held: the CUDA context, cuBLAS/cuDNN workspaces
+  // and the caching allocator's rounding (PyTorch on a GPU: ~0.3-0.5 GiB before any tensor).
+  double context_gib = 0.4;
+  ReplayOptions();
+};
+
+struct Prediction {
+  std::string mode;  // "dp", "ddp"
+  int gpus = 0;
+  bool possible = true;  // false: DataParallel over several nodes (one process cannot)
+  std::string note;
+  double step_ms = 0;
+  // Time per phase in the step's critical path, in order (they sum to step_ms).
+  std::vector<std::pair<std::string, double>> phases;
+  std::string limiting;            // the phase with the most time
+  std::vector<double> peak_gib;    // per GPU (DDP: every rank the same)
+  int64_t comm_bytes_per_gpu = 0;  // DDP: bytes each rank sends; DP: bytes through device 0
+};
+
+// The time of one traced op on one GPU, in microseconds (roofline, at least the launch floor).
+double op_time_us(const TraceEvent& e, const GpuSpec& gpu, const ReplayOptions& options);
+
+// Collectives over GPUs 0..gpus-1 of `cluster` (node-major numbering), NCCL's algorithms as
+// alpha-beta models on the fastest ring the topology allows; microseconds.
+double all_reduce_us(const Cluster& cluster, int gpus, int64_t bytes);
+double broadcast_us(const Cluster& cluster, int gpus, int64_t bytes);  // from GPU 0; = reduce
+
+// DataParallel on trace.devices.size() GPUs of one node of `cluster`.
+Prediction replay_dp(const TracedStep& trace, const Cluster& cluster, const ReplayOptions& options);
+// DDP on `gpus` GPUs of `cluster` (over its nodes), from one rank's trace.
+Prediction replay_ddp(const TracedStep& trace, int gpus, const Cluster& cluster,
+                      const ReplayOptions& options);
+
+}  // namespace dpe::sim

@@ -1,0 +1,50 @@
+// One training step of a dpe model traced on host devices (engine/device/op_trace.h), as the cost
+// model's input: DataParallel's step on N devices (replicate, scatter, forward, gather, loss,
+// backward, reduce-add, optimizer on device 0) and one DDP rank's step (its forward, backward with
+// the bucket launches, optimizer). The work is skipped (execute = false): shapes, the schedule and
+// the allocators' peaks are real, values are not. See docs/cluster_model.md.
+//
+// Threading contract: called by one thread that is not a device worker; sets the host devices.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/device/device.h"
+#include "engine/device/memory_stats.h"
+#include "engine/device/op_trace.h"
+
+namespace dpe::sim {
+
+struct StepSpec {
+  std::string model = "gpt2";    // a models::make_model name
+  int64_t batch_per_device = 4;  // sequences or images per GPU
+  int64_t seq = 1024;            // language models: tokens per sequence
+  int64_t image = 224;           // image models: H = W
+  // DataParallel: the loss on every replica and only scalars gathered (dpe's parallel_criterion;
+  // what Hugging Face models do, computing their loss in forward) instead of on device 0.
+  bool loss_on_replicas = false;
+  // With loss_on_replicas: the replicas' outputs (logits) are gathered on device 0 too, without a
+  // gradient (Hugging Face's Trainer under DataParallel gathers the whole output dict).
+  bool gather_outputs = false;
+  std::string optimizer;  // "adamw", "sgd" (momentum 0.9); "": adamw for language models, else sgd
+};
+
+struct TracedStep {
+  std::vector<TraceEvent> events;
+  std::vector<Device> devices;
+  std::vector<int64_t> peak_bytes;                        // per device, during the step
+  std::vector<MemoryStats::ByCategory> peak_by_category;  // what each peak held
+  int64_t param_bytes = 0;
+  int64_t param_tensors = 0;
+};
+
+// DataParallel on `devices` host devices (1: the plain single-device step), after one untraced
+// warm-up step that creates the optimizer's state.
+TracedStep trace_dp_step(const StepSpec& spec, int devices);
+// One rank of DistributedDataParallel (a one-rank group: the bucket launches are recorded, the
+// all-reduces are the replay's to cost), after a warm-up step.
+TracedStep trace_ddp_step(const StepSpec& spec);
+
+}  // namespace dpe::sim

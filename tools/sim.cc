@@ -1,0 +1,211 @@
+// dpe sim: "DataParallel or DDP, and how many GPUs?" answered before renting them. Traces one
+// training step of a model on host devices (the engine's real schedule, without the arithmetic),
+// then replays it on a described cluster for 1, 2, 4, 8 GPUs (and two nodes): step time of
+// DataParallel and DDP, speed-ups, per-GPU peak memory, device 0's extra, the limiting phase.
+// Exit codes (tools/exit_codes.h): 0 done, 1 a run failed, 2 bad flags.
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "models/by_name.h"
+#include "tools/exit_codes.h"
+#include "tools/paths.h"
+#include "tools/cost_model/cluster.h"
+#include "tools/cost_model/replay.h"
+#include "tools/cost_model/sim_plot.h"
+#include "tools/cost_model/step_trace.h"
+
+namespace {
+
+using dpe::sim::Prediction;
+
+nlohmann::json to_json(const Prediction& p) {
+  nlohmann::json j;
+  j["mode"] = p.mode;
+  j["gpus"] = p.gpus;
+  j["possible"] = p.possible;
+  if (!p.possible) {
+    j["note"] = p.note;
+    return j;
+  }
+  j["step_ms"] = p.step_ms;
+  j["limiting_phase"] = p.limiting;
+  nlohmann::json phases = nlohmann::json::object();
+  for (const auto& [name, ms] : p.phases) phases[name] = ms;
+  j["phases_ms"] = phases;
+  j["peak_gib"] = p.peak_gib;
+  j["comm_bytes"] = p.comm_bytes_per_gpu;
+  return j;
+}
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), f, v);
+  return buf;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  dpe::sim::StepSpec spec;
+  std::string cluster_name = "dgx-a100", framework_name = "pytorch", precision = "fp32";
+  std::string topo_file, json_path = "sim.json", svg_path = "sim.svg";
+  std::vector<int> gpu_counts{1, 2, 4, 8};
+  int nodes = 0;
+  std::string loss = "device0";
+  CLI::App app{"dpe sim: DataParallel against DDP on GPUs, predicted from the model's ops"};
+  app.add_option("--model", spec.model, "model")
+      ->check(
+          CLI::IsMember({"toy", "mlp", "convnet", "resnet50", "resnet-tiny", "gpt-small", "gpt2"}))
+      ->capture_default_str();
+  app.add_option("--batch", spec.batch_per_device, "sequences or images per GPU")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
+      ->capture_default_str();
+  app.add_option("--seq", spec.seq, "language models: tokens per sequence")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
+      ->capture_default_str();
+  app.add_option("--image", spec.image, "resnet: image height and width")
+      ->check(CLI::Range(int64_t{32}, int64_t{4096}))
+      ->capture_default_str();
+  app.add_option("--loss", loss,
+                 "DataParallel's loss: device0 (PyTorch's default: outputs gathered, loss on "
+                 "device 0) or replicas (parallel_criterion, or a model that returns its loss)")
+      ->check(CLI::IsMember({"device0", "replicas"}))
+      ->capture_default_str();
+  app.add_flag("--gather-outputs", spec.gather_outputs,
+               "with --loss replicas: the outputs are gathered too (Hugging Face's Trainer)");
+  app.add_option("--optimizer", spec.optimizer, "adamw or sgd (default: adamw for gpt, else sgd)")
+      ->check(CLI::IsMember({"", "adamw", "sgd"}));
+  app.add_option("--cluster", cluster_name, "preset")
+      ->check(CLI::IsMember(dpe::sim::cluster_preset_names()))
+      ->capture_default_str();
+  app.add_option("--topology", topo_file,
+                 "a file with `nvidia-smi topo -m` output: replaces the preset's node (its GPU "
+                 "type and network stay)");
+  app.add_option("--gpus", gpu_counts, "GPU counts (beyond one node: DDP only)")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
+  app.add_option("--nodes", nodes, "nodes (default: enough for the largest --gpus)")
+      ->check(CLI::Range(1, 128));
+  app.add_option("--precision", precision, "GEMM math: fp32, tf32, fp16 (mixed)")
+      ->check(CLI::IsMember({"fp32", "tf32", "fp16"}))
+      ->capture_default_str();
+  app.add_option("--framework", framework_name, "CPU-side costs: pytorch or dpe")
+      ->check(CLI::IsMember({"pytorch", "dpe"}))
+      ->capture_default_str();
+  app.add_option("--json", json_path, "where to write the results")->capture_default_str();
+  app.add_option("--svg", svg_path, "where to draw the plot")->capture_default_str();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? dpe::tools::kExitOk : dpe::tools::kExitUsage;
+  }
+  spec.loss_on_replicas = loss == "replicas";
+  try {
+    int per_node = dpe::sim::cluster_preset_node_gpus(cluster_name);
+    const dpe::sim::Cluster probe = dpe::sim::cluster_preset(cluster_name, per_node, 1);
+    dpe::sim::NodeTopology topology;
+    if (!topo_file.empty()) {
+      std::ifstream in(dpe::tools::user_path(topo_file));
+      if (!in) {
+        std::fprintf(stderr, "sim: cannot read %s\n", topo_file.c_str());
+        return dpe::tools::kExitUsage;
+      }
+      topology = dpe::sim::parse_topology(
+          std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()));
+      per_node = topology.gpus;
+    }
+    const int most = *std::max_element(gpu_counts.begin(), gpu_counts.end());
+    if (nodes == 0) nodes = (most + per_node - 1) / per_node;
+    dpe::sim::Cluster cluster =
+        topo_file.empty() ? dpe::sim::cluster_preset(cluster_name, per_node, nodes)
+                          : dpe::sim::make_cluster(probe.gpu.name, topology, nodes, probe.network);
+    if (most > cluster.total_gpus()) {
+      std::fprintf(stderr, "sim: %d GPUs asked, the cluster has %d\n", most, cluster.total_gpus());
+      return dpe::tools::kExitUsage;
+    }
+    dpe::sim::ReplayOptions options;
+    options.framework = dpe::sim::framework(framework_name);
+    options.precision = precision == "tf32"   ? dpe::sim::Precision::kTf32
+                        : precision == "fp16" ? dpe::sim::Precision::kFp16
+                                              : dpe::sim::Precision::kFp32;
+
+    std::printf("dpe sim: %s, %lld %s per GPU, %s, %s framework costs\n", spec.model.c_str(),
+                static_cast<long long>(spec.batch_per_device),
+                dpe::models::is_language_model(spec.model) ? "sequences" : "images",
+                precision.c_str(), framework_name.c_str());
+    std::printf("cluster: %s, %d nodes of %d x %s\n%s\n", cluster.name.c_str(), cluster.nodes,
+                cluster.topology.gpus, cluster.gpu.name.c_str(),
+                dpe::sim::format_topology(cluster.topology).c_str());
+    const dpe::sim::TracedStep ddp_trace = dpe::sim::trace_ddp_step(spec);
+    std::vector<Prediction> dp, ddp;
+    for (int g : gpu_counts) {
+      if (g <= cluster.topology.gpus) {
+        dp.push_back(dpe::sim::replay_dp(dpe::sim::trace_dp_step(spec, g), cluster, options));
+      } else {
+        Prediction p;
+        p.mode = "dp";
+        p.gpus = g;
+        p.possible = false;
+        p.note = "DataParallel is one process: it cannot span nodes";
+        dp.push_back(p);
+      }
+      ddp.push_back(dpe::sim::replay_ddp(ddp_trace, g, cluster, options));
+    }
+    const double dp1 = dp.front().step_ms, ddp1 = ddp.front().step_ms;
+    std::printf("%5s %9s %9s %8s %8s %10s %10s %9s  %-12s %-12s\n", "GPUs", "DP ms", "DDP ms",
+                "DP x", "DDP x", "DP dev0", "DP others", "DDP each", "DP limit", "DDP limit");
+    for (size_t i = 0; i < gpu_counts.size(); ++i) {
+      const Prediction& a = dp[i];
+      const Prediction& b = ddp[i];
+      const int g = gpu_counts[i];
+      std::string others = "-";
+      if (a.possible && a.peak_gib.size() > 1) {
+        double sum = 0;
+        for (size_t k = 1; k < a.peak_gib.size(); ++k) sum += a.peak_gib[k];
+        others = fmt("%.2f GiB", sum / static_cast<double>(a.peak_gib.size() - 1));
+      }
+      std::printf("%5d %9s %9.1f %8s %8.2f %10s %10s %9s  %-12s %-12s\n", g,
+                  a.possible ? fmt("%.1f", a.step_ms).c_str() : "-", b.step_ms,
+                  a.possible ? fmt("%.2f", g * dp1 / a.step_ms).c_str() : "-", g * ddp1 / b.step_ms,
+                  a.possible ? fmt("%.2f GiB", a.peak_gib[0]).c_str() : "-", others.c_str(),
+                  fmt("%.2f GiB", b.peak_gib[0]).c_str(), a.possible ? a.limiting.c_str() : "-",
+                  b.limiting.c_str());
+    }
+    std::printf(
+        "(x: throughput against one GPU; memory: the trace's allocator peak + %.1f GiB of "
+        "CUDA context per GPU; %s has %.0f GiB)\n",
+        options.context_gib, cluster.gpu.name.c_str(), cluster.gpu.mem_gib);
+    nlohmann::json j;
+    j["model"] = spec.model;
+    j["batch_per_gpu"] = spec.batch_per_device;
+    j["seq"] = spec.seq;
+    j["image"] = spec.image;
+    j["loss"] = loss;
+    j["gather_outputs"] = spec.gather_outputs;
+    j["precision"] = precision;
+    j["framework"] = framework_name;
+    j["cluster"] = cluster.name;
+    j["gpu"] = cluster.gpu.name;
+    j["nodes"] = cluster.nodes;
+    j["topology"] = dpe::sim::format_topology(cluster.topology);
+    for (size_t i = 0; i < gpu_counts.size(); ++i) {
+      j["runs"].push_back(to_json(dp[i]));
+      j["runs"].push_back(to_json(ddp[i]));
+    }
+    std::ofstream(dpe::tools::user_path(json_path)) << j.dump(2) << "\n";
+    dpe::sim::write_sim_svg(dpe::tools::user_path(svg_path), spec.model + " on " + cluster.name, dp,
+                            ddp);
+    std::printf("wrote %s and %s\n", json_path.c_str(), svg_path.c_str());
+    return dpe::tools::kExitOk;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "sim: %s\n", e.what());
+    return dpe::tools::kExitFailure;
+  }
+}
