@@ -17,7 +17,11 @@ std::shared_ptr<Module> make_model(const std::string& name, Generator& gen,
   if (name == "mlp") return std::make_shared<Mlp>(gen);
   if (name == "convnet") return std::make_shared<ConvNet>(gen);
   if (name == "resnet50" || name == "resnet-tiny") {
-    return std::make_shared<ResNet>(resnet_config(name), gen);
+    DPE_CHECK(options.in_channels >= 0,
+              "model " << name << ": in_channels " << options.in_channels << " is negative");
+    ResNetConfig config = resnet_config(name);
+    if (options.in_channels > 0) config.in_channels = options.in_channels;
+    return std::make_shared<ResNet>(config, gen);
   }
   if (is_language_model(name)) {
     DPE_CHECK(options.vocab_size >= 0,

@@ -2,13 +2,13 @@
 // batch, training samples per second (median of timed steps after warm-up; data loading not
 // included), speed-up over one device, each device's peak memory and busy share, achieved GFLOP/s
 // against the machine's measured single-thread GEMM peak; for the gpt models tokens per second
-// too. Prints a table, writes JSON and an SVG plot. Every host device (and every DDP process)
+// too; resnet-tiny on Fashion-MNIST, resnet50 on random 3 x 224 x 224 images (--image-size).
+// Prints a table, writes JSON and an SVG plot. Every host device (and every DDP process)
 // computes with one thread. Exit codes (tools/exit_codes.h): 0 done, 1 a run failed, 2 bad flags
 // or DPE_* environment values, 3 Fashion-MNIST files missing or corrupt.
-#include <CLI/CLI.hpp>
-
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -18,8 +18,8 @@
 #include "engine/data/fashion_mnist.h"
 #include "engine/device/memory_stats.h"
 #include "engine/device/runtime.h"
-#include "tools/bench_plot.h"
 #include "models/by_name.h"
+#include "tools/bench_plot.h"
 #include "tools/bench_runner.h"
 #include "tools/exit_codes.h"
 #include "tools/local_ranks.h"
@@ -42,6 +42,9 @@ nlohmann::json to_json(const BenchResult& r, double speedup, double peak_gflops)
     j["context"] = dpe::tools::bench_context(r.config.model, r.config.context);
     j["tokens_per_second"] = r.tokens_per_second;
   }
+  if (const int64_t image = dpe::tools::bench_image(r.config.model, r.config.image); image > 0) {
+    j["image"] = image;
+  }
   j["speedup_vs_1_device"] = speedup;
   j["gflops"] = r.gflops;
   j["gflops_share_of_peak"] = r.gflops / (peak_gflops * r.config.devices);
@@ -50,11 +53,10 @@ nlohmann::json to_json(const BenchResult& r, double speedup, double peak_gflops)
         {{"device", d.device}, {"peak_bytes", d.peak_bytes}, {"busy_share", d.busy_share}});
   }
   if (r.config.mode == "dp") {
-    j["dp_overhead_us"] =
-        1000 * (r.phase_ms[0] + r.phase_ms[1] + r.phase_ms[3] + r.phase_ms[6]);
+    j["dp_overhead_us"] = 1000 * (r.phase_ms[0] + r.phase_ms[1] + r.phase_ms[3] + r.phase_ms[6]);
   }
   if (!r.phase_ms.empty()) {
-    static const char* names[] = {"replicate", "scatter", "forward", "gather",
+    static const char* names[] = {"replicate", "scatter",  "forward",    "gather",
                                   "loss",      "backward", "reduce_add", "step"};
     for (size_t p = 0; p < r.phase_ms.size(); ++p) j["device0_phase_ms"][names[p]] = r.phase_ms[p];
   }
@@ -70,27 +72,38 @@ int main(int argc, char** argv) {
   BenchConfig base;
   std::string json_path = "bench.json", svg_path = "bench.svg", worker_result;
   CLI::App app{"dpe bench: DataParallel against DDP on host devices (one thread per device)"};
-  app.add_option("--models", models, "models to run")
+  app.add_option("--models", models,
+                 "models to run: toy, mlp, convnet, resnet-tiny (Fashion-MNIST, 1 input channel), "
+                 "resnet50 (torchvision's, random 3-channel images, see --image-size), gpt-small, "
+                 "gpt2")
       ->delimiter(',')
-      ->check(CLI::IsMember({"toy", "mlp", "convnet", "gpt-small", "gpt2"}))
+      ->check(
+          CLI::IsMember({"toy", "mlp", "convnet", "resnet-tiny", "resnet50", "gpt-small", "gpt2"}))
       ->capture_default_str();
   app.add_option("--devices", device_counts, "device counts")
       ->delimiter(',')
       ->check(CLI::Range(1, 64))
       ->capture_default_str();
   CLI::Option* batches_opt =
-      app.add_option("--batches", batches, "global batch sizes (default 256; 8 windows for gpt)")
+      app.add_option("--batches", batches,
+                     "global batch sizes (default 256; 8 windows for gpt, 8 images for "
+                     "resnet50)")
           ->delimiter(',')
           ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
   CLI::Option* warmup_opt =
-      app.add_option("--warmup", base.warmup, "untimed steps first (default 5; 1 for gpt)")
+      app.add_option("--warmup", base.warmup,
+                     "untimed steps first (default 5; 1 for gpt and resnet50)")
           ->check(CLI::Range(0, 1 << 20));
-  CLI::Option* steps_opt = app.add_option(
-      "--steps", base.steps, "timed steps, the median is reported (default 20; 3 for gpt)")
-      ->check(CLI::Range(1, 1 << 20));
+  CLI::Option* steps_opt =
+      app.add_option("--steps", base.steps,
+                     "timed steps, the median is reported (default 20; 3 for gpt and resnet50)")
+          ->check(CLI::Range(1, 1 << 20));
   app.add_option("--context", base.context,
                  "gpt: tokens per window (default: the block size, gpt-small 128, gpt2 1024)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
+  app.add_option("--image-size", base.image,
+                 "resnet50: height and width of its random images (default 224)")
+      ->check(CLI::Range(int64_t{0}, int64_t{4096}));
   app.add_option("--json", json_path, "where to write the results")->capture_default_str();
   app.add_option("--svg", svg_path, "where to draw the plot")->capture_default_str();
   app.add_option("--data-dir", base.data_dir, "Fashion-MNIST folder");
@@ -126,7 +139,7 @@ int main(int argc, char** argv) {
       }
     }
     for (const std::string& model : models) {
-      if (model != "mlp" && model != "convnet") continue;
+      if (model != "mlp" && model != "convnet" && model != "resnet-tiny") continue;
       // The Fashion-MNIST files are read once before any run: a bad one is a data error.
       try {
         dpe::FashionMnist(base.data_dir.empty() ? dpe::FashionMnist::kDefaultRoot : base.data_dir,
@@ -141,30 +154,32 @@ int main(int argc, char** argv) {
     const double peak = dpe::tools::measure_gemm_gflops(1024, 5);
     std::printf("machine: %u cores; single-thread SGEMM (oneDNN, 1024^3) peak %.1f GFLOP/s\n",
                 cores, peak);
-    std::printf("every device/process computes with 1 thread; samples/s = global batch / median "
-                "step time over %d steps after %d warm-up steps (gpt: %d after %d unless "
-                "--steps/--warmup say otherwise); tokens/s = samples/s x context\n",
-                base.steps, base.warmup, steps_opt->count() ? base.steps : 3,
-                warmup_opt->count() ? base.warmup : 1);
+    std::printf(
+        "every device/process computes with 1 thread; samples/s = global batch / median "
+        "step time over %d steps after %d warm-up steps (gpt, resnet50: %d after %d "
+        "unless --steps/--warmup say otherwise); tokens/s = samples/s x context\n",
+        base.steps, base.warmup, steps_opt->count() ? base.steps : 3,
+        warmup_opt->count() ? base.warmup : 1);
     for (int n : device_counts) {
       if (n > static_cast<int>(cores)) {
-        std::printf("note: %d devices oversubscribe the %u cores: their figures share the CPU\n",
-                    n, cores);
+        std::printf("note: %d devices oversubscribe the %u cores: their figures share the CPU\n", n,
+                    cores);
       }
     }
-    std::printf("\n%-9s %6s %5s %4s %9s %10s %9s %7s %8s %6s %9s  %s\n", "model", "batch",
-                "mode", "dev", "step ms", "samples/s", "tokens/s", "speedup", "GFLOP/s", "%peak",
+    std::printf("\n%-11s %6s %5s %4s %9s %10s %9s %7s %8s %6s %9s  %s\n", "model", "batch", "mode",
+                "dev", "step ms", "samples/s", "tokens/s", "speedup", "GFLOP/s", "%peak",
                 "DP ovh us", "per device: peak memory / busy share");
     nlohmann::json all = nlohmann::json::array();
     std::vector<BenchResult> results;
     for (const std::string& model : models) {
-      // The gpt models' steps take seconds here: smaller defaults keep a run short.
-      const bool lm = dpe::models::is_language_model(model);
+      // The gpt models' and resnet50's steps take seconds here: smaller defaults keep a run
+      // short.
+      const bool heavy = dpe::models::is_language_model(model) || model == "resnet50";
       BenchConfig model_base = base;
-      if (lm && warmup_opt->count() == 0) model_base.warmup = 1;
-      if (lm && steps_opt->count() == 0) model_base.steps = 3;
+      if (heavy && warmup_opt->count() == 0) model_base.warmup = 1;
+      if (heavy && steps_opt->count() == 0) model_base.steps = 3;
       const std::vector<int64_t> model_batches =
-          lm && batches_opt->count() == 0 ? std::vector<int64_t>{8} : batches;
+          heavy && batches_opt->count() == 0 ? std::vector<int64_t>{8} : batches;
       for (int64_t batch : model_batches) {
         double one_device = 0;
         for (int n : device_counts) {
@@ -190,17 +205,18 @@ int main(int argc, char** argv) {
             // DataParallel's own work per step on device 0: replicate, scatter, gather and
             // reduce-add (StepProfiler phases 0, 1, 3 and 6).
             const double overhead_us =
-                c.mode == "dp" ? 1000 * (r.phase_ms[0] + r.phase_ms[1] + r.phase_ms[3] + r.phase_ms[6])
-                               : 0;
+                c.mode == "dp"
+                    ? 1000 * (r.phase_ms[0] + r.phase_ms[1] + r.phase_ms[3] + r.phase_ms[6])
+                    : 0;
             char overhead[16] = "-";
             if (c.mode == "dp") std::snprintf(overhead, sizeof overhead, "%.0f", overhead_us);
             char tokens[24] = "-";
             if (r.tokens_per_second > 0) {
               std::snprintf(tokens, sizeof tokens, "%.0f", r.tokens_per_second);
             }
-            std::printf("%-9s %6lld %5s %4d %9.2f %10.1f %9s %7.2f %8.1f %5.0f%% %9s  %s\n",
-                        model.c_str(), static_cast<long long>(batch), c.mode.c_str(), n,
-                        r.step_ms, r.samples_per_second, tokens, speedup, r.gflops,
+            std::printf("%-11s %6lld %5s %4d %9.2f %10.1f %9s %7.2f %8.1f %5.0f%% %9s  %s\n",
+                        model.c_str(), static_cast<long long>(batch), c.mode.c_str(), n, r.step_ms,
+                        r.samples_per_second, tokens, speedup, r.gflops,
                         100 * r.gflops / (peak * n), overhead, per_device.c_str());
             std::fflush(stdout);
             all.push_back(to_json(r, speedup, peak));

@@ -27,6 +27,7 @@
 #include "engine/parallel/imbalance_report.h"
 #include "models/by_name.h"
 #include "models/gpt.h"
+#include "models/resnet.h"
 #include "tools/local_ranks.h"
 #include "tools/train_distributed.h"
 
@@ -46,7 +47,11 @@ double median(std::vector<double> v) {
 // the gpt models.
 constexpr int64_t kLmVocab = 32000;
 
-// A fixed batch of real data (or the toy's synthetic one, or random tokens) on host:0.
+// resnet50 trains on random images and labels; the other image models on Fashion-MNIST.
+bool synthetic_images(const std::string& model) { return model == "resnet50"; }
+
+// A fixed batch of real data (or the toy's synthetic one, random images or random tokens) on
+// host:0.
 std::pair<Tensor, Tensor> make_batch(const BenchConfig& c, int64_t n, int64_t offset) {
   if (models::is_language_model(c.model)) {
     const int64_t t = bench_context(c.model, c.context);
@@ -59,6 +64,15 @@ std::pair<Tensor, Tensor> make_batch(const BenchConfig& c, int64_t n, int64_t of
   if (c.model == "toy") {
     Generator g(static_cast<uint64_t>(offset) + 1);
     return {randn({n, 10}, g), randn({n, 5}, g)};
+  }
+  if (synthetic_images(c.model)) {
+    const int64_t side = bench_image(c.model, c.image);
+    const int64_t classes = models::resnet_config(c.model).num_classes;
+    Generator g(static_cast<uint64_t>(offset) + 1);
+    std::vector<int64_t> labels(static_cast<size_t>(n));
+    for (int64_t& l : labels)
+      l = static_cast<int64_t>(g.next_u64() % static_cast<uint64_t>(classes));
+    return {randn({n, 3, side, side}, g), Tensor::from_vector(labels, {n})};
   }
   FashionMnist train(c.data_dir.empty() ? FashionMnist::kDefaultRoot : c.data_dir, true);
   std::vector<int64_t> idx(static_cast<size_t>(n));
@@ -75,6 +89,8 @@ Tensor loss_for(const std::string& model, const Tensor& out, const Tensor& y) {
 std::shared_ptr<Module> bench_model(const std::string& model, Generator& gen) {
   models::ModelOptions mo;
   if (models::is_language_model(model)) mo.vocab_size = kLmVocab;
+  // Fashion-MNIST's images have one channel (as //tools:train gives resnet-tiny).
+  if (model == "resnet-tiny") mo.in_channels = 1;
   return models::make_model(model, gen, mo);
 }
 
@@ -102,8 +118,44 @@ void optimizer_step(const std::string& model, Module& m, optim::Optimizer& opt) 
 void set_rates(BenchResult& r) {
   const BenchConfig& c = r.config;
   r.samples_per_second = static_cast<double>(c.global_batch) / (r.step_ms / 1000.0);
-  r.tokens_per_second = r.samples_per_second * static_cast<double>(bench_context(c.model, c.context));
-  r.gflops = r.samples_per_second * training_flops_per_sample(c.model, c.context) / 1e9;
+  r.tokens_per_second =
+      r.samples_per_second * static_cast<double>(bench_context(c.model, c.context));
+  r.gflops = r.samples_per_second * training_flops_per_sample(c.model, c.context, c.image) / 1e9;
+}
+
+// A ResNet's forward multiply-adds on `in_channels` x h x w images, counted from the layer
+// shapes as the model builds them (models/resnet.cc): conv1 7x7 stride 2, the 3x3 stride-2
+// maxpool, Bottlenecks (1x1, 3x3 with the stride, 1x1, and the 1x1 strided downsample of a
+// stage's first block), fc. `*first` gets conv1's, whose input gradient training skips.
+double resnet_forward_macs(const models::ResNetConfig& rc, int64_t in_channels, int64_t h,
+                           int64_t w, double* first) {
+  auto out = [](int64_t size, int64_t k, int64_t stride, int64_t pad) {
+    return (size + 2 * pad - k) / stride + 1;
+  };
+  h = out(h, 7, 2, 3);
+  w = out(w, 7, 2, 3);
+  *first = static_cast<double>(h * w) * static_cast<double>(rc.width * in_channels * 49);
+  double macs = *first;
+  h = out(h, 3, 2, 1);
+  w = out(w, 3, 2, 1);
+  int64_t in = rc.width;
+  for (size_t k = 0; k < rc.layers.size(); ++k) {
+    const int64_t width = rc.width << k, expanded = width * 4;
+    for (int64_t b = 0; b < rc.layers[k]; ++b) {
+      const int64_t stride = (b == 0 && k > 0) ? 2 : 1;
+      const int64_t oh = out(h, 3, stride, 1), ow = out(w, 3, stride, 1);
+      macs += static_cast<double>(h * w) * static_cast<double>(in * width);           // conv1
+      macs += static_cast<double>(oh * ow) * static_cast<double>(width * width * 9);  // conv2
+      macs += static_cast<double>(oh * ow) * static_cast<double>(width * expanded);   // conv3
+      if (stride != 1 || in != expanded) {
+        macs += static_cast<double>(oh * ow) * static_cast<double>(in * expanded);  // downsample
+      }
+      in = expanded;
+      h = oh;
+      w = ow;
+    }
+  }
+  return macs + static_cast<double>(in * rc.num_classes);  // fc
 }
 
 double thread_cpu_seconds() {
@@ -117,12 +169,18 @@ double thread_cpu_seconds() {
 int64_t bench_context(const std::string& model, int64_t context) {
   if (!models::is_language_model(model)) return 0;
   const int64_t block = models::gpt_config(model).block_size;
-  DPE_CHECK(context >= 0 && context <= block,
-            "context " << context << " must be between 1 and " << model << "'s block size " << block);
+  DPE_CHECK(context >= 0 && context <= block, "context " << context << " must be between 1 and "
+                                                         << model << "'s block size " << block);
   return context > 0 ? context : block;
 }
 
-double training_flops_per_sample(const std::string& model, int64_t context) {
+int64_t bench_image(const std::string& model, int64_t image) {
+  if (!synthetic_images(model)) return 0;
+  DPE_CHECK(image >= 0, "image size " << image << " must be at least 1");
+  return image > 0 ? image : 224;
+}
+
+double training_flops_per_sample(const std::string& model, int64_t context, int64_t image) {
   // Multiply-adds of the forward pass, counted by hand from the layer shapes (x2 for FLOPs).
   if (models::is_language_model(model)) {
     // Per token: each block's c_attn, c_proj and MLP (12 d^2), its attention scores and their
@@ -131,9 +189,17 @@ double training_flops_per_sample(const std::string& model, int64_t context) {
     const models::GptConfig g = models::gpt_config(model);
     const double t = static_cast<double>(bench_context(model, context));
     const double d = static_cast<double>(g.n_embd);
-    const double per_token =
-        static_cast<double>(g.n_layer) * (12 * d * d + 2 * t * d) + d * static_cast<double>(kLmVocab);
+    const double per_token = static_cast<double>(g.n_layer) * (12 * d * d + 2 * t * d) +
+                             d * static_cast<double>(kLmVocab);
     return 2.0 * 3 * per_token * t;
+  }
+  if (model == "resnet50" || model == "resnet-tiny") {
+    const bool fashion = model == "resnet-tiny";
+    const int64_t side = fashion ? 28 : bench_image(model, image);
+    double first = 0;
+    const double macs =
+        resnet_forward_macs(models::resnet_config(model), fashion ? 1 : 3, side, side, &first);
+    return 2.0 * (3 * macs - first);
   }
   if (model == "toy") return 2.0 * (3 * (10 * 10 + 10 * 5) - 10 * 10);
   if (model == "mlp") {
@@ -255,11 +321,11 @@ BenchResult run_ddp(const BenchConfig& c, const std::string& self_exe) {
   const std::string result_path = std::string(dir) + "/rank0.json";
   const std::string batch = std::to_string(c.global_batch);
   const std::string warmup = std::to_string(c.warmup), steps = std::to_string(c.steps);
-  const std::string context = std::to_string(c.context);
+  const std::string context = std::to_string(c.context), image = std::to_string(c.image);
   const std::vector<std::string> argv{
-      self_exe, "--ddp-worker", result_path, "--models",   c.model,    "--batches",
-      batch,    "--warmup",     warmup,      "--steps",    steps,      "--data-dir",
-      c.data_dir, "--context",  context};
+      self_exe,   "--ddp-worker", result_path, "--models",     c.model, "--batches",
+      batch,      "--warmup",     warmup,      "--steps",      steps,   "--data-dir",
+      c.data_dir, "--context",    context,     "--image-size", image};
   const int failed = run_local_ranks(argv, c.devices);
   DPE_CHECK(failed == 0, "bench: " << failed << " DDP worker(s) failed for " << c.model << " on "
                                    << c.devices << " processes");

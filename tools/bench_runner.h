@@ -1,9 +1,11 @@
 // The measurements behind //tools:bench: training throughput of one configuration — a model, a
 // global batch, a device count and a mode (single device, DataParallel, DDP) — as the median of
 // timed steps after warm-up, with each device's peak memory and busy share. The Fashion-MNIST
-// models train with SGD on real images; the gpt models with AdamW, clipping at 1.0 and the LM loss
-// (as //tools:train) on random tokens of the corpus's 32 000-token vocabulary: a step's work
-// depends on the shapes, not on the text.
+// models (mlp, convnet, resnet-tiny with one input channel) train with SGD on real images;
+// resnet50 with SGD on random 3-channel images of `image` x `image` pixels and random labels of
+// its 1000 classes; the gpt models with AdamW, clipping at 1.0 and the LM loss (as //tools:train)
+// on random tokens of the corpus's 32 000-token vocabulary: a step's work depends on the shapes,
+// not on the pixels or the text.
 #pragma once
 
 #include <cstdint>
@@ -13,11 +15,12 @@
 namespace dpe::tools {
 
 struct BenchConfig {
-  std::string model = "convnet";  // toy | mlp | convnet | gpt-small | gpt2
+  std::string model = "convnet";  // toy | mlp | convnet | resnet-tiny | resnet50 | gpt-small | gpt2
   std::string mode = "dp";        // single | dp | ddp
   int devices = 1;
   int64_t global_batch = 256;  // samples (gpt: windows of `context` tokens)
   int64_t context = 0;         // gpt: tokens per window; 0: the model's block size
+  int64_t image = 0;           // resnet50: image height and width; 0: 224 (ImageNet's)
   int warmup = 5;
   int steps = 20;
   std::string data_dir;
@@ -34,15 +37,22 @@ struct BenchResult {
   double step_ms = 0;  // median
   double samples_per_second = 0;
   double tokens_per_second = 0;  // gpt: samples/s x context; 0 for the other models
-  double gflops = 0;  // achieved, from the model's analytic FLOPs per training sample
+  double gflops = 0;             // achieved, from the model's analytic FLOPs per training sample
   std::vector<DeviceUse> devices;
   std::vector<double> phase_ms;  // dp: device 0's busy time per phase (StepProfiler order)
 };
 
 // Training FLOPs per sample (forward + both backward products, except the input gradient of
-// the first layer, which training does not need). gpt: per window of `context` tokens (0: the
-// block size), with the corpus's 32 000-token vocabulary.
-double training_flops_per_sample(const std::string& model, int64_t context = 0);
+// the first layer, which training does not need), 2 per multiply-add, the products only (the
+// convolutions and linear layers; not BatchNorm, activations or pooling). gpt: per window of
+// `context` tokens (0: the block size), with the corpus's 32 000-token vocabulary. resnet50: per
+// image of `image` x `image` (0: 224; there 2 x 4.09 G forward, torchvision's "4.1 GFLOPS" being
+// multiply-adds); resnet-tiny: per 1 x 28 x 28 Fashion-MNIST image.
+double training_flops_per_sample(const std::string& model, int64_t context = 0, int64_t image = 0);
+
+// resnet50's image side: `image`, or 224 when it is 0; 0 for the other models. Throws
+// dpe::Error when `image` is negative.
+int64_t bench_image(const std::string& model, int64_t image);
 
 // The gpt models' window length: `context`, or the model's block size when it is 0; 0 for the
 // other models. Throws dpe::Error when `context` exceeds the block size.

@@ -3,10 +3,9 @@
 // process of a DDP job started by //tools:launch (--mode ddp). Exit codes (tools/exit_codes.h):
 // 0 done, 1 training failed, 2 bad flags or DPE_* environment values, 3 data or checkpoint files
 // missing, corrupt or not fitting.
-#include <CLI/CLI.hpp>
-
 #include <sys/stat.h>
 
+#include <CLI/CLI.hpp>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -32,8 +31,8 @@ CLI::Validator finite_at_least(double min, bool strict) {
       [min, strict, bound](std::string& text) -> std::string {
         char* end = nullptr;
         const double v = std::strtod(text.c_str(), &end);
-        const bool ok = !text.empty() && *end == '\0' && std::isfinite(v) &&
-                        (strict ? v > min : v >= min);
+        const bool ok =
+            !text.empty() && *end == '\0' && std::isfinite(v) && (strict ? v > min : v >= min);
         if (ok) return "";
         return "'" + text + "' is not a finite number " + (strict ? "above " : "of at least ") +
                bound;
@@ -56,8 +55,8 @@ int main(int argc, char** argv) {
   dpe::tools::TrainConfig c;
   c.data_dir = dpe::FashionMnist::kDefaultRoot;
   CLI::App app{
-      "Train toy, mlp or convnet on Fashion-MNIST, or gpt-small or gpt2 on the language-model\n"
-      "corpus (fortunes + the Jargon File, 32k BPE), with dpe.\n"
+      "Train toy, mlp, convnet or resnet-tiny on Fashion-MNIST, or gpt-small or gpt2 on the\n"
+      "language-model corpus (fortunes + the Jargon File, 32k BPE), with dpe.\n"
       "  single: one host device.   dp: DataParallel over --devices host devices.\n"
       "  ddp: one process per device; start it with the launcher, e.g.\n"
       "    tools/bazelw run //tools:launch -- --nproc_per_node=2 bazel-bin/tools/train --mode ddp"};
@@ -70,9 +69,11 @@ int main(int argc, char** argv) {
                      "the flag wins over the variable and says so)")
           ->check(CLI::Range(1, 64));
   app.add_option("--model", c.model,
-                 "toy (synthetic regression) | mlp | convnet (Fashion-MNIST) | gpt-small | gpt2 "
-                 "(language-model corpus)")
-      ->check(CLI::IsMember({"toy", "mlp", "convnet", "gpt-small", "gpt2"}))
+                 "toy (synthetic regression) | mlp | convnet | resnet-tiny (Fashion-MNIST; "
+                 "resnet-tiny: torchvision's ResNet-50 layout cut to one Bottleneck per stage, "
+                 "width 8, 10 classes, 1 input channel for the grayscale images: 130 k "
+                 "parameters) | gpt-small | gpt2 (language-model corpus)")
+      ->check(CLI::IsMember({"toy", "mlp", "convnet", "resnet-tiny", "gpt-small", "gpt2"}))
       ->capture_default_str();
   app.add_option("--epochs", c.epochs, "epochs to train")
       ->check(CLI::Range(1, dpe::tools::kMaxEpochs))
@@ -101,7 +102,8 @@ int main(int argc, char** argv) {
                  "clip the global gradient 2-norm to this (0: no clipping); default 1.0 for gpt, "
                  "none otherwise")
       ->check(finite_at_least(0, false));
-  app.add_option("--seed", c.seed, "seed of the initial weights and the shuffling")->capture_default_str();
+  app.add_option("--seed", c.seed, "seed of the initial weights and the shuffling")
+      ->capture_default_str();
   app.add_flag("--sync-bn", c.sync_bn, "SyncBatchNorm across ranks (ddp only)");
   app.add_option("--checkpoint-dir", c.checkpoint_dir,
                  "after every epoch write model.safetensors (the model's state_dict, PyTorch's "

@@ -14,8 +14,8 @@
 #include <functional>
 #include <iterator>
 #include <memory>
-#include <sstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "engine/autograd/engine.h"
 #include "engine/autograd/grad_mode.h"
@@ -100,8 +100,8 @@ Data load_lm_data(const TrainConfig& c, FILE* out, bool main) {
     return std::make_shared<TextDataset>(tokens, c.context, c.context);
   };
   d.train = std::make_shared<Prefix>(windows(corpus.train_tokens, "training"), c.train_samples);
-  d.test = std::make_shared<Prefix>(windows(corpus.validation_tokens, "validation"),
-                                    c.test_samples);
+  d.test =
+      std::make_shared<Prefix>(windows(corpus.validation_tokens, "validation"), c.test_samples);
   return d;
 }
 
@@ -119,10 +119,10 @@ Data load_data(const TrainConfig& c, FILE* out, bool main) {
                   "data directory '" << c.data_dir
                                      << "' does not exist (install dataset-fashion-mnist or pass "
                                         "--data-dir)");
-  d.train = std::make_shared<Prefix>(std::make_shared<FashionMnist>(c.data_dir, true),
-                                     c.train_samples);
-  d.test = std::make_shared<Prefix>(std::make_shared<FashionMnist>(c.data_dir, false),
-                                    c.test_samples);
+  d.train =
+      std::make_shared<Prefix>(std::make_shared<FashionMnist>(c.data_dir, true), c.train_samples);
+  d.test =
+      std::make_shared<Prefix>(std::make_shared<FashionMnist>(c.data_dir, false), c.test_samples);
   return d;
 }
 
@@ -187,8 +187,8 @@ std::string shown(const std::string& value) {
   constexpr size_t kMax = 40;
   bool plain = !value.empty() && value.size() <= kMax;
   for (char ch : value) {
-    plain = plain && (std::isalnum(static_cast<unsigned char>(ch)) || ch == '.' || ch == '_' ||
-                      ch == '-');
+    plain = plain &&
+            (std::isalnum(static_cast<unsigned char>(ch)) || ch == '.' || ch == '_' || ch == '-');
   }
   if (plain) return value;
   std::string v = value.substr(0, kMax);
@@ -298,8 +298,8 @@ void write_synced(const std::string& path, const std::string& text) {
 void write_atomically(const std::string& dir, const std::string& path, const std::string& text) {
   std::string tmp = path + ".tmp.XXXXXX";
   const int fd = ::mkstemp(tmp.data());
-  DPE_CHECK(fd >= 0, "cannot create a temporary file next to '" << path
-                                                                 << "': " << std::strerror(errno));
+  DPE_CHECK(fd >= 0,
+            "cannot create a temporary file next to '" << path << "': " << std::strerror(errno));
   ::close(fd);
   ::chmod(tmp.c_str(), 0644);  // mkstemp creates 0600
   write_synced(tmp, text);
@@ -317,15 +317,16 @@ nlohmann::json read_json_object(const std::string& path) {
   const int64_t size = file_size(path);
   DPE_TOOLS_CHECK(DataError, size >= 0, "checkpoint '" << path << "' is missing");
   DPE_TOOLS_CHECK(DataError, static_cast<uint64_t>(size) <= kMaxJsonBytes,
-                  "checkpoint '" << path << "' is " << size << " bytes, over the "
-                                 << kMaxJsonBytes << "-byte limit (not written by dpe train)");
+                  "checkpoint '" << path << "' is " << size << " bytes, over the " << kMaxJsonBytes
+                                 << "-byte limit (not written by dpe train)");
   std::ifstream in(path, std::ios::binary);
   const std::string text((std::istreambuf_iterator<char>(in)), {});
   DPE_TOOLS_CHECK(DataError, in.good() || in.eof(), "cannot read checkpoint '" << path << "'");
   const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   DPE_TOOLS_CHECK(DataError, j.is_object(),
-                  "checkpoint '" << path << "' is not a JSON object (corrupt, or not written by "
-                                            "dpe train)");
+                  "checkpoint '" << path
+                                 << "' is not a JSON object (corrupt, or not written by "
+                                    "dpe train)");
   return j;
 }
 
@@ -423,9 +424,9 @@ void write_checkpoint(const std::string& dir, int64_t generation, const StateDic
   write_atomically(dir, checkpoint_manifest_path(dir), manifest.dump(2) + "\n");
   for (const char* file : kSetFiles) {
     const std::string target = dir + "/" + file;
-    DPE_CHECK(::rename(staged(file).c_str(), target.c_str()) == 0,
-              "cannot rename '" << staged(file) << "' to '" << target
-                                << "': " << std::strerror(errno));
+    DPE_CHECK(
+        ::rename(staged(file).c_str(), target.c_str()) == 0,
+        "cannot rename '" << staged(file) << "' to '" << target << "': " << std::strerror(errno));
   }
   fsync_directory(dir);
   const std::string legacy = legacy_checkpoint_path(dir);
@@ -446,8 +447,10 @@ void trim_metrics(const std::string& path, int last_epoch, FILE* out) {
     const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
     const bool keep = j.is_object() && j.contains("epoch") && j["epoch"].is_number_integer() &&
                       j["epoch"].get<int64_t>() <= last_epoch;
-    if (keep) kept += line + "\n";
-    else ++dropped;
+    if (keep)
+      kept += line + "\n";
+    else
+      ++dropped;
   }
   in.close();
   if (dropped == 0) return;
@@ -518,9 +521,9 @@ int check_training_state(const std::string& path, const SafetensorsMetadata& met
                          const TrainConfig& c, bool language_model, bool legacy) {
   auto meta = [&](const std::string& key) {
     auto it = metadata.find(key);
-    DPE_TOOLS_CHECK(DataError, it != metadata.end(),
-                    "checkpoint '" << path << "' has no '" << key
-                                   << "' entry: not written by dpe train");
+    DPE_TOOLS_CHECK(
+        DataError, it != metadata.end(),
+        "checkpoint '" << path << "' has no '" << key << "' entry: not written by dpe train");
     return it->second;
   };
   const std::string format = legacy ? kLegacyFormat : kTrainingStateFormat;
@@ -529,9 +532,9 @@ int check_training_state(const std::string& path, const SafetensorsMetadata& met
                     "checkpoint '" << path << "': metadata 'format' is " << shown(meta("format"))
                                    << ", not " << format);
   }
-  DPE_TOOLS_CHECK(DataError, meta("model") == c.model,
-                  "checkpoint '" << path << "' holds a " << shown(meta("model")) << " model, not "
-                                 << c.model);
+  DPE_TOOLS_CHECK(
+      DataError, meta("model") == c.model,
+      "checkpoint '" << path << "' holds a " << shown(meta("model")) << " model, not " << c.model);
   const std::string saved_opt =
       legacy && !metadata.count("optimizer") ? std::string("sgd") : meta("optimizer");
   DPE_TOOLS_CHECK(DataError, saved_opt == c.optimizer,
@@ -543,9 +546,8 @@ int check_training_state(const std::string& path, const SafetensorsMetadata& met
   if (language_model) {
     const int64_t context = metadata_int(path, "context", meta("context"), 1, int64_t{1} << 20);
     DPE_TOOLS_CHECK(DataError, context == c.context,
-                    "checkpoint '" << path << "' was trained with --context " << context
-                                   << ", not " << c.context
-                                   << " (the data order depends on the windows)");
+                    "checkpoint '" << path << "' was trained with --context " << context << ", not "
+                                   << c.context << " (the data order depends on the windows)");
   }
   if (!legacy) {
     // The samplers' order is a function of the seed and the epoch: the position to resume from.
@@ -587,8 +589,10 @@ int resume_legacy(const TrainConfig& c, bool language_model, Module& model, opti
     const int epoch = check_training_state(path, ck.metadata, c, language_model, /*legacy=*/true);
     StateDict model_state, optim_state;
     for (auto& [k, v] : ck.tensors) {
-      if (k.rfind("optimizer.", 0) == 0) optim_state.emplace_back(k.substr(10), v);
-      else model_state.emplace_back(k, v);
+      if (k.rfind("optimizer.", 0) == 0)
+        optim_state.emplace_back(k.substr(10), v);
+      else
+        model_state.emplace_back(k, v);
     }
     model.load_state_dict(model_state);
     opt.load_state_dict(optim_state);
@@ -641,9 +645,9 @@ int resume_set(const TrainConfig& c, bool language_model, Module& model, optim::
   const std::string state_path = training_state_path(dir);
   const SafetensorsMetadata state = as_metadata(read_json_object(state_path));
   const auto g = state.find("generation");
-  DPE_TOOLS_CHECK(DataError, g != state.end(),
-                  "checkpoint '" << state_path
-                                 << "' has no 'generation' entry: not written by dpe train");
+  DPE_TOOLS_CHECK(
+      DataError, g != state.end(),
+      "checkpoint '" << state_path << "' has no 'generation' entry: not written by dpe train");
   DPE_TOOLS_CHECK(
       DataError, metadata_int(state_path, "generation", g->second, 1, kMaxGeneration) == generation,
       "checkpoint '" << state_path << "': metadata 'generation' is " << g->second << ", but '"
@@ -707,8 +711,8 @@ TrainResult train(const TrainConfig& config, FILE* out) {
   const TrainConfig c = resolve_defaults(config);
   DPE_TOOLS_CHECK(UsageError, c.epochs >= 1 && c.epochs <= kMaxEpochs,
                   "--epochs " << c.epochs << " must be between 1 and " << kMaxEpochs);
-  DPE_TOOLS_CHECK(UsageError, c.batch_size >= 1, "--batch-size " << c.batch_size
-                                                                  << " must be at least 1");
+  DPE_TOOLS_CHECK(UsageError, c.batch_size >= 1,
+                  "--batch-size " << c.batch_size << " must be at least 1");
   DPE_TOOLS_CHECK(UsageError, c.mode != "dp" || (c.devices >= 1 && c.devices <= 64),
                   "--devices " << c.devices << " must be between 1 and 64");
   DPE_TOOLS_CHECK(UsageError, !c.resume || !c.checkpoint_dir.empty(),
@@ -761,6 +765,8 @@ TrainResult train(const TrainConfig& config, FILE* out) {
   Generator gen(c.seed);
   models::ModelOptions mo;
   mo.vocab_size = data.vocab_size;
+  // The resnets are torchvision's, 3 channels; Fashion-MNIST's images [N, 1, 28, 28] have one.
+  if (!data.language_model && c.model != "toy") mo.in_channels = 1;
   std::shared_ptr<Module> model = models::make_model(c.model, gen, mo);
   if (c.sync_bn) model = dist.convert_sync_batchnorm(model);
   std::shared_ptr<Module> net = model;
@@ -789,8 +795,8 @@ TrainResult train(const TrainConfig& config, FILE* out) {
 
   std::shared_ptr<Sampler> sampler;
   if (c.mode == "ddp") {
-    sampler = std::make_shared<DistributedSampler>(data.train->size(), dist.world, dist.rank,
-                                                   true, c.seed);
+    sampler = std::make_shared<DistributedSampler>(data.train->size(), dist.world, dist.rank, true,
+                                                   c.seed);
   } else {
     sampler = std::make_shared<RandomSampler>(data.train->size(), c.seed);
   }
@@ -801,8 +807,8 @@ TrainResult train(const TrainConfig& config, FILE* out) {
   DataLoaderOptions eo;
   eo.batch_size = data.language_model ? c.batch_size : 1000;
   if (c.mode == "ddp") {
-    eo.sampler = std::make_shared<DistributedSampler>(data.test->size(), dist.world, dist.rank,
-                                                      false, 0);
+    eo.sampler =
+        std::make_shared<DistributedSampler>(data.test->size(), dist.world, dist.rank, false, 0);
   }
   DataLoader test_loader(data.test, eo);
 
@@ -812,14 +818,14 @@ TrainResult train(const TrainConfig& config, FILE* out) {
                  c.mode == "dp" ? "devices" : "process(es)", static_cast<long long>(c.batch_size),
                  c.mode == "ddp" ? "per process" : "global", c.optimizer.c_str(), lr, c.epochs);
     if (data.language_model) {
-      std::fprintf(out,
-                   "language-model corpus: %lld training / %lld validation windows of %lld tokens; "
-                   "%s, %lld parameters; clip_grad_norm %g\n",
-                   static_cast<long long>(data.train->size()),
-                   static_cast<long long>(data.test->size()), static_cast<long long>(c.context),
-                   model->repr().c_str(),
-                   static_cast<long long>(dynamic_cast<const models::Gpt&>(*model).num_parameters()),
-                   c.clip_grad_norm);
+      std::fprintf(
+          out,
+          "language-model corpus: %lld training / %lld validation windows of %lld tokens; "
+          "%s, %lld parameters; clip_grad_norm %g\n",
+          static_cast<long long>(data.train->size()), static_cast<long long>(data.test->size()),
+          static_cast<long long>(c.context), model->repr().c_str(),
+          static_cast<long long>(dynamic_cast<const models::Gpt&>(*model).num_parameters()),
+          c.clip_grad_norm);
     }
   }
   TrainResult result;
@@ -836,11 +842,11 @@ TrainResult train(const TrainConfig& config, FILE* out) {
       Tensor output = net->forward(b->input);
       Tensor loss = loss_of(output, b->target.to(output.device()), data);
       DPE_CHECK(ops::all_finite(loss),
-                "non-finite loss (" << loss.item() << ") at epoch " << epoch << ", step " << step
-                                    << "; stopping. The last good checkpoint"
-                                    << (c.checkpoint_dir.empty()
-                                            ? " (none: no --checkpoint-dir)"
-                                            : " in " + c.checkpoint_dir + " is intact"));
+                "non-finite loss ("
+                    << loss.item() << ") at epoch " << epoch << ", step " << step
+                    << "; stopping. The last good checkpoint"
+                    << (c.checkpoint_dir.empty() ? " (none: no --checkpoint-dir)"
+                                                 : " in " + c.checkpoint_dir + " is intact"));
       opt->zero_grad();
       backward(loss);
       // DataParallel: the gradients were reduced onto device 0's parameters, clipped there; DDP:

@@ -1,8 +1,9 @@
 // Trainer: the training loop behind //tools:train, for one device, DataParallel, or DDP (one
-// process per device, started by //tools:launch). Fashion-MNIST models (toy, mlp, convnet) train
-// with SGD and report test loss and accuracy; the GPT models (gpt-small, gpt2) train on the
-// language-model corpus's windows (engine/data/text_dataset.h) with AdamW, the LM loss and
-// gradient clipping, and report validation loss and perplexity beside the unigram baseline.
+// process per device, started by //tools:launch). The Fashion-MNIST models (mlp, convnet,
+// resnet-tiny: a ResNet with one input channel) and the toy regression train with SGD and report
+// test loss (and accuracy); the GPT models (gpt-small, gpt2) train on the language-model corpus's
+// windows (engine/data/text_dataset.h) with AdamW, the LM loss and gradient clipping, and report
+// validation loss and perplexity beside the unigram baseline.
 // Per epoch: train with a progress line on the main process, evaluate (reduced over ranks in
 // DDP), append a JSON line of metrics and then commit a checkpoint set (rank 0; design note
 // "checkpoint set" below). A non-finite loss stops the run with an error naming the epoch and
@@ -23,26 +24,26 @@ namespace dpe::tools {
 constexpr int kMaxEpochs = 1000000;
 
 struct TrainConfig {
-  std::string mode = "single";  // single | dp | ddp
-  int devices = 2;              // dp: host devices to use
-  std::string model = "convnet";  // toy | mlp | convnet | gpt-small | gpt2
+  std::string mode = "single";    // single | dp | ddp
+  int devices = 2;                // dp: host devices to use
+  std::string model = "convnet";  // toy | mlp | convnet | resnet-tiny | gpt-small | gpt2
   int epochs = 1;
-  int64_t batch_size = 0;  // global for dp, per process for ddp (as PyTorch); 0: the model's
-                           // default (100 images; 16 windows for the gpt models)
-  std::string optimizer;   // sgd | adamw; empty: the model's default (adamw for gpt, else sgd)
-  float lr = -1;           // < 0: the model's default (sgd 0.01; adamw: gpt-small 1e-3, gpt2 6e-4)
-  bool scale_lr = false;   // lr *= world size (ddp) or device count (dp)
-  float momentum = 0.9f;   // sgd only
+  int64_t batch_size = 0;   // global for dp, per process for ddp (as PyTorch); 0: the model's
+                            // default (100 images; 16 windows for the gpt models)
+  std::string optimizer;    // sgd | adamw; empty: the model's default (adamw for gpt, else sgd)
+  float lr = -1;            // < 0: the model's default (sgd 0.01; adamw: gpt-small 1e-3, gpt2 6e-4)
+  bool scale_lr = false;    // lr *= world size (ddp) or device count (dp)
+  float momentum = 0.9f;    // sgd only
   float weight_decay = -1;  // < 0: the optimizer's PyTorch default (sgd 0, adamw 0.01)
   float clip_grad_norm = -1;  // max global gradient 2-norm; 0: none; < 0: 1.0 for gpt, else none
   uint64_t seed = 0;
   bool sync_bn = false;
   std::string checkpoint_dir;  // empty: no checkpoints
   bool resume = false;
-  std::string data_dir;        // Fashion-MNIST
-  int64_t max_steps = 0;       // per epoch; 0: the whole epoch
-  int64_t train_samples = 0;   // 0: the whole training set (a prefix otherwise; windows for gpt)
-  int64_t test_samples = 0;    // 0: the whole test set (validation windows for gpt)
+  std::string data_dir;       // Fashion-MNIST
+  int64_t max_steps = 0;      // per epoch; 0: the whole epoch
+  int64_t train_samples = 0;  // 0: the whole training set (a prefix otherwise; windows for gpt)
+  int64_t test_samples = 0;   // 0: the whole test set (validation windows for gpt)
   bool progress = true;
   // The gpt models' data: windows of `context` tokens (0: the model's block_size), stride =
   // context, over the language-model corpus tokenized with a `vocab_size` BPE cached in
@@ -63,11 +64,11 @@ struct EpochMetrics {
   int epoch = 0;
   double train_loss = 0;
   double test_loss = 0;
-  double test_accuracy = -1;  // -1 for the toy regression and the gpt models
-  double perplexity = -1;     // gpt: exp(validation loss); -1 otherwise
+  double test_accuracy = -1;       // -1 for the toy regression and the gpt models
+  double perplexity = -1;          // gpt: exp(validation loss); -1 otherwise
   double unigram_perplexity = -1;  // gpt: the validation split's unigram baseline
   double samples_per_second = 0;
-  double tokens_per_second = 0;    // gpt: samples/s x context; 0 otherwise
+  double tokens_per_second = 0;  // gpt: samples/s x context; 0 otherwise
   int64_t steps = 0;
 };
 
@@ -101,11 +102,11 @@ TrainResult train(const TrainConfig& config, FILE* out);
 // generation against it. A directory without a manifest is read in the older single-file layout
 // (checkpoint.safetensors, optimizer tensors prefixed "optimizer."), which the next checkpoint
 // written there supersedes and removes.
-std::string checkpoint_manifest_path(const std::string& dir);  // checkpoint.json
-std::string model_checkpoint_path(const std::string& dir);     // model.safetensors
+std::string checkpoint_manifest_path(const std::string& dir);   // checkpoint.json
+std::string model_checkpoint_path(const std::string& dir);      // model.safetensors
 std::string optimizer_checkpoint_path(const std::string& dir);  // optimizer.safetensors
-std::string training_state_path(const std::string& dir);       // training_state.json
-std::string legacy_checkpoint_path(const std::string& dir);    // checkpoint.safetensors (older)
-std::string metrics_path(const std::string& dir);              // metrics.jsonl
+std::string training_state_path(const std::string& dir);        // training_state.json
+std::string legacy_checkpoint_path(const std::string& dir);     // checkpoint.safetensors (older)
+std::string metrics_path(const std::string& dir);               // metrics.jsonl
 
 }  // namespace dpe::tools

@@ -29,8 +29,9 @@ bool has(const std::string& out, const std::string& needle) {
 
 TEST(BenchCliTest, UsageErrorsExitWith2) {
   std::string out;
-  for (const char* args : {"--models foo", "--devices 0", "--batches 0", "--steps 0",
-                           "--warmup -1", "--models gpt-small --context 5000", "--bogus"}) {
+  for (const char* args : {"--models foo", "--devices 0", "--batches 0", "--steps 0", "--warmup -1",
+                           "--models gpt-small --context 5000", "--bogus",
+                           "--models resnet50 --image-size -1", "--models resnet18"}) {
     EXPECT_EQ(run(args, &out), 2) << args << ": " << out;
     EXPECT_FALSE(has(out, "machine:")) << args << ": nothing runs: " << out;
     EXPECT_LT(out.size(), 600u) << args << ": " << out;
@@ -44,8 +45,10 @@ TEST(BenchCliTest, MissingDataExitsWith3) {
   const std::string dir = std::string(t ? t : "/tmp") + "/no_fashion_mnist_here";
   ::mkdir(dir.c_str(), 0755);
   std::string out;
-  EXPECT_EQ(run("--models mlp --data-dir " + dir, &out), 3) << out;
-  EXPECT_TRUE(has(out, dir + "/train-")) << out;
+  for (const char* model : {"mlp", "resnet-tiny"}) {
+    EXPECT_EQ(run(std::string("--models ") + model + " --data-dir " + dir, &out), 3) << out;
+    EXPECT_TRUE(has(out, dir + "/train-")) << out;
+  }
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // //tools:bench writes the JSON it documents: a quick run (toy model, 1 and 2 devices, DP and
-// DDP) checked against the schema; figures are never asserted.
+// DDP) checked against the schema, the gpt and resnet rows; measured figures are never asserted
+// (the analytic FLOPs per sample behind GFLOP/s are).
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -23,9 +24,9 @@ TEST(BenchJsonTest, SchemaOfAQuickRun) {
   EXPECT_GT(j.at("gemm_peak_gflops_1_thread").get<double>(), 0);
   ASSERT_EQ(j.at("results").size(), 3u);  // single on 1 device, dp and ddp on 2
   for (const auto& r : j["results"]) {
-    for (const char* key : {"model", "mode", "devices", "global_batch", "step_ms",
-                            "samples_per_second", "speedup_vs_1_device", "gflops",
-                            "gflops_share_of_peak", "per_device"}) {
+    for (const char* key :
+         {"model", "mode", "devices", "global_batch", "step_ms", "samples_per_second",
+          "speedup_vs_1_device", "gflops", "gflops_share_of_peak", "per_device"}) {
       EXPECT_TRUE(r.contains(key)) << key;
     }
     EXPECT_EQ(r["per_device"].size(), r["devices"].get<size_t>());
@@ -44,10 +45,9 @@ TEST(BenchJsonTest, SchemaOfAQuickRun) {
 TEST(BenchJsonTest, GptRowsReportTokensPerSecond) {
   const std::string dir = std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp";
   const std::string json = dir + "/bench_gpt.json", svg = dir + "/bench_gpt.svg";
-  const std::string cmd = g_bench +
-                          " --models gpt-small --devices 1,2 --batches 2 --context 8 --warmup 0" +
-                          " --steps 1 --json " + json + " --svg " + svg + " > " + dir +
-                          "/bench_gpt.out 2>&1";
+  const std::string cmd =
+      g_bench + " --models gpt-small --devices 1,2 --batches 2 --context 8 --warmup 0" +
+      " --steps 1 --json " + json + " --svg " + svg + " > " + dir + "/bench_gpt.out 2>&1";
   const int status = std::system(cmd.c_str());
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "bench failed: see bench_gpt.out";
   nlohmann::json j = nlohmann::json::parse(std::ifstream(json));
@@ -58,6 +58,41 @@ TEST(BenchJsonTest, GptRowsReportTokensPerSecond) {
                 8 * r.at("samples_per_second").get<double>(),
                 1e-6 * r.at("tokens_per_second").get<double>());
   }
+}
+
+// The resnets: resnet-tiny on Fashion-MNIST in every mode, and resnet50 for one step of one
+// image at 224 x 224. Their GFLOP/s come from the analytic training FLOPs per image: resnet-tiny
+// on 1 x 28 x 28, resnet50 3 x its 4.09 G forward multiply-adds (torchvision's "4.1 GFLOPS")
+// x 2, less conv1's input gradient.
+TEST(BenchJsonTest, ResnetRows) {
+  const std::string dir = std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp";
+  const std::string json = dir + "/bench_resnet.json", svg = dir + "/bench_resnet.svg";
+  std::string cmd = g_bench +
+                    " --models resnet-tiny --devices 1,2 --batches 8 --warmup 1 --steps 1" +
+                    " --json " + json + " --svg " + svg + " > " + dir + "/bench_resnet.out 2>&1";
+  int status = std::system(cmd.c_str());
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << "bench failed: see bench_resnet.out";
+  nlohmann::json j = nlohmann::json::parse(std::ifstream(json));
+  ASSERT_EQ(j.at("results").size(), 3u);  // single, dp and ddp
+  auto flops_per_sample = [](const nlohmann::json& r) {
+    return r.at("gflops").get<double>() * 1e9 / r.at("samples_per_second").get<double>();
+  };
+  for (const auto& r : j["results"]) {
+    EXPECT_EQ(r.at("model"), "resnet-tiny");
+    EXPECT_FALSE(r.contains("image"));
+    EXPECT_NEAR(flops_per_sample(r), 2753408, 1);  // 2 x (3 x 484 512 - 76 832)
+  }
+  cmd = g_bench + " --models resnet50 --devices 1 --batches 1 --warmup 0 --steps 1 --json " + json +
+        " --svg " + svg + " > " + dir + "/bench_resnet50.out 2>&1";
+  status = std::system(cmd.c_str());
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << "bench failed: see bench_resnet50.out";
+  j = nlohmann::json::parse(std::ifstream(json));
+  ASSERT_EQ(j.at("results").size(), 1u);
+  const auto& r = j["results"][0];
+  EXPECT_EQ(r.at("image").get<int>(), 224);
+  EXPECT_NEAR(flops_per_sample(r), 2.0 * (3 * 4089184256.0 - 118013952), 1e3);
 }
 
 }  // namespace

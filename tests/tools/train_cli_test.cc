@@ -11,10 +11,10 @@
 #include <unistd.h>
 
 #include <array>
+#include <csignal>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <csignal>
 #include <fstream>
 #include <iterator>
 #include <string>
@@ -117,18 +117,19 @@ bool has(const std::string& out, const std::string& needle) {
 }
 
 // A toy run of one step: seconds, no data files.
-const std::string kToy = "--model toy --train-samples 64 --test-samples 32 --max-steps 1 "
-                         "--no-progress";
+const std::string kToy =
+    "--model toy --train-samples 64 --test-samples 32 --max-steps 1 "
+    "--no-progress";
 
 // Issue 12, item 6: usage errors exit with 2, whatever finds them: CLI11's checks, train's own,
 // or the DPE_* variables the runtime reads; numbers are checked for nan and inf, and ranges print
 // short bounds (--batch-size 0 once printed a 309-digit range).
 TEST(TrainCliTest, UsageErrorsExitWith2) {
   std::string out;
-  for (const char* args : {"--lr nan", "--lr inf", "--lr -1", "--momentum nan",
-                           "--weight-decay nan", "--clip-grad-norm inf", "--batch-size 0",
-                           "--epochs 0", "--epochs 2000000", "--devices 0", "--rdzv-timeout 0",
-                           "--rdzv-timeout nan", "--max-steps -1"}) {
+  for (const char* args :
+       {"--lr nan", "--lr inf", "--lr -1", "--momentum nan", "--weight-decay nan",
+        "--clip-grad-norm inf", "--batch-size 0", "--epochs 0", "--epochs 2000000", "--devices 0",
+        "--rdzv-timeout 0", "--rdzv-timeout nan", "--max-steps -1"}) {
     EXPECT_EQ(run(kToy + " " + args, &out), 2) << args << ": " << out;
     const std::string flag = std::string(args).substr(0, std::string(args).find(' '));
     EXPECT_TRUE(has(out, flag)) << args << ": " << out;
@@ -204,8 +205,8 @@ TEST(TrainCliTest, DataErrorsExitWith3) {
   EXPECT_EQ(run(kToy + " --resume --checkpoint-dir " + ck, &out), 3) << out;
   EXPECT_TRUE(has(out, ck + "/checkpoint.safetensors")) << out;
   EXPECT_EQ(run(kToy + " --checkpoint-dir " + ck, &out), 0) << out;
-  for (const char* file : {"model.safetensors", "optimizer.safetensors", "training_state.json",
-                           "checkpoint.json"}) {
+  for (const char* file :
+       {"model.safetensors", "optimizer.safetensors", "training_state.json", "checkpoint.json"}) {
     std::ifstream in(ck + "/" + file, std::ios::binary);
     const std::vector<unsigned char> good((std::istreambuf_iterator<char>(in)), {});
     write_bytes(ck + "/" + file, {'g', 'a', 'r', 'b', 'a', 'g', 'e'});
@@ -261,6 +262,42 @@ TEST(TrainCliTest, AKilledRunAlwaysResumes) {
     ++lines;
   }
   EXPECT_EQ(lines, epoch + 1);
+}
+
+// The loss of "epoch N: train loss X, ..." in `out`; -1 when there is no such line.
+double train_loss(const std::string& out, int epoch) {
+  const std::string key = "epoch " + std::to_string(epoch) + ": train loss ";
+  const size_t at = out.find(key);
+  return at == std::string::npos ? -1 : std::atof(out.c_str() + at + key.size());
+}
+
+// resnet-tiny (models/resnet.h, one input channel for Fashion-MNIST's grayscale images) trains
+// from the command line as convnet does, in single and dp mode: SGD by default, the loss falls
+// from the first short epoch to the third, and the checkpoint holds a 1-channel conv1.
+TEST(TrainCliTest, ResnetTinyTrainsOnFashionMnist) {
+  std::string out;
+  EXPECT_EQ(run("--help", &out), 0);
+  EXPECT_TRUE(has(out, "resnet-tiny")) << out;
+  const std::string resnet =
+      "--model resnet-tiny --epochs 3 --train-samples 800 --max-steps 8 "
+      "--batch-size 50 --test-samples 200 --no-progress";
+  for (const char* mode : {"single", "dp --devices 2"}) {
+    const std::string ck = tmp_path(std::string("resnet_tiny_") + mode[0]);
+    EXPECT_EQ(run(resnet + " --mode " + mode + " --checkpoint-dir " + ck, &out), 0) << out;
+    EXPECT_TRUE(has(out, "training resnet-tiny, mode " + std::string(mode).substr(0, 2))) << out;
+    EXPECT_TRUE(has(out, "sgd lr 0.01")) << out;
+    EXPECT_TRUE(has(out, "test accuracy")) << out;
+    const double first = train_loss(out, 0), last = train_loss(out, 2);
+    EXPECT_GT(first, 0) << out;
+    EXPECT_GT(last, 0) << out;
+    EXPECT_LT(last, first) << mode << ": " << out;
+    // The safetensors header (JSON after an 8-byte length) names conv1's [8, 1, 7, 7] weight.
+    std::ifstream in(ck + "/model.safetensors", std::ios::binary);
+    std::string header(4096, '\0');
+    in.read(header.data(), static_cast<std::streamsize>(header.size()));
+    EXPECT_TRUE(has(header, "\"conv1.weight\":{\"dtype\":\"F32\",\"shape\":[8,1,7,7]"))
+        << header.substr(0, 300);
+  }
 }
 
 // A run that fails (here a diverging loss) exits with 1.
