@@ -2,16 +2,22 @@
 // and the few host constants, with what each is calibrated on.
 #include "tools/cost_model/host_cluster.h"
 
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -23,16 +29,23 @@
 #include "engine/distributed/distributed.h"
 #include "engine/tensor/random.h"
 
+extern char** environ;
+
 namespace dpe::sim {
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
+constexpr const char* kGlooWorkerFlag = "--dpe-gloo-worker";
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t n = v.size();
   return n == 0 ? 0 : (n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2);
+}
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
 void set_host_devices(int n) {
@@ -42,32 +55,84 @@ void set_host_devices(int n) {
   Runtime::get().set_host_devices(o);
 }
 
-// Seconds per n^3 SGEMM on host device `index`, median of `reps` after one warm-up.
-double sgemm_seconds(int index, int64_t n, int reps) {
-  const Device device(DeviceType::kHost, index);
-  Generator g(static_cast<uint64_t>(index) + 1);
-  Tensor a = randn({n, n}, g, device), b = randn({n, n}, g, device);
-  Tensor c = Tensor::empty({n, n}, DType::kFloat32, device);
-  DeviceGuard guard(&Runtime::get().context(device));
-  std::vector<double> times;
-  for (int i = 0; i < reps + 1; ++i) {
-    const auto start = Clock::now();
-    backend_for(device).matmul(a, b, c);
-    if (i > 0) times.push_back(std::chrono::duration<double>(Clock::now() - start).count());
+// The threads of measure_gemm_gflops start each rep together, so that every rep has all
+// devices busy (none runs alone at the end).
+class StartLine {
+ public:
+  explicit StartLine(int n) : n_(n) {}
+  void arrive_and_wait() {
+    std::unique_lock<std::mutex> lock(m_);
+    const int64_t gen = generation_;
+    if (++waiting_ == n_) {
+      waiting_ = 0;
+      ++generation_;
+      cv_.notify_all();
+    } else {
+      cv_.wait(lock, [&] { return generation_ != gen; });
+    }
   }
-  return median(times);
+
+ private:
+  std::mutex m_;
+  std::condition_variable cv_;
+  int n_, waiting_ = 0;
+  int64_t generation_ = 0;
+};
+
+Shape shape_of(const std::vector<int64_t>& dims) { return Shape(dims); }
+
+// One traced GEMM-class op, with its operands, ready to run again on its device.
+struct Gemm {
+  std::string name;
+  Tensor x, w, b, y, gy, gx, gw, gb;
+};
+
+Gemm make_gemm(const TraceEvent& e, Generator& g) {
+  Gemm m;
+  m.name = e.name;
+  const Device d = e.device;
+  auto operand = [&](size_t i) {
+    DPE_CHECK(i < e.shapes.size(), "measure_gemm_gflops: " << e.name << " traced with "
+                                                           << e.shapes.size() << " shapes");
+    return randn(shape_of(e.shapes[i]), g, d);
+  };
+  if (e.name == "linear") {
+    m.x = operand(0);
+    m.w = operand(1);
+    if (e.shapes.size() == 4) m.b = operand(2);  // x, w, b, y (x, w, y without a bias)
+    m.y = Tensor::empty({m.x.size(0), m.w.size(0)}, DType::kFloat32, d);
+  } else if (e.name == "linear_backward") {
+    m.x = operand(0);
+    m.w = operand(1);
+    m.gy = operand(2);
+    // Which products ran: the traced FLOPs are 2 N I O per product plus N O for the bias.
+    const double product = 2.0 * static_cast<double>(m.x.size(0) * m.x.size(1) * m.w.size(0));
+    const int products = static_cast<int>(std::floor(e.flops / product + 1e-9));
+    DPE_CHECK(products == 1 || products == 2,
+              "measure_gemm_gflops: linear_backward with " << e.flops << " FLOPs");
+    if (products == 2) m.gx = Tensor::empty(m.x.shape(), DType::kFloat32, d);
+    m.gw = Tensor::empty(m.w.shape(), DType::kFloat32, d);  // one product: the first layer's
+    if (e.flops - products * product > 0.5) {
+      m.gb = Tensor::empty({m.w.size(0)}, DType::kFloat32, d);
+    }
+  } else if (e.name == "matmul") {
+    m.x = operand(0);
+    m.w = operand(1);
+    m.y = Tensor::empty({m.x.size(0), m.w.size(1)}, DType::kFloat32, d);
+  } else {
+    DPE_THROW("measure_gemm_gflops: no host replay of " << e.name << " (" << e.op_class << ")");
+  }
+  return m;
 }
 
-double memcpy_gbs(size_t bytes, int reps) {
-  std::vector<char> src(bytes, 1), dst(bytes, 0);
-  std::vector<double> times;
-  for (int i = 0; i < reps + 1; ++i) {
-    const auto start = Clock::now();
-    std::memcpy(dst.data(), src.data(), bytes);
-    if (i > 0) times.push_back(std::chrono::duration<double>(Clock::now() - start).count());
-    src[static_cast<size_t>(i) % bytes] = dst[bytes - 1];  // the copies are not dead code
+void run_gemm(Backend& backend, Gemm& m) {
+  if (m.name == "linear") {
+    backend.linear_forward(m.x, m.w, m.b, m.y);
+  } else if (m.name == "linear_backward") {
+    backend.linear_backward(m.x, m.w, m.gy, m.gx, m.gw, m.gb);
+  } else {
+    backend.matmul(m.x, m.w, m.y);
   }
-  return static_cast<double>(bytes) / median(times) / 1e9;
 }
 
 GpuSpec host_gpu(double gflops, const HostRates& r) {
@@ -79,56 +144,133 @@ GpuSpec host_gpu(double gflops, const HostRates& r) {
   // The per-op floor of a host op (allocation, the validating front, oneDNN's primitive cache):
   // an assumption at the µs level; the Mlp's ops take tens of µs or more.
   g.launch_us = 2;
-  g.source = "measured on this machine (measure_host_rates)";
+  g.source = "measured on this machine (host_cluster.h)";
   return g;
 }
 
-// One rank of measure_gloo_all_reduce; rank 0 writes the two medians (seconds) to `result`.
-void gloo_rank(int rank, const std::string& dir, const std::string& result, const int64_t* floats) {
-  HostDeviceOptions host;
-  host.count = 1;
-  host.compute_threads = 1;
-  Runtime::get().set_host_devices(host);
-  auto group = distributed::init_process_group("gloo", "file://" + dir, 2, rank);
-  double t[2];
-  for (int s = 0; s < 2; ++s) {
-    Tensor x = Tensor::zeros(Shape{floats[s]}, DType::kFloat32);
-    std::vector<double> times;
-    for (int i = 0; i < 25; ++i) {
-      group->barrier();
+// One rank of measure_gloo_all_reduce; rank 0 writes the medians (µs) to `result`.
+void gloo_rank(int rank, const std::string& store, const std::string& result, int reps,
+               const std::vector<int64_t>& bytes) {
+  set_host_devices(1);
+  auto group = distributed::init_process_group("gloo", "file://" + store, 2, rank);
+  std::vector<Tensor> xs;
+  for (int64_t b : bytes) xs.push_back(Tensor::zeros(Shape{b / 4}, DType::kFloat32));
+  std::vector<std::vector<double>> times(bytes.size());
+  constexpr int kWarmup = 3;
+  for (int i = 0; i < kWarmup + reps; ++i) {
+    group->barrier();
+    for (size_t k = 0; k < xs.size(); ++k) {
       const auto start = Clock::now();
-      group->all_reduce(x);
-      if (i >= 5) times.push_back(std::chrono::duration<double>(Clock::now() - start).count());
+      group->all_reduce(xs[k], distributed::ReduceOp::kAvg);
+      if (i >= kWarmup) times[k].push_back(seconds_since(start) * 1e6);
     }
-    t[s] = median(times);
   }
-  if (rank == 0) std::ofstream(result) << t[0] << " " << t[1] << "\n";
+  if (rank == 0) {
+    std::ofstream out(result);
+    for (const auto& t : times) out << median(t) << " ";
+    out << "\n";
+  }
   group->barrier();
   distributed::destroy_process_group();
 }
 
 }  // namespace
 
-GlooRates measure_gloo_all_reduce() {
+double measure_gemm_gflops(const TracedStep& trace, int reps) {
+  const int devices = static_cast<int>(trace.devices.size());
+  DPE_CHECK(devices >= 1 && reps >= 1, "measure_gemm_gflops: " << devices << " devices, " << reps
+                                                               << " reps");
+  set_host_devices(std::max(devices, 2));
+  std::vector<std::vector<Gemm>> gemms(static_cast<size_t>(devices));
+  std::vector<double> flops(static_cast<size_t>(devices), 0.0);
+  Generator g(1);
+  for (const TraceEvent& e : trace.events) {
+    if (e.kind != TraceKind::kOp || e.op_class != "gemm") continue;
+    const auto it = std::find(trace.devices.begin(), trace.devices.end(), e.device);
+    DPE_CHECK(it != trace.devices.end(), "measure_gemm_gflops: " << e.name << " on "
+                                                                 << e.device.str());
+    const size_t d = static_cast<size_t>(it - trace.devices.begin());
+    gemms[d].push_back(make_gemm(e, g));
+    flops[d] += e.flops;
+  }
+  std::vector<double> seconds(static_cast<size_t>(devices), 0.0);
+  StartLine line(devices);
+  std::vector<std::thread> threads;
+  for (int d = 0; d < devices; ++d) {
+    threads.emplace_back([&, d] {
+      const size_t i = static_cast<size_t>(d);
+      DeviceGuard guard(&Runtime::get().context(trace.devices[i]));
+      Backend& backend = backend_for(trace.devices[i]);
+      std::vector<double> times;
+      for (int r = 0; r < reps + 1; ++r) {
+        line.arrive_and_wait();
+        const auto start = Clock::now();
+        for (Gemm& m : gemms[i]) run_gemm(backend, m);
+        if (r > 0) times.push_back(seconds_since(start));
+      }
+      seconds[i] = median(times);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  double gflops = 0;
+  for (size_t d = 0; d < seconds.size(); ++d) {
+    const double rate = flops[d] / std::max(seconds[d], 1e-9) / 1e9;
+    gflops = d == 0 ? rate : std::min(gflops, rate);
+  }
+  return gflops;
+}
+
+double measure_memcpy_gbs(int reps) {
+  const size_t bytes = size_t{64} << 20;  // beyond the caches: DRAM
+  std::vector<char> src(bytes, 1), dst(bytes, 0);
+  std::vector<double> times;
+  for (int i = 0; i < reps + 1; ++i) {
+    const auto start = Clock::now();
+    std::memcpy(dst.data(), src.data(), bytes);
+    if (i > 0) times.push_back(seconds_since(start));
+    src[static_cast<size_t>(i) % bytes] = dst[bytes - 1];  // the copies are not dead code
+  }
+  return static_cast<double>(bytes) / median(times) / 1e9;
+}
+
+std::vector<int64_t> bucket_bytes(const TracedStep& trace) {
+  std::vector<int64_t> out;
+  for (const TraceEvent& e : trace.events) {
+    if (e.kind == TraceKind::kBucket) out.push_back(e.bytes_read);
+  }
+  return out;
+}
+
+GlooRates measure_gloo_all_reduce(const std::string& self_exe, const std::vector<int64_t>& buckets,
+                                  int reps) {
+  DPE_CHECK(!self_exe.empty() && !buckets.empty() && reps >= 1,
+            "measure_gloo_all_reduce: needs the program's path, buckets and reps");
+  GlooRates g;
+  g.bytes.push_back(4096);
+  g.bytes.insert(g.bytes.end(), buckets.begin(), buckets.end());
   char dir_template[] = "/tmp/dpe_gloo_XXXXXX";
   const char* dir = mkdtemp(dir_template);
   DPE_CHECK(dir != nullptr, "measure_gloo_all_reduce: cannot create a temporary directory");
-  const std::string store = std::string(dir) + "/store", result = std::string(dir) + "/t.txt";
+  const std::string store = std::string(dir) + "/store", result = std::string(dir) + "/us.txt";
   DPE_CHECK(mkdir(store.c_str(), 0700) == 0, "measure_gloo_all_reduce: cannot create " << store);
-  const int64_t floats[2] = {16 * 1024, 1024 * 1024};
+  // Everything the children need is built before fork(): a child only calls execve and _exit.
+  std::vector<std::vector<std::string>> args(2);
+  std::vector<std::vector<char*>> argv(2);
+  for (int rank = 0; rank < 2; ++rank) {
+    args[rank] = {self_exe, kGlooWorkerFlag, store, std::to_string(rank), result,
+                  std::to_string(reps)};
+    for (int64_t b : g.bytes) args[rank].push_back(std::to_string(b));
+    for (std::string& a : args[rank]) argv[rank].push_back(a.data());
+    argv[rank].push_back(nullptr);
+  }
   pid_t pids[2];
   for (int rank = 0; rank < 2; ++rank) {
     pids[rank] = fork();
     DPE_CHECK(pids[rank] >= 0, "measure_gloo_all_reduce: fork failed");
     if (pids[rank] == 0) {
-      int code = 0;
-      try {
-        gloo_rank(rank, store, result, floats);
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "measure_gloo_all_reduce: rank %d: %s\n", rank, e.what());
-        code = 1;
-      }
-      _exit(code);
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      execve(argv[rank][0], argv[rank].data(), environ);
+      _exit(127);
     }
   }
   int failed = 0;
@@ -137,46 +279,44 @@ GlooRates measure_gloo_all_reduce() {
     waitpid(pid, &status, 0);
     failed += !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
   }
-  GlooRates g;
-  std::ifstream(result) >> g.small_us >> g.large_us;
+  std::ifstream in(result);
+  for (size_t k = 0; k < g.bytes.size(); ++k) {
+    double us = 0;
+    in >> us;
+    g.us.push_back(us);
+  }
   std::error_code ignored;
   std::filesystem::remove_all(dir, ignored);
-  DPE_CHECK(failed == 0 && g.large_us > 0,
-            "measure_gloo_all_reduce: " << failed << " rank(s) failed, no timing");
-  const double b0 = 4.0 * static_cast<double>(floats[0]), b1 = 4.0 * static_cast<double>(floats[1]);
-  g.small_us *= 1e6;
-  g.large_us *= 1e6;
-  g.gbs = (b1 - b0) / std::max(g.large_us - g.small_us, 1e-3) / 1e3;
-  g.alpha_us = std::max(0.0, (g.small_us - b0 / (g.gbs * 1e3)) / 2);
+  DPE_CHECK(failed == 0 && in && g.us.back() > 0,
+            "measure_gloo_all_reduce: " << failed << " rank(s) of " << self_exe
+                                        << " failed, no timing");
+  // alpha from the small message; the bandwidth that makes the buckets' times add up.
+  double bucket_us = 0, bucket_b = 0;
+  for (size_t k = 1; k < g.bytes.size(); ++k) {
+    bucket_us += g.us[k];
+    bucket_b += static_cast<double>(g.bytes[k]);
+  }
+  const double n = static_cast<double>(buckets.size());
+  // A noisy small message may take longer than the buckets: alpha is then capped at a quarter of
+  // the buckets' mean time (the bandwidth term keeps the rest, and the sum stays exact).
+  g.alpha_us = std::min(g.us[0], bucket_us / n / 2) / 2;
+  g.gbs = bucket_b / std::max(bucket_us - 2 * g.alpha_us * n, 1.0) / 1e3;
   return g;
 }
 
-double measure_sgemm_gflops(int64_t n, int reps) {
-  set_host_devices(2);
-  return 2.0 * static_cast<double>(n) * n * n / sgemm_seconds(0, n, reps) / 1e9;
-}
-
-HostRates measure_host_rates(int devices) {
-  DPE_CHECK(devices >= 1, "measure_host_rates: need at least one device, got " << devices);
-  constexpr int64_t n = 512;
-  constexpr int reps = 15;
-  const double flops = 2.0 * n * n * n;
-  HostRates r;
-  set_host_devices(std::max(devices, 2));
-  r.sgemm_gflops = flops / sgemm_seconds(0, n, reps) / 1e9;
-  // Every device busy at once, as in a DataParallel or DDP step: on a machine with fewer free
-  // cores than devices they share them, and each one's rate drops.
-  std::vector<double> seconds(static_cast<size_t>(devices));
-  std::vector<std::thread> threads;
-  for (int d = 0; d < devices; ++d) {
-    threads.emplace_back([&, d] { seconds[static_cast<size_t>(d)] = sgemm_seconds(d, n, reps); });
+int gloo_worker_main(int argc, char** argv) {
+  if (argc < 2 || std::strcmp(argv[1], kGlooWorkerFlag) != 0) return -1;
+  try {
+    DPE_CHECK(argc >= 7, "gloo worker: usage: " << kGlooWorkerFlag
+                                                << " STORE RANK RESULT REPS BYTES...");
+    std::vector<int64_t> bytes;
+    for (int i = 6; i < argc; ++i) bytes.push_back(std::stoll(argv[i]));
+    gloo_rank(std::stoi(argv[3]), argv[2], argv[4], std::stoi(argv[5]), bytes);
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "gloo worker: %s\n", e.what());
+    return 1;
   }
-  for (std::thread& t : threads) t.join();
-  r.sgemm_gflops_shared = flops / *std::max_element(seconds.begin(), seconds.end()) / 1e9;
-  r.shared_devices = devices;
-  r.memcpy_gbs = memcpy_gbs(size_t{64} << 20, 10);  // beyond the caches: DRAM
-  set_host_devices(devices);
-  return r;
 }
 
 Cluster host_cluster(int devices, const HostRates& r) {
@@ -216,7 +356,9 @@ ReplayOptions host_replay_options() {
   // workers cost ~185 µs per 2-device step (three threads on two cores).
   o.framework.dp_per_device_us = 185.0 / 2;
   o.framework.name = "dpe (host)";
-  // The GEMM peak is measured at the Mlp's GEMM size: gemm runs at it by construction. memory:
+  // Gloo runs on the cores the ranks compute with (see ReplayOptions).
+  o.communication_uses_compute = true;
+  // The GEMM peak is measured on the step's own GEMMs: gemm runs at it by construction. memory:
   // calibrated once on the Mlp's single-device bench step (batch 256): the non-GEMM ops
   // (elementwise, softmax, SGD) reach this share of the memcpy rate. conv is not calibrated (the
   // check runs the Mlp only).

@@ -312,15 +312,29 @@ Prediction replay_ddp(const TracedStep& trace, int gpus, const Cluster& c, const
     if (trace.events[i].kind == TraceKind::kBucket) last_bucket = static_cast<int>(i);
   }
   Stream s;
-  double comm_free = 0, forward_end = -1, backward_end = 0, waited = 0;
+  double comm_free = 0, forward_end = -1, backward_end = 0, waited = 0, serial_comm = 0;
   for (size_t i = 0; i < trace.events.size(); ++i) {
     const TraceEvent& e = trace.events[i];
     const bool step_op = e.op_class == "optimizer" || e.category == MemoryCategory::kOptimizerState;
     if (forward_end < 0 && (e.backward || step_op)) forward_end = s.gpu;
     if (e.kind == TraceKind::kBucket) {
+      p.comm_bytes_per_gpu += static_cast<int64_t>(2.0 * (gpus - 1) / gpus * e.bytes_read);
+      if (o.communication_uses_compute) {
+        // On the compute stream: after the work queued before it, before the work after it.
+        const double t = all_reduce_us(c, gpus, e.bytes_read);
+        s.gpu = std::max(s.gpu, s.cpu) + t;
+        s.cpu = s.gpu;
+        comm_free = s.gpu;
+        serial_comm += t;
+        if (static_cast<int>(i) == last_bucket) {
+          // Every all-reduce is exposed; backward is the compute between forward and here.
+          backward_end = s.gpu - serial_comm;
+          waited = serial_comm;
+        }
+        continue;
+      }
       const double start = std::max(s.gpu, comm_free);
       comm_free = start + all_reduce_us(c, gpus, e.bytes_read);
-      p.comm_bytes_per_gpu += static_cast<int64_t>(2.0 * (gpus - 1) / gpus * e.bytes_read);
       if (static_cast<int>(i) == last_bucket) {
         // The reducer's finalize: backward ends when every bucket is reduced.
         backward_end = s.gpu;

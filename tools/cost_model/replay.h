@@ -33,6 +33,11 @@ struct ReplayOptions {
   // Per GPU, beyond what the trace's allocator held: the CUDA context, cuBLAS/cuDNN workspaces
   // and the caching allocator's rounding (PyTorch on a GPU: ~0.3-0.5 GiB before any tensor).
   double context_gib = 0.4;
+  // DDP: whether a bucket's all-reduce needs the ranks' compute resources. False (GPUs, NCCL):
+  // it runs on its own stream, overlapped with the rest of backward. True (host devices, Gloo):
+  // Gloo's copies and TCP work run on the CPU cores the ranks compute with, so an all-reduce
+  // runs after the backward work queued before it and delays the work after it (no overlap).
+  bool communication_uses_compute = false;
   ReplayOptions();
 };
 
