@@ -344,7 +344,18 @@ Prediction replay_ddp(const TracedStep& trace, int gpus, const Cluster& c, const
       }
       continue;
     }
-    if (is_kernel(e)) s.run(op_time_us(e, c.gpu, o), fw.op_dispatch_us);
+    if (!is_kernel(e)) continue;
+    const double d = op_time_us(e, c.gpu, o);
+    const double start = std::max(s.gpu, s.cpu + fw.op_dispatch_us);
+    if (!o.communication_uses_compute && o.overlap_slowdown > 0 && comm_free > start) {
+      // The part of the op that runs beside the all-reduce runs slower.
+      const double f = 1 + o.overlap_slowdown, window = comm_free - start;
+      s.cpu += fw.op_dispatch_us;
+      s.gpu = d * f <= window ? start + d * f : comm_free + (d - window / f);
+      ++s.ops;
+    } else {
+      s.run(d, fw.op_dispatch_us);
+    }
   }
   if (forward_end < 0) forward_end = s.gpu;
   if (last_bucket < 0) backward_end = s.gpu;

@@ -64,6 +64,7 @@ TEST(ReplayTest, DdpOverlapsBucketsWithTheRestOfBackward) {
   o.framework.op_dispatch_us = 0;
   o.framework.ddp_fixed_us = 0;
   o.framework.ddp_per_tensor_us = 0;
+  o.overlap_slowdown = 0;  // checked on its own below
   const GpuSpec& gpu = c.gpu;
   // forward 1 ms; backward: 10 ms, bucket A, 10 ms, bucket B (the last); step 1 ms.
   const double flops_per_ms = gpu.fp32_tflops * 1e9 * o.efficiency.gemm;
@@ -93,6 +94,36 @@ TEST(ReplayTest, DdpOverlapsBucketsWithTheRestOfBackward) {
   EXPECT_NEAR(phases["step"], 1, 1e-6);
   EXPECT_NEAR(p.step_ms, comm_end + 1, 1e-6);
   EXPECT_EQ(replay_ddp(t, 1, c, o).step_ms, 22);  // one GPU: nothing to reduce
+}
+
+TEST(ReplayTest, ComputeBesideAnAllReduceRunsSlower) {
+  const Cluster c = cluster_preset("titanrtx-pcie", 2);
+  ReplayOptions o;
+  o.framework.op_dispatch_us = 0;
+  o.framework.ddp_fixed_us = 0;
+  o.framework.ddp_per_tensor_us = 0;
+  o.overlap_slowdown = 0.25;
+  const double flops_per_ms = c.gpu.fp32_tflops * 1e9 * o.efficiency.gemm;
+  // backward: a bucket whose all-reduce lasts W ms, then 2 ms of compute beside it, then the last
+  // (empty) bucket.
+  TracedStep t;
+  t.events.push_back(op("gemm", 0, 0, true));
+  TraceEvent a;
+  a.kind = TraceKind::kBucket;
+  a.bytes_read = 100'000'000;
+  t.events.push_back(a);
+  t.events.push_back(op("gemm", 2 * flops_per_ms, 0, true));
+  TraceEvent last = a;
+  last.bytes_read = 0;
+  t.events.push_back(last);
+  t.peak_bytes = {1};
+  const double w = all_reduce_us(c, 2, a.bytes_read) / 1e3;
+  ASSERT_GT(w, 2 * 1.25);  // the op runs entirely beside the all-reduce
+  std::map<std::string, double> phases;
+  for (const auto& [name, ms] : replay_ddp(t, 2, c, o).phases) phases[name] = ms;
+  const double launch = c.gpu.launch_us / 1e3;  // the empty first op's floor
+  EXPECT_NEAR(phases["backward"], launch + 2 * 1.25, 1e-6);
+  EXPECT_NEAR(phases["backward"] + phases["all_reduce_exposed"], launch + w, 1e-6);
 }
 
 TEST(ReplayTest, DataParallelsStepHasEveryPhaseAndDeviceZeroHoldsMore) {
