@@ -12,12 +12,12 @@
 #include <vector>
 
 #include "models/by_name.h"
-#include "tools/exit_codes.h"
-#include "tools/paths.h"
 #include "tools/cost_model/cluster.h"
 #include "tools/cost_model/replay.h"
 #include "tools/cost_model/sim_plot.h"
 #include "tools/cost_model/step_trace.h"
+#include "tools/exit_codes.h"
+#include "tools/paths.h"
 
 namespace {
 
@@ -149,12 +149,7 @@ int main(int argc, char** argv) {
       if (g <= cluster.topology.gpus) {
         dp.push_back(dpe::sim::replay_dp(dpe::sim::trace_dp_step(spec, g), cluster, options));
       } else {
-        Prediction p;
-        p.mode = "dp";
-        p.gpus = g;
-        p.possible = false;
-        p.note = "DataParallel is one process: it cannot span nodes";
-        dp.push_back(p);
+        dp.push_back(dpe::sim::dp_across_nodes(g));  // not traced: it cannot run
       }
       ddp.push_back(dpe::sim::replay_ddp(ddp_trace, g, cluster, options));
     }

@@ -166,30 +166,30 @@ TraceNodeScope::~TraceNodeScope() {
   t_context.backward = previous_backward_;
 }
 
-bool trace_copy(Device src, Device dst, int64_t bytes) {
+namespace {
+
+// Records a copy or fill of `bytes` on `device`; returns whether to perform it.
+bool trace_transfer(TraceKind kind, Device device, Device src, int64_t bytes) {
   if (!OpTrace::active()) return true;
   TraceEvent e;
-  e.kind = TraceKind::kCopy;
-  e.name = "copy";
-  e.op_class = "copy";
-  e.device = dst;
+  e.kind = kind;
+  e.name = e.op_class = trace_kind_name(kind);
+  e.device = device;
   e.src = src;
-  e.bytes_read = bytes;
+  if (kind == TraceKind::kCopy) e.bytes_read = bytes;
   e.bytes_written = bytes;
   OpTrace::record(std::move(e));
   return OpTrace::executing();
 }
 
+}  // namespace
+
+bool trace_copy(Device src, Device dst, int64_t bytes) {
+  return trace_transfer(TraceKind::kCopy, dst, src, bytes);
+}
+
 bool trace_fill(Device device, int64_t bytes) {
-  if (!OpTrace::active()) return true;
-  TraceEvent e;
-  e.kind = TraceKind::kFill;
-  e.name = "fill";
-  e.op_class = "fill";
-  e.device = device;
-  e.bytes_written = bytes;
-  OpTrace::record(std::move(e));
-  return OpTrace::executing();
+  return trace_transfer(TraceKind::kFill, device, Device(), bytes);
 }
 
 }  // namespace dpe

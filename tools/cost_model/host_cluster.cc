@@ -48,13 +48,6 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-void set_host_devices(int n) {
-  HostDeviceOptions o;
-  o.count = n;
-  o.compute_threads = 1;  // as //tools:bench runs every host device
-  Runtime::get().set_host_devices(o);
-}
-
 // The threads of measure_gemm_gflops start each rep together, so that every rep has all
 // devices busy (none runs alone at the end).
 class StartLine {
@@ -92,8 +85,8 @@ Gemm make_gemm(const TraceEvent& e, Generator& g) {
   m.name = e.name;
   const Device d = e.device;
   auto operand = [&](size_t i) {
-    DPE_CHECK(i < e.shapes.size(), "measure_gemm_gflops: " << e.name << " traced with "
-                                                           << e.shapes.size() << " shapes");
+    DPE_CHECK(i < e.shapes.size(),
+              "measure_gemm_gflops: " << e.name << " traced with " << e.shapes.size() << " shapes");
     return randn(shape_of(e.shapes[i]), g, d);
   };
   if (e.name == "linear") {
@@ -178,8 +171,8 @@ void gloo_rank(int rank, const std::string& store, const std::string& result, in
 
 double measure_gemm_gflops(const TracedStep& trace, int reps) {
   const int devices = static_cast<int>(trace.devices.size());
-  DPE_CHECK(devices >= 1 && reps >= 1, "measure_gemm_gflops: " << devices << " devices, " << reps
-                                                               << " reps");
+  DPE_CHECK(devices >= 1 && reps >= 1,
+            "measure_gemm_gflops: " << devices << " devices, " << reps << " reps");
   set_host_devices(std::max(devices, 2));
   std::vector<std::vector<Gemm>> gemms(static_cast<size_t>(devices));
   std::vector<double> flops(static_cast<size_t>(devices), 0.0);
@@ -187,8 +180,8 @@ double measure_gemm_gflops(const TracedStep& trace, int reps) {
   for (const TraceEvent& e : trace.events) {
     if (e.kind != TraceKind::kOp || e.op_class != "gemm") continue;
     const auto it = std::find(trace.devices.begin(), trace.devices.end(), e.device);
-    DPE_CHECK(it != trace.devices.end(), "measure_gemm_gflops: " << e.name << " on "
-                                                                 << e.device.str());
+    DPE_CHECK(it != trace.devices.end(),
+              "measure_gemm_gflops: " << e.name << " on " << e.device.str());
     const size_t d = static_cast<size_t>(it - trace.devices.begin());
     gemms[d].push_back(make_gemm(e, g));
     flops[d] += e.flops;
@@ -257,8 +250,8 @@ GlooRates measure_gloo_all_reduce(const std::string& self_exe, const std::vector
   std::vector<std::vector<std::string>> args(2);
   std::vector<std::vector<char*>> argv(2);
   for (int rank = 0; rank < 2; ++rank) {
-    args[rank] = {self_exe, kGlooWorkerFlag, store, std::to_string(rank), result,
-                  std::to_string(reps)};
+    args[rank] = {self_exe, kGlooWorkerFlag,     store, std::to_string(rank),
+                  result,   std::to_string(reps)};
     for (int64_t b : g.bytes) args[rank].push_back(std::to_string(b));
     for (std::string& a : args[rank]) argv[rank].push_back(a.data());
     argv[rank].push_back(nullptr);
@@ -287,9 +280,9 @@ GlooRates measure_gloo_all_reduce(const std::string& self_exe, const std::vector
   }
   std::error_code ignored;
   std::filesystem::remove_all(dir, ignored);
-  DPE_CHECK(failed == 0 && in && g.us.back() > 0,
-            "measure_gloo_all_reduce: " << failed << " rank(s) of " << self_exe
-                                        << " failed, no timing");
+  DPE_CHECK(
+      failed == 0 && in && g.us.back() > 0,
+      "measure_gloo_all_reduce: " << failed << " rank(s) of " << self_exe << " failed, no timing");
   // alpha from the small message; the bandwidth that makes the buckets' times add up.
   double bucket_us = 0, bucket_b = 0;
   for (size_t k = 1; k < g.bytes.size(); ++k) {
@@ -307,8 +300,8 @@ GlooRates measure_gloo_all_reduce(const std::string& self_exe, const std::vector
 int gloo_worker_main(int argc, char** argv) {
   if (argc < 2 || std::strcmp(argv[1], kGlooWorkerFlag) != 0) return -1;
   try {
-    DPE_CHECK(argc >= 7, "gloo worker: usage: " << kGlooWorkerFlag
-                                                << " STORE RANK RESULT REPS BYTES...");
+    DPE_CHECK(argc >= 7,
+              "gloo worker: usage: " << kGlooWorkerFlag << " STORE RANK RESULT REPS BYTES...");
     std::vector<int64_t> bytes;
     for (int i = 6; i < argc; ++i) bytes.push_back(std::stoll(argv[i]));
     gloo_rank(std::stoi(argv[3]), argv[2], argv[4], std::stoi(argv[5]), bytes);

@@ -230,15 +230,21 @@ double broadcast_us(const Cluster& c, int gpus, int64_t bytes) {
   return static_cast<double>(bytes) * chain.us_per_byte + (gpus - 1) * chain.latency_us;
 }
 
-Prediction replay_dp(const TracedStep& trace, const Cluster& c, const ReplayOptions& o) {
+Prediction dp_across_nodes(int gpus) {
   Prediction p;
   p.mode = "dp";
-  p.gpus = static_cast<int>(trace.devices.size());
-  if (p.gpus > c.topology.gpus) {
-    p.possible = false;
-    p.note = "DataParallel is one process: it cannot span nodes";
-    return p;
-  }
+  p.gpus = gpus;
+  p.possible = false;
+  p.note = "DataParallel is one process: it cannot span nodes";
+  return p;
+}
+
+Prediction replay_dp(const TracedStep& trace, const Cluster& c, const ReplayOptions& o) {
+  const int gpus = static_cast<int>(trace.devices.size());
+  if (gpus > c.topology.gpus) return dp_across_nodes(gpus);
+  Prediction p;
+  p.mode = "dp";
+  p.gpus = gpus;
   const Framework& fw = o.framework;
   std::map<Device, int> gpu_of;
   for (size_t i = 0; i < trace.devices.size(); ++i) gpu_of[trace.devices[i]] = static_cast<int>(i);

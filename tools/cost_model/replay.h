@@ -68,7 +68,10 @@ double op_time_us(const TraceEvent& e, const GpuSpec& gpu, const ReplayOptions& 
 double all_reduce_us(const Cluster& cluster, int gpus, int64_t bytes);
 double broadcast_us(const Cluster& cluster, int gpus, int64_t bytes);  // from GPU 0; = reduce
 
+// DataParallel's answer for more GPUs than one node has: not possible (one process).
+Prediction dp_across_nodes(int gpus);
 // DataParallel on trace.devices.size() GPUs of one node of `cluster`.
+// (dp_across_nodes when that is more than the node has).
 Prediction replay_dp(const TracedStep& trace, const Cluster& cluster, const ReplayOptions& options);
 // DDP on `gpus` GPUs of `cluster` (over its nodes), from one rank's trace.
 Prediction replay_ddp(const TracedStep& trace, int gpus, const Cluster& cluster,

@@ -82,27 +82,26 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const StepSpec& spec, std::vect
   return std::make_unique<optim::SGD>(std::move(params), o);
 }
 
+// Runs `fn` under a trace that skips the work and returns the trace's events (the trace is
+// stopped whether `fn` returns or throws).
+std::vector<TraceEvent> without_the_work(const std::function<void()>& fn) {
+  OpTrace::start({/*execute=*/false});
+  try {
+    fn();
+  } catch (...) {
+    OpTrace::stop();
+    throw;
+  }
+  return OpTrace::stop();
+}
+
 // Runs `step` once untraced (state, caches), then once traced; records the devices' peaks.
 TracedStep traced(const std::vector<Device>& devices, const std::function<void()>& step) {
   Runtime& rt = Runtime::get();
-  OpTrace::start({/*execute=*/false});
-  try {
-    step();  // warm-up: the optimizer's state exists before the measured step, as in training
-  } catch (...) {
-    OpTrace::stop();
-    throw;
-  }
-  OpTrace::stop();
+  without_the_work(step);  // warm-up: the optimizer's state exists before the measured step
   for (Device d : devices) rt.context(d).allocator().reset_peak();
-  OpTrace::start({/*execute=*/false});
-  try {
-    step();
-  } catch (...) {
-    OpTrace::stop();
-    throw;
-  }
   TracedStep out;
-  out.events = OpTrace::stop();
+  out.events = without_the_work(step);
   out.devices = devices;
   for (Device d : devices) {
     const MemoryStats m = rt.context(d).allocator().stats();
@@ -112,11 +111,12 @@ TracedStep traced(const std::vector<Device>& devices, const std::function<void()
   return out;
 }
 
-void set_host_devices(int n) {
-  HostDeviceOptions o;
-  o.count = n;
-  o.compute_threads = 1;
-  Runtime::get().set_host_devices(o);
+// The model on `device`; initialisation's kernels are not worth running here.
+std::shared_ptr<Module> build_model(const StepSpec& spec, Device device) {
+  Generator gen(0);
+  std::shared_ptr<Module> model;
+  without_the_work([&] { model = models::make_model(spec.model, gen)->copy_to(device); });
+  return model;
 }
 
 void count_params(const Module& m, TracedStep& out) {
@@ -128,23 +128,19 @@ void count_params(const Module& m, TracedStep& out) {
 
 }  // namespace
 
+void set_host_devices(int n) {
+  HostDeviceOptions o;
+  o.count = n;
+  o.compute_threads = 1;
+  Runtime::get().set_host_devices(o);
+}
+
 TracedStep trace_dp_step(const StepSpec& spec, int n) {
   DPE_CHECK(n >= 1, "sim: need at least one device, got " << n);
   DPE_CHECK(spec.batch_per_device >= 1, "sim: batch per device must be positive");
   set_host_devices(n);
   const auto devices = Runtime::get().host_devices();
-  Generator gen(0);
-  std::shared_ptr<Module> model;
-  {
-    OpTrace::start({/*execute=*/false});  // initialisation's kernels are not worth running here
-    try {
-      model = models::make_model(spec.model, gen)->copy_to(devices[0]);
-    } catch (...) {
-      OpTrace::stop();
-      throw;
-    }
-    OpTrace::stop();
-  }
+  const std::shared_ptr<Module> model = build_model(spec, devices[0]);
   auto optimizer = make_optimizer(spec, model->parameters());
   const Batch batch = make_batch(spec, spec.batch_per_device * n, devices[0]);
   DataParallel dp(model, devices);
@@ -179,18 +175,7 @@ TracedStep trace_dp_step(const StepSpec& spec, int n) {
 TracedStep trace_ddp_step(const StepSpec& spec) {
   set_host_devices(1);
   const Device device = Runtime::get().host_devices().at(0);
-  Generator gen(0);
-  std::shared_ptr<Module> model;
-  {
-    OpTrace::start({/*execute=*/false});
-    try {
-      model = models::make_model(spec.model, gen)->copy_to(device);
-    } catch (...) {
-      OpTrace::stop();
-      throw;
-    }
-    OpTrace::stop();
-  }
+  const std::shared_ptr<Module> model = build_model(spec, device);
   auto optimizer = make_optimizer(spec, model->parameters());
   const Batch batch = make_batch(spec, spec.batch_per_device, device);
   DistributedDataParallel ddp(model, std::make_shared<OneRankGroup>());

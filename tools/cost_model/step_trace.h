@@ -40,6 +40,9 @@ struct TracedStep {
   int64_t param_tensors = 0;
 };
 
+// Makes host:0..n-1 the host devices, one compute thread each, as //tools:bench runs them.
+void set_host_devices(int n);
+
 // DataParallel on `devices` host devices (1: the plain single-device step), after one untraced
 // warm-up step that creates the optimizer's state.
 TracedStep trace_dp_step(const StepSpec& spec, int devices);
