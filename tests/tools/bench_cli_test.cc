@@ -9,22 +9,16 @@
 #include <cstdlib>
 #include <string>
 
+#include "tests/tools/run_tool.h"
+
 namespace {
+
+using dpe::test::has;
 
 std::string g_bench;
 
 int run(const std::string& args, std::string* output, const std::string& env = "") {
-  const std::string cmd = env + " " + g_bench + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  std::array<char, 512> buf{};
-  output->clear();
-  while (fgets(buf.data(), buf.size(), p) != nullptr) *output += buf.data();
-  const int status = pclose(p);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
-bool has(const std::string& out, const std::string& needle) {
-  return out.find(needle) != std::string::npos;
+  return dpe::test::run_tool(g_bench, args, output, env);
 }
 
 TEST(BenchCliTest, UsageErrorsExitWith2) {

@@ -20,20 +20,18 @@
 #include <string>
 #include <vector>
 
+#include "tests/tools/run_tool.h"
+
 namespace {
+
+using dpe::test::has;
 
 std::string g_train;
 
 // Runs the train binary with `args` (and `env`, "NAME=value ..." for the shell); returns the exit
 // code and fills `output` (stdout+stderr).
 int run(const std::string& args, std::string* output, const std::string& env = "") {
-  const std::string cmd = env + " " + g_train + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  std::array<char, 512> buf{};
-  output->clear();
-  while (fgets(buf.data(), buf.size(), p) != nullptr) *output += buf.data();
-  const int status = pclose(p);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return dpe::test::run_tool(g_train, args, output, env);
 }
 
 TEST(TrainCliTest, UnknownFlag) {
@@ -110,10 +108,6 @@ TEST(TrainCliTest, BadGptFlagsAreNamed) {
 std::string tmp_path(const std::string& name) {
   const char* t = std::getenv("TEST_TMPDIR");
   return std::string(t ? t : "/tmp") + "/" + name;
-}
-
-bool has(const std::string& out, const std::string& needle) {
-  return out.find(needle) != std::string::npos;
 }
 
 // A toy run of one step: seconds, no data files.
