@@ -18,6 +18,7 @@
 #include "engine/core/error.h"
 #include "engine/device/runtime.h"
 #include "engine/distributed/gloo_process_group.h"
+#include "engine/distributed/mpi_process_group.h"
 #include "engine/distributed/tcp_store.h"
 
 namespace dpe {
@@ -90,8 +91,9 @@ std::shared_ptr<ProcessGroup> make_group(const std::string& backend,
     return std::make_shared<NcclProcessGroup>(std::move(store), rank, world_size,
                                               Device(DeviceType::kCuda, local_rank), options);
   }
-  DPE_CHECK(backend == "gloo",
-            "init_process_group: unknown backend '" << backend << "' (expected gloo or nccl)");
+  if (backend == "mpi") return std::make_shared<MpiProcessGroup>();  // rank and size: MPI's
+  DPE_CHECK(backend == "gloo", "init_process_group: unknown backend '"
+                                   << backend << "' (expected gloo, mpi or nccl)");
   DPE_CHECK(world_size >= 1,
             "init_process_group: world_size " << world_size << " must be at least 1");
   DPE_CHECK(rank >= 0 && rank < world_size,
@@ -223,6 +225,37 @@ std::optional<DistEnv> dist_env_from_env(const std::function<const char*(const c
   return std::nullopt;
 }
 
+namespace {
+
+// The local rank of a process of the job: from the launcher's variables (OMPI_COMM_WORLD_LOCAL_RANK
+// under mpirun), 0 when none is set.
+int group_local_rank() {
+  const auto env = dist_env_from_env();
+  return env ? env->local_rank : 0;
+}
+
+// init_process_group("mpi"): MPI's rank and world size. Explicit ones are ignored with a warning,
+// as PyTorch does; a launcher's environment that disagrees with MPI (a job started without mpirun
+// is a world of one) is an error.
+std::shared_ptr<ProcessGroup> init_mpi_group(int world_size, int rank) {
+  const int mpi_rank = MpiProcessGroup::world_rank(), mpi_size = MpiProcessGroup::world_size();
+  if (world_size >= 0 || rank >= 0) {
+    std::cerr << "init_process_group: for the mpi backend, world_size (" << world_size
+              << ") and rank (" << rank << ") are ignored: MPI assigns them (rank " << mpi_rank
+              << " of " << mpi_size << ")\n";
+  }
+  if (const auto env = dist_env_from_env(); env && env->source != "OMPI") {
+    DPE_CHECK(env->world_size == mpi_size && env->rank == mpi_rank,
+              "init_process_group (mpi): the environment says rank "
+                  << env->rank << " of " << env->world_size << " (" << env->source
+                  << " variables) but MPI says rank " << mpi_rank << " of " << mpi_size
+                  << "; start the job with mpirun (or srun --mpi=pmix), not tools/dpe-launch");
+  }
+  return std::make_shared<MpiProcessGroup>();
+}
+
+}  // namespace
+
 std::chrono::milliseconds rendezvous_timeout(std::chrono::milliseconds timeout) {
   return seconds_from_env("DPE_RDZV_TIMEOUT", timeout);
 }
@@ -235,6 +268,11 @@ std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend,
                                                  const std::string& init_method, int world_size,
                                                  int rank, std::chrono::milliseconds timeout) {
   check_no_default();
+  if (backend == "mpi") {
+    auto group = init_mpi_group(world_size, rank);
+    set_default(group, group_local_rank());
+    return group;
+  }
   const auto rdzv_timeout = rendezvous_timeout(timeout);
   const auto log_interval = rendezvous_log_interval();
   const auto env = dist_env_from_env();

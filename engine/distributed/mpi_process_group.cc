@@ -1,0 +1,195 @@
+// MpiProcessGroup: MPI collectives on the group's communication thread (design note "MPI in
+// threads" in mpi_process_group.h).
+#include "engine/distributed/mpi_process_group.h"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+#include "engine/core/error.h"
+
+namespace dpe {
+namespace distributed {
+
+namespace {
+
+// The largest element count one MPI call takes (its counts are int); bigger tensors go in pieces.
+constexpr int64_t kMaxCount = INT_MAX;
+
+std::once_flag g_init_once;
+int g_thread_level = MPI_THREAD_SINGLE;
+std::mutex g_serial_mu;  // every MPI call, when the library is not MPI_THREAD_MULTIPLE
+
+std::string mpi_error_string(int code) {
+  char text[MPI_MAX_ERROR_STRING] = {0};
+  int len = 0;
+  if (MPI_Error_string(code, text, &len) != MPI_SUCCESS) return "MPI error " + std::to_string(code);
+  return std::string(text, static_cast<size_t>(len));
+}
+
+void finalize_at_exit() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Finalize();
+}
+
+void init_mpi_once() {
+  std::call_once(g_init_once, [] {
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (initialized) {
+      MPI_Query_thread(&g_thread_level);
+    } else {
+      const int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &g_thread_level);
+      DPE_CHECK(rc == MPI_SUCCESS, "init_process_group (mpi): MPI_Init_thread failed: "
+                                       << mpi_error_string(rc));
+      std::atexit(finalize_at_exit);
+    }
+    DPE_CHECK(g_thread_level >= MPI_THREAD_SERIALIZED,
+              "init_process_group (mpi): the MPI library grants thread level "
+                  << g_thread_level
+                  << ", below MPI_THREAD_SERIALIZED: dpe calls MPI from a communication thread");
+  });
+}
+
+// Runs one MPI call, under the process-wide lock when the library is not thread-multiple.
+template <typename F>
+int call(F&& f) {
+  if (g_thread_level >= MPI_THREAD_MULTIPLE) return f();
+  std::lock_guard<std::mutex> lock(g_serial_mu);
+  return f();
+}
+
+MPI_Op mpi_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kMax:
+      return MPI_MAX;
+    case ReduceOp::kMin:
+      return MPI_MIN;
+    default:
+      return MPI_SUM;  // kAvg: a sum, divided afterwards
+  }
+}
+
+}  // namespace
+
+struct MpiProcessGroup::Comm {
+  MPI_Comm comm = MPI_COMM_NULL;
+
+  // Throws a dpe::Error naming the op and the rank when `rc` is an MPI error.
+  void check(int rc, const char* op, int rank, int size) const {
+    DPE_CHECK(rc == MPI_SUCCESS, "mpi " << op << " (rank " << rank << " of " << size
+                                        << "): " << mpi_error_string(rc));
+  }
+};
+
+int MpiProcessGroup::world_rank() {
+  init_mpi_once();
+  int rank = 0;
+  call([&] { return MPI_Comm_rank(MPI_COMM_WORLD, &rank); });
+  return rank;
+}
+
+int MpiProcessGroup::world_size() {
+  init_mpi_once();
+  int size = 0;
+  call([&] { return MPI_Comm_size(MPI_COMM_WORLD, &size); });
+  return size;
+}
+
+std::string MpiProcessGroup::library_version() {
+  init_mpi_once();
+  char text[MPI_MAX_LIBRARY_VERSION_STRING] = {0};
+  int len = 0;
+  call([&] { return MPI_Get_library_version(text, &len); });
+  std::string version(text, static_cast<size_t>(len));
+  version = version.substr(0, version.find(','));  // "Open MPI v4.1.4, package: ..." -> first part
+  return version + (g_thread_level >= MPI_THREAD_MULTIPLE ? ", MPI_THREAD_MULTIPLE"
+                                                          : ", MPI_THREAD_SERIALIZED");
+}
+
+MpiProcessGroup::MpiProcessGroup()
+    : ProcessGroup(world_rank(), world_size()), comm_(std::make_unique<Comm>()) {
+  // A communicator of its own: several groups may run collectives at once without mixing them.
+  comm_->check(call([&] { return MPI_Comm_dup(MPI_COMM_WORLD, &comm_->comm); }), "comm_dup",
+               rank_, size_);
+  // Error codes instead of the default abort, so a misuse surfaces as a dpe::Error.
+  call([&] { return MPI_Comm_set_errhandler(comm_->comm, MPI_ERRORS_RETURN); });
+  start_communication();
+}
+
+MpiProcessGroup::~MpiProcessGroup() {
+  stop_communication();
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized && comm_->comm != MPI_COMM_NULL) {
+    call([&] { return MPI_Comm_free(&comm_->comm); });
+  }
+}
+
+void MpiProcessGroup::run_all_reduce(Tensor& tensor, ReduceOp op) {
+  const int64_t n = tensor.numel();
+  if (n == 0) return;
+  const bool f32 = tensor.dtype() == DType::kFloat32;
+  const MPI_Datatype type = f32 ? MPI_FLOAT : MPI_INT64_T;
+  const size_t elem = f32 ? sizeof(float) : sizeof(int64_t);
+  char* data = static_cast<char*>(tensor.raw_data());
+  if (size_ > 1) {
+    for (int64_t at = 0; at < n; at += kMaxCount) {
+      const int count = static_cast<int>(std::min(kMaxCount, n - at));
+      comm_->check(call([&] {
+                     return MPI_Allreduce(MPI_IN_PLACE, data + at * elem, count, type,
+                                          mpi_op(op), comm_->comm);
+                   }),
+                   "all_reduce", rank_, size_);
+    }
+  }
+  if (op == ReduceOp::kAvg) {
+    float* values = tensor.data<float>();
+    const float inv = 1.0f / static_cast<float>(size_);
+    for (int64_t i = 0; i < n; ++i) values[i] *= inv;
+  }
+}
+
+void MpiProcessGroup::run_broadcast(Tensor& tensor, int root) {
+  const int64_t bytes = static_cast<int64_t>(tensor.nbytes());
+  if (size_ == 1 || bytes == 0) return;
+  char* data = static_cast<char*>(tensor.raw_data());
+  for (int64_t at = 0; at < bytes; at += kMaxCount) {
+    const int count = static_cast<int>(std::min(kMaxCount, bytes - at));
+    comm_->check(
+        call([&] { return MPI_Bcast(data + at, count, MPI_BYTE, root, comm_->comm); }),
+        "broadcast", rank_, size_);
+  }
+}
+
+void MpiProcessGroup::run_all_gather(const Tensor& input, Tensor& gathered) {
+  const int64_t bytes = static_cast<int64_t>(input.nbytes());
+  if (bytes == 0) return;
+  if (size_ == 1) {
+    std::memcpy(gathered.raw_data(), input.raw_data(), static_cast<size_t>(bytes));
+    return;
+  }
+  DPE_CHECK(bytes <= kMaxCount, "mpi all_gather (rank " << rank_ << " of " << size_ << "): "
+                                                        << bytes
+                                                        << " bytes per rank, more than one MPI "
+                                                           "call takes (2 GiB)");
+  comm_->check(call([&] {
+                 return MPI_Allgather(input.raw_data(), static_cast<int>(bytes), MPI_BYTE,
+                                      gathered.raw_data(), static_cast<int>(bytes), MPI_BYTE,
+                                      comm_->comm);
+               }),
+               "all_gather", rank_, size_);
+}
+
+void MpiProcessGroup::run_barrier() {
+  if (size_ == 1) return;
+  comm_->check(call([&] { return MPI_Barrier(comm_->comm); }), "barrier", rank_, size_);
+}
+
+}  // namespace distributed
+}  // namespace dpe

@@ -1,0 +1,323 @@
+// MpiProcessGroup with 1, 2 and 3 ranks started by mpirun (Open MPI, as a user would): all_reduce
+// (sum, avg, max, min; float32 and int64), broadcast, all_gather, barrier, asynchronous
+// all-reduces in submission order, two groups at once, argument errors, init_process_group("mpi")
+// with MPI's rank and size, a launcher's environment that disagrees with MPI, and a rank that dies
+// ending the job instead of hanging it.
+//
+// The test binary is its own rank program: `mpi_process_group_test --rank-case NAME` runs one
+// case's rank body (exit 0 when every check passed); each TEST runs mpirun on it and checks the
+// exit code and the output.
+#include "engine/distributed/mpi_process_group.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/core/error.h"
+#include "engine/distributed/distributed.h"
+#include "engine/tensor/tensor.h"
+#include "tests/tools/run_tool.h"
+
+namespace dpe {
+namespace distributed {
+namespace {
+
+std::string g_self;  // this binary, for mpirun
+
+#define RANK_CHECK(cond, msg) \
+  DPE_CHECK(cond, __FILE__ << ":" << __LINE__ << ": " << #cond << ": " << msg)
+
+void expect_values(const Tensor& t, const std::vector<float>& expected, const std::string& what) {
+  const auto got = t.to_vector<float>();
+  RANK_CHECK(got.size() == expected.size(), what);
+  for (size_t i = 0; i < got.size(); ++i) {
+    RANK_CHECK(std::abs(got[i] - expected[i]) < 1e-5f,
+               what << ": element " << i << " is " << got[i] << ", expected " << expected[i]);
+  }
+}
+
+std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// --- the rank bodies ---
+
+void all_reduce_case() {
+  MpiProcessGroup pg;
+  const int n = pg.size(), rank = pg.rank();
+  const auto input = [&] {
+    return Tensor::from_vector(
+        std::vector<float>{float(rank + 1), float(-rank), 0.5f * rank, 7.0f}, {2, 2});
+  };
+  float sum1 = 0, sum2 = 0, sum3 = 0;
+  for (int q = 0; q < n; ++q) {
+    sum1 += q + 1;
+    sum2 += -q;
+    sum3 += 0.5f * q;
+  }
+  Tensor t = input();
+  pg.all_reduce(t);
+  expect_values(t, {sum1, sum2, sum3, 7.0f * n}, "sum");
+  t = input();
+  pg.all_reduce(t, ReduceOp::kAvg);
+  expect_values(t, {sum1 / n, sum2 / n, sum3 / n, 7.0f}, "avg");
+  t = input();
+  pg.all_reduce(t, ReduceOp::kMax);
+  expect_values(t, {float(n), 0.0f, 0.5f * (n - 1), 7.0f}, "max");
+  t = input();
+  pg.all_reduce(t, ReduceOp::kMin);
+  expect_values(t, {1.0f, float(-(n - 1)), 0.0f, 7.0f}, "min");
+
+  Tensor i = Tensor::from_vector(std::vector<int64_t>{rank, 10 * rank}, {2});
+  pg.all_reduce(i);
+  const auto iv = i.to_vector<int64_t>();
+  RANK_CHECK(iv[0] == n * (n - 1) / 2 && iv[1] == 10 * n * (n - 1) / 2, "int64 sum");
+  i = Tensor::from_vector(std::vector<int64_t>{rank, -rank}, {2});
+  pg.all_reduce(i, ReduceOp::kMin);
+  RANK_CHECK(i.to_vector<int64_t>()[0] == 0 && i.to_vector<int64_t>()[1] == -(n - 1),
+             "int64 min");
+
+  // Larger than the shared-memory transport's eager limit: the rendezvous protocol.
+  Tensor big = Tensor::full({600000}, float(rank));
+  pg.all_reduce(big);
+  const auto bv = big.to_vector<float>();
+  RANK_CHECK(bv.front() == n * (n - 1) / 2.0f && bv.back() == n * (n - 1) / 2.0f, "big");
+}
+
+void broadcast_and_all_gather_case() {
+  MpiProcessGroup pg;
+  const int n = pg.size(), rank = pg.rank();
+  for (int root = 0; root < n; ++root) {
+    Tensor t = Tensor::full({3}, float(10 * rank + 1));
+    pg.broadcast(t, root);
+    expect_values(t, {float(10 * root + 1), float(10 * root + 1), float(10 * root + 1)},
+                  "broadcast from " + std::to_string(root));
+  }
+  Tensor ints = Tensor::from_vector(std::vector<int64_t>{int64_t(rank) << 40}, {1});
+  pg.broadcast(ints, n - 1);
+  RANK_CHECK(ints.to_vector<int64_t>()[0] == int64_t(n - 1) << 40, "int64 broadcast");
+
+  Tensor mine = Tensor::from_vector(std::vector<float>{float(rank), float(rank) + 0.5f}, {2});
+  std::vector<Tensor> all;
+  pg.all_gather(mine, all);
+  RANK_CHECK(static_cast<int>(all.size()) == n, "all_gather made " << all.size() << " outputs");
+  for (int q = 0; q < n; ++q) {
+    expect_values(all[q], {float(q), float(q) + 0.5f}, "all_gather from " + std::to_string(q));
+  }
+}
+
+void barrier_case() {
+  MpiProcessGroup pg;
+  // Rank 0 arrives late; nobody may leave the barrier before it arrives.
+  if (pg.rank() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const auto start = std::chrono::steady_clock::now();
+  pg.barrier();
+  const double waited =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  if (pg.rank() != 0) RANK_CHECK(waited > 200, "left the barrier after " << waited << " ms");
+}
+
+void async_and_two_groups_case() {
+  MpiProcessGroup a, b;
+  const int n = a.size(), rank = a.rank();
+  // Asynchronous all-reduces in submission order, and a second group's collectives between them.
+  std::vector<Tensor> ts;
+  std::vector<std::shared_ptr<Work>> works;
+  for (int k = 0; k < 8; ++k) {
+    ts.push_back(Tensor::full({1000 * (k + 1)}, float(rank + k)));
+    works.push_back(a.all_reduce_async(ts.back()));
+  }
+  Tensor other = Tensor::full({10}, 1.0f);
+  b.all_reduce(other);
+  expect_values(other.narrow(0, 0, 1), {float(n)}, "second group");
+  for (int k = 0; k < 8; ++k) {
+    works[k]->wait();
+    const float expected = n * (n - 1) / 2.0f + float(n * k);
+    RANK_CHECK(ts[k].to_vector<float>().back() == expected, "async " << k);
+  }
+}
+
+void one_rank_and_argument_errors_case() {
+  MpiProcessGroup pg;
+  RANK_CHECK(pg.size() == 1 && pg.rank() == 0, "a job without mpirun is a world of one");
+  RANK_CHECK(pg.backend() == "mpi", pg.backend());
+  Tensor t = Tensor::from_vector(std::vector<float>{1.0f, 2.0f}, {2});
+  pg.all_reduce(t, ReduceOp::kAvg);
+  expect_values(t, {1.0f, 2.0f}, "avg over one rank");
+  pg.barrier();
+  Tensor m = Tensor::from_vector(std::vector<float>{1, 2, 3, 4, 5, 6}, {2, 3});
+  Tensor transposed = m.permute({1, 0});
+  std::string e = error_of([&] { pg.all_reduce(transposed); });
+  RANK_CHECK(e.find("contiguous") != std::string::npos, e);
+  Tensor ints = Tensor::from_vector(std::vector<int64_t>{1, 2}, {2});
+  e = error_of([&] { pg.all_reduce(ints, ReduceOp::kAvg); });
+  RANK_CHECK(e.find("avg needs float32") != std::string::npos, e);
+  e = error_of([&] { pg.broadcast(t, 3); });
+  RANK_CHECK(e.find("root 3") != std::string::npos, e);
+  std::vector<Tensor> wrong(2);
+  e = error_of([&] { pg.all_gather(t, wrong); });
+  RANK_CHECK(e.find("expected 1 output") != std::string::npos, e);
+  // Still usable after usage errors.
+  pg.all_reduce(t);
+  std::cout << "library: " << MpiProcessGroup::library_version() << "\n";
+}
+
+void init_process_group_case() {
+  auto group = init_process_group("mpi");
+  RANK_CHECK(group->backend() == "mpi", group->backend());
+  RANK_CHECK(get_rank() == group->rank() && get_world_size() == group->size(), "helpers");
+  const char* env_rank = std::getenv("OMPI_COMM_WORLD_RANK");
+  RANK_CHECK(env_rank != nullptr && std::atoi(env_rank) == get_rank(), "MPI's rank");
+  Tensor v = reduce_value(Tensor::full({1}, float(get_rank())), /*average=*/false);
+  RANK_CHECK(v.to_vector<float>()[0] == get_world_size() * (get_world_size() - 1) / 2.0f,
+             "reduce_value");
+  barrier();
+  destroy_process_group();
+}
+
+void environment_mismatch_case() {
+  // As if tools/dpe-launch had started two ranks of a job that MPI sees as a world of one.
+  ::setenv("RANK", "1", 1);
+  ::setenv("WORLD_SIZE", "2", 1);
+  const std::string e = error_of([] { init_process_group("mpi"); });
+  RANK_CHECK(e.find("MPI says rank 0 of 1") != std::string::npos, e);
+  RANK_CHECK(e.find("mpirun") != std::string::npos, e);
+  std::cout << "mismatch refused\n";
+}
+
+void dead_rank_case() {
+  MpiProcessGroup pg;
+  Tensor t = Tensor::ones({1000});
+  pg.all_reduce(t);
+  if (pg.rank() == 1) {
+    std::cout << "rank 1 dies" << std::endl;
+    ::_exit(7);  // mid-job, no MPI_Finalize
+  }
+  for (int k = 0; k < 100; ++k) pg.all_reduce(t);  // never completes: rank 1 is gone
+  std::cout << "rank " << pg.rank() << " finished without rank 1" << std::endl;
+}
+
+const std::map<std::string, std::function<void()>>& cases() {
+  static const std::map<std::string, std::function<void()>> c = {
+      {"all_reduce", all_reduce_case},
+      {"broadcast_and_all_gather", broadcast_and_all_gather_case},
+      {"barrier", barrier_case},
+      {"async_and_two_groups", async_and_two_groups_case},
+      {"one_rank_and_argument_errors", one_rank_and_argument_errors_case},
+      {"init_process_group", init_process_group_case},
+      {"environment_mismatch", environment_mismatch_case},
+      {"dead_rank", dead_rank_case},
+  };
+  return c;
+}
+
+// --- the tests: mpirun on this binary ---
+
+// mpirun as a user on one machine would run it; root in containers and CI needs the two
+// variables, more ranks than cores needs --oversubscribe.
+int mpirun(int ranks, const std::string& rank_case, std::string* output) {
+  const std::string env =
+      "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader";
+  const std::string args = "--oversubscribe --bind-to none -np " + std::to_string(ranks) + " " +
+                           g_self + " --rank-case " + rank_case;
+  const int rc = test::run_tool("mpirun", args, output, env);
+  std::cout << "mpirun -np " << ranks << " (" << rank_case << "): exit " << rc << "\n"
+            << *output;
+  return rc;
+}
+
+class MpiProcessGroupTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(MpiProcessGroupTest, AllReduce) {
+  std::string out;
+  EXPECT_EQ(mpirun(GetParam(), "all_reduce", &out), 0) << out;
+}
+
+TEST_P(MpiProcessGroupTest, BroadcastAndAllGather) {
+  std::string out;
+  EXPECT_EQ(mpirun(GetParam(), "broadcast_and_all_gather", &out), 0) << out;
+}
+
+TEST_P(MpiProcessGroupTest, BarrierWaitsForEveryRank) {
+  std::string out;
+  EXPECT_EQ(mpirun(GetParam(), "barrier", &out), 0) << out;
+}
+
+TEST_P(MpiProcessGroupTest, AsyncAllReducesCompleteInOrderBesideASecondGroup) {
+  std::string out;
+  EXPECT_EQ(mpirun(GetParam(), "async_and_two_groups", &out), 0) << out;
+}
+
+TEST_P(MpiProcessGroupTest, InitProcessGroupTakesMpisRankAndSize) {
+  std::string out;
+  EXPECT_EQ(mpirun(GetParam(), "init_process_group", &out), 0) << out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, MpiProcessGroupTest, ::testing::Values(2, 3),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return std::to_string(info.param) + "ranks";
+                         });
+
+// Without mpirun a process is a world of one (MPI's singleton start).
+TEST(MpiProcessGroupSingleTest, OneRankAndArgumentErrors) {
+  std::string out;
+  const int rc = test::run_tool(g_self, "--rank-case one_rank_and_argument_errors", &out);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_TRUE(test::has(out, "library: Open MPI")) << out;
+}
+
+TEST(MpiProcessGroupSingleTest, ALauncherEnvironmentThatDisagreesWithMpiIsRefused) {
+  std::string out;
+  EXPECT_EQ(test::run_tool(g_self, "--rank-case environment_mismatch", &out), 0) << out;
+  EXPECT_TRUE(test::has(out, "mismatch refused")) << out;
+}
+
+// A rank that exits mid-job ends the job: mpirun reports it and ends the others, nobody hangs
+// (the test's own timeout would catch a hang).
+TEST(MpiProcessGroupFailureTest, ADeadRankEndsTheJob) {
+  std::string out;
+  const int rc = mpirun(3, "dead_rank", &out);
+  EXPECT_NE(rc, 0) << out;
+  EXPECT_TRUE(test::has(out, "rank 1 dies")) << out;
+  EXPECT_FALSE(test::has(out, "finished without rank 1")) << out;
+}
+
+}  // namespace
+}  // namespace distributed
+}  // namespace dpe
+
+int main(int argc, char** argv) {
+  if (argc == 3 && std::strcmp(argv[1], "--rank-case") == 0) {
+    const auto& c = dpe::distributed::cases();
+    const auto it = c.find(argv[2]);
+    if (it == c.end()) {
+      std::cerr << "unknown rank case " << argv[2] << "\n";
+      return 2;
+    }
+    try {
+      it->second();
+    } catch (const std::exception& e) {
+      std::cerr << "rank case " << argv[2] << " failed: " << e.what() << "\n";
+      return 1;
+    }
+    return 0;
+  }
+  testing::InitGoogleTest(&argc, argv);
+  dpe::distributed::g_self = argv[0];
+  return RUN_ALL_TESTS();
+}
