@@ -34,6 +34,7 @@ nlohmann::json to_json(const BenchResult& r, double speedup, double peak_gflops)
   nlohmann::json j;
   j["model"] = r.config.model;
   j["mode"] = r.config.mode;
+  if (r.config.mode == "ddp") j["ddp_backend"] = r.config.ddp_backend;
   j["devices"] = r.config.devices;
   j["global_batch"] = r.config.global_batch;
   j["step_ms"] = r.step_ms;
@@ -69,6 +70,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> models{"toy", "mlp", "convnet"};
   std::vector<int> device_counts{1, 2, 4};
   std::vector<int64_t> batches{256};
+  std::vector<std::string> ddp_backends{BenchConfig().ddp_backend};
   BenchConfig base;
   std::string json_path = "bench.json", svg_path = "bench.svg", worker_result;
   CLI::App app{"dpe bench: DataParallel against DDP on host devices (one thread per device)"};
@@ -105,6 +107,12 @@ int main(int argc, char** argv) {
   app.add_option("--image-size", base.image,
                  "resnet50: height and width of its random images (default 224)")
       ->check(CLI::Range(int64_t{0}, int64_t{4096}));
+  app.add_option("--ddp-backends", ddp_backends,
+                 "process groups to run DDP over, each a row: mpi (ranks started by mpirun, "
+                 "shared memory) or gloo (ranks as child processes, TCP over loopback)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"gloo", "mpi"}))
+      ->capture_default_str();
   app.add_option("--json", json_path, "where to write the results")->capture_default_str();
   app.add_option("--svg", svg_path, "where to draw the plot")->capture_default_str();
   app.add_option("--data-dir", base.data_dir, "Fashion-MNIST folder");
@@ -125,6 +133,7 @@ int main(int argc, char** argv) {
     if (!worker_result.empty()) {
       base.model = models.at(0);
       base.global_batch = batches.at(0);  // run_ddp passes the model's batch explicitly
+      base.ddp_backend = ddp_backends.at(0);
       dpe::tools::ddp_worker(base, worker_result);
       return 0;
     }
@@ -158,7 +167,8 @@ int main(int argc, char** argv) {
     std::printf(
         "every device/process computes with 1 thread; samples/s = global batch / median "
         "step time over %d steps after %d warm-up steps (gpt, resnet50: %d after %d "
-        "unless --steps/--warmup say otherwise); tokens/s = samples/s x context\n",
+        "unless --steps/--warmup say otherwise); tokens/s = samples/s x context; ddp/B: DDP "
+        "over process group B\n",
         base.steps, base.warmup, steps_opt->count() ? base.steps : 3,
         warmup_opt->count() ? base.warmup : 1);
     for (int n : device_counts) {
@@ -167,7 +177,7 @@ int main(int argc, char** argv) {
                     cores);
       }
     }
-    std::printf("\n%-11s %6s %5s %4s %9s %10s %9s %7s %8s %6s %9s  %s\n", "model", "batch", "mode",
+    std::printf("\n%-11s %6s %8s %4s %9s %10s %9s %7s %8s %6s %9s  %s\n", "model", "batch", "mode",
                 "dev", "step ms", "samples/s", "tokens/s", "speedup", "GFLOP/s", "%peak",
                 "DP ovh us", "per device: peak memory / busy share");
     nlohmann::json all = nlohmann::json::array();
@@ -184,13 +194,16 @@ int main(int argc, char** argv) {
       for (int64_t batch : model_batches) {
         double one_device = 0;
         for (int n : device_counts) {
-          for (const char* mode : {"dp", "ddp"}) {
-            if (n == 1 && std::string(mode) == "ddp") continue;  // one device: the same step
+          std::vector<std::pair<std::string, std::string>> runs{{"dp", ""}};  // mode, backend
+          for (const std::string& b : ddp_backends) runs.emplace_back("ddp", b);
+          for (const auto& [mode, backend] : runs) {
+            if (n == 1 && mode == "ddp") continue;  // one device: the same step
             BenchConfig c = model_base;
             c.model = model;
             c.global_batch = batch;
             c.devices = n;
             c.mode = n == 1 ? "single" : mode;
+            if (c.mode == "ddp") c.ddp_backend = backend;
             BenchResult r = c.mode == "ddp" ? dpe::tools::run_ddp(c, dpe::tools::self_executable())
                                             : dpe::tools::run_in_process(c);
             if (n == 1) one_device = r.samples_per_second;
@@ -215,8 +228,9 @@ int main(int argc, char** argv) {
             if (r.tokens_per_second > 0) {
               std::snprintf(tokens, sizeof tokens, "%.0f", r.tokens_per_second);
             }
-            std::printf("%-11s %6lld %5s %4d %9.2f %10.1f %9s %7.2f %8.1f %5.0f%% %9s  %s\n",
-                        model.c_str(), static_cast<long long>(batch), c.mode.c_str(), n, r.step_ms,
+            const std::string label = dpe::tools::mode_label(c);
+            std::printf("%-11s %6lld %8s %4d %9.2f %10.1f %9s %7.2f %8.1f %5.0f%% %9s  %s\n",
+                        model.c_str(), static_cast<long long>(batch), label.c_str(), n, r.step_ms,
                         r.samples_per_second, tokens, speedup, r.gflops,
                         100 * r.gflops / (peak * n), overhead, per_device.c_str());
             std::fflush(stdout);

@@ -28,10 +28,13 @@ std::string fmt_mib(double v) {
   return buf;
 }
 
-std::string color_for(const std::string& mode, size_t batch_index) {
+// dp blue, ddp/mpi red, ddp/gloo orange; shades by batch.
+std::string color_for(const std::string& label, size_t batch_index) {
   static const char* dp[] = {"#1f77b4", "#6baed6", "#08519c"};
-  static const char* ddp[] = {"#d62728", "#fc9272", "#a50f15"};
-  return mode == "ddp" ? ddp[batch_index % 3] : dp[batch_index % 3];
+  static const char* mpi[] = {"#d62728", "#fc9272", "#a50f15"};
+  static const char* gloo[] = {"#ff7f0e", "#fdae6b", "#a63603"};
+  if (label == "ddp/gloo") return gloo[batch_index % 3];
+  return label.rfind("ddp", 0) == 0 ? mpi[batch_index % 3] : dp[batch_index % 3];
 }
 
 // One panel: samples/s (y) against devices (x) for one model.
@@ -68,20 +71,24 @@ void throughput_panel(std::ostringstream& svg, int x0, int y0, const std::string
   }
   svg << "<text x='" << x0 + kPanelW / 2 + 10 << "' y='" << y0 + kPanelH - 8
       << "' text-anchor='middle' font-size='11'>devices</text>\n";
+  std::set<std::string> labels;
+  for (const auto& r : results) {
+    if (r.config.model == model && r.config.mode != "single") labels.insert(mode_label(r.config));
+  }
   size_t bi = 0;
   for (int64_t b : batches) {
-    for (const char* mode : {"dp", "ddp"}) {
+    for (const std::string& mode : labels) {
       std::vector<std::pair<int, double>> pts;
       for (const auto& r : results) {
         if (r.config.model != model || r.config.global_batch != b) continue;
-        if (r.config.mode == mode || (r.config.mode == "single")) {
+        if (mode_label(r.config) == mode || (r.config.mode == "single")) {
           pts.emplace_back(r.config.devices, r.samples_per_second);
         }
       }
       std::sort(pts.begin(), pts.end());
       if (pts.size() < 2) continue;
       svg << "<polyline fill='none' stroke-width='2' stroke='" << color_for(mode, bi) << "'"
-          << (std::string(mode) == "ddp" ? " stroke-dasharray='6,3'" : "") << " points='";
+          << (mode != "dp" ? " stroke-dasharray='6,3'" : "") << " points='";
       for (auto& [d, v] : pts) svg << px(d) << "," << fmt(py(v)) << " ";
       svg << "'/>\n";
       const auto& last = pts.back();

@@ -269,7 +269,7 @@ BenchResult run_in_process(const BenchConfig& c) {
 }
 
 void ddp_worker(const BenchConfig& c, const std::string& result_path) {
-  Distributed dist = Distributed::init();
+  Distributed dist = Distributed::init(c.ddp_backend);
   DPE_CHECK(
       c.global_batch % dist.world == 0,
       "the global batch " << c.global_batch << " must divide by the world size " << dist.world);
@@ -325,10 +325,12 @@ BenchResult run_ddp(const BenchConfig& c, const std::string& self_exe) {
   const std::vector<std::string> argv{
       self_exe,   "--ddp-worker", result_path, "--models",     c.model, "--batches",
       batch,      "--warmup",     warmup,      "--steps",      steps,   "--data-dir",
-      c.data_dir, "--context",    context,     "--image-size", image};
-  const int failed = run_local_ranks(argv, c.devices);
-  DPE_CHECK(failed == 0, "bench: " << failed << " DDP worker(s) failed for " << c.model << " on "
-                                   << c.devices << " processes");
+      c.data_dir, "--context",    context,     "--image-size", image,
+      "--ddp-backends", c.ddp_backend};
+  const int failed = c.ddp_backend == "mpi" ? run_mpi_ranks(argv, c.devices)
+                                            : run_local_ranks(argv, c.devices);
+  DPE_CHECK(failed == 0, "bench: DDP workers (" << c.ddp_backend << ") failed for " << c.model
+                                                << " on " << c.devices << " processes");
   std::ifstream in(result_path);
   DPE_CHECK(in.good(), "bench: rank 0 wrote no result to " << result_path);
   nlohmann::json j = nlohmann::json::parse(in);

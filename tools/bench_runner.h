@@ -17,6 +17,7 @@ namespace dpe::tools {
 struct BenchConfig {
   std::string model = "convnet";  // toy | mlp | convnet | resnet-tiny | resnet50 | gpt-small | gpt2
   std::string mode = "dp";        // single | dp | ddp
+  std::string ddp_backend = "mpi";  // ddp: gloo (dpe-launch's way) | mpi (mpirun's)
   int devices = 1;
   int64_t global_batch = 256;  // samples (gpt: windows of `context` tokens)
   int64_t context = 0;         // gpt: tokens per window; 0: the model's block size
@@ -58,11 +59,17 @@ int64_t bench_image(const std::string& model, int64_t image);
 // other models. Throws dpe::Error when `context` exceeds the block size.
 int64_t bench_context(const std::string& model, int64_t context);
 
+// The row's name: "single", "dp", or "ddp/<backend>".
+inline std::string mode_label(const BenchConfig& c) {
+  return c.mode == "ddp" ? "ddp/" + c.ddp_backend : c.mode;
+}
+
 // Runs single or dp in this process (host devices with one compute thread each).
 BenchResult run_in_process(const BenchConfig& config);
 
 // Runs ddp: re-executes `self_exe` as `devices` worker processes (one host device, one thread
-// each) rendezvousing on 127.0.0.1, and reads rank 0's result.
+// each) over config.ddp_backend — gloo: child processes rendezvousing on 127.0.0.1; mpi: started
+// by mpirun — and reads rank 0's result.
 BenchResult run_ddp(const BenchConfig& config, const std::string& self_exe);
 
 // The worker side of run_ddp, entered by --ddp-worker: measures, then rank 0 writes its JSON

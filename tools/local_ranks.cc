@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <string>
 #include <utility>
@@ -100,6 +101,52 @@ int run_local_ranks(const std::vector<std::string>& argv, int world) {
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) ++failed;
   }
   return failed;
+}
+
+int run_mpi_ranks(const std::vector<std::string>& argv, int world) {
+  DPE_CHECK(!argv.empty() && world >= 1,
+            "run_mpi_ranks: needs a program and at least one rank, got world " << world);
+  std::vector<std::string> args{"mpirun",       "--oversubscribe",       "--bind-to",
+                                "none",         "-np",                   std::to_string(world),
+                                "-x",           "DPE_HOST_DEVICES=1",    "-x",
+                                "DPE_HOST_THREADS=1", "-x",              "OMP_NUM_THREADS=1"};
+  args.insert(args.end(), argv.begin(), argv.end());
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) env.push_back(*e);
+  // A launcher's variables would contradict MPI's ranks (init_process_group refuses that).
+  const std::vector<std::string> drop{"RANK=", "LOCAL_RANK=", "WORLD_SIZE=", "MASTER_ADDR=",
+                                      "MASTER_PORT="};
+  env.erase(std::remove_if(env.begin(), env.end(),
+                           [&](const std::string& v) {
+                             for (const std::string& d : drop) {
+                               if (v.rfind(d, 0) == 0) return true;
+                             }
+                             return false;
+                           }),
+            env.end());
+  env.push_back("OMPI_ALLOW_RUN_AS_ROOT=1");
+  env.push_back("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1");
+  std::vector<char*> argv_ptrs, env_ptrs;
+  for (const std::string& a : args) argv_ptrs.push_back(const_cast<char*>(a.c_str()));
+  argv_ptrs.push_back(nullptr);
+  for (const std::string& e : env) env_ptrs.push_back(const_cast<char*>(e.c_str()));
+  env_ptrs.push_back(nullptr);
+  const pid_t parent = getpid();
+  const pid_t pid = fork();
+  DPE_CHECK(pid >= 0, "run_mpi_ranks: fork failed");
+  if (pid == 0) {
+    // SIGTERM, not SIGKILL: mpirun then ends its ranks before it goes.
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != parent) _exit(126);
+    execvpe("mpirun", argv_ptrs.data(), env_ptrs.data());
+    _exit(127);
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  DPE_CHECK(!(WIFEXITED(status) && WEXITSTATUS(status) == 127),
+            "run_mpi_ranks: cannot run mpirun (install Debian's openmpi-bin)");
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
 }
 
 }  // namespace dpe::tools

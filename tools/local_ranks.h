@@ -24,4 +24,10 @@ int free_local_port();
 // (PR_SET_PDEATHSIG). Waits for all of them; returns how many did not exit with 0.
 int run_local_ranks(const std::vector<std::string>& argv, int world);
 
+// The same job started by Open MPI's mpirun (found on PATH) for the "mpi" backend: `world` ranks
+// on this machine, unbound (--bind-to none, as run_local_ranks' children), one host device with
+// one compute thread each; root may run it (OMPI_ALLOW_RUN_AS_ROOT). mpirun dies with this
+// process and takes its ranks with it. Returns 0 when every rank exited with 0, else 1.
+int run_mpi_ranks(const std::vector<std::string>& argv, int world);
+
 }  // namespace dpe::tools

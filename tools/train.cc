@@ -59,9 +59,16 @@ int main(int argc, char** argv) {
       "language-model corpus (fortunes + the Jargon File, 32k BPE), with dpe.\n"
       "  single: one host device.   dp: DataParallel over --devices host devices.\n"
       "  ddp: one process per device; start it with the launcher, e.g.\n"
-      "    tools/bazelw run //tools:launch -- --nproc_per_node=2 bazel-bin/tools/train --mode ddp"};
+      "    tools/bazelw run //tools:launch -- --nproc_per_node=2 bazel-bin/tools/train --mode ddp\n"
+      "  or with Open MPI (shared memory on one host, the faster there):\n"
+      "    mpirun -np 2 bazel-bin/tools/train --mode ddp"};
   app.add_option("--mode", c.mode, "single | dp | ddp")
       ->check(CLI::IsMember({"single", "dp", "ddp"}))
+      ->capture_default_str();
+  app.add_option("--backend", c.backend,
+                 "ddp's process group: mpi (start with mpirun -np N), gloo (start with "
+                 "//tools:launch), auto: mpi under mpirun, else gloo")
+      ->check(CLI::IsMember({"auto", "gloo", "mpi"}))
       ->capture_default_str();
   CLI::Option* devices =
       app.add_option("--devices", c.devices,

@@ -1,5 +1,7 @@
 #include "tools/train_distributed.h"
 
+#include <cstdlib>
+
 #include "engine/core/error.h"
 #include "engine/distributed/distributed.h"
 #include "engine/distributed/distributed_data_parallel.h"
@@ -7,9 +9,11 @@
 
 namespace dpe::tools {
 
-Distributed Distributed::init() {
+Distributed Distributed::init(const std::string& backend) {
   Distributed d;
-  d.group = distributed::init_process_group("gloo", "env://");
+  const bool under_mpirun = std::getenv("OMPI_COMM_WORLD_RANK") != nullptr;
+  d.group = distributed::init_process_group(
+      backend == "auto" ? (under_mpirun ? "mpi" : "gloo") : backend, "env://");
   d.rank = d.group->rank();
   d.world = d.group->size();
   return d;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "engine/distributed/process_group.h"
@@ -16,8 +17,10 @@ struct Distributed {
   std::shared_ptr<distributed::ProcessGroup> group;  // null for a single process
 
   static Distributed single() { return {}; }
-  // init_process_group("gloo", "env://") from the launcher's environment.
-  static Distributed init();
+  // init_process_group(backend, "env://"): "gloo" from the launcher's environment (RANK,
+  // MASTER_ADDR, ...), "mpi" from the MPI library under mpirun; "auto": mpi when mpirun started
+  // this process (OMPI_COMM_WORLD_RANK is set), else gloo.
+  static Distributed init(const std::string& backend = "auto");
 
   std::shared_ptr<Module> wrap(std::shared_ptr<Module> model) const;  // DistributedDataParallel
   std::shared_ptr<Module> convert_sync_batchnorm(std::shared_ptr<Module> model) const;

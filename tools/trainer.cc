@@ -737,7 +737,7 @@ TrainResult train(const TrainConfig& config, FILE* out) {
     }
     if (rt.host_device_count() < c.devices) rt.set_host_device_count(c.devices);
   }
-  Distributed dist = c.mode == "ddp" ? Distributed::init() : Distributed::single();
+  Distributed dist = c.mode == "ddp" ? Distributed::init(c.backend) : Distributed::single();
   const Device home = Device();  // host:0 in this process
   const bool main = dist.rank == 0;
   // The main process finishes a checkpoint whose commit a kill interrupted and removes what

@@ -25,6 +25,7 @@ constexpr int kMaxEpochs = 1000000;
 
 struct TrainConfig {
   std::string mode = "single";    // single | dp | ddp
+  std::string backend = "auto";   // ddp: gloo | mpi | auto (mpi under mpirun, else gloo)
   int devices = 2;                // dp: host devices to use
   std::string model = "convnet";  // toy | mlp | convnet | resnet-tiny | gpt-small | gpt2
   int epochs = 1;

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <set>
 
 #include "engine/core/error.h"
 
@@ -31,11 +32,32 @@ std::string mpi_error_string(int code) {
   return std::string(text, static_cast<size_t>(len));
 }
 
-void finalize_at_exit() {
+// The live groups, so that MPI is finalised only after their communication threads have
+// stopped: a group held until static destruction (the default group) would otherwise still have
+// its thread, and Open MPI's finalisation tears down what that thread's frees rely on. Leaked on
+// purpose: it must outlive every static destructor.
+std::mutex& groups_mu() {
+  static auto* mu = new std::mutex;
+  return *mu;
+}
+std::set<MpiProcessGroup*>& live_groups() {
+  static auto* groups = new std::set<MpiProcessGroup*>;
+  return *groups;
+}
+
+}  // namespace
+
+void MpiProcessGroup::finalize_at_exit() {
+  {
+    std::lock_guard<std::mutex> lock(groups_mu());
+    for (MpiProcessGroup* g : live_groups()) g->release();
+  }
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (!finalized) MPI_Finalize();
 }
+
+namespace {
 
 void init_mpi_once() {
   std::call_once(g_init_once, [] {
@@ -47,7 +69,7 @@ void init_mpi_once() {
       const int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &g_thread_level);
       DPE_CHECK(rc == MPI_SUCCESS, "init_process_group (mpi): MPI_Init_thread failed: "
                                        << mpi_error_string(rc));
-      std::atexit(finalize_at_exit);
+      std::atexit(MpiProcessGroup::finalize_at_exit);
     }
     DPE_CHECK(g_thread_level >= MPI_THREAD_SERIALIZED,
               "init_process_group (mpi): the MPI library grants thread level "
@@ -120,15 +142,26 @@ MpiProcessGroup::MpiProcessGroup()
   // Error codes instead of the default abort, so a misuse surfaces as a dpe::Error.
   call([&] { return MPI_Comm_set_errhandler(comm_->comm, MPI_ERRORS_RETURN); });
   start_communication();
+  std::lock_guard<std::mutex> lock(groups_mu());
+  live_groups().insert(this);
 }
 
 MpiProcessGroup::~MpiProcessGroup() {
+  {
+    std::lock_guard<std::mutex> lock(groups_mu());
+    live_groups().erase(this);
+  }
+  release();
+}
+
+void MpiProcessGroup::release() {
   stop_communication();
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (!finalized && comm_->comm != MPI_COMM_NULL) {
     call([&] { return MPI_Comm_free(&comm_->comm); });
   }
+  comm_->comm = MPI_COMM_NULL;
 }
 
 void MpiProcessGroup::run_all_reduce(Tensor& tensor, ReduceOp op) {

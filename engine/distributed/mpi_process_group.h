@@ -37,6 +37,10 @@ class MpiProcessGroup : public ProcessGroup {
 
   std::string backend() const override { return "mpi"; }
 
+  // Registered with atexit when this process initialises MPI: stops every live group's
+  // communication thread, then calls MPI_Finalize. A group used after that throws.
+  static void finalize_at_exit();
+
   // MPI's rank and world size, initialising MPI if needed (for init_process_group's checks).
   static int world_rank();
   static int world_size();
@@ -50,6 +54,7 @@ class MpiProcessGroup : public ProcessGroup {
   void run_barrier() override;
 
  private:
+  void release();  // stops the communication thread and frees the communicator; idempotent
   struct Comm;
   std::unique_ptr<Comm> comm_;
 };

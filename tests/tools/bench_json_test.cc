@@ -1,5 +1,5 @@
 // //tools:bench writes the JSON it documents: a quick run (toy model, 1 and 2 devices, DP and
-// DDP) checked against the schema, the gpt and resnet rows; measured figures are never asserted
+// DDP over MPI and Gloo) checked against the schema, the gpt and resnet rows; measured figures are never asserted
 // (the analytic FLOPs per sample behind GFLOP/s are).
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -17,13 +17,16 @@ TEST(BenchJsonTest, SchemaOfAQuickRun) {
   const std::string dir = std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp";
   const std::string json = dir + "/bench.json", svg = dir + "/bench.svg";
   const std::string cmd = g_bench + " --models toy --devices 1,2 --batches 8 --warmup 1 --steps 2" +
-                          " --json " + json + " --svg " + svg + " > " + dir + "/bench.out 2>&1";
+                          " --ddp-backends mpi,gloo --json " + json + " --svg " + svg + " > " + dir + "/bench.out 2>&1";
   const int status = std::system(cmd.c_str());
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "bench failed: see bench.out";
   nlohmann::json j = nlohmann::json::parse(std::ifstream(json));
   EXPECT_GT(j.at("gemm_peak_gflops_1_thread").get<double>(), 0);
-  ASSERT_EQ(j.at("results").size(), 3u);  // single on 1 device, dp and ddp on 2
+  ASSERT_EQ(j.at("results").size(), 4u);  // single on 1 device, dp, ddp/mpi and ddp/gloo on 2
+  EXPECT_EQ(j["results"][2].at("ddp_backend"), "mpi");
+  EXPECT_EQ(j["results"][3].at("ddp_backend"), "gloo");
   for (const auto& r : j["results"]) {
+    EXPECT_EQ(r.contains("ddp_backend"), r["mode"] == "ddp");
     for (const char* key :
          {"model", "mode", "devices", "global_batch", "step_ms", "samples_per_second",
           "speedup_vs_1_device", "gflops", "gflops_share_of_peak", "per_device"}) {

@@ -1,7 +1,7 @@
 // //tools:train's command line and its exit codes (README, "Exit codes"): bad flags, flag values
 // and DPE_* environment values exit with 2, data and checkpoint files that are missing or corrupt
 // with 3, a failed run with 1; --devices against DPE_HOST_DEVICES, --rdzv-timeout; a run killed
-// at any moment resumes.
+// at any moment resumes; DDP over MPI (mpirun) trains exactly as DDP over Gloo.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -324,6 +324,39 @@ TEST(TrainCliTest, RdzvTimeoutBoundsTheRendezvous) {
   EXPECT_EQ(run("--mode ddp --rdzv-timeout 1 " + kToy, &out, env), 1) << out;
   EXPECT_TRUE(has(out, "rendezvous timed out after 1000 ms")) << out;
   EXPECT_TRUE(has(out, "rank 1 of 2 has not reached the store")) << out;
+}
+
+// The same DDP job over the two host process groups: 2 ranks under mpirun (--backend auto picks
+// mpi there) and 2 ranks over Gloo started as the launcher would. A sum of two floats does not
+// depend on the order, so every printed loss and accuracy is the same.
+TEST(TrainCliTest, DdpOverMpiTrainsAsDdpOverGloo) {
+  const std::string args =
+      "--mode ddp --model toy --train-samples 400 --test-samples 64 --epochs 2 --no-progress";
+  std::string mpi;
+  const int rc = dpe::test::run_tool(
+      "mpirun", "--oversubscribe --bind-to none -np 2 " + g_train + " " + args, &mpi,
+      "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 DPE_HOST_DEVICES=1");
+  ASSERT_EQ(rc, 0) << mpi;
+  EXPECT_TRUE(has(mpi, "mode ddp (2 process(es))")) << mpi;
+  const std::string env = "WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" +
+                          std::to_string(free_port()) + " DPE_HOST_DEVICES=1";
+  std::string gloo;
+  const std::string both = "(RANK=0 LOCAL_RANK=0 " + env + " " + g_train + " " + args +
+                           " & RANK=1 LOCAL_RANK=1 " + env + " " + g_train + " " + args +
+                           " > /dev/null 2>&1; wait)";
+  ASSERT_EQ(dpe::test::run_tool(both, "", &gloo), 0) << gloo;
+  const auto epochs = [](const std::string& out) {
+    std::string lines;
+    for (size_t at = out.find("epoch 0:"); at != std::string::npos; at = out.find("epoch ", at + 1)) {
+      if (out.compare(at, 6, "epoch ") == 0 && out.find(':', at) < out.find('\n', at)) {
+        const std::string line = out.substr(at, out.find('\n', at) - at);
+        lines += line.substr(0, line.rfind(", ")) + "\n";  // without samples/s
+      }
+    }
+    return lines;
+  };
+  EXPECT_FALSE(epochs(mpi).empty()) << mpi;
+  EXPECT_EQ(epochs(mpi), epochs(gloo)) << "mpi:\n" << mpi << "\ngloo:\n" << gloo;
 }
 
 }  // namespace

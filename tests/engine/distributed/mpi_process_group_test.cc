@@ -190,6 +190,16 @@ void init_process_group_case() {
   destroy_process_group();
 }
 
+// The default group is never destroyed: MPI is finalised at exit after its thread has stopped,
+// and the job ends cleanly.
+void default_group_held_until_exit_case() {
+  auto group = init_process_group("mpi");
+  Tensor t = Tensor::full({1 << 16}, 1.0f);
+  for (int k = 0; k < 20; ++k) group->all_reduce_async(t);
+  group->barrier();
+  std::cout << "rank " << group->rank() << " leaves with its group\n";
+}
+
 void environment_mismatch_case() {
   // As if tools/dpe-launch had started two ranks of a job that MPI sees as a world of one.
   ::setenv("RANK", "1", 1);
@@ -221,6 +231,7 @@ const std::map<std::string, std::function<void()>>& cases() {
       {"one_rank_and_argument_errors", one_rank_and_argument_errors_case},
       {"init_process_group", init_process_group_case},
       {"environment_mismatch", environment_mismatch_case},
+      {"default_group_held_until_exit", default_group_held_until_exit_case},
       {"dead_rank", dead_rank_case},
   };
   return c;
@@ -266,6 +277,12 @@ TEST_P(MpiProcessGroupTest, AsyncAllReducesCompleteInOrderBesideASecondGroup) {
 TEST_P(MpiProcessGroupTest, InitProcessGroupTakesMpisRankAndSize) {
   std::string out;
   EXPECT_EQ(mpirun(GetParam(), "init_process_group", &out), 0) << out;
+}
+
+TEST_P(MpiProcessGroupTest, AGroupHeldUntilExitEndsTheJobCleanly) {
+  std::string out;
+  EXPECT_EQ(mpirun(GetParam(), "default_group_held_until_exit", &out), 0) << out;
+  EXPECT_TRUE(test::has(out, "rank 0 leaves with its group")) << out;
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, MpiProcessGroupTest, ::testing::Values(2, 3),
