@@ -335,7 +335,7 @@ TEST(TrainCliTest, DdpOverMpiTrainsAsDdpOverGloo) {
   std::string mpi;
   const int rc = dpe::test::run_tool(
       "mpirun", "--oversubscribe --bind-to none -np 2 " + g_train + " " + args, &mpi,
-      "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 DPE_HOST_DEVICES=1");
+      dpe::test::mpirun_env() + " DPE_HOST_DEVICES=1");
   ASSERT_EQ(rc, 0) << mpi;
   EXPECT_TRUE(has(mpi, "mode ddp (2 process(es))")) << mpi;
   const std::string env = "WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" +

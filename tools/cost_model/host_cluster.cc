@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "tools/local_ranks.h"
 #include "engine/backend/backend.h"
 #include "engine/core/error.h"
 #include "engine/device/device_guard.h"
@@ -36,7 +37,7 @@ namespace dpe::sim {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr const char* kGlooWorkerFlag = "--dpe-gloo-worker";
+constexpr const char* kAllReduceWorkerFlag = "--dpe-all-reduce-worker";
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -141,11 +142,14 @@ GpuSpec host_gpu(double gflops, const HostRates& r) {
   return g;
 }
 
-// One rank of measure_gloo_all_reduce; rank 0 writes the medians (µs) to `result`.
-void gloo_rank(int rank, const std::string& store, const std::string& result, int reps,
+// One rank of measure_all_reduce; rank 0 writes the medians (µs) to `result`.
+// `store`: Gloo's rendezvous directory, or "mpi" (rank and size from mpirun).
+void all_reduce_rank(int rank, const std::string& store, const std::string& result, int reps,
                const std::vector<int64_t>& bytes) {
   set_host_devices(1);
-  auto group = distributed::init_process_group("gloo", "file://" + store, 2, rank);
+  auto group = store == "mpi" ? distributed::init_process_group("mpi")
+                              : distributed::init_process_group("gloo", "file://" + store, 2, rank);
+  rank = group->rank();
   std::vector<Tensor> xs;
   for (int64_t b : bytes) xs.push_back(Tensor::zeros(Shape{b / 4}, DType::kFloat32));
   std::vector<std::vector<double>> times(bytes.size());
@@ -234,43 +238,52 @@ std::vector<int64_t> bucket_bytes(const TracedStep& trace) {
   return out;
 }
 
-GlooRates measure_gloo_all_reduce(const std::string& self_exe, const std::vector<int64_t>& buckets,
-                                  int reps) {
+AllReduceRates measure_all_reduce(const std::string& self_exe, const std::vector<int64_t>& buckets,
+                                  int reps, const std::string& backend) {
+  DPE_CHECK(backend == "mpi" || backend == "gloo",
+            "measure_all_reduce: backend '" << backend << "' (expected mpi or gloo)");
   DPE_CHECK(!self_exe.empty() && !buckets.empty() && reps >= 1,
-            "measure_gloo_all_reduce: needs the program's path, buckets and reps");
-  GlooRates g;
+            "measure_all_reduce: needs the program's path, buckets and reps");
+  AllReduceRates g;
   g.bytes.push_back(4096);
   g.bytes.insert(g.bytes.end(), buckets.begin(), buckets.end());
-  char dir_template[] = "/tmp/dpe_gloo_XXXXXX";
+  char dir_template[] = "/tmp/dpe_all_reduce_XXXXXX";
   const char* dir = mkdtemp(dir_template);
-  DPE_CHECK(dir != nullptr, "measure_gloo_all_reduce: cannot create a temporary directory");
+  DPE_CHECK(dir != nullptr, "measure_all_reduce: cannot create a temporary directory");
   const std::string store = std::string(dir) + "/store", result = std::string(dir) + "/us.txt";
-  DPE_CHECK(mkdir(store.c_str(), 0700) == 0, "measure_gloo_all_reduce: cannot create " << store);
+  DPE_CHECK(mkdir(store.c_str(), 0700) == 0, "measure_all_reduce: cannot create " << store);
   // Everything the children need is built before fork(): a child only calls execve and _exit.
-  std::vector<std::vector<std::string>> args(2);
-  std::vector<std::vector<char*>> argv(2);
-  for (int rank = 0; rank < 2; ++rank) {
-    args[rank] = {self_exe, kGlooWorkerFlag,     store, std::to_string(rank),
-                  result,   std::to_string(reps)};
-    for (int64_t b : g.bytes) args[rank].push_back(std::to_string(b));
-    for (std::string& a : args[rank]) argv[rank].push_back(a.data());
-    argv[rank].push_back(nullptr);
-  }
-  pid_t pids[2];
-  for (int rank = 0; rank < 2; ++rank) {
-    pids[rank] = fork();
-    DPE_CHECK(pids[rank] >= 0, "measure_gloo_all_reduce: fork failed");
-    if (pids[rank] == 0) {
-      prctl(PR_SET_PDEATHSIG, SIGKILL);
-      execve(argv[rank][0], argv[rank].data(), environ);
-      _exit(127);
-    }
-  }
   int failed = 0;
-  for (pid_t pid : pids) {
-    int status = 0;
-    waitpid(pid, &status, 0);
-    failed += !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  if (backend == "mpi") {
+    std::vector<std::string> args{self_exe, kAllReduceWorkerFlag, "mpi", "-1", result,
+                                  std::to_string(reps)};
+    for (int64_t b : g.bytes) args.push_back(std::to_string(b));
+    failed = tools::run_mpi_ranks(args, 2);
+  } else {
+    std::vector<std::vector<std::string>> args(2);
+    std::vector<std::vector<char*>> argv(2);
+    for (int rank = 0; rank < 2; ++rank) {
+      args[rank] = {self_exe, kAllReduceWorkerFlag, store, std::to_string(rank),
+                    result,   std::to_string(reps)};
+      for (int64_t b : g.bytes) args[rank].push_back(std::to_string(b));
+      for (std::string& a : args[rank]) argv[rank].push_back(a.data());
+      argv[rank].push_back(nullptr);
+    }
+    pid_t pids[2];
+    for (int rank = 0; rank < 2; ++rank) {
+      pids[rank] = fork();
+      DPE_CHECK(pids[rank] >= 0, "measure_all_reduce: fork failed");
+      if (pids[rank] == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        execve(argv[rank][0], argv[rank].data(), environ);
+        _exit(127);
+      }
+    }
+    for (pid_t pid : pids) {
+      int status = 0;
+      waitpid(pid, &status, 0);
+      failed += !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    }
   }
   std::ifstream in(result);
   for (size_t k = 0; k < g.bytes.size(); ++k) {
@@ -282,7 +295,7 @@ GlooRates measure_gloo_all_reduce(const std::string& self_exe, const std::vector
   std::filesystem::remove_all(dir, ignored);
   DPE_CHECK(
       failed == 0 && in && g.us.back() > 0,
-      "measure_gloo_all_reduce: " << failed << " rank(s) of " << self_exe << " failed, no timing");
+      "measure_all_reduce: " << failed << " rank(s) of " << self_exe << " failed, no timing");
   // alpha from the small message; the bandwidth that makes the buckets' times add up.
   double bucket_us = 0, bucket_b = 0;
   for (size_t k = 1; k < g.bytes.size(); ++k) {
@@ -297,17 +310,17 @@ GlooRates measure_gloo_all_reduce(const std::string& self_exe, const std::vector
   return g;
 }
 
-int gloo_worker_main(int argc, char** argv) {
-  if (argc < 2 || std::strcmp(argv[1], kGlooWorkerFlag) != 0) return -1;
+int all_reduce_worker_main(int argc, char** argv) {
+  if (argc < 2 || std::strcmp(argv[1], kAllReduceWorkerFlag) != 0) return -1;
   try {
     DPE_CHECK(argc >= 7,
-              "gloo worker: usage: " << kGlooWorkerFlag << " STORE RANK RESULT REPS BYTES...");
+              "all-reduce worker: usage: " << kAllReduceWorkerFlag << " STORE RANK RESULT REPS BYTES...");
     std::vector<int64_t> bytes;
     for (int i = 6; i < argc; ++i) bytes.push_back(std::stoll(argv[i]));
-    gloo_rank(std::stoi(argv[3]), argv[2], argv[4], std::stoi(argv[5]), bytes);
+    all_reduce_rank(std::stoi(argv[3]), argv[2], argv[4], std::stoi(argv[5]), bytes);
     return 0;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "gloo worker: %s\n", e.what());
+    std::fprintf(stderr, "all-reduce worker: %s\n", e.what());
     return 1;
   }
 }
@@ -328,9 +341,9 @@ Cluster host_cluster(int devices, const HostRates& r) {
   c.links.pcie_gbs = c.links.host_bridge_gbs = c.links.inter_socket_gbs = r.memcpy_gbs;
   c.links.p2p_latency_us = c.links.pcie_latency_us = c.links.host_latency_us = 0;
   c.p2p = false;
-  c.network.name = "gloo over loopback TCP";
-  c.network.gbs_per_node = r.gloo_gbs;
-  c.network.latency_us = r.gloo_alpha_us;
+  c.network.name = "the DDP ranks' process group (MPI shared memory or Gloo loopback TCP)";
+  c.network.gbs_per_node = r.ddp_gbs;
+  c.network.latency_us = r.ddp_alpha_us;
   validate_topology(c.topology);
   return c;
 }
@@ -349,7 +362,7 @@ ReplayOptions host_replay_options() {
   // workers cost ~185 µs per 2-device step (three threads on two cores).
   o.framework.dp_per_device_us = 185.0 / 2;
   o.framework.name = "dpe (host)";
-  // Gloo runs on the cores the ranks compute with (see ReplayOptions).
+  // MPI and Gloo run on the cores the ranks compute with (see ReplayOptions).
   o.communication_uses_compute = true;
   // The GEMM peak is measured on the step's own GEMMs: gemm runs at it by construction. memory:
   // calibrated once on the Mlp's single-device bench step (batch 256): the non-GEMM ops

@@ -1,17 +1,17 @@
 // host_cluster: the cost model's "host mode": this machine's host devices described as a cluster
 // (a "GPU" whose peaks are the measured single-thread GEMM and memcpy rates, links at the memcpy
-// rate, DDP's ranks joined by Gloo over loopback TCP as a network), to check the replay against
+// rate, DDP's ranks joined by their process group, MPI or Gloo, as a network), to check the replay against
 // //tools:bench on the same machine (tests/tools/cost_model/host_check_test.cc).
 //
 // The rates are measured where the step spends its time: the GEMMs at the traced step's own
-// shapes, with as many devices busy at once as the step has; Gloo's all-reduce at the step's own
+// shapes, with as many devices busy at once as the step has; DDP's all-reduce at the step's own
 // bucket sizes between two processes, as DDP's ranks run it. Each measurement is short, so a
 // caller can repeat it between its bench rounds and take medians (a machine's load changes from
 // one second to the next).
 //
 // Threading contract: measure_* set the host devices (Runtime::set_host_devices); call them from
 // one thread that is not a device worker, with no other work on the host devices.
-// measure_gloo_all_reduce starts processes (fork + execve of `self_exe`, safe with threads
+// measure_all_reduce starts processes (fork + execve of `self_exe`, safe with threads
 // running). The rest are pure functions.
 #pragma once
 
@@ -30,10 +30,11 @@ struct HostRates {
   double sgemm_gflops_shared = 100;  // per device while `shared_devices` run theirs at once
   int shared_devices = 1;            // the device count of sgemm_gflops_shared
   double memcpy_gbs = 5;             // one thread copying 64 MiB (bytes copied per second)
-  // Gloo's all-reduce of 2 ranks on loopback TCP as alpha-beta: t = 2 alpha + bytes / gbs (the
-  // replay's ring over a network of one rank per node). See measure_gloo_all_reduce.
-  double gloo_alpha_us = 50;
-  double gloo_gbs = 1;
+  // DDP's all-reduce of 2 ranks (MPI's shared memory or Gloo's loopback TCP) as alpha-beta:
+  // t = 2 alpha + bytes / gbs (the replay's ring over a network of one rank per node). See
+  // measure_all_reduce.
+  double ddp_alpha_us = 50;
+  double ddp_gbs = 1;
 };
 
 // The GEMM-class ops of `trace` (linear, linear_backward, matmul: what the engine's
@@ -49,27 +50,29 @@ double measure_memcpy_gbs(int reps);
 // The bytes of each bucket all-reduce a DDP trace launches, in launch order.
 std::vector<int64_t> bucket_bytes(const TracedStep& ddp_trace);
 
-struct GlooRates {
+struct AllReduceRates {
   std::vector<int64_t> bytes;  // the sizes measured: a small message, then the buckets
   std::vector<double> us;      // the median all-reduce of each
   double alpha_us = 0, gbs = 0;  // t = 2 alpha + bytes / gbs through the small message and the
                                  // buckets' total (the replay then gives the buckets' sum exactly)
 };
-// Gloo's all-reduce (ReduceOp::kAvg, float32, as DDP's reducer) between 2 ranks of this machine:
-// re-executes `self_exe` twice with gloo_worker_main's arguments (one host device of one thread
-// each, rendezvous through a fresh directory); each rep is a barrier, then an all-reduce of 4 KiB
-// and one of each of `buckets` in turn (a DDP step's end of backward), timed on rank 0; medians of
-// `reps` after 3 warm-ups. `self_exe`'s main() must call gloo_worker_main first.
-GlooRates measure_gloo_all_reduce(const std::string& self_exe, const std::vector<int64_t>& buckets,
-                                  int reps);
-// The rank side of measure_gloo_all_reduce. Returns -1 when argv is not a worker's (the caller
+// The all-reduce of `backend` ("mpi" or "gloo"; ReduceOp::kAvg, float32, as DDP's reducer)
+// between 2 ranks of this machine, started as //tools:bench starts its DDP ranks (mpi: by
+// mpirun; gloo: as child processes rendezvousing through a fresh directory), one host device of
+// one thread each, running `self_exe` with all_reduce_worker_main's arguments; each rep is a
+// barrier, then an all-reduce of 4 KiB and one of each of `buckets` in turn (a DDP step's end of
+// backward), timed on rank 0; medians of `reps` after 3 warm-ups. `self_exe`'s main() must call
+// all_reduce_worker_main first.
+AllReduceRates measure_all_reduce(const std::string& self_exe, const std::vector<int64_t>& buckets,
+                                  int reps, const std::string& backend = "mpi");
+// The rank side of measure_all_reduce. Returns -1 when argv is not a worker's (the caller
 // goes on as usual), else the process's exit code once the rank is done.
-int gloo_worker_main(int argc, char** argv);
+int all_reduce_worker_main(int argc, char** argv);
 
 // `devices` host devices as one node: links through host memory at the memcpy rate, the shared
 // GEMM rate when devices > 1. For DataParallel (replay_dp).
 Cluster host_cluster(int devices, const HostRates& rates);
-// `ranks` processes of one host device each, joined by Gloo over loopback TCP (the "network").
+// `ranks` processes of one host device each, joined by their process group (the "network").
 // For DDP (replay_ddp with gpus = ranks).
 Cluster host_ddp_cluster(int ranks, const HostRates& rates);
 // framework("dpe") with this machine's hand-offs, the host's efficiencies (see host_cluster.cc),

@@ -242,8 +242,7 @@ const std::map<std::string, std::function<void()>>& cases() {
 // mpirun as a user on one machine would run it; root in containers and CI needs the two
 // variables, more ranks than cores needs --oversubscribe.
 int mpirun(int ranks, const std::string& rank_case, std::string* output) {
-  const std::string env =
-      "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader";
+  const std::string env = test::mpirun_env() + " OMPI_MCA_btl=self,vader";
   const std::string args = "--oversubscribe --bind-to none -np " + std::to_string(ranks) + " " +
                            g_self + " --rank-case " + rank_case;
   const int rc = test::run_tool("mpirun", args, output, env);

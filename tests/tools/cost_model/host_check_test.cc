@@ -1,8 +1,9 @@
 // The cost model's "host mode" against //tools:bench on this machine (the check): the Mlp
 // traced (single, DataParallel on 2 host devices, one DDP rank) and replayed on host_cluster, then
 // measured with the bench's own runs (run_in_process; run_ddp with the bench binary, 2 processes
-// over Gloo). The rates (the traced GEMMs alone and 2 at once, memcpy, Gloo at the DDP buckets'
-// sizes) are measured in every round beside the bench's runs, medians over the rounds. Asserts
+// over MPI, the bench's default). The rates (the traced GEMMs alone and 2 at once, memcpy, MPI's
+// all-reduce at the DDP buckets' sizes) are measured in every round beside the bench's runs,
+// medians over the rounds. Asserts
 // the predicted speed-ups of dp 2 and ddp 2 over one device within 15% of the measured ones
 // (ratios survive machine load better than times); prints the absolute figures.
 #include <gtest/gtest.h>
@@ -62,7 +63,7 @@ tools::BenchConfig bench(const std::string& mode, int devices) {
 // One round: the rates, then the bench's three modes, back to back.
 struct Round {
   double gemm_single = 0, gemm_shared = 0, memcpy = 0;
-  GlooRates gloo;
+  AllReduceRates ddp;  // the bench's DDP backend (mpi)
   double single = 0, dp = 0, ddp = 0;  // measured step medians, ms
 };
 
@@ -82,19 +83,19 @@ TEST(HostCheckTest, MlpDataParallelAndDdpSpeedupsMatchTheBenchWithin15Percent) {
     r.gemm_single = measure_gemm_gflops(t_single, 10);
     r.gemm_shared = measure_gemm_gflops(t_dp, 10);  // = a DDP rank's GEMMs, 2 at once
     r.memcpy = measure_memcpy_gbs(8);
-    r.gloo = measure_gloo_all_reduce(self, buckets, 15);
+    r.ddp = measure_all_reduce(self, buckets, 15);
 #ifndef DPE_SANITIZED
     r.single = tools::run_in_process(bench("single", 1)).step_ms;
     r.dp = tools::run_in_process(bench("dp", 2)).step_ms;
     r.ddp = tools::run_ddp(bench("ddp", 2), g_bench).step_ms;
 #endif
     std::printf(
-        "round: gemm %.1f GFLOP/s alone, %.1f per device 2 at once; memcpy %.2f GB/s; gloo "
+        "round: gemm %.1f GFLOP/s alone, %.1f per device 2 at once; memcpy %.2f GB/s; ddp all-reduce "
         "alpha %.0f us, %.2f GB/s (",
-        r.gemm_single, r.gemm_shared, r.memcpy, r.gloo.alpha_us, r.gloo.gbs);
-    for (size_t k = 0; k < r.gloo.bytes.size(); ++k) {
-      std::printf("%s%lld B %.0f us", k ? ", " : "", static_cast<long long>(r.gloo.bytes[k]),
-                  r.gloo.us[k]);
+        r.gemm_single, r.gemm_shared, r.memcpy, r.ddp.alpha_us, r.ddp.gbs);
+    for (size_t k = 0; k < r.ddp.bytes.size(); ++k) {
+      std::printf("%s%lld B %.0f us", k ? ", " : "", static_cast<long long>(r.ddp.bytes[k]),
+                  r.ddp.us[k]);
     }
     std::printf("); bench single %.2f dp %.2f ddp %.2f ms\n", r.single, r.dp, r.ddp);
     HostRates hr;
@@ -102,8 +103,8 @@ TEST(HostCheckTest, MlpDataParallelAndDdpSpeedupsMatchTheBenchWithin15Percent) {
     hr.sgemm_gflops_shared = r.gemm_shared;
     hr.shared_devices = 2;
     hr.memcpy_gbs = r.memcpy;
-    hr.gloo_alpha_us = r.gloo.alpha_us;
-    hr.gloo_gbs = r.gloo.gbs;
+    hr.ddp_alpha_us = r.ddp.alpha_us;
+    hr.ddp_gbs = r.ddp.gbs;
     const ReplayOptions o = host_replay_options();
     const double ps = replay_dp(t_single, host_cluster(1, hr), o).step_ms;
     const double pd = replay_dp(t_dp, host_cluster(2, hr), o).step_ms;
@@ -116,9 +117,9 @@ TEST(HostCheckTest, MlpDataParallelAndDdpSpeedupsMatchTheBenchWithin15Percent) {
     for (const Round& r : rounds) v.push_back(r.*field);
     return median(v);
   };
-  auto med_gloo = [&](double GlooRates::*field) {
+  auto med_ddp = [&](double AllReduceRates::*field) {
     std::vector<double> v;
-    for (const Round& r : rounds) v.push_back(r.gloo.*field);
+    for (const Round& r : rounds) v.push_back(r.ddp.*field);
     return median(v);
   };
   HostRates rates;
@@ -126,13 +127,13 @@ TEST(HostCheckTest, MlpDataParallelAndDdpSpeedupsMatchTheBenchWithin15Percent) {
   rates.sgemm_gflops_shared = med(&Round::gemm_shared);
   rates.shared_devices = 2;
   rates.memcpy_gbs = med(&Round::memcpy);
-  rates.gloo_alpha_us = med_gloo(&GlooRates::alpha_us);
-  rates.gloo_gbs = med_gloo(&GlooRates::gbs);
+  rates.ddp_alpha_us = med_ddp(&AllReduceRates::alpha_us);
+  rates.ddp_gbs = med_ddp(&AllReduceRates::gbs);
   std::printf(
-      "medians: gemm %.1f GFLOP/s alone, %.1f per device 2 at once; memcpy %.2f GB/s; gloo "
+      "medians: gemm %.1f GFLOP/s alone, %.1f per device 2 at once; memcpy %.2f GB/s; ddp all-reduce "
       "alpha %.0f us, %.2f GB/s\n",
-      rates.sgemm_gflops, rates.sgemm_gflops_shared, rates.memcpy_gbs, rates.gloo_alpha_us,
-      rates.gloo_gbs);
+      rates.sgemm_gflops, rates.sgemm_gflops_shared, rates.memcpy_gbs, rates.ddp_alpha_us,
+      rates.ddp_gbs);
 
   const ReplayOptions options = host_replay_options();
   const Prediction single = replay_dp(t_single, host_cluster(1, rates), options);
@@ -170,8 +171,8 @@ TEST(HostCheckTest, MlpDataParallelAndDdpSpeedupsMatchTheBenchWithin15Percent) {
 }  // namespace dpe::sim
 
 int main(int argc, char** argv) {
-  // measure_gloo_all_reduce's ranks are this program, re-executed.
-  if (const int code = dpe::sim::gloo_worker_main(argc, argv); code >= 0) return code;
+  // measure_all_reduce's ranks are this program, re-executed.
+  if (const int code = dpe::sim::all_reduce_worker_main(argc, argv); code >= 0) return code;
   testing::InitGoogleTest(&argc, argv);
   if (argc >= 2) dpe::sim::g_bench = argv[1];
   return RUN_ALL_TESTS();
