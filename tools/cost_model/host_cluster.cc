@@ -28,6 +28,7 @@
 #include "engine/device/device_guard.h"
 #include "engine/device/runtime.h"
 #include "engine/distributed/distributed.h"
+#include "engine/parallel/comm.h"
 #include "engine/tensor/random.h"
 
 extern char** environ;
@@ -217,8 +218,10 @@ double measure_gemm_gflops(const TracedStep& trace, int reps) {
   return gflops;
 }
 
-double measure_memcpy_gbs(int reps) {
-  const size_t bytes = size_t{64} << 20;  // beyond the caches: DRAM
+double measure_memcpy_gbs(int reps, int64_t moved_bytes) {
+  DPE_CHECK(reps >= 1 && moved_bytes >= 2,
+            "measure_memcpy_gbs: " << reps << " reps of " << moved_bytes << " bytes");
+  const size_t bytes = static_cast<size_t>(moved_bytes / 2);  // each byte copied is read + written
   std::vector<char> src(bytes, 1), dst(bytes, 0);
   std::vector<double> times;
   for (int i = 0; i < reps + 1; ++i) {
@@ -228,6 +231,48 @@ double measure_memcpy_gbs(int reps) {
     src[static_cast<size_t>(i) % bytes] = dst[bytes - 1];  // the copies are not dead code
   }
   return static_cast<double>(bytes) / median(times) / 1e9;
+}
+
+double measure_dp_transfer_gbs(const TracedStep& trace, int reps) {
+  DPE_CHECK(reps >= 1 && trace.param_bytes > 0,
+            "measure_dp_transfer_gbs: " << reps << " reps, " << trace.param_bytes << " bytes");
+  set_host_devices(2);
+  const int64_t n = std::max<int64_t>(1, trace.param_tensors);
+  const int64_t each = std::max<int64_t>(1, trace.param_bytes / 4 / n);
+  std::vector<Tensor> params;
+  for (int64_t i = 0; i < n; ++i) params.push_back(Tensor::full({each}, 1.0f));
+  const std::vector<Device> devices{Device(DeviceType::kHost, 0), Device(DeviceType::kHost, 1)};
+  const auto specs = comm::specs_of(params);
+  std::vector<double> times;
+  for (int i = 0; i < reps + 1; ++i) {
+    const auto start = Clock::now();
+    std::vector<std::vector<Tensor>> copies = comm::broadcast_coalesced(params, devices);
+    const std::vector<Tensor> sums = comm::reduce_add_coalesced(copies, specs, devices[0]);
+    if (i > 0) times.push_back(seconds_since(start));
+  }
+  return 2.0 * static_cast<double>(n * each * 4) / median(times) / 1e9;
+}
+
+int64_t memory_op_bytes(const TracedStep& trace) {
+  std::vector<std::pair<int64_t, int64_t>> sizes;  // (bytes, weight = bytes)
+  int64_t total = 0;
+  for (const TraceEvent& e : trace.events) {
+    const bool kernel = e.kind == TraceKind::kFill ||
+                        (e.kind == TraceKind::kCopy && e.src == e.device) ||
+                        (e.kind == TraceKind::kOp && e.op_class != "gemm" && e.op_class != "conv");
+    const int64_t b = e.bytes_read + e.bytes_written;
+    if (!kernel || b <= 0) continue;
+    sizes.emplace_back(b, b);
+    total += b;
+  }
+  DPE_CHECK(total > 0, "memory_op_bytes: the trace has no memory-bound op");
+  std::sort(sizes.begin(), sizes.end());
+  int64_t seen = 0;
+  for (const auto& [b, w] : sizes) {
+    seen += w;
+    if (2 * seen >= total) return b;
+  }
+  return sizes.back().first;
 }
 
 std::vector<int64_t> bucket_bytes(const TracedStep& trace) {
@@ -337,8 +382,9 @@ Cluster host_cluster(int devices, const HostRates& r) {
   c.topology.gpus = devices;
   c.topology.pairs.assign(devices, std::vector<PairLink>(devices, PairLink{LinkKind::kPhb, 0}));
   for (int i = 0; i < devices; ++i) c.topology.pairs[i][i] = PairLink{LinkKind::kSelf, 0};
-  c.links.nvlink_gbs_per_link = r.memcpy_gbs;
-  c.links.pcie_gbs = c.links.host_bridge_gbs = c.links.inter_socket_gbs = r.memcpy_gbs;
+  const double link_gbs = r.dp_transfer_gbs > 0 ? r.dp_transfer_gbs : r.memcpy_gbs;
+  c.links.nvlink_gbs_per_link = link_gbs;
+  c.links.pcie_gbs = c.links.host_bridge_gbs = c.links.inter_socket_gbs = link_gbs;
   c.links.p2p_latency_us = c.links.pcie_latency_us = c.links.host_latency_us = 0;
   c.p2p = false;
   c.network.name = "the DDP ranks' process group (MPI shared memory or Gloo loopback TCP)";

@@ -29,7 +29,10 @@ struct HostRates {
   double sgemm_gflops = 100;         // one device's GEMMs, one thread, the others idle
   double sgemm_gflops_shared = 100;  // per device while `shared_devices` run theirs at once
   int shared_devices = 1;            // the device count of sgemm_gflops_shared
-  double memcpy_gbs = 5;             // one thread copying 64 MiB (bytes copied per second)
+  double memcpy_gbs = 5;             // memory-bound ops: one thread's memcpy (bytes copied per s)
+  // DataParallel's transfers between host devices: dpe's own broadcast + reduce-add of the
+  // parameters (bytes sent per second); 0: memcpy_gbs. See measure_dp_transfer_gbs.
+  double dp_transfer_gbs = 0;
   // DDP's all-reduce of 2 ranks (MPI's shared memory or Gloo's loopback TCP) as alpha-beta:
   // t = 2 alpha + bytes / gbs (the replay's ring over a network of one rank per node). See
   // measure_all_reduce.
@@ -44,8 +47,21 @@ struct HostRates {
 // of its GEMMs): per device, the rate the replay's "gemm" peak stands for.
 double measure_gemm_gflops(const TracedStep& trace, int reps);
 
-// One thread copying 64 MiB (DRAM, not cache), median of `reps`; GB/s copied.
-double measure_memcpy_gbs(int reps);
+// One thread's memcpy moving `moved_bytes` (read + written: a copy of half as many), median of
+// `reps`; GB/s copied. 64 MiB is DRAM's rate; a step's memory-bound ops move far less, from the
+// caches: memory_op_bytes gives the size to measure at.
+double measure_memcpy_gbs(int reps, int64_t moved_bytes = int64_t{128} << 20);
+
+// DataParallel's replicate and reduce-add as dpe runs them between host:0 and host:1
+// (comm::broadcast_coalesced, then comm::reduce_add_coalesced back onto host:0) on `trace`'s
+// parameters (param_tensors tensors of equal size making param_bytes), median of `reps`; bytes
+// sent across devices (2 x param_bytes) per second.
+double measure_dp_transfer_gbs(const TracedStep& trace, int reps);
+
+// The size at which `trace`'s memory-bound ops (every op but the GEMMs and convolutions, fills,
+// copies within a device) move their bytes: the median of their read + written bytes, weighted
+// by those bytes.
+int64_t memory_op_bytes(const TracedStep& trace);
 
 // The bytes of each bucket all-reduce a DDP trace launches, in launch order.
 std::vector<int64_t> bucket_bytes(const TracedStep& ddp_trace);

@@ -62,8 +62,8 @@ tools::BenchConfig bench(const std::string& mode, int devices) {
 
 // One round: the rates, then the bench's three modes, back to back.
 struct Round {
-  double gemm_single = 0, gemm_shared = 0, memcpy = 0;
-  AllReduceRates ddp;  // the bench's DDP backend (mpi)
+  double gemm_single = 0, gemm_shared = 0, memcpy = 0, dp_transfer = 0;
+  AllReduceRates all_reduce;  // the bench's DDP backend (mpi)
   double single = 0, dp = 0, ddp = 0;  // measured step medians, ms
 };
 
@@ -78,12 +78,15 @@ TEST(HostCheckTest, MlpDataParallelAndDdpSpeedupsMatchTheBenchWithin15Percent) {
 
   // Rates and bench rounds interleaved: a burst of load on the machine hits one round of every
   // rate and every mode, and the medians over rounds drop it.
+  std::printf("memory-bound ops of the step move %lld bytes (bytes-weighted median): memcpy at that size\n",
+              static_cast<long long>(memory_op_bytes(t_single)));
   std::vector<Round> rounds(kRounds);
   for (Round& r : rounds) {
     r.gemm_single = measure_gemm_gflops(t_single, 10);
     r.gemm_shared = measure_gemm_gflops(t_dp, 10);  // = a DDP rank's GEMMs, 2 at once
-    r.memcpy = measure_memcpy_gbs(8);
-    r.ddp = measure_all_reduce(self, buckets, 15);
+    r.memcpy = measure_memcpy_gbs(8, memory_op_bytes(t_single));
+    r.dp_transfer = measure_dp_transfer_gbs(t_dp, 8);
+    r.all_reduce = measure_all_reduce(self, buckets, 15);
 #ifndef DPE_SANITIZED
     r.single = tools::run_in_process(bench("single", 1)).step_ms;
     r.dp = tools::run_in_process(bench("dp", 2)).step_ms;
@@ -92,10 +95,10 @@ TEST(HostCheckTest, MlpDataParallelAndDdpSpeedupsMatchTheBenchWithin15Percent) {
     std::printf(
         "round: gemm %.1f GFLOP/s alone, %.1f per device 2 at once; memcpy %.2f GB/s; ddp all-reduce "
         "alpha %.0f us, %.2f GB/s (",
-        r.gemm_single, r.gemm_shared, r.memcpy, r.ddp.alpha_us, r.ddp.gbs);
-    for (size_t k = 0; k < r.ddp.bytes.size(); ++k) {
-      std::printf("%s%lld B %.0f us", k ? ", " : "", static_cast<long long>(r.ddp.bytes[k]),
-                  r.ddp.us[k]);
+        r.gemm_single, r.gemm_shared, r.memcpy, r.all_reduce.alpha_us, r.all_reduce.gbs);
+    for (size_t k = 0; k < r.all_reduce.bytes.size(); ++k) {
+      std::printf("%s%lld B %.0f us", k ? ", " : "", static_cast<long long>(r.all_reduce.bytes[k]),
+                  r.all_reduce.us[k]);
     }
     std::printf("); bench single %.2f dp %.2f ddp %.2f ms\n", r.single, r.dp, r.ddp);
     HostRates hr;
@@ -103,8 +106,9 @@ TEST(HostCheckTest, MlpDataParallelAndDdpSpeedupsMatchTheBenchWithin15Percent) {
     hr.sgemm_gflops_shared = r.gemm_shared;
     hr.shared_devices = 2;
     hr.memcpy_gbs = r.memcpy;
-    hr.ddp_alpha_us = r.ddp.alpha_us;
-    hr.ddp_gbs = r.ddp.gbs;
+    hr.dp_transfer_gbs = r.dp_transfer;
+    hr.ddp_alpha_us = r.all_reduce.alpha_us;
+    hr.ddp_gbs = r.all_reduce.gbs;
     const ReplayOptions o = host_replay_options();
     const double ps = replay_dp(t_single, host_cluster(1, hr), o).step_ms;
     const double pd = replay_dp(t_dp, host_cluster(2, hr), o).step_ms;
@@ -119,7 +123,7 @@ TEST(HostCheckTest, MlpDataParallelAndDdpSpeedupsMatchTheBenchWithin15Percent) {
   };
   auto med_ddp = [&](double AllReduceRates::*field) {
     std::vector<double> v;
-    for (const Round& r : rounds) v.push_back(r.ddp.*field);
+    for (const Round& r : rounds) v.push_back(r.all_reduce.*field);
     return median(v);
   };
   HostRates rates;
@@ -127,12 +131,15 @@ TEST(HostCheckTest, MlpDataParallelAndDdpSpeedupsMatchTheBenchWithin15Percent) {
   rates.sgemm_gflops_shared = med(&Round::gemm_shared);
   rates.shared_devices = 2;
   rates.memcpy_gbs = med(&Round::memcpy);
+  rates.dp_transfer_gbs = med(&Round::dp_transfer);
   rates.ddp_alpha_us = med_ddp(&AllReduceRates::alpha_us);
   rates.ddp_gbs = med_ddp(&AllReduceRates::gbs);
   std::printf(
-      "medians: gemm %.1f GFLOP/s alone, %.1f per device 2 at once; memcpy %.2f GB/s; ddp all-reduce "
+      "medians: gemm %.1f GFLOP/s alone, %.1f per device 2 at once; memcpy %.2f GB/s; dp transfers "
+      "%.2f GB/s; ddp all-reduce "
       "alpha %.0f us, %.2f GB/s\n",
-      rates.sgemm_gflops, rates.sgemm_gflops_shared, rates.memcpy_gbs, rates.ddp_alpha_us,
+      rates.sgemm_gflops, rates.sgemm_gflops_shared, rates.memcpy_gbs, rates.dp_transfer_gbs,
+      rates.ddp_alpha_us,
       rates.ddp_gbs);
 
   const ReplayOptions options = host_replay_options();
