@@ -52,8 +52,12 @@ void throughput_panel(std::ostringstream& svg, int x0, int y0, const std::string
   if (devices.empty()) return;
   ymax *= 1.15;
   const int dmax = *devices.rbegin();
-  auto px = [&](int d) { return x0 + kMargin + (kPanelW - kMargin - 10) * (d - 1) / std::max(1, dmax - 1); };
-  auto py = [&](double v) { return y0 + kPanelH - kMargin + 0.0 - (kPanelH - kMargin - 20) * v / ymax; };
+  auto px = [&](int d) {
+    return x0 + kMargin + (kPanelW - kMargin - 10) * (d - 1) / std::max(1, dmax - 1);
+  };
+  auto py = [&](double v) {
+    return y0 + kPanelH - kMargin + 0.0 - (kPanelH - kMargin - 20) * v / ymax;
+  };
   svg << "<text x='" << x0 + kPanelW / 2 << "' y='" << y0 + 14
       << "' text-anchor='middle' font-weight='bold'>" << model << "</text>\n";
   svg << "<line x1='" << px(1) << "' y1='" << py(0) << "' x2='" << px(dmax) << "' y2='" << py(0)
@@ -100,7 +104,8 @@ void throughput_panel(std::ostringstream& svg, int x0, int y0, const std::string
   }
 }
 
-void memory_panel(std::ostringstream& svg, int x0, int y0, const std::vector<BenchResult>& results) {
+void memory_panel(std::ostringstream& svg, int x0, int y0,
+                  const std::vector<BenchResult>& results) {
   // The DataParallel configuration whose device 0 holds the most extra memory (its peak minus
   // the mean of the others), beside DDP on the same model, batch and device count.
   const BenchResult* dp = nullptr;
@@ -120,7 +125,8 @@ void memory_panel(std::ostringstream& svg, int x0, int y0, const std::vector<Ben
   if (!dp) return;
   for (const auto& r : results) {
     if (r.config.mode == "ddp" && r.config.model == dp->config.model &&
-        r.config.devices == dp->config.devices && r.config.global_batch == dp->config.global_batch) {
+        r.config.devices == dp->config.devices &&
+        r.config.global_batch == dp->config.global_batch) {
       ddp = &r;
     }
   }
@@ -133,7 +139,9 @@ void memory_panel(std::ostringstream& svg, int x0, int y0, const std::vector<Ben
   const int n = static_cast<int>(dp->devices.size());
   const int w = kPanelW * 2 - kMargin - 20;
   const int group = w / std::max(1, n);
-  auto py = [&](double mib) { return y0 + kPanelH - kMargin - (kPanelH - kMargin - 24) * mib / ymax; };
+  auto py = [&](double mib) {
+    return y0 + kPanelH - kMargin - (kPanelH - kMargin - 24) * mib / ymax;
+  };
   svg << "<text x='" << x0 + kPanelW << "' y='" << y0 + 14
       << "' text-anchor='middle' font-weight='bold'>peak memory per device (MiB): "
       << dp->config.model << ", batch " << dp->config.global_batch << ", " << n

@@ -322,13 +322,13 @@ BenchResult run_ddp(const BenchConfig& c, const std::string& self_exe) {
   const std::string batch = std::to_string(c.global_batch);
   const std::string warmup = std::to_string(c.warmup), steps = std::to_string(c.steps);
   const std::string context = std::to_string(c.context), image = std::to_string(c.image);
-  const std::vector<std::string> argv{
-      self_exe,   "--ddp-worker", result_path, "--models",     c.model, "--batches",
-      batch,      "--warmup",     warmup,      "--steps",      steps,   "--data-dir",
-      c.data_dir, "--context",    context,     "--image-size", image,
-      "--ddp-backends", c.ddp_backend};
-  const int failed = c.ddp_backend == "mpi" ? run_mpi_ranks(argv, c.devices)
-                                            : run_local_ranks(argv, c.devices);
+  const std::vector<std::string> argv{self_exe,   "--ddp-worker",   result_path,  "--models",
+                                      c.model,    "--batches",      batch,        "--warmup",
+                                      warmup,     "--steps",        steps,        "--data-dir",
+                                      c.data_dir, "--context",      context,      "--image-size",
+                                      image,      "--ddp-backends", c.ddp_backend};
+  const int failed =
+      c.ddp_backend == "mpi" ? run_mpi_ranks(argv, c.devices) : run_local_ranks(argv, c.devices);
   DPE_CHECK(failed == 0, "bench: DDP workers (" << c.ddp_backend << ") failed for " << c.model
                                                 << " on " << c.devices << " processes");
   std::ifstream in(result_path);

@@ -106,16 +106,15 @@ int run_local_ranks(const std::vector<std::string>& argv, int world) {
 int run_mpi_ranks(const std::vector<std::string>& argv, int world) {
   DPE_CHECK(!argv.empty() && world >= 1,
             "run_mpi_ranks: needs a program and at least one rank, got world " << world);
-  std::vector<std::string> args{"mpirun",       "--oversubscribe",       "--bind-to",
-                                "none",         "-np",                   std::to_string(world),
-                                "-x",           "DPE_HOST_DEVICES=1",    "-x",
-                                "DPE_HOST_THREADS=1", "-x",              "OMP_NUM_THREADS=1"};
+  std::vector<std::string> args{"mpirun", "--oversubscribe",     "--bind-to", "none",
+                                "-np",    std::to_string(world), "-x",        "DPE_HOST_DEVICES=1",
+                                "-x",     "DPE_HOST_THREADS=1",  "-x",        "OMP_NUM_THREADS=1"};
   args.insert(args.end(), argv.begin(), argv.end());
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) env.push_back(*e);
   // A launcher's variables would contradict MPI's ranks (init_process_group refuses that).
-  const std::vector<std::string> drop{"RANK=", "LOCAL_RANK=", "WORLD_SIZE=", "MASTER_ADDR=",
-                                      "MASTER_PORT="};
+  const std::vector<std::string> drop{
+      "RANK=", "LOCAL_RANK=", "WORLD_SIZE=", "MASTER_ADDR=", "MASTER_PORT="};
   env.erase(std::remove_if(env.begin(), env.end(),
                            [&](const std::string& v) {
                              for (const std::string& d : drop) {

@@ -24,7 +24,7 @@ struct Distributed {
 
   std::shared_ptr<Module> wrap(std::shared_ptr<Module> model) const;  // DistributedDataParallel
   std::shared_ptr<Module> convert_sync_batchnorm(std::shared_ptr<Module> model) const;
-  double reduce_mean(double value) const;  // mean over ranks
+  double reduce_mean(double value) const;                     // mean over ranks
   std::vector<double> sum(std::vector<double> values) const;  // elementwise sum over ranks
   void barrier() const;
 };

@@ -92,8 +92,8 @@ std::shared_ptr<ProcessGroup> make_group(const std::string& backend,
                                               Device(DeviceType::kCuda, local_rank), options);
   }
   if (backend == "mpi") return std::make_shared<MpiProcessGroup>();  // rank and size: MPI's
-  DPE_CHECK(backend == "gloo", "init_process_group: unknown backend '"
-                                   << backend << "' (expected gloo, mpi or nccl)");
+  DPE_CHECK(backend == "gloo",
+            "init_process_group: unknown backend '" << backend << "' (expected gloo, mpi or nccl)");
   DPE_CHECK(world_size >= 1,
             "init_process_group: world_size " << world_size << " must be at least 1");
   DPE_CHECK(rank >= 0 && rank < world_size,
@@ -159,12 +159,12 @@ void wait_for_ranks(TCPStore& store, const std::string& prefix, int world_size, 
       const auto waited = std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - start);
       const std::string who = (missing.size() == 1 ? "rank " : "ranks ") + rank_list(missing) +
                               " of " + std::to_string(world_size);
-      DPE_CHECK(Clock::now() < deadline,
-                "init_process_group: rendezvous timed out after "
-                    << timeout.count() << " ms: " << who << (missing.size() == 1 ? " has" : " have")
-                    << " not reached the store at " << store.host() << ":" << store.port()
-                    << " (this is rank " << rank
-                    << "; DPE_RDZV_TIMEOUT sets the timeout in seconds)");
+      DPE_CHECK(Clock::now() < deadline, "init_process_group: rendezvous timed out after "
+                                             << timeout.count() << " ms: " << who
+                                             << (missing.size() == 1 ? " has" : " have")
+                                             << " not reached the store at " << store.host() << ":"
+                                             << store.port() << " (this is rank " << rank
+                                             << "; DPE_RDZV_TIMEOUT sets the timeout in seconds)");
       std::cerr << "init_process_group: rank " << rank << " waiting for " << who << " at "
                 << store.host() << ":" << store.port() << " (" << waited.count() << " s of "
                 << std::chrono::duration_cast<std::chrono::seconds>(timeout).count() << " s)"

@@ -38,7 +38,6 @@ struct IgnoreMpiAllocations {
 
 }  // namespace
 
-
 namespace {
 
 // The largest element count one MPI call takes (its counts are int); bigger tensors go in pieces.
@@ -92,8 +91,8 @@ void init_mpi_once() {
       MPI_Query_thread(&g_thread_level);
     } else {
       const int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &g_thread_level);
-      DPE_CHECK(rc == MPI_SUCCESS, "init_process_group (mpi): MPI_Init_thread failed: "
-                                       << mpi_error_string(rc));
+      DPE_CHECK(rc == MPI_SUCCESS,
+                "init_process_group (mpi): MPI_Init_thread failed: " << mpi_error_string(rc));
       std::atexit(MpiProcessGroup::finalize_at_exit);
     }
     DPE_CHECK(g_thread_level >= MPI_THREAD_SERIALIZED,
@@ -130,8 +129,8 @@ struct MpiProcessGroup::Comm {
 
   // Throws a dpe::Error naming the op and the rank when `rc` is an MPI error.
   void check(int rc, const char* op, int rank, int size) const {
-    DPE_CHECK(rc == MPI_SUCCESS, "mpi " << op << " (rank " << rank << " of " << size
-                                        << "): " << mpi_error_string(rc));
+    DPE_CHECK(rc == MPI_SUCCESS,
+              "mpi " << op << " (rank " << rank << " of " << size << "): " << mpi_error_string(rc));
   }
 };
 
@@ -163,8 +162,8 @@ std::string MpiProcessGroup::library_version() {
 MpiProcessGroup::MpiProcessGroup()
     : ProcessGroup(world_rank(), world_size()), comm_(std::make_unique<Comm>()) {
   // A communicator of its own: several groups may run collectives at once without mixing them.
-  comm_->check(call([&] { return MPI_Comm_dup(MPI_COMM_WORLD, &comm_->comm); }), "comm_dup",
-               rank_, size_);
+  comm_->check(call([&] { return MPI_Comm_dup(MPI_COMM_WORLD, &comm_->comm); }), "comm_dup", rank_,
+               size_);
   // Error codes instead of the default abort, so a misuse surfaces as a dpe::Error.
   call([&] { return MPI_Comm_set_errhandler(comm_->comm, MPI_ERRORS_RETURN); });
   start_communication();
@@ -201,8 +200,8 @@ void MpiProcessGroup::run_all_reduce(Tensor& tensor, ReduceOp op) {
     for (int64_t at = 0; at < n; at += kMaxCount) {
       const int count = static_cast<int>(std::min(kMaxCount, n - at));
       comm_->check(call([&] {
-                     return MPI_Allreduce(MPI_IN_PLACE, data + at * elem, count, type,
-                                          mpi_op(op), comm_->comm);
+                     return MPI_Allreduce(MPI_IN_PLACE, data + at * elem, count, type, mpi_op(op),
+                                          comm_->comm);
                    }),
                    "all_reduce", rank_, size_);
     }
@@ -220,9 +219,8 @@ void MpiProcessGroup::run_broadcast(Tensor& tensor, int root) {
   char* data = static_cast<char*>(tensor.raw_data());
   for (int64_t at = 0; at < bytes; at += kMaxCount) {
     const int count = static_cast<int>(std::min(kMaxCount, bytes - at));
-    comm_->check(
-        call([&] { return MPI_Bcast(data + at, count, MPI_BYTE, root, comm_->comm); }),
-        "broadcast", rank_, size_);
+    comm_->check(call([&] { return MPI_Bcast(data + at, count, MPI_BYTE, root, comm_->comm); }),
+                 "broadcast", rank_, size_);
   }
 }
 
@@ -233,8 +231,8 @@ void MpiProcessGroup::run_all_gather(const Tensor& input, Tensor& gathered) {
     std::memcpy(gathered.raw_data(), input.raw_data(), static_cast<size_t>(bytes));
     return;
   }
-  DPE_CHECK(bytes <= kMaxCount, "mpi all_gather (rank " << rank_ << " of " << size_ << "): "
-                                                        << bytes
+  DPE_CHECK(bytes <= kMaxCount, "mpi all_gather (rank " << rank_ << " of " << size_
+                                                        << "): " << bytes
                                                         << " bytes per rank, more than one MPI "
                                                            "call takes (2 GiB)");
   comm_->check(call([&] {

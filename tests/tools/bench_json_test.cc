@@ -1,6 +1,6 @@
 // //tools:bench writes the JSON it documents: a quick run (toy model, 1 and 2 devices, DP and
-// DDP over MPI and Gloo) checked against the schema, the gpt and resnet rows; measured figures are never asserted
-// (the analytic FLOPs per sample behind GFLOP/s are).
+// DDP over MPI and Gloo) checked against the schema, the gpt and resnet rows; measured figures are
+// never asserted (the analytic FLOPs per sample behind GFLOP/s are).
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -17,7 +17,8 @@ TEST(BenchJsonTest, SchemaOfAQuickRun) {
   const std::string dir = std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp";
   const std::string json = dir + "/bench.json", svg = dir + "/bench.svg";
   const std::string cmd = g_bench + " --models toy --devices 1,2 --batches 8 --warmup 1 --steps 2" +
-                          " --ddp-backends mpi,gloo --json " + json + " --svg " + svg + " > " + dir + "/bench.out 2>&1";
+                          " --ddp-backends mpi,gloo --json " + json + " --svg " + svg + " > " +
+                          dir + "/bench.out 2>&1";
   const int status = std::system(cmd.c_str());
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "bench failed: see bench.out";
   nlohmann::json j = nlohmann::json::parse(std::ifstream(json));

@@ -333,13 +333,14 @@ TEST(TrainCliTest, DdpOverMpiTrainsAsDdpOverGloo) {
   const std::string args =
       "--mode ddp --model toy --train-samples 400 --test-samples 64 --epochs 2 --no-progress";
   std::string mpi;
-  const int rc = dpe::test::run_tool(
-      "mpirun", "--oversubscribe --bind-to none -np 2 " + g_train + " " + args, &mpi,
-      dpe::test::mpirun_env() + " DPE_HOST_DEVICES=1");
+  const int rc =
+      dpe::test::run_tool("mpirun", "--oversubscribe --bind-to none -np 2 " + g_train + " " + args,
+                          &mpi, dpe::test::mpirun_env() + " DPE_HOST_DEVICES=1");
   ASSERT_EQ(rc, 0) << mpi;
   EXPECT_TRUE(has(mpi, "mode ddp (2 process(es))")) << mpi;
-  const std::string env = "WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" +
-                          std::to_string(free_port()) + " DPE_HOST_DEVICES=1";
+  const std::string env =
+      "WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(free_port()) +
+      " DPE_HOST_DEVICES=1";
   std::string gloo;
   const std::string both = "(RANK=0 LOCAL_RANK=0 " + env + " " + g_train + " " + args +
                            " & RANK=1 LOCAL_RANK=1 " + env + " " + g_train + " " + args +
@@ -347,7 +348,8 @@ TEST(TrainCliTest, DdpOverMpiTrainsAsDdpOverGloo) {
   ASSERT_EQ(dpe::test::run_tool(both, "", &gloo), 0) << gloo;
   const auto epochs = [](const std::string& out) {
     std::string lines;
-    for (size_t at = out.find("epoch 0:"); at != std::string::npos; at = out.find("epoch ", at + 1)) {
+    for (size_t at = out.find("epoch 0:"); at != std::string::npos;
+         at = out.find("epoch ", at + 1)) {
       if (out.compare(at, 6, "epoch ") == 0 && out.find(':', at) < out.find('\n', at)) {
         const std::string line = out.substr(at, out.find('\n', at) - at);
         lines += line.substr(0, line.rfind(", ")) + "\n";  // without samples/s

@@ -22,7 +22,6 @@
 #include <thread>
 #include <vector>
 
-#include "tools/local_ranks.h"
 #include "engine/backend/backend.h"
 #include "engine/core/error.h"
 #include "engine/device/device_guard.h"
@@ -30,6 +29,7 @@
 #include "engine/distributed/distributed.h"
 #include "engine/parallel/comm.h"
 #include "engine/tensor/random.h"
+#include "tools/local_ranks.h"
 
 extern char** environ;
 
@@ -146,7 +146,7 @@ GpuSpec host_gpu(double gflops, const HostRates& r) {
 // One rank of measure_all_reduce; rank 0 writes the medians (µs) to `result`.
 // `store`: Gloo's rendezvous directory, or "mpi" (rank and size from mpirun).
 void all_reduce_rank(int rank, const std::string& store, const std::string& result, int reps,
-               const std::vector<int64_t>& bytes) {
+                     const std::vector<int64_t>& bytes) {
   set_host_devices(1);
   auto group = store == "mpi" ? distributed::init_process_group("mpi")
                               : distributed::init_process_group("gloo", "file://" + store, 2, rank);
@@ -300,8 +300,8 @@ AllReduceRates measure_all_reduce(const std::string& self_exe, const std::vector
   // Everything the children need is built before fork(): a child only calls execve and _exit.
   int failed = 0;
   if (backend == "mpi") {
-    std::vector<std::string> args{self_exe, kAllReduceWorkerFlag, "mpi", "-1", result,
-                                  std::to_string(reps)};
+    std::vector<std::string> args{self_exe, kAllReduceWorkerFlag, "mpi", "-1",
+                                  result,   std::to_string(reps)};
     for (int64_t b : g.bytes) args.push_back(std::to_string(b));
     failed = tools::run_mpi_ranks(args, 2);
   } else {
@@ -338,9 +338,8 @@ AllReduceRates measure_all_reduce(const std::string& self_exe, const std::vector
   }
   std::error_code ignored;
   std::filesystem::remove_all(dir, ignored);
-  DPE_CHECK(
-      failed == 0 && in && g.us.back() > 0,
-      "measure_all_reduce: " << failed << " rank(s) of " << self_exe << " failed, no timing");
+  DPE_CHECK(failed == 0 && in && g.us.back() > 0,
+            "measure_all_reduce: " << failed << " rank(s) of " << self_exe << " failed, no timing");
   // alpha from the small message; the bandwidth that makes the buckets' times add up.
   double bucket_us = 0, bucket_b = 0;
   for (size_t k = 1; k < g.bytes.size(); ++k) {
@@ -358,8 +357,8 @@ AllReduceRates measure_all_reduce(const std::string& self_exe, const std::vector
 int all_reduce_worker_main(int argc, char** argv) {
   if (argc < 2 || std::strcmp(argv[1], kAllReduceWorkerFlag) != 0) return -1;
   try {
-    DPE_CHECK(argc >= 7,
-              "all-reduce worker: usage: " << kAllReduceWorkerFlag << " STORE RANK RESULT REPS BYTES...");
+    DPE_CHECK(argc >= 7, "all-reduce worker: usage: " << kAllReduceWorkerFlag
+                                                      << " STORE RANK RESULT REPS BYTES...");
     std::vector<int64_t> bytes;
     for (int i = 6; i < argc; ++i) bytes.push_back(std::stoll(argv[i]));
     all_reduce_rank(std::stoi(argv[3]), argv[2], argv[4], std::stoi(argv[5]), bytes);

@@ -1,6 +1,7 @@
 // host_cluster: the cost model's "host mode": this machine's host devices described as a cluster
 // (a "GPU" whose peaks are the measured single-thread GEMM and memcpy rates, links at the memcpy
-// rate, DDP's ranks joined by their process group, MPI or Gloo, as a network), to check the replay against
+// rate, DDP's ranks joined by their process group, MPI or Gloo, as a network), to check the replay
+// against
 // //tools:bench on the same machine (tests/tools/cost_model/host_check_test.cc).
 //
 // The rates are measured where the step spends its time: the GEMMs at the traced step's own
@@ -67,8 +68,8 @@ int64_t memory_op_bytes(const TracedStep& trace);
 std::vector<int64_t> bucket_bytes(const TracedStep& ddp_trace);
 
 struct AllReduceRates {
-  std::vector<int64_t> bytes;  // the sizes measured: a small message, then the buckets
-  std::vector<double> us;      // the median all-reduce of each
+  std::vector<int64_t> bytes;    // the sizes measured: a small message, then the buckets
+  std::vector<double> us;        // the median all-reduce of each
   double alpha_us = 0, gbs = 0;  // t = 2 alpha + bytes / gbs through the small message and the
                                  // buckets' total (the replay then gives the buckets' sum exactly)
 };

@@ -61,8 +61,8 @@ void all_reduce_case() {
   MpiProcessGroup pg;
   const int n = pg.size(), rank = pg.rank();
   const auto input = [&] {
-    return Tensor::from_vector(
-        std::vector<float>{float(rank + 1), float(-rank), 0.5f * rank, 7.0f}, {2, 2});
+    return Tensor::from_vector(std::vector<float>{float(rank + 1), float(-rank), 0.5f * rank, 7.0f},
+                               {2, 2});
   };
   float sum1 = 0, sum2 = 0, sum3 = 0;
   for (int q = 0; q < n; ++q) {
@@ -89,8 +89,7 @@ void all_reduce_case() {
   RANK_CHECK(iv[0] == n * (n - 1) / 2 && iv[1] == 10 * n * (n - 1) / 2, "int64 sum");
   i = Tensor::from_vector(std::vector<int64_t>{rank, -rank}, {2});
   pg.all_reduce(i, ReduceOp::kMin);
-  RANK_CHECK(i.to_vector<int64_t>()[0] == 0 && i.to_vector<int64_t>()[1] == -(n - 1),
-             "int64 min");
+  RANK_CHECK(i.to_vector<int64_t>()[0] == 0 && i.to_vector<int64_t>()[1] == -(n - 1), "int64 min");
 
   // Larger than the shared-memory transport's eager limit: the rendezvous protocol.
   Tensor big = Tensor::full({600000}, float(rank));
@@ -246,8 +245,7 @@ int mpirun(int ranks, const std::string& rank_case, std::string* output) {
   const std::string args = "--oversubscribe --bind-to none -np " + std::to_string(ranks) + " " +
                            g_self + " --rank-case " + rank_case;
   const int rc = test::run_tool("mpirun", args, output, env);
-  std::cout << "mpirun -np " << ranks << " (" << rank_case << "): exit " << rc << "\n"
-            << *output;
+  std::cout << "mpirun -np " << ranks << " (" << rank_case << "): exit " << rc << "\n" << *output;
   return rc;
 }
 

@@ -63,7 +63,7 @@ tools::BenchConfig bench(const std::string& mode, int devices) {
 // One round: the rates, then the bench's three modes, back to back.
 struct Round {
   double gemm_single = 0, gemm_shared = 0, memcpy = 0, dp_transfer = 0;
-  AllReduceRates all_reduce;  // the bench's DDP backend (mpi)
+  AllReduceRates all_reduce;           // the bench's DDP backend (mpi)
   double single = 0, dp = 0, ddp = 0;  // measured step medians, ms
 };
 
@@ -78,8 +78,9 @@ TEST(HostCheckTest, MlpDataParallelAndDdpSpeedupsMatchTheBenchWithin15Percent) {
 
   // Rates and bench rounds interleaved: a burst of load on the machine hits one round of every
   // rate and every mode, and the medians over rounds drop it.
-  std::printf("memory-bound ops of the step move %lld bytes (bytes-weighted median): memcpy at that size\n",
-              static_cast<long long>(memory_op_bytes(t_single)));
+  std::printf(
+      "memory-bound ops of the step move %lld bytes (bytes-weighted median): memcpy at that size\n",
+      static_cast<long long>(memory_op_bytes(t_single)));
   std::vector<Round> rounds(kRounds);
   for (Round& r : rounds) {
     r.gemm_single = measure_gemm_gflops(t_single, 10);
@@ -93,7 +94,8 @@ TEST(HostCheckTest, MlpDataParallelAndDdpSpeedupsMatchTheBenchWithin15Percent) {
     r.ddp = tools::run_ddp(bench("ddp", 2), g_bench).step_ms;
 #endif
     std::printf(
-        "round: gemm %.1f GFLOP/s alone, %.1f per device 2 at once; memcpy %.2f GB/s; ddp all-reduce "
+        "round: gemm %.1f GFLOP/s alone, %.1f per device 2 at once; memcpy %.2f GB/s; ddp "
+        "all-reduce "
         "alpha %.0f us, %.2f GB/s (",
         r.gemm_single, r.gemm_shared, r.memcpy, r.all_reduce.alpha_us, r.all_reduce.gbs);
     for (size_t k = 0; k < r.all_reduce.bytes.size(); ++k) {
@@ -113,8 +115,10 @@ TEST(HostCheckTest, MlpDataParallelAndDdpSpeedupsMatchTheBenchWithin15Percent) {
     const double ps = replay_dp(t_single, host_cluster(1, hr), o).step_ms;
     const double pd = replay_dp(t_dp, host_cluster(2, hr), o).step_ms;
     const double pq = replay_ddp(t_ddp, 2, host_ddp_cluster(2, hr), o).step_ms;
-    std::printf("   this round predicts single %.2f dp %.2f ddp %.2f ms; speed-ups dp %.3f/%.3f ddp %.3f/%.3f\n",
-                ps, pd, pq, ps / pd, r.single / r.dp, ps / pq, r.single / r.ddp);
+    std::printf(
+        "   this round predicts single %.2f dp %.2f ddp %.2f ms; speed-ups dp %.3f/%.3f ddp "
+        "%.3f/%.3f\n",
+        ps, pd, pq, ps / pd, r.single / r.dp, ps / pq, r.single / r.ddp);
   }
   auto med = [&](double Round::*field) {
     std::vector<double> v;
@@ -139,8 +143,7 @@ TEST(HostCheckTest, MlpDataParallelAndDdpSpeedupsMatchTheBenchWithin15Percent) {
       "%.2f GB/s; ddp all-reduce "
       "alpha %.0f us, %.2f GB/s\n",
       rates.sgemm_gflops, rates.sgemm_gflops_shared, rates.memcpy_gbs, rates.dp_transfer_gbs,
-      rates.ddp_alpha_us,
-      rates.ddp_gbs);
+      rates.ddp_alpha_us, rates.ddp_gbs);
 
   const ReplayOptions options = host_replay_options();
   const Prediction single = replay_dp(t_single, host_cluster(1, rates), options);
