@@ -54,6 +54,8 @@ nlohmann::json to_json(const BenchResult& r, double speedup, double peak_gflops)
         {{"device", d.device}, {"peak_bytes", d.peak_bytes}, {"busy_share", d.busy_share}});
   }
   if (r.config.mode == "dp") {
+    j["handoffs_per_step"] = r.handoffs_per_step;
+    j["handoff_wait_us"] = r.handoff_wait_us;
     j["dp_overhead_us"] = 1000 * (r.phase_ms[0] + r.phase_ms[1] + r.phase_ms[3] + r.phase_ms[6]);
   }
   if (!r.phase_ms.empty()) {
@@ -222,6 +224,12 @@ int main(int argc, char** argv) {
                 c.mode == "dp"
                     ? 1000 * (r.phase_ms[0] + r.phase_ms[1] + r.phase_ms[3] + r.phase_ms[6])
                     : 0;
+            if (c.mode == "dp") {
+              char buf[96];
+              std::snprintf(buf, sizeof buf, "hand-offs %.0f/step, %.0f us each",
+                            r.handoffs_per_step, r.handoff_wait_us);
+              per_device += buf;
+            }
             char overhead[16] = "-";
             if (c.mode == "dp") std::snprintf(overhead, sizeof overhead, "%.0f", overhead_us);
             char tokens[24] = "-";

@@ -265,6 +265,18 @@ BenchResult run_in_process(const BenchConfig& c) {
     r.devices.push_back(u);
   }
   for (int p = 0; p < kNumPhases; ++p) r.phase_ms.push_back(report.devices[0].busy_ms[p]);
+  std::vector<double> handoffs, waits;
+  for (const StepStats& st : stats) {
+    int64_t n = 0, ns = 0;
+    for (const DeviceStepStats& d : st.devices) {
+      n += d.handoffs;
+      ns += d.handoff_wait_ns;
+    }
+    handoffs.push_back(static_cast<double>(n));
+    waits.push_back(n > 0 ? static_cast<double>(ns) / 1e3 / static_cast<double>(n) : 0.0);
+  }
+  r.handoffs_per_step = median(handoffs);
+  r.handoff_wait_us = median(waits);
   return r;
 }
 

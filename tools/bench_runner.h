@@ -41,6 +41,10 @@ struct BenchResult {
   double gflops = 0;             // achieved, from the model's analytic FLOPs per training sample
   std::vector<DeviceUse> devices;
   std::vector<double> phase_ms;  // dp: device 0's busy time per phase (StepProfiler order)
+  // dp: tasks handed to the device workers per step (all devices) and their mean wait from
+  // submission to start, in µs (medians over the timed steps; Worker::handoffs)
+  double handoffs_per_step = 0;
+  double handoff_wait_us = 0;
 };
 
 // Training FLOPs per sample (forward + both backward products, except the input gradient of

@@ -135,23 +135,38 @@ class GraphTask {
   }
 
  private:
+  // One hand-off per run of work on a device, not one per node: the task runs `n` and then, in the
+  // same task, every node that becomes ready on the same device; only nodes of other devices go
+  // to their workers. A replica's backward is then one task on its worker.
   void submit_locked(Node* n) {
     ++outstanding_;
-    Runtime::get().context(n->device()).worker().submit([this, n] {
-      std::vector<Node*> ready;
-      std::string error;  // text only crosses threads, never the exception object
-      try {
-        ready = run(n);
-      } catch (const std::exception& e) {
-        error = "backward: " + n->name() + " on " + n->device().str() + " failed: " + e.what();
-      } catch (...) {
-        error = "backward: " + n->name() + " on " + n->device().str() + " failed";
+    const Device device = n->device();
+    Runtime::get().context(device).worker().submit([this, n, device] {
+      std::deque<Node*> local{n};
+      while (!local.empty()) {
+        Node* current = local.front();
+        local.pop_front();
+        std::vector<Node*> ready;
+        std::string error;  // text only crosses threads, never the exception object
+        try {
+          ready = run(current);
+        } catch (const std::exception& e) {
+          error = "backward: " + current->name() + " on " + device.str() + " failed: " + e.what();
+        } catch (...) {
+          error = "backward: " + current->name() + " on " + device.str() + " failed";
+        }
+        std::lock_guard<std::mutex> lock(mu_);
+        if (!error.empty() && error_.empty()) error_ = error;
+        if (!error_.empty()) break;  // this node or another failed: nothing more starts
+        for (Node* next : ready) {
+          if (next->device() == device) {
+            local.push_back(next);
+          } else {
+            submit_locked(next);
+          }
+        }
       }
       std::lock_guard<std::mutex> lock(mu_);
-      if (!error.empty() && error_.empty()) error_ = error;
-      if (error_.empty()) {
-        for (Node* next : ready) submit_locked(next);
-      }
       if (--outstanding_ == 0) done_.notify_all();
     });
   }

@@ -16,9 +16,9 @@ Worker::~Worker() {
 }
 
 std::future<void> Worker::submit(std::function<void()> task) {
-  auto* packaged = new std::packaged_task<void()>(std::move(task));
-  std::future<void> result = packaged->get_future();
-  queue_.push(packaged);
+  auto* t = new Task{std::packaged_task<void()>(std::move(task)), std::chrono::steady_clock::now()};
+  std::future<void> result = t->fn.get_future();
+  queue_.push(t);
   return result;
 }
 
@@ -34,12 +34,15 @@ void Worker::loop() {
   // The guard also sizes this thread's OpenMP team, which oneDNN and dpe's loops use.
   DeviceGuard guard(context_);
   for (;;) {
-    std::packaged_task<void()>* raw = nullptr;
+    Task* raw = nullptr;
     queue_.pop(raw);
     if (raw == nullptr) return;
-    std::unique_ptr<std::packaged_task<void()>> task(raw);
+    std::unique_ptr<Task> task(raw);
     const auto start = std::chrono::steady_clock::now();
-    (*task)();  // exceptions land in the task's future
+    handoffs_.fetch_add(1);
+    handoff_wait_ns_.fetch_add(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(start - task->submitted).count());
+    task->fn();  // exceptions land in the task's future
     busy_ns_.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(
                            std::chrono::steady_clock::now() - start)
                            .count());

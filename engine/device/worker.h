@@ -5,13 +5,14 @@
 // An exception thrown by a task is stored in its future and rethrown by get(); the worker lives on.
 #pragma once
 
+#include <tbb/concurrent_queue.h>
+
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <future>
 #include <thread>
-
-#include <tbb/concurrent_queue.h>
 
 namespace dpe {
 
@@ -32,6 +33,11 @@ class Worker {
   int compute_threads() const { return compute_threads_; }
   // Total time spent running tasks, for the busy-time report.
   int64_t busy_ns() const { return busy_ns_.load(); }
+  // Hand-offs: tasks run so far, and their total wait from submit() until this thread started
+  // them (queueing behind earlier tasks, plus waking this thread when it slept). What a
+  // multi-device step pays for spreading its work over threads (StepProfiler reports it).
+  int64_t handoffs() const { return handoffs_.load(); }
+  int64_t handoff_wait_ns() const { return handoff_wait_ns_.load(); }
 
  private:
   void loop();
@@ -39,7 +45,13 @@ class Worker {
   DeviceContext* const context_;
   const int compute_threads_;
   std::atomic<int64_t> busy_ns_{0};
-  tbb::concurrent_bounded_queue<std::packaged_task<void()>*> queue_;
+  std::atomic<int64_t> handoffs_{0};
+  std::atomic<int64_t> handoff_wait_ns_{0};
+  struct Task {
+    std::packaged_task<void()> fn;
+    std::chrono::steady_clock::time_point submitted;
+  };
+  tbb::concurrent_bounded_queue<Task*> queue_;
   std::thread thread_;
 };
 

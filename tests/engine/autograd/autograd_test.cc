@@ -119,6 +119,23 @@ TEST(AutogradTest, MultiDeviceGraphRunsEachNodeOnItsDevicesWorker) {
   EXPECT_EQ(threads.count(std::this_thread::get_id()), 0u);
 }
 
+// A chain of 2 x 8 nodes on host:0 then 8 on host:1 takes one task per run of nodes on a device
+// (backward from the caller: host:1's chain, then host:0's), not one task per node.
+TEST(AutogradTest, MultiDeviceBackwardHandsOffOncePerRunOfNodesOnADevice) {
+  Tensor a = leaf({1, 2}, kH0);
+  Tensor h = a;
+  for (int i = 0; i < 8; ++i) h = ops::mul(h, h);
+  Tensor g = ops::to(h, kH1);
+  for (int i = 0; i < 8; ++i) g = ops::add(g, g);
+  Tensor y = ops::sum(g);
+  Worker& w0 = Runtime::get().context(kH0).worker();
+  Worker& w1 = Runtime::get().context(kH1).worker();
+  const int64_t before = w0.handoffs() + w1.handoffs();
+  backward(y);
+  EXPECT_EQ(w0.handoffs() + w1.handoffs() - before, 2);
+  EXPECT_TRUE(a.grad().defined());
+}
+
 // A node whose backward throws, to check error propagation across workers.
 class ThrowingNode : public Node {
  public:

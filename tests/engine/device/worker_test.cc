@@ -4,7 +4,9 @@
 #include <omp.h>
 
 #include <atomic>
+#include <chrono>
 #include <stdexcept>
+#include <thread>
 
 #include "engine/device/device_guard.h"
 #include "engine/device/runtime.h"
@@ -27,6 +29,20 @@ TEST(WorkerTest, RunsTasksInOrderOnItsThreadUnderTheDeviceGuard) {
   ASSERT_EQ(order.size(), 50u);
   for (int i = 0; i < 50; ++i) EXPECT_EQ(order[i], i);
   EXPECT_EQ(current_device_context(), nullptr);  // the caller's thread is untouched
+}
+
+TEST(WorkerTest, CountsHandOffsAndTheirWait) {
+  Worker& w = Runtime::get().context(Device::parse("host:1")).worker();
+  const int64_t before = w.handoffs(), wait_before = w.handoff_wait_ns();
+  // The second task waits behind the first for at least the first's 20 ms.
+  auto first = w.submit([] { std::this_thread::sleep_for(std::chrono::milliseconds(20)); });
+  auto second = w.submit([] {});
+  first.get();
+  second.get();
+  EXPECT_EQ(w.handoffs() - before, 2);
+  EXPECT_GE(w.handoff_wait_ns() - wait_before, 15'000'000);
+  w.run([] {});  // on another thread: a hand-off; run() inside a task would not be
+  EXPECT_EQ(w.handoffs() - before, 3);
 }
 
 TEST(WorkerTest, UsesItsOwnComputeThreadCount) {
