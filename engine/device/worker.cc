@@ -7,6 +7,20 @@
 
 namespace dpe {
 
+namespace {
+int64_t since_epoch_ns(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
+}  // namespace
+
+int64_t Worker::busy_ns() const {
+  std::lock_guard<std::mutex> lock(busy_mu_);
+  const int64_t running =
+      running_since_ns_ == 0 ? 0
+                             : since_epoch_ns(std::chrono::steady_clock::now()) - running_since_ns_;
+  return busy_ns_ + running;
+}
+
 Worker::Worker(DeviceContext* context, int compute_threads)
     : context_(context), compute_threads_(compute_threads), thread_([this] { loop(); }) {}
 
@@ -42,10 +56,14 @@ void Worker::loop() {
     handoffs_.fetch_add(1);
     handoff_wait_ns_.fetch_add(
         std::chrono::duration_cast<std::chrono::nanoseconds>(start - task->submitted).count());
+    {
+      std::lock_guard<std::mutex> lock(busy_mu_);
+      running_since_ns_ = since_epoch_ns(start);
+    }
     task->fn();  // exceptions land in the task's future
-    busy_ns_.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                           std::chrono::steady_clock::now() - start)
-                           .count());
+    std::lock_guard<std::mutex> lock(busy_mu_);
+    busy_ns_ += since_epoch_ns(std::chrono::steady_clock::now()) - running_since_ns_;
+    running_since_ns_ = 0;
   }
 }
 

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <future>
+#include <mutex>
 #include <thread>
 
 namespace dpe {
@@ -31,8 +32,10 @@ class Worker {
   bool on_worker_thread() const { return std::this_thread::get_id() == thread_.get_id(); }
 
   int compute_threads() const { return compute_threads_; }
-  // Total time spent running tasks, for the busy-time report.
-  int64_t busy_ns() const { return busy_ns_.load(); }
+  // Total time spent running tasks, for the busy-time report, including the running task's time
+  // so far: a task may signal its caller before it returns (the backward engine does), and the
+  // caller's reading must already count it.
+  int64_t busy_ns() const;
   // Hand-offs: tasks run so far, and their total wait from submit() until this thread started
   // them (queueing behind earlier tasks, plus waking this thread when it slept). What a
   // multi-device step pays for spreading its work over threads (StepProfiler reports it).
@@ -44,7 +47,9 @@ class Worker {
 
   DeviceContext* const context_;
   const int compute_threads_;
-  std::atomic<int64_t> busy_ns_{0};
+  mutable std::mutex busy_mu_;  // busy_ns_ and running_since_ns_ change together
+  int64_t busy_ns_ = 0;
+  int64_t running_since_ns_ = 0;  // steady-clock start of the running task; 0: idle
   std::atomic<int64_t> handoffs_{0};
   std::atomic<int64_t> handoff_wait_ns_{0};
   struct Task {

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <future>
 #include <stdexcept>
 #include <thread>
 
@@ -43,6 +44,23 @@ TEST(WorkerTest, CountsHandOffsAndTheirWait) {
   EXPECT_GE(w.handoff_wait_ns() - wait_before, 15'000'000);
   w.run([] {});  // on another thread: a hand-off; run() inside a task would not be
   EXPECT_EQ(w.handoffs() - before, 3);
+}
+
+// A task that signals its caller before it returns (the backward engine's tasks do) is already
+// counted as busy when the caller looks.
+TEST(WorkerTest, BusyTimeCountsTheRunningTask) {
+  Worker& w = Runtime::get().context(Device::parse("host:1")).worker();
+  const int64_t before = w.busy_ns();
+  std::promise<void> started, release;
+  auto done = w.submit([&] {
+    started.set_value();
+    release.get_future().wait();
+  });
+  started.get_future().wait();
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_GE(w.busy_ns() - before, 5'000'000);  // the task has run at least 5 ms
+  release.set_value();
+  done.get();
 }
 
 TEST(WorkerTest, UsesItsOwnComputeThreadCount) {
