@@ -699,6 +699,9 @@ LinkRates link_rates_for(const GpuSpec& gpu) {
   // The usual platform of the generation: Skylake UPI (gen 3), AMD Zen 2 xGMI (DGX A100, gen 4),
   // Sapphire Rapids UPI (DGX H100, gen 5); NCCL's SKL_QPI_BW, AMD_BW, SRP_QPI_BW.
   r.inter_socket_gbs = gen == 3 ? 10.0 : gen == 4 ? 16.0 : 22.0;
+  // NVIDIA/nccl#384, one gen 3 machine through SHM: a broadcast (one transfer) 10.31 GB/s, a
+  // 2-GPU all-reduce (two opposite transfers) 3.9 GB/s each: 7.8 / 10.31 of one transfer's rate.
+  r.host_duplex_efficiency = 2 * 3.9 / 10.31;
   // NCCL src/graph/tuning.cc hwLat, Ring/Simple per hop: NVLink 3.4, PCI 5.7 us; through host
   // memory two PCIe crossings.
   r.p2p_latency_us = 3.4;

@@ -76,6 +76,10 @@ struct LinkRates {             // effective (achievable) one-direction GB/s and 
   double p2p_latency_us;       // one NVLink P2P hop
   double pcie_latency_us = 0;  // one PCIe P2P hop (PIX/PXB)
   double host_latency_us = 0;  // through host memory (SHM: PHB/NODE/SYS, or P2P off)
+  // What a host bridge delivers, as a share of host_bridge_gbs, while it carries two or more
+  // transfers at once (every transfer through host memory is a write into it and a read out of
+  // it, so concurrent ones cross each other at the root complex). 1: no loss.
+  double host_duplex_efficiency = 1.0;
 };
 // The rates of a GPU's generation on its usual platform (PCIe gen, NVLink gen, CPU interconnect).
 LinkRates link_rates_for(const GpuSpec& gpu);

@@ -19,6 +19,14 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 // bytes at `gbs` GB/s, in microseconds.
 double transfer_us(double bytes, double gbs) { return bytes / (gbs * 1e3); }
 
+// A resource's rate while `transfers` cross it at once: a host bridge loses to concurrent
+// transfers (LinkRates::host_duplex_efficiency).
+double shared_gbs(const Cluster& c, const std::string& resource, int transfers) {
+  const double gbs = c.resource_gbs(resource);
+  return resource.rfind("bridge:", 0) == 0 && transfers >= 2 ? gbs * c.links.host_duplex_efficiency
+                                                             : gbs;
+}
+
 bool is_kernel(const TraceEvent& e) {
   return e.kind == TraceKind::kOp || e.kind == TraceKind::kFill ||
          (e.kind == TraceKind::kCopy && e.src == e.device);
@@ -72,8 +80,9 @@ class Rings {
     RingCost out;
     out.latency_us = latency;
     for (const auto& [r, l] : load) {
-      const double gbs = r.rfind("nic:", 0) == 0 ? c_.network.gbs_per_node
-                                                 : c_.resource_gbs(r.substr(r.find('|') + 1));
+      const double gbs = r.rfind("nic:", 0) == 0
+                             ? c_.network.gbs_per_node
+                             : shared_gbs(c_, r.substr(r.find('|') + 1), static_cast<int>(l));
       out.us_per_byte = std::max(out.us_per_byte, l / (gbs * 1e3));
     }
     return out;
@@ -112,14 +121,21 @@ struct Flow {
 
 double flows_us(const Cluster& c, const std::vector<Flow>& flows) {
   std::map<std::string, double> load;
+  // The GPU pairs crossing each resource: several tensors of one pair are one transfer.
+  std::map<std::string, std::set<std::pair<int, int>>> pairs;
   double latency = 0;
   for (const Flow& f : flows) {
     if (f.src == f.dst || f.bytes == 0) continue;
-    for (const std::string& r : c.path(f.src, f.dst)) load[r] += static_cast<double>(f.bytes);
+    for (const std::string& r : c.path(f.src, f.dst)) {
+      load[r] += static_cast<double>(f.bytes);
+      pairs[r].insert({f.src, f.dst});
+    }
     latency = std::max(latency, c.pair_latency_us(f.src, f.dst));
   }
   double t = 0;
-  for (const auto& [r, bytes] : load) t = std::max(t, transfer_us(bytes, c.resource_gbs(r)));
+  for (const auto& [r, bytes] : load) {
+    t = std::max(t, transfer_us(bytes, shared_gbs(c, r, static_cast<int>(pairs[r].size()))));
+  }
   return load.empty() ? 0 : t + latency;
 }
 

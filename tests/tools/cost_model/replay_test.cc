@@ -48,6 +48,18 @@ TEST(ReplayTest, TwoGpuAllReduceIsTheBytesOverTheirLinkPlusTwoHops) {
             2 * all_reduce_us(c, 2, bytes));
 }
 
+// Through host memory, two transfers at once (the ring's two directions) share the bridge at
+// NCCL's measured efficiency (NVIDIA/nccl#384); one transfer (a broadcast's chain) does not.
+TEST(ReplayTest, ConcurrentTransfersThroughHostMemoryShareTheBridgeAtNcclsMeasuredRate) {
+  const Cluster c = cluster_preset("titanrtx-pcie", 2);
+  const int64_t bytes = 500'000'000;
+  const double bridge = c.links.host_bridge_gbs, eff = c.links.host_duplex_efficiency;
+  EXPECT_NEAR(eff, 7.8 / 10.31, 1e-9);
+  EXPECT_NEAR(all_reduce_us(c, 2, bytes),
+              bytes / (bridge * eff / 2 * 1e3) + 2 * c.pair_latency_us(0, 1), 1e-6);
+  EXPECT_NEAR(broadcast_us(c, 2, bytes), bytes / (bridge * 1e3) + c.pair_latency_us(0, 1), 1e-6);
+}
+
 TEST(ReplayTest, TheRingOnADgx1UsesOnlyNvlinks) {
   // DGX-1's hybrid cube-mesh has rings of NVLinks only; GPU order 0..7 crosses SYS (GPU3-GPU4).
   const Cluster c = cluster_preset("dgx1-v100", 8);
