@@ -18,6 +18,7 @@
 #include "engine/distributed/spawn.h"
 #include "engine/distributed/tcp_store.h"
 #include "engine/tensor/tensor.h"
+#include "tests/engine/distributed/rank_test_util.h"
 #include "tests/engine/distributed/store_server_process.h"
 
 namespace dpe {
@@ -25,10 +26,6 @@ namespace distributed {
 namespace {
 
 using std::chrono::milliseconds;
-
-// For checks inside a rank's process: gtest's assertions would not reach the parent.
-#define RANK_CHECK(cond, msg) \
-  DPE_CHECK(cond, __FILE__ << ":" << __LINE__ << ": " << #cond << ": " << msg)
 
 struct Rank {
   std::shared_ptr<TCPStore> store;
@@ -45,23 +42,8 @@ Rank join(int port, int rank, int size, milliseconds timeout = milliseconds(1000
   return r;
 }
 
-void expect_values(const Tensor& t, const std::vector<float>& expected, const std::string& what) {
-  const auto got = t.to_vector<float>();
-  RANK_CHECK(got.size() == expected.size(), what);
-  for (size_t i = 0; i < got.size(); ++i) {
-    RANK_CHECK(std::abs(got[i] - expected[i]) < 1e-5f,
-               what << ": element " << i << " is " << got[i] << ", expected " << expected[i]);
-  }
-}
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::error_of;
+using test::expect_values;
 
 class GlooProcessGroupTest : public ::testing::TestWithParam<int> {};
 

@@ -26,6 +26,7 @@
 #include "engine/core/error.h"
 #include "engine/distributed/distributed.h"
 #include "engine/tensor/tensor.h"
+#include "tests/engine/distributed/rank_test_util.h"
 #include "tests/tools/run_tool.h"
 
 namespace dpe {
@@ -34,26 +35,8 @@ namespace {
 
 std::string g_self;  // this binary, for mpirun
 
-#define RANK_CHECK(cond, msg) \
-  DPE_CHECK(cond, __FILE__ << ":" << __LINE__ << ": " << #cond << ": " << msg)
-
-void expect_values(const Tensor& t, const std::vector<float>& expected, const std::string& what) {
-  const auto got = t.to_vector<float>();
-  RANK_CHECK(got.size() == expected.size(), what);
-  for (size_t i = 0; i < got.size(); ++i) {
-    RANK_CHECK(std::abs(got[i] - expected[i]) < 1e-5f,
-               what << ": element " << i << " is " << got[i] << ", expected " << expected[i]);
-  }
-}
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::error_of;
+using test::expect_values;
 
 // --- the rank bodies ---
 

@@ -15,6 +15,7 @@
 #include "engine/device/runtime.h"
 #include "engine/distributed/distributed.h"
 #include "engine/distributed/tcp_store.h"
+#include "engine/tensor/tensor.h"
 #include "tests/util/compare.h"
 
 namespace dpe::test {
@@ -30,6 +31,17 @@ inline std::string error_of(const std::function<void()>& fn) {
     return e.what();
   }
   return "";
+}
+
+// Checks a float32 tensor's values elementwise (within 1e-5), naming `what` and the element.
+inline void expect_values(const Tensor& t, const std::vector<float>& expected,
+                          const std::string& what) {
+  const auto got = t.to_vector<float>();
+  RANK_CHECK(got.size() == expected.size(), what);
+  for (size_t i = 0; i < got.size(); ++i) {
+    RANK_CHECK(std::abs(got[i] - expected[i]) < 1e-5f,
+               what << ": element " << i << " is " << got[i] << ", expected " << expected[i]);
+  }
 }
 
 // One host device (one compute thread) in this process, and the default group of `size` ranks
