@@ -5,8 +5,6 @@
 // An exception thrown by a task is stored in its future and rethrown by get(); the worker lives on.
 #pragma once
 
-#include <tbb/concurrent_queue.h>
-
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -14,6 +12,8 @@
 #include <future>
 #include <mutex>
 #include <thread>
+
+#include <tbb/concurrent_queue.h>
 
 namespace dpe {
 

@@ -159,12 +159,12 @@ void wait_for_ranks(TCPStore& store, const std::string& prefix, int world_size, 
       const auto waited = std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - start);
       const std::string who = (missing.size() == 1 ? "rank " : "ranks ") + rank_list(missing) +
                               " of " + std::to_string(world_size);
-      DPE_CHECK(Clock::now() < deadline, "init_process_group: rendezvous timed out after "
-                                             << timeout.count() << " ms: " << who
-                                             << (missing.size() == 1 ? " has" : " have")
-                                             << " not reached the store at " << store.host() << ":"
-                                             << store.port() << " (this is rank " << rank
-                                             << "; DPE_RDZV_TIMEOUT sets the timeout in seconds)");
+      DPE_CHECK(Clock::now() < deadline,
+                "init_process_group: rendezvous timed out after "
+                    << timeout.count() << " ms: " << who << (missing.size() == 1 ? " has" : " have")
+                    << " not reached the store at " << store.host() << ":" << store.port()
+                    << " (this is rank " << rank
+                    << "; DPE_RDZV_TIMEOUT sets the timeout in seconds)");
       std::cerr << "init_process_group: rank " << rank << " waiting for " << who << " at "
                 << store.host() << ":" << store.port() << " (" << waited.count() << " s of "
                 << std::chrono::duration_cast<std::chrono::seconds>(timeout).count() << " s)"
@@ -227,9 +227,9 @@ std::optional<DistEnv> dist_env_from_env(const std::function<const char*(const c
 
 namespace {
 
-// The local rank of a process of the job: from the launcher's variables (OMPI_COMM_WORLD_LOCAL_RANK
-// under mpirun), 0 when none is set.
-int group_local_rank() {
+// This process's local rank from the launcher's variables (LOCAL_RANK, SLURM_LOCALID,
+// OMPI_COMM_WORLD_LOCAL_RANK), 0 when none is set.
+int env_local_rank() {
   const auto env = dist_env_from_env();
   return env ? env->local_rank : 0;
 }
@@ -270,7 +270,7 @@ std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend,
   check_no_default();
   if (backend == "mpi") {
     auto group = init_mpi_group(world_size, rank);
-    set_default(group, group_local_rank());
+    set_default(group, env_local_rank());
     return group;
   }
   const auto rdzv_timeout = rendezvous_timeout(timeout);
@@ -355,8 +355,7 @@ std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend,
                    rendezvous_log_interval());
     hostname = local_address_toward(tcp->host());
   }
-  const auto env = dist_env_from_env();
-  const int local_rank = env ? env->local_rank : 0;
+  const int local_rank = env_local_rank();
   auto group = make_group(backend, std::move(store), world_size, rank, timeout, "default_pg",
                           hostname, local_rank);
   set_default(group, local_rank);
@@ -373,9 +372,8 @@ std::shared_ptr<ProcessGroup> new_process_group(const std::string& backend,
   if (auto tcp = std::dynamic_pointer_cast<TCPStore>(store)) {
     hostname = local_address_toward(tcp->host());
   }
-  const auto env = dist_env_from_env();
   return make_group(backend, std::move(store), world_size, rank, timeout, prefix, hostname,
-                    env ? env->local_rank : 0);
+                    env_local_rank());
 }
 
 bool is_initialized() {
@@ -417,8 +415,7 @@ int get_local_rank() {
     std::lock_guard<std::mutex> lock(g_mu);
     if (g_default) return g_local_rank;
   }
-  const auto env = dist_env_from_env();
-  return env ? env->local_rank : 0;
+  return env_local_rank();
 }
 
 bool is_main_process() { return get_rank() == 0; }

@@ -36,10 +36,6 @@ struct IgnoreMpiAllocations {
 #endif
 };
 
-}  // namespace
-
-namespace {
-
 // The largest element count one MPI call takes (its counts are int); bigger tensors go in pieces.
 constexpr int64_t kMaxCount = INT_MAX;
 
@@ -126,13 +122,12 @@ MPI_Op mpi_op(ReduceOp op) {
 
 struct MpiProcessGroup::Comm {
   MPI_Comm comm = MPI_COMM_NULL;
-
-  // Throws a dpe::Error naming the op and the rank when `rc` is an MPI error.
-  void check(int rc, const char* op, int rank, int size) const {
-    DPE_CHECK(rc == MPI_SUCCESS,
-              "mpi " << op << " (rank " << rank << " of " << size << "): " << mpi_error_string(rc));
-  }
 };
+
+void MpiProcessGroup::check(int rc, const char* op) const {
+  DPE_CHECK(rc == MPI_SUCCESS,
+            "mpi " << op << " (rank " << rank_ << " of " << size_ << "): " << mpi_error_string(rc));
+}
 
 int MpiProcessGroup::world_rank() {
   init_mpi_once();
@@ -162,8 +157,7 @@ std::string MpiProcessGroup::library_version() {
 MpiProcessGroup::MpiProcessGroup()
     : ProcessGroup(world_rank(), world_size()), comm_(std::make_unique<Comm>()) {
   // A communicator of its own: several groups may run collectives at once without mixing them.
-  comm_->check(call([&] { return MPI_Comm_dup(MPI_COMM_WORLD, &comm_->comm); }), "comm_dup", rank_,
-               size_);
+  check(call([&] { return MPI_Comm_dup(MPI_COMM_WORLD, &comm_->comm); }), "comm_dup");
   // Error codes instead of the default abort, so a misuse surfaces as a dpe::Error.
   call([&] { return MPI_Comm_set_errhandler(comm_->comm, MPI_ERRORS_RETURN); });
   start_communication();
@@ -199,11 +193,11 @@ void MpiProcessGroup::run_all_reduce(Tensor& tensor, ReduceOp op) {
   if (size_ > 1) {
     for (int64_t at = 0; at < n; at += kMaxCount) {
       const int count = static_cast<int>(std::min(kMaxCount, n - at));
-      comm_->check(call([&] {
-                     return MPI_Allreduce(MPI_IN_PLACE, data + at * elem, count, type, mpi_op(op),
-                                          comm_->comm);
-                   }),
-                   "all_reduce", rank_, size_);
+      check(call([&] {
+              return MPI_Allreduce(MPI_IN_PLACE, data + at * elem, count, type, mpi_op(op),
+                                   comm_->comm);
+            }),
+            "all_reduce");
     }
   }
   if (op == ReduceOp::kAvg) {
@@ -219,8 +213,8 @@ void MpiProcessGroup::run_broadcast(Tensor& tensor, int root) {
   char* data = static_cast<char*>(tensor.raw_data());
   for (int64_t at = 0; at < bytes; at += kMaxCount) {
     const int count = static_cast<int>(std::min(kMaxCount, bytes - at));
-    comm_->check(call([&] { return MPI_Bcast(data + at, count, MPI_BYTE, root, comm_->comm); }),
-                 "broadcast", rank_, size_);
+    check(call([&] { return MPI_Bcast(data + at, count, MPI_BYTE, root, comm_->comm); }),
+          "broadcast");
   }
 }
 
@@ -235,17 +229,16 @@ void MpiProcessGroup::run_all_gather(const Tensor& input, Tensor& gathered) {
                                                         << "): " << bytes
                                                         << " bytes per rank, more than one MPI "
                                                            "call takes (2 GiB)");
-  comm_->check(call([&] {
-                 return MPI_Allgather(input.raw_data(), static_cast<int>(bytes), MPI_BYTE,
-                                      gathered.raw_data(), static_cast<int>(bytes), MPI_BYTE,
-                                      comm_->comm);
-               }),
-               "all_gather", rank_, size_);
+  check(call([&] {
+          return MPI_Allgather(input.raw_data(), static_cast<int>(bytes), MPI_BYTE,
+                               gathered.raw_data(), static_cast<int>(bytes), MPI_BYTE, comm_->comm);
+        }),
+        "all_gather");
 }
 
 void MpiProcessGroup::run_barrier() {
   if (size_ == 1) return;
-  comm_->check(call([&] { return MPI_Barrier(comm_->comm); }), "barrier", rank_, size_);
+  check(call([&] { return MPI_Barrier(comm_->comm); }), "barrier");
 }
 
 }  // namespace distributed

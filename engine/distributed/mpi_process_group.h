@@ -55,6 +55,8 @@ class MpiProcessGroup : public ProcessGroup {
 
  private:
   void release();  // stops the communication thread and frees the communicator; idempotent
+  // Throws a dpe::Error naming `op` and this rank when `rc` is an MPI error code.
+  void check(int rc, const char* op) const;
   struct Comm;
   std::unique_ptr<Comm> comm_;
 };

@@ -81,18 +81,17 @@ void StepProfiler::backward(const Tensor& loss) {
   for (Device d : devices) busy_before.push_back(rt.context(d).worker().busy_ns());
   const auto start = std::chrono::steady_clock::now();
   dpe::backward(loss);
-  const int64_t wall =
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
-          .count();
+  const int64_t wall = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                           std::chrono::steady_clock::now() - start)
+                           .count();
   std::lock_guard<std::mutex> lock(mu_);
   if (!active_) return;
   int64_t total = 0;
   std::vector<int64_t> deltas;
   for (size_t i = 0; i < devices.size(); ++i) {
-    const int64_t reduce =
-        busy_[devices[i]][static_cast<int>(Phase::kReduceAdd)] - reduce_before[i];
-    deltas.push_back(
-        std::max<int64_t>(0, rt.context(devices[i]).worker().busy_ns() - busy_before[i] - reduce));
+    const int64_t reduce = busy_[devices[i]][static_cast<int>(Phase::kReduceAdd)] - reduce_before[i];
+    deltas.push_back(std::max<int64_t>(
+        0, rt.context(devices[i]).worker().busy_ns() - busy_before[i] - reduce));
     total += deltas.back();
   }
   if (total == 0 && !devices.empty()) {
@@ -106,22 +105,14 @@ void StepProfiler::backward(const Tensor& loss) {
 
 MemoryCategory phase_memory_category(Phase p) {
   switch (p) {
-    case Phase::kReplicate:
-      return MemoryCategory::kReplicas;
-    case Phase::kScatter:
-      return MemoryCategory::kInputs;
-    case Phase::kForward:
-      return MemoryCategory::kActivations;
-    case Phase::kGather:
-      return MemoryCategory::kOutputs;
-    case Phase::kLoss:
-      return MemoryCategory::kOutputGradients;
-    case Phase::kBackward:
-      return MemoryCategory::kActivations;
-    case Phase::kReduceAdd:
-      return MemoryCategory::kGradients;
-    case Phase::kStep:
-      return MemoryCategory::kOptimizerState;
+    case Phase::kReplicate: return MemoryCategory::kReplicas;
+    case Phase::kScatter: return MemoryCategory::kInputs;
+    case Phase::kForward: return MemoryCategory::kActivations;
+    case Phase::kGather: return MemoryCategory::kOutputs;
+    case Phase::kLoss: return MemoryCategory::kOutputGradients;
+    case Phase::kBackward: return MemoryCategory::kActivations;
+    case Phase::kReduceAdd: return MemoryCategory::kGradients;
+    case Phase::kStep: return MemoryCategory::kOptimizerState;
   }
   return MemoryCategory::kOther;
 }

@@ -35,10 +35,10 @@ struct DeviceStepStats {
   Device device;
   std::array<int64_t, kNumPhases> busy_ns{};  // per phase
   int64_t busy_total_ns = 0;
-  int64_t idle_ns = 0;                         // step wall time minus busy time
-  int64_t peak_bytes = 0;                      // allocator high-water mark during the step
+  int64_t idle_ns = 0;     // step wall time minus busy time
+  int64_t peak_bytes = 0;  // allocator high-water mark during the step
   MemoryStats::ByCategory peak_by_category{};  // what peak_bytes held, by MemoryCategory
-  int64_t held_bytes = 0;                      // allocated at the end of the step
+  int64_t held_bytes = 0;  // allocated at the end of the step
   int64_t sent_bytes = 0;
   int64_t received_bytes = 0;
   int64_t handoffs = 0;         // tasks its worker started during the step (Worker::handoffs)
@@ -62,9 +62,8 @@ class StepProfiler {
   // ran inline on one device, the wall time.
   void backward(const Tensor& loss);
 
-  // Times a scope of work of `device` in `phase` (a null profiler: no timing), and counts the
-  // memory the calling thread allocates within it under phase_memory_category(phase), profiler or
-  // not.
+  // Times a scope of work of `device` in `phase` (a null profiler: no timing), and counts the memory
+  // the calling thread allocates within it under phase_memory_category(phase), profiler or not.
   class Scope {
    public:
     Scope(StepProfiler* profiler, Device device, Phase phase);

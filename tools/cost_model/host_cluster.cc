@@ -2,16 +2,13 @@
 // and the few host constants, with what each is calibrated on.
 #include "tools/cost_model/host_cluster.h"
 
-#include <sys/prctl.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
-#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -30,8 +27,6 @@
 #include "engine/parallel/comm.h"
 #include "engine/tensor/random.h"
 #include "tools/local_ranks.h"
-
-extern char** environ;
 
 namespace dpe::sim {
 
@@ -143,14 +138,15 @@ GpuSpec host_gpu(double gflops, const HostRates& r) {
   return g;
 }
 
-// One rank of measure_all_reduce; rank 0 writes the medians (µs) to `result`.
-// `store`: Gloo's rendezvous directory, or "mpi" (rank and size from mpirun).
-void all_reduce_rank(int rank, const std::string& store, const std::string& result, int reps,
+// One rank of measure_all_reduce; rank 0 writes the medians (µs) to `result`. `store`: Gloo's
+// rendezvous directory, or "mpi". Rank and size come from the launcher (run_local_ranks' RANK and
+// WORLD_SIZE, or mpirun).
+void all_reduce_rank(const std::string& store, const std::string& result, int reps,
                      const std::vector<int64_t>& bytes) {
   set_host_devices(1);
   auto group = store == "mpi" ? distributed::init_process_group("mpi")
-                              : distributed::init_process_group("gloo", "file://" + store, 2, rank);
-  rank = group->rank();
+                              : distributed::init_process_group("gloo", "file://" + store);
+  const int rank = group->rank();
   std::vector<Tensor> xs;
   for (int64_t b : bytes) xs.push_back(Tensor::zeros(Shape{b / 4}, DType::kFloat32));
   std::vector<std::vector<double>> times(bytes.size());
@@ -297,39 +293,12 @@ AllReduceRates measure_all_reduce(const std::string& self_exe, const std::vector
   DPE_CHECK(dir != nullptr, "measure_all_reduce: cannot create a temporary directory");
   const std::string store = std::string(dir) + "/store", result = std::string(dir) + "/us.txt";
   DPE_CHECK(mkdir(store.c_str(), 0700) == 0, "measure_all_reduce: cannot create " << store);
-  // Everything the children need is built before fork(): a child only calls execve and _exit.
-  int failed = 0;
-  if (backend == "mpi") {
-    std::vector<std::string> args{self_exe, kAllReduceWorkerFlag, "mpi", "-1",
-                                  result,   std::to_string(reps)};
-    for (int64_t b : g.bytes) args.push_back(std::to_string(b));
-    failed = tools::run_mpi_ranks(args, 2);
-  } else {
-    std::vector<std::vector<std::string>> args(2);
-    std::vector<std::vector<char*>> argv(2);
-    for (int rank = 0; rank < 2; ++rank) {
-      args[rank] = {self_exe, kAllReduceWorkerFlag, store, std::to_string(rank),
-                    result,   std::to_string(reps)};
-      for (int64_t b : g.bytes) args[rank].push_back(std::to_string(b));
-      for (std::string& a : args[rank]) argv[rank].push_back(a.data());
-      argv[rank].push_back(nullptr);
-    }
-    pid_t pids[2];
-    for (int rank = 0; rank < 2; ++rank) {
-      pids[rank] = fork();
-      DPE_CHECK(pids[rank] >= 0, "measure_all_reduce: fork failed");
-      if (pids[rank] == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        execve(argv[rank][0], argv[rank].data(), environ);
-        _exit(127);
-      }
-    }
-    for (pid_t pid : pids) {
-      int status = 0;
-      waitpid(pid, &status, 0);
-      failed += !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-    }
-  }
+  // The ranks start as the bench's DDP ranks do.
+  std::vector<std::string> args{self_exe, kAllReduceWorkerFlag, backend == "mpi" ? "mpi" : store,
+                                result, std::to_string(reps)};
+  for (int64_t b : g.bytes) args.push_back(std::to_string(b));
+  const int failed =
+      backend == "mpi" ? tools::run_mpi_ranks(args, 2) : tools::run_local_ranks(args, 2);
   std::ifstream in(result);
   for (size_t k = 0; k < g.bytes.size(); ++k) {
     double us = 0;
@@ -357,11 +326,11 @@ AllReduceRates measure_all_reduce(const std::string& self_exe, const std::vector
 int all_reduce_worker_main(int argc, char** argv) {
   if (argc < 2 || std::strcmp(argv[1], kAllReduceWorkerFlag) != 0) return -1;
   try {
-    DPE_CHECK(argc >= 7, "all-reduce worker: usage: " << kAllReduceWorkerFlag
-                                                      << " STORE RANK RESULT REPS BYTES...");
+    DPE_CHECK(argc >= 6, "all-reduce worker: usage: " << kAllReduceWorkerFlag
+                                                      << " STORE RESULT REPS BYTES...");
     std::vector<int64_t> bytes;
-    for (int i = 6; i < argc; ++i) bytes.push_back(std::stoll(argv[i]));
-    all_reduce_rank(std::stoi(argv[3]), argv[2], argv[4], std::stoi(argv[5]), bytes);
+    for (int i = 5; i < argc; ++i) bytes.push_back(std::stoll(argv[i]));
+    all_reduce_rank(argv[2], argv[3], std::stoi(argv[4]), bytes);
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "all-reduce worker: %s\n", e.what());

@@ -187,23 +187,7 @@ TEST(GlooProcessGroupSingleTest, OneRankAndArgumentErrors) {
         options.timeout = milliseconds(5000);
         auto store = std::make_shared<TCPStore>("127.0.0.1", port, false);
         GlooProcessGroup pg(store, 0, 1, options);
-        Tensor t = Tensor::from_vector(std::vector<float>{1.0f, 2.0f}, {2});
-        pg.all_reduce(t, ReduceOp::kAvg);
-        expect_values(t, {1.0f, 2.0f}, "avg over one rank");
-        pg.barrier();
-
-        Tensor m = Tensor::from_vector(std::vector<float>{1, 2, 3, 4, 5, 6}, {2, 3});
-        Tensor transposed = m.permute({1, 0});
-        std::string e = error_of([&] { pg.all_reduce(transposed); });
-        RANK_CHECK(e.find("contiguous") != std::string::npos, e);
-        Tensor ints = Tensor::from_vector(std::vector<int64_t>{1, 2}, {2});
-        e = error_of([&] { pg.all_reduce(ints, ReduceOp::kAvg); });
-        RANK_CHECK(e.find("avg needs float32") != std::string::npos, e);
-        e = error_of([&] { pg.broadcast(t, 3); });
-        RANK_CHECK(e.find("root 3") != std::string::npos, e);
-        std::vector<Tensor> wrong(2);
-        e = error_of([&] { pg.all_gather(t, wrong); });
-        RANK_CHECK(e.find("expected 1 output") != std::string::npos, e);
+        test::expect_one_rank_and_argument_errors(pg);
       },
       1);
 }

@@ -44,6 +44,29 @@ inline void expect_values(const Tensor& t, const std::vector<float>& expected,
   }
 }
 
+// A group of one rank: avg over one rank is the tensor itself, a barrier returns, and every
+// argument error is named (non-contiguous tensor, avg of int64, root out of range, wrong output
+// count) without breaking the group, which still all-reduces afterwards.
+inline void expect_one_rank_and_argument_errors(distributed::ProcessGroup& pg) {
+  Tensor t = Tensor::from_vector(std::vector<float>{1.0f, 2.0f}, {2});
+  pg.all_reduce(t, distributed::ReduceOp::kAvg);
+  expect_values(t, {1.0f, 2.0f}, "avg over one rank");
+  pg.barrier();
+  Tensor m = Tensor::from_vector(std::vector<float>{1, 2, 3, 4, 5, 6}, {2, 3});
+  Tensor transposed = m.permute({1, 0});
+  std::string e = error_of([&] { pg.all_reduce(transposed); });
+  RANK_CHECK(e.find("contiguous") != std::string::npos, e);
+  Tensor ints = Tensor::from_vector(std::vector<int64_t>{1, 2}, {2});
+  e = error_of([&] { pg.all_reduce(ints, distributed::ReduceOp::kAvg); });
+  RANK_CHECK(e.find("avg needs float32") != std::string::npos, e);
+  e = error_of([&] { pg.broadcast(t, 3); });
+  RANK_CHECK(e.find("root 3") != std::string::npos, e);
+  std::vector<Tensor> wrong(2);
+  e = error_of([&] { pg.all_gather(t, wrong); });
+  RANK_CHECK(e.find("expected 1 output") != std::string::npos, e);
+  pg.all_reduce(t);  // still usable after usage errors
+}
+
 // One host device (one compute thread) in this process, and the default group of `size` ranks
 // through the TCPStore that the test process serves on `port`. Short timeouts: a failure is an
 // error within seconds, never a hang.
