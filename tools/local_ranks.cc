@@ -20,6 +20,31 @@ extern char** environ;
 
 namespace dpe::tools {
 
+namespace {
+
+using EnvVars = std::vector<std::pair<std::string, std::string>>;
+
+// One host device with one compute thread per rank, as the bench and demo run their ranks.
+const EnvVars kOneThreadDevice{
+    {"DPE_HOST_DEVICES", "1"}, {"DPE_HOST_THREADS", "1"}, {"OMP_NUM_THREADS", "1"}};
+
+// This process's environment without the variables named in `set` or `drop`, then `set`.
+std::vector<std::string> environment_with(const EnvVars& set,
+                                          const std::vector<std::string>& drop = {}) {
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string entry = *e;
+    const std::string name = entry.substr(0, entry.find('='));
+    bool replaced = std::find(drop.begin(), drop.end(), name) != drop.end();
+    for (const auto& [k, v] : set) replaced = replaced || k == name;
+    if (!replaced) env.push_back(entry);
+  }
+  for (const auto& [k, v] : set) env.push_back(k + "=" + v);
+  return env;
+}
+
+}  // namespace
+
 std::string self_executable() {
   char buf[4096];
   const ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
@@ -46,26 +71,13 @@ int run_local_ranks(const std::vector<std::string>& argv, int world) {
   const int port = free_local_port();
   std::vector<std::vector<std::string>> envs;
   for (int rank = 0; rank < world; ++rank) {
-    const std::vector<std::pair<std::string, std::string>> vars{
-        {"RANK", std::to_string(rank)},
-        {"LOCAL_RANK", std::to_string(rank)},
-        {"WORLD_SIZE", std::to_string(world)},
-        {"MASTER_ADDR", "127.0.0.1"},
+    EnvVars vars{
+        {"RANK", std::to_string(rank)},        {"LOCAL_RANK", std::to_string(rank)},
+        {"WORLD_SIZE", std::to_string(world)}, {"MASTER_ADDR", "127.0.0.1"},
         {"MASTER_PORT", std::to_string(port)},
-        {"DPE_HOST_DEVICES", "1"},
-        {"DPE_HOST_THREADS", "1"},
-        {"OMP_NUM_THREADS", "1"},
     };
-    std::vector<std::string> env;
-    for (char** e = environ; *e != nullptr; ++e) {
-      const std::string entry = *e;
-      const std::string name = entry.substr(0, entry.find('='));
-      bool replaced = false;
-      for (const auto& [k, v] : vars) replaced = replaced || k == name;
-      if (!replaced) env.push_back(entry);
-    }
-    for (const auto& [k, v] : vars) env.push_back(k + "=" + v);
-    envs.push_back(std::move(env));
+    vars.insert(vars.end(), kOneThreadDevice.begin(), kOneThreadDevice.end());
+    envs.push_back(environment_with(vars));
   }
   std::vector<char*> argv_ptrs;
   for (const std::string& a : argv) argv_ptrs.push_back(const_cast<char*>(a.c_str()));
@@ -106,31 +118,22 @@ int run_local_ranks(const std::vector<std::string>& argv, int world) {
 int run_mpi_ranks(const std::vector<std::string>& argv, int world) {
   DPE_CHECK(!argv.empty() && world >= 1,
             "run_mpi_ranks: needs a program and at least one rank, got world " << world);
-  std::vector<std::string> args{"mpirun", "--oversubscribe",     "--bind-to", "none",
-                                "-np",    std::to_string(world), "-x",        "DPE_HOST_DEVICES=1",
-                                "-x",     "DPE_HOST_THREADS=1",  "-x",        "OMP_NUM_THREADS=1"};
+  std::vector<std::string> args{"mpirun", "--oversubscribe",    "--bind-to", "none",
+                                "-np",    std::to_string(world)};
   args.insert(args.end(), argv.begin(), argv.end());
-  std::vector<std::string> env;
-  for (char** e = environ; *e != nullptr; ++e) env.push_back(*e);
-  // A launcher's variables would contradict MPI's ranks (init_process_group refuses that).
-  const std::vector<std::string> drop{
-      "RANK=", "LOCAL_RANK=", "WORLD_SIZE=", "MASTER_ADDR=", "MASTER_PORT="};
-  env.erase(std::remove_if(env.begin(), env.end(),
-                           [&](const std::string& v) {
-                             for (const std::string& d : drop) {
-                               if (v.rfind(d, 0) == 0) return true;
-                             }
-                             return false;
-                           }),
-            env.end());
+  // mpirun hands its environment to the ranks it starts on this machine. A launcher's variables
+  // would contradict MPI's ranks (init_process_group refuses that): they are dropped.
+  EnvVars vars = kOneThreadDevice;
+  vars.insert(vars.end(),
+              {{"OMPI_ALLOW_RUN_AS_ROOT", "1"}, {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"}});
+  std::vector<std::string> env =
+      environment_with(vars, {"RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"});
 #if defined(__SANITIZE_ADDRESS__)
   // Sanitized test runs: the ranks go without leak detection (tests/tools/run_tool.h says why).
   for (std::string& v : env) {
     if (v.rfind("ASAN_OPTIONS=", 0) == 0) v += ":detect_leaks=0";
   }
 #endif
-  env.push_back("OMPI_ALLOW_RUN_AS_ROOT=1");
-  env.push_back("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1");
   std::vector<char*> argv_ptrs, env_ptrs;
   for (const std::string& a : args) argv_ptrs.push_back(const_cast<char*>(a.c_str()));
   argv_ptrs.push_back(nullptr);
