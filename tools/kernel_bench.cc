@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/backend/backend.h"
+#include "engine/tensor/random.h"
 
 namespace {
 
@@ -33,6 +34,19 @@ void report(const char* what, double flops, double seconds) {
 }
 
 Tensor filled(const dpe::Shape& shape, float v) { return Tensor::full(shape, v); }
+
+// Activations as a layer sees them: normal values, or after a ReLU (half of them exactly 0).
+// Constant inputs would let data-dependent branches (pooling's maximum, ReLU's mask) predict
+// perfectly and time kernels faster than a training step runs them.
+Tensor activations(const dpe::Shape& shape, bool after_relu) {
+  static dpe::Generator gen(1234);
+  Tensor t = dpe::randn(shape, gen);
+  if (after_relu) {
+    float* p = t.data<float>();
+    for (int64_t i = 0; i < t.numel(); ++i) p[i] = p[i] > 0 ? p[i] : 0.0f;
+  }
+  return t;
+}
 
 void bench_conv(dpe::Backend& b, const char* name, int64_t n, int64_t c, int64_t h, int64_t o,
                 int64_t k, int64_t pad, int reps) {
@@ -58,7 +72,8 @@ void report_bytes(const char* what, double bytes, double seconds) {
 }
 
 void bench_bn_pool(dpe::Backend& b, const char* name, int64_t n, int64_t c, int64_t h, int reps) {
-  Tensor x = filled({n, c, h, h}, 0.5f), y = Tensor::empty(x.shape()), gy = filled(x.shape(), 1);
+  Tensor x = activations({n, c, h, h}, false), y = Tensor::empty(x.shape());
+  Tensor gy = activations(x.shape(), false), relu_x = activations(x.shape(), true);
   Tensor gx = Tensor::empty(x.shape());
   Tensor g = filled({c}, 1), beta = filled({c}, 0), mean = Tensor::empty({c}),
          var = Tensor::empty({c}), gg = Tensor::empty({c}), gb = Tensor::empty({c});
@@ -79,7 +94,7 @@ void bench_bn_pool(dpe::Backend& b, const char* name, int64_t n, int64_t c, int6
   report_bytes(label, 1.75 * bytes,
                time_it(
                    [&] {
-                     b.max_pool2d_forward(x, {2, 2, 0}, p, idx);
+                     b.max_pool2d_forward(relu_x, {2, 2, 0}, p, idx);
                    },
                    reps));
   Tensor gp = filled(p.shape(), 1);
@@ -111,7 +126,8 @@ void bench_linear(dpe::Backend& b, int64_t n, int64_t in, int64_t out, int reps)
 double convnet_step(dpe::Backend& b, int64_t n, int reps) {
   using dpe::Shape;
   auto e = [](const Shape& s) { return Tensor::empty(s); };
-  Tensor x = filled({n, 1, 28, 28}, 0.5f), w1 = filled({16, 1, 5, 5}, 0.01f), b1 = filled({16}, 0);
+  Tensor x = activations({n, 1, 28, 28}, false), w1 = filled({16, 1, 5, 5}, 0.01f);
+  Tensor b1 = filled({16}, 0);
   Tensor w2 = filled({32, 16, 5, 5}, 0.01f), b2 = filled({32}, 0);
   Tensor g1 = filled({16}, 1), be1 = filled({16}, 0), g2 = filled({32}, 1), be2 = filled({32}, 0);
   Tensor fw = filled({10, 1568}, 0.01f), fb = filled({10}, 0);

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 #include "engine/core/error.h"
 #include "kernels/host/elementwise.h"
@@ -21,19 +22,31 @@ inline void take(float v, int64_t i, float& best, int64_t& best_i) {
 }
 
 // The ConvNet's 2x2 windows with stride 2 and no padding: always in bounds, no clamping.
-void pool_2x2(const Pool2dShape& s, const float* in, float* out, int64_t* idx) {
-  for (int64_t oh = 0; oh < s.ho; ++oh) {
-    const int64_t r0 = 2 * oh * s.w, r1 = r0 + s.w;
-    for (int64_t ow = 0; ow < s.wo; ++ow) {
-      const int64_t c = 2 * ow;
-      float best = in[r0 + c];
-      int64_t best_i = r0 + c;
-      take(in[r0 + c + 1], r0 + c + 1, best, best_i);
-      take(in[r1 + c], r1 + c, best, best_i);
-      take(in[r1 + c + 1], r1 + c + 1, best, best_i);
-      out[oh * s.wo + ow] = best;
-      idx[oh * s.wo + ow] = best_i;
-    }
+// Written without branches and vectorised over the whole output plane (its rows are only 7 or
+// 14 wide), each window found through `corner`, the flat input position of its top-left element.
+// After a ReLU half the inputs are 0, and the branch per element it replaced mispredicted so
+// often that the op took 5x its memory-bound time (3.8 ms against 0.75 at batch 100).
+void pool_2x2(const Pool2dShape& s, const int32_t* corner, const float* in, float* out,
+              int64_t* idx) {
+  const int64_t w = s.w, n = s.ho * s.wo;
+#pragma omp simd
+  for (int64_t k = 0; k < n; ++k) {
+    // take()'s rule as selects: later elements win when larger or NaN, in window order.
+    const int32_t c = corner[k];
+    const float v0 = in[c], v1 = in[c + 1], v2 = in[c + w], v3 = in[c + w + 1];
+    float best = v0;
+    int64_t at = c;
+    const bool t1 = (v1 > best) | (v1 != v1);
+    best = t1 ? v1 : best;
+    at = t1 ? c + 1 : at;
+    const bool t2 = (v2 > best) | (v2 != v2);
+    best = t2 ? v2 : best;
+    at = t2 ? c + w : at;
+    const bool t3 = (v3 > best) | (v3 != v3);
+    best = t3 ? v3 : best;
+    at = t3 ? c + w + 1 : at;
+    out[k] = best;
+    idx[k] = at;
   }
 }
 
@@ -60,14 +73,22 @@ void pool_general(const Pool2dShape& s, const float* in, float* out, int64_t* id
 void max_pool2d_forward(HostContext&, const Pool2dShape& s, const float* x, float* y,
                         int64_t* indices) {
   const int64_t planes = s.n * s.c;
-  const bool fast = s.kernel == 2 && s.stride == 2 && s.padding == 0;
+  // A plane's positions must fit pool_2x2's int32 corners (16 gather lanes, not 8).
+  const bool fast = s.kernel == 2 && s.stride == 2 && s.padding == 0 &&
+                    s.h * s.w <= std::numeric_limits<int32_t>::max();
+  std::vector<int32_t> corner(fast ? s.ho * s.wo : 0);
+  for (int64_t oh = 0; oh < (fast ? s.ho : 0); ++oh) {
+    for (int64_t ow = 0; ow < s.wo; ++ow) {
+      corner[oh * s.wo + ow] = static_cast<int32_t>(2 * oh * s.w + 2 * ow);
+    }
+  }
 #pragma omp parallel for if (planes * s.h * s.w >= kParallelGrain)
   for (int64_t p = 0; p < planes; ++p) {
     const float* in = x + p * s.h * s.w;
     float* out = y + p * s.ho * s.wo;
     int64_t* idx = indices + p * s.ho * s.wo;
     if (fast) {
-      pool_2x2(s, in, out, idx);
+      pool_2x2(s, corner.data(), in, out, idx);
     } else {
       pool_general(s, in, out, idx);
     }

@@ -81,5 +81,59 @@ TEST(MaxPool2dNanTest, NanWins) {
   EXPECT_EQ(i, 1);
 }
 
+// PyTorch 1.13's choices where values tie or are NaN (printed by torch.nn.functional.max_pool2d
+// with return_indices=True): the first of equal maxima, the last of several NaNs. Each window is
+// one output of the vectorised 2x2 path.
+TEST(MaxPool2dNanTest, TiesTakeTheFirstMaximumAndNaNsTheLast) {
+  HostContext ctx;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  // Four 2x2 windows side by side in one 2x8 plane: all zero, two NaNs, NaNs at both ends, a
+  // tie of 3s with a smaller value between.
+  const float x[16] = {0, 0, 1, nan, nan, 1, 3, 3,  //
+                       0, 0, nan, 2, 2, nan, 1, 3};
+  const Pool2dShape s = max_pool2d_shape(1, 1, 2, 8, 2, 2, 0);
+  float y[4];
+  int64_t i[4];
+  max_pool2d_forward(ctx, s, x, y, i);
+  EXPECT_EQ(y[0], 0.0f);
+  EXPECT_EQ(i[0], 0);  // [0, 0, 0, 0] -> 0
+  EXPECT_TRUE(std::isnan(y[1]));
+  EXPECT_EQ(i[1], 10);  // [1, nan, nan, 2] -> the second NaN (window position 2)
+  EXPECT_TRUE(std::isnan(y[2]));
+  EXPECT_EQ(i[2], 13);  // [nan, 1, 2, nan] -> the last NaN (window position 3)
+  EXPECT_EQ(y[3], 3.0f);
+  EXPECT_EQ(i[3], 6);  // [3, 3, 1, 3] -> the first 3
+}
+
+TEST(MaxPool2dTest, TiesAfterAReluGoToTheFirstMaximum) {
+  // Half the inputs 0, as after a ReLU: many ties, where the two paths could disagree.
+  HostContext ctx;
+  const Pool2dShape fast = max_pool2d_shape(3, 4, 14, 14, 2, 2, 0);
+  const int64_t nx = fast.n * fast.c * fast.h * fast.w, ny = fast.n * fast.c * fast.ho * fast.wo;
+  auto x = random_floats(nx, 7);
+  for (float& v : x) v = v > 0 ? v : 0.0f;
+  std::vector<float> y(ny), y_ref(ny);
+  std::vector<int64_t> i(ny), i_ref(ny, -1);
+  max_pool2d_forward(ctx, fast, x.data(), y.data(), i.data());
+  for (int64_t p = 0; p < fast.n * fast.c; ++p) {
+    for (int64_t k = 0; k < fast.ho * fast.wo; ++k) {
+      const int64_t oh = k / fast.wo, ow = k % fast.wo;
+      float best = -INFINITY;
+      for (int64_t a = 0; a < 2; ++a) {
+        for (int64_t e = 0; e < 2; ++e) {
+          const int64_t at = (2 * oh + a) * fast.w + 2 * ow + e;
+          if (x[p * fast.h * fast.w + at] > best) {
+            best = x[p * fast.h * fast.w + at];
+            i_ref[p * fast.ho * fast.wo + k] = at;
+          }
+        }
+      }
+      y_ref[p * fast.ho * fast.wo + k] = best;
+    }
+  }
+  EXPECT_EQ(y, y_ref);
+  EXPECT_EQ(i, i_ref);
+}
+
 }  // namespace
 }  // namespace dpe::host
