@@ -85,6 +85,7 @@ void conv2d_forward(HostContext& ctx, const Conv2dShape& s, const float* x, cons
 void conv2d_backward(HostContext& ctx, const Conv2dShape& s, const float* x, const float* w,
                      const float* gy, float* gx, float* gw, float* gb) {
   const Descs d = descs(s);
+  PreparedPrimitive* data = nullptr;  // backward data, when run: its reordered gy serves both
   if (gx != nullptr) {
     auto& e = ctx.cached<PreparedPrimitive>(
         CacheKey(kConvBackwardData, {s.n, s.c, s.h, s.w, s.o, s.kh, s.kw, s.stride, s.padding}),
@@ -105,6 +106,7 @@ void conv2d_backward(HostContext& ctx, const Conv2dShape& s, const float* x, con
     e.set(DNNL_ARG_WEIGHTS, w);
     e.set(DNNL_ARG_DIFF_SRC, gx);
     e.run(ctx);
+    data = &e;
   }
   if (gw != nullptr) {
     const bool bias = gb != nullptr;
@@ -133,7 +135,11 @@ void conv2d_backward(HostContext& ctx, const Conv2dShape& s, const float* x, con
     e.set(DNNL_ARG_DIFF_DST, gy);
     e.set(DNNL_ARG_DIFF_WEIGHTS, gw);
     if (bias) e.set(DNNL_ARG_DIFF_BIAS, gb);
-    e.run(ctx);
+    if (data != nullptr) {
+      e.run_sharing(ctx, DNNL_ARG_DIFF_DST, *data);
+    } else {
+      e.run(ctx);
+    }
   } else if (gb != nullptr) {
     const int64_t plane = s.ho * s.wo;
     for (int64_t oc = 0; oc < s.o; ++oc) {

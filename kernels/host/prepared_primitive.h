@@ -5,6 +5,7 @@
 #pragma once
 
 #include <oneapi/dnnl/dnnl.hpp>
+#include <algorithm>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -51,9 +52,39 @@ struct PreparedPrimitive : HostContext::CacheEntry {
     args.emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(pd.scratchpad_desc(), ctx.engine()));
   }
   void set(int arg, const void* p) { user.at(arg).set_data_handle(const_cast<void*>(p)); }
-  void run(HostContext& ctx) {
-    for (Reorder& r : before) r.prim.execute(ctx.stream(), r.from, r.to);
-    prim.execute(ctx.stream(), args);
+  void run(HostContext& ctx) { run_with(ctx, 0, dnnl::memory()); }
+  // Runs with input `arg` already in this primitive's layout in `other`'s buffer for it (the
+  // same tensor reordered by `other` just before: a convolution's output gradient, read by both
+  // backward passes), so this primitive's reorder of `arg` is skipped. A plain run() where the
+  // two layouts differ or either reads the caller's buffer directly.
+  void run_sharing(HostContext& ctx, int arg, const PreparedPrimitive& other) {
+    const bool same = reorders(arg) && other.reorders(arg) &&
+                      other.args.at(arg).get_desc() == args.at(arg).get_desc();
+    run_with(ctx, same ? arg : 0, same ? other.args.at(arg) : dnnl::memory());
+  }
+  // Whether input `arg` is reordered into a buffer of the primitive's layout before it runs.
+  bool reorders(int arg) const {
+    const auto it = args.find(arg);
+    return it != args.end() && std::any_of(before.begin(), before.end(), [&](const Reorder& r) {
+             return r.to.get() == it->second.get();
+           });
+  }
+  // Executes the reorders in, the primitive with `ready` standing in for argument `shared` (none
+  // if 0), and the reorders out.
+  void run_with(HostContext& ctx, int shared, const dnnl::memory& ready) {
+    dnnl::memory own;
+    if (shared != 0) own = args.at(shared);
+    for (Reorder& r : before) {
+      if (shared == 0 || r.to.get() != own.get()) r.prim.execute(ctx.stream(), r.from, r.to);
+    }
+    if (shared != 0) args[shared] = ready;
+    try {
+      prim.execute(ctx.stream(), args);
+    } catch (...) {
+      if (shared != 0) args[shared] = own;
+      throw;
+    }
+    if (shared != 0) args[shared] = own;
     for (Reorder& r : after) r.prim.execute(ctx.stream(), r.from, r.to);
     ctx.stream().wait();
   }
