@@ -48,7 +48,8 @@ nlohmann::json to_json(const BenchResult& r, double speedup, double peak_gflops)
   }
   j["speedup_vs_1_device"] = speedup;
   j["gflops"] = r.gflops;
-  j["gflops_share_of_peak"] = r.gflops / (peak_gflops * r.config.devices);
+  j["threads"] = r.config.threads;
+  j["gflops_share_of_peak"] = r.gflops / (peak_gflops * r.config.devices * r.config.threads);
   for (const auto& d : r.devices) {
     j["per_device"].push_back(
         {{"device", d.device}, {"peak_bytes", d.peak_bytes}, {"busy_share", d.busy_share}});
@@ -75,7 +76,9 @@ int main(int argc, char** argv) {
   std::vector<std::string> ddp_backends{BenchConfig().ddp_backend};
   BenchConfig base;
   std::string json_path = "bench.json", svg_path = "bench.svg", worker_result;
-  CLI::App app{"dpe bench: DataParallel against DDP on host devices (one thread per device)"};
+  CLI::App app{
+      "dpe bench: DataParallel against DDP on host devices (one thread per device unless "
+      "--threads)"};
   app.add_option("--models", models,
                  "models to run: toy, mlp, convnet, resnet-tiny (Fashion-MNIST, 1 input channel), "
                  "resnet50 (torchvision's, random 3-channel images, see --image-size), gpt-small, "
@@ -109,6 +112,11 @@ int main(int argc, char** argv) {
   app.add_option("--image-size", base.image,
                  "resnet50: height and width of its random images (default 224)")
       ->check(CLI::Range(int64_t{0}, int64_t{4096}));
+  app.add_option("--threads", base.threads,
+                 "compute threads per device and per DDP rank (%peak counts each thread's "
+                 "share of the single-thread peak)")
+      ->check(CLI::Range(1, 256))
+      ->capture_default_str();
   app.add_option("--ddp-backends", ddp_backends,
                  "process groups to run DDP over, each a row: mpi (ranks started by mpirun, "
                  "shared memory) or gloo (ranks as child processes, TCP over loopback)")
@@ -167,16 +175,18 @@ int main(int argc, char** argv) {
     std::printf("machine: %u cores; single-thread SGEMM (oneDNN, 1024^3) peak %.1f GFLOP/s\n",
                 cores, peak);
     std::printf(
-        "every device/process computes with 1 thread; samples/s = global batch / median "
+        "every device/process computes with %d thread%s; samples/s = global batch / median "
         "step time over %d steps after %d warm-up steps (gpt, resnet50: %d after %d "
         "unless --steps/--warmup say otherwise); tokens/s = samples/s x context; ddp/B: DDP "
         "over process group B\n",
-        base.steps, base.warmup, steps_opt->count() ? base.steps : 3,
-        warmup_opt->count() ? base.warmup : 1);
+        base.threads, base.threads == 1 ? "" : "s", base.steps, base.warmup,
+        steps_opt->count() ? base.steps : 3, warmup_opt->count() ? base.warmup : 1);
     for (int n : device_counts) {
-      if (n > static_cast<int>(cores)) {
-        std::printf("note: %d devices oversubscribe the %u cores: their figures share the CPU\n", n,
-                    cores);
+      if (n * base.threads > static_cast<int>(cores)) {
+        std::printf(
+            "note: %d devices x %d threads oversubscribe the %u cores: their figures "
+            "share the CPU\n",
+            n, base.threads, cores);
       }
     }
     std::printf("\n%-11s %6s %8s %4s %9s %10s %9s %7s %8s %6s %9s  %s\n", "model", "batch", "mode",
@@ -240,7 +250,7 @@ int main(int argc, char** argv) {
             std::printf("%-11s %6lld %8s %4d %9.2f %10.1f %9s %7.2f %8.1f %5.0f%% %9s  %s\n",
                         model.c_str(), static_cast<long long>(batch), label.c_str(), n, r.step_ms,
                         r.samples_per_second, tokens, speedup, r.gflops,
-                        100 * r.gflops / (peak * n), overhead, per_device.c_str());
+                        100 * r.gflops / (peak * n * c.threads), overhead, per_device.c_str());
             std::fflush(stdout);
             all.push_back(to_json(r, speedup, peak));
             results.push_back(r);

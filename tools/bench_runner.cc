@@ -213,7 +213,7 @@ double training_flops_per_sample(const std::string& model, int64_t context, int6
 BenchResult run_in_process(const BenchConfig& c) {
   DPE_CHECK(c.mode == "single" || c.mode == "dp", "run_in_process: mode " << c.mode);
   Runtime& rt = Runtime::get();
-  rt.set_host_devices({std::max(c.devices, 2), 1, 0});
+  rt.set_host_devices({std::max(c.devices, 2), c.threads, 0});
   std::vector<Device> devices;
   for (int i = 0; i < c.devices; ++i) devices.emplace_back(DeviceType::kHost, i);
 
@@ -281,6 +281,7 @@ BenchResult run_in_process(const BenchConfig& c) {
 }
 
 void ddp_worker(const BenchConfig& c, const std::string& result_path) {
+  Runtime::get().set_host_devices({1, c.threads, 0});
   Distributed dist = Distributed::init(c.ddp_backend);
   DPE_CHECK(
       c.global_batch % dist.world == 0,
@@ -334,11 +335,13 @@ BenchResult run_ddp(const BenchConfig& c, const std::string& self_exe) {
   const std::string batch = std::to_string(c.global_batch);
   const std::string warmup = std::to_string(c.warmup), steps = std::to_string(c.steps);
   const std::string context = std::to_string(c.context), image = std::to_string(c.image);
-  const std::vector<std::string> argv{self_exe,   "--ddp-worker",   result_path,  "--models",
-                                      c.model,    "--batches",      batch,        "--warmup",
-                                      warmup,     "--steps",        steps,        "--data-dir",
-                                      c.data_dir, "--context",      context,      "--image-size",
-                                      image,      "--ddp-backends", c.ddp_backend};
+  const std::vector<std::string> argv{self_exe,       "--ddp-worker", result_path,
+                                      "--models",     c.model,        "--batches",
+                                      batch,          "--warmup",     warmup,
+                                      "--steps",      steps,          "--data-dir",
+                                      c.data_dir,     "--context",    context,
+                                      "--image-size", image,          "--ddp-backends",
+                                      c.ddp_backend,  "--threads",    std::to_string(c.threads)};
   const int failed =
       c.ddp_backend == "mpi" ? run_mpi_ranks(argv, c.devices) : run_local_ranks(argv, c.devices);
   DPE_CHECK(failed == 0, "bench: DDP workers (" << c.ddp_backend << ") failed for " << c.model

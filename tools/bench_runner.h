@@ -19,6 +19,7 @@ struct BenchConfig {
   std::string mode = "dp";        // single | dp | ddp
   std::string ddp_backend = "mpi";  // ddp: gloo (dpe-launch's way) | mpi (mpirun's)
   int devices = 1;
+  int threads = 1;             // compute threads per device (per DDP rank)
   int64_t global_batch = 256;  // samples (gpt: windows of `context` tokens)
   int64_t context = 0;         // gpt: tokens per window; 0: the model's block size
   int64_t image = 0;           // resnet50: image height and width; 0: 224 (ImageNet's)
