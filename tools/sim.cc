@@ -21,6 +21,7 @@
 
 namespace {
 
+using dpe::sim::dp_global_batch;
 using dpe::sim::Prediction;
 
 nlohmann::json to_json(const Prediction& p) {
@@ -65,6 +66,10 @@ int main(int argc, char** argv) {
   app.add_option("--batch", spec.batch_per_device, "sequences or images per GPU")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
       ->capture_default_str();
+  app.add_option("--gpu0-batch", spec.gpu0_batch,
+                 "DataParallel: device 0's batch, the other GPUs keeping --batch each "
+                 "(Balanced-DataParallel's gpu0_bsz; default: --batch on every GPU)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
   app.add_option("--seq", spec.seq, "language models: tokens per sequence")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
       ->capture_default_str();
@@ -140,6 +145,11 @@ int main(int argc, char** argv) {
                 static_cast<long long>(spec.batch_per_device),
                 dpe::models::is_language_model(spec.model) ? "sequences" : "images",
                 precision.c_str(), framework_name.c_str());
+    if (spec.gpu0_batch >= 0) {
+      std::printf("DataParallel: device 0 takes %lld, the others %lld each\n",
+                  static_cast<long long>(spec.gpu0_batch),
+                  static_cast<long long>(spec.batch_per_device));
+    }
     std::printf("cluster: %s, %d nodes of %d x %s\n%s\n", cluster.name.c_str(), cluster.nodes,
                 cluster.topology.gpus, cluster.gpu.name.c_str(),
                 dpe::sim::format_topology(cluster.topology).c_str());
@@ -153,7 +163,12 @@ int main(int argc, char** argv) {
       }
       ddp.push_back(dpe::sim::replay_ddp(ddp_trace, g, cluster, options));
     }
-    const double dp1 = dp.front().step_ms, ddp1 = ddp.front().step_ms;
+    // x: samples per ms against one GPU's (the first count's, per GPU), as DataParallel's batch
+    // is uneven with --gpu0-batch. dp1, ddp1: ms per sample on one GPU.
+    const int first = gpu_counts.front();
+    const double dp1 =
+        dp.front().step_ms * first / static_cast<double>(dp_global_batch(spec, first));
+    const double ddp1 = ddp.front().step_ms / static_cast<double>(spec.batch_per_device);
     std::printf("%5s %9s %9s %8s %8s %10s %10s %9s  %-12s %-12s\n", "GPUs", "DP ms", "DDP ms",
                 "DP x", "DDP x", "DP dev0", "DP others", "DDP each", "DP limit", "DDP limit");
     for (size_t i = 0; i < gpu_counts.size(); ++i) {
@@ -166,12 +181,14 @@ int main(int argc, char** argv) {
         for (size_t k = 1; k < a.peak_gib.size(); ++k) sum += a.peak_gib[k];
         others = fmt("%.2f GiB", sum / static_cast<double>(a.peak_gib.size() - 1));
       }
-      std::printf("%5d %9s %9.1f %8s %8.2f %10s %10s %9s  %-12s %-12s\n", g,
-                  a.possible ? fmt("%.1f", a.step_ms).c_str() : "-", b.step_ms,
-                  a.possible ? fmt("%.2f", g * dp1 / a.step_ms).c_str() : "-", g * ddp1 / b.step_ms,
-                  a.possible ? fmt("%.2f GiB", a.peak_gib[0]).c_str() : "-", others.c_str(),
-                  fmt("%.2f GiB", b.peak_gib[0]).c_str(), a.possible ? a.limiting.c_str() : "-",
-                  b.limiting.c_str());
+      std::printf(
+          "%5d %9s %9.1f %8s %8.2f %10s %10s %9s  %-12s %-12s\n", g,
+          a.possible ? fmt("%.1f", a.step_ms).c_str() : "-", b.step_ms,
+          a.possible ? fmt("%.2f", dp_global_batch(spec, g) * dp1 / a.step_ms).c_str() : "-",
+          g * spec.batch_per_device * ddp1 / b.step_ms,
+          a.possible ? fmt("%.2f GiB", a.peak_gib[0]).c_str() : "-", others.c_str(),
+          fmt("%.2f GiB", b.peak_gib[0]).c_str(), a.possible ? a.limiting.c_str() : "-",
+          b.limiting.c_str());
     }
     std::printf(
         "(x: throughput against one GPU; memory: the trace's allocator peak + %.1f GiB of "
@@ -180,6 +197,7 @@ int main(int argc, char** argv) {
     nlohmann::json j;
     j["model"] = spec.model;
     j["batch_per_gpu"] = spec.batch_per_device;
+    j["gpu0_batch"] = spec.gpu0_batch;
     j["seq"] = spec.seq;
     j["image"] = spec.image;
     j["loss"] = loss;

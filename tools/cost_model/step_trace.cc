@@ -135,15 +135,29 @@ void set_host_devices(int n) {
   Runtime::get().set_host_devices(o);
 }
 
+int64_t dp_global_batch(const StepSpec& spec, int devices) {
+  if (devices < 2 || spec.gpu0_batch < 0) return spec.batch_per_device * devices;
+  return spec.gpu0_batch + spec.batch_per_device * (devices - 1);
+}
+
 TracedStep trace_dp_step(const StepSpec& spec, int n) {
   DPE_CHECK(n >= 1, "sim: need at least one device, got " << n);
   DPE_CHECK(spec.batch_per_device >= 1, "sim: batch per device must be positive");
+  DPE_CHECK(spec.gpu0_batch >= -1, "sim: device 0's batch must be >= 0, got " << spec.gpu0_batch);
   set_host_devices(n);
   const auto devices = Runtime::get().host_devices();
   const std::shared_ptr<Module> model = build_model(spec, devices[0]);
   auto optimizer = make_optimizer(spec, model->parameters());
-  const Batch batch = make_batch(spec, spec.batch_per_device * n, devices[0]);
-  DataParallel dp(model, devices);
+  const Batch batch = make_batch(spec, dp_global_batch(spec, n), devices[0]);
+  DataParallelOptions dp_options;
+  dp_options.device_ids = devices;
+  if (n > 1 && spec.gpu0_batch >= 0) {
+    // Integral weights in samples: weighted_chunk_sizes gives exactly these chunks.
+    dp_options.chunk_weights.assign(static_cast<size_t>(n),
+                                    static_cast<double>(spec.batch_per_device));
+    dp_options.chunk_weights[0] = static_cast<double>(spec.gpu0_batch);
+  }
+  DataParallel dp(model, dp_options);
   auto step = [&] {
     Tensor loss;
     if (n == 1) {

@@ -29,7 +29,14 @@ struct StepSpec {
   // gradient (Hugging Face's Trainer under DataParallel gathers the whole output dict).
   bool gather_outputs = false;
   std::string optimizer;  // "adamw", "sgd" (momentum 0.9); "": adamw for language models, else sgd
+  // DataParallel on 2+ devices: device 0's chunk (Balanced-DataParallel's gpu0_bsz), the others
+  // keeping batch_per_device each; -1: every device gets batch_per_device (torch.chunk's split).
+  int64_t gpu0_batch = -1;
 };
+
+// The samples DataParallel's step on `devices` devices takes: batch_per_device on each, or
+// gpu0_batch on device 0 and batch_per_device on the others.
+int64_t dp_global_batch(const StepSpec& spec, int devices);
 
 struct TracedStep {
   std::vector<TraceEvent> events;

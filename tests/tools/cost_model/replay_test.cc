@@ -164,5 +164,35 @@ TEST(ReplayTest, DataParallelsStepHasEveryPhaseAndDeviceZeroHoldsMore) {
   EXPECT_GT(replay_ddp(trace_ddp_step(spec), 16, two, ReplayOptions()).step_ms, 0);
 }
 
+// Balanced-DataParallel's gpu0_bsz: device 0 gets its own chunk, the others batch_per_device.
+TEST(ReplayTest, DeviceZerosOwnBatchIsTheChunkItComputes) {
+  StepSpec spec;
+  spec.model = "mlp";
+  spec.batch_per_device = 32;
+  spec.gpu0_batch = 4;
+  EXPECT_EQ(dp_global_batch(spec, 3), 4 + 2 * 32);
+  EXPECT_EQ(dp_global_batch(spec, 1), 32);  // one GPU: the plain step
+  const TracedStep t = trace_dp_step(spec, 3);
+  std::map<int, int64_t> rows;  // device -> rows of its first forward linear
+  for (const TraceEvent& e : t.events) {
+    if (e.kind == TraceKind::kOp && e.name == "linear" && !e.backward &&
+        rows.count(e.device.index()) == 0) {
+      rows[e.device.index()] = e.shapes.at(0).at(0);
+    }
+  }
+  EXPECT_EQ(rows, (std::map<int, int64_t>{{0, 4}, {1, 32}, {2, 32}}));
+  // Device 0 with no chunk at all (gpu0_bsz 0) computes nothing of forward, yet still steps.
+  spec.gpu0_batch = 0;
+  const TracedStep none = trace_dp_step(spec, 3);
+  for (const TraceEvent& e : none.events) {
+    if (e.kind == TraceKind::kOp && e.name == "linear" && !e.backward) {
+      EXPECT_NE(e.device.index(), 0);
+    }
+  }
+  const Prediction p = replay_dp(none, cluster_preset("pcie-a100", 3), ReplayOptions());
+  EXPECT_GT(p.step_ms, 0);
+  ASSERT_EQ(p.peak_gib.size(), 3u);
+}
+
 }  // namespace
 }  // namespace dpe::sim
