@@ -55,10 +55,45 @@ TEST(SimCliTest, PredictsEveryGpuCountAndWritesJsonAndSvg) {
   EXPECT_TRUE(has(text.str(), "DataParallel")) << text.str().substr(0, 200);
 }
 
+TEST(SimCliTest, Gpu0BatchIsDeviceZerosChunkAndCountsInTheSpeedup) {
+  std::string out;
+  const std::string json = tmp("sim_gpu0.json");
+  ASSERT_EQ(run("--model mlp --batch 32 --gpu0-batch 0 --cluster pcie-a100 --gpus 1,4 --json " +
+                    json + " --svg " + tmp("sim_gpu0.svg"),
+                &out),
+            0)
+      << out;
+  EXPECT_TRUE(has(out, "device 0 takes 0, the others 32 each")) << out;
+  std::ifstream in(json);
+  const nlohmann::json j = nlohmann::json::parse(in);
+  EXPECT_EQ(j["gpu0_batch"], 0);
+  // Four GPUs with nothing on device 0 take 96 samples, not 128: DataParallel's speed-up is
+  // 96 / 32 x (one GPU's step / the step), below the GPU count even if the step did not grow.
+  double one = 0, four = 0;
+  for (const auto& r : j["runs"]) {
+    if (r["mode"] != "dp") continue;
+    (r["gpus"] == 1 ? one : four) = r["step_ms"].get<double>();
+  }
+  ASSERT_GT(one, 0);
+  ASSERT_GT(four, 0);
+  char want[32];
+  std::snprintf(want, sizeof want, "%.2f", 3.0 * one / four);
+  std::istringstream lines(out);
+  std::string line, dp_x;
+  while (std::getline(lines, line)) {
+    std::istringstream cols(line);
+    std::string gpus, dp_ms, ddp_ms;
+    if (cols >> gpus >> dp_ms >> ddp_ms >> dp_x && gpus == "4") break;
+    dp_x.clear();
+  }
+  EXPECT_EQ(dp_x, want) << out;  // the table's "DP x" column
+}
+
 TEST(SimCliTest, BadFlagsExitWith2) {
   std::string out;
   for (const char* args :
        {"--model foo", "--cluster nowhere", "--gpus 0", "--batch 0", "--precision fp8", "--bogus",
+        "--gpu0-batch -1",
         "--cluster titanrtx-nvlink --gpus 2 "
         "--nodes 1 --gpus 4"}) {
     EXPECT_EQ(run(args, &out), 2) << args << ": " << out;
