@@ -23,9 +23,10 @@ int run(const std::string& args, std::string* output, const std::string& env = "
 
 TEST(BenchCliTest, UsageErrorsExitWith2) {
   std::string out;
-  for (const char* args : {"--models foo", "--devices 0", "--batches 0", "--steps 0", "--warmup -1",
-                           "--models gpt-small --context 5000", "--bogus",
-                           "--models resnet50 --image-size -1", "--models resnet18"}) {
+  for (const char* args :
+       {"--models foo", "--devices 0", "--batches 0", "--steps 0", "--warmup -1",
+        "--models gpt-small --context 5000", "--bogus", "--models resnet50 --image-size -1",
+        "--models resnet18", "--threads 0"}) {
     EXPECT_EQ(run(args, &out), 2) << args << ": " << out;
     EXPECT_FALSE(has(out, "machine:")) << args << ": nothing runs: " << out;
     EXPECT_LT(out.size(), 600u) << args << ": " << out;

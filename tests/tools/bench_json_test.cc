@@ -30,7 +30,7 @@ TEST(BenchJsonTest, SchemaOfAQuickRun) {
     EXPECT_EQ(r.contains("ddp_backend"), r["mode"] == "ddp");
     for (const char* key :
          {"model", "mode", "devices", "global_batch", "step_ms", "samples_per_second",
-          "speedup_vs_1_device", "gflops", "gflops_share_of_peak", "per_device"}) {
+          "speedup_vs_1_device", "gflops", "gflops_share_of_peak", "per_device", "threads"}) {
       EXPECT_TRUE(r.contains(key)) << key;
     }
     EXPECT_EQ(r["per_device"].size(), r["devices"].get<size_t>());
@@ -44,6 +44,24 @@ TEST(BenchJsonTest, SchemaOfAQuickRun) {
   std::string first;
   std::getline(s, first);
   EXPECT_EQ(first.rfind("<svg", 0), 0u);
+}
+
+TEST(BenchJsonTest, ThreadsPerDeviceAreRecordedAndCountInTheShareOfPeak) {
+  const std::string dir = std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp";
+  const std::string json = dir + "/bench_threads.json";
+  const std::string cmd = g_bench + " --models toy --devices 1 --batches 8 --warmup 1 --steps 2" +
+                          " --threads 2 --json " + json + " --svg " + dir +
+                          "/bench_threads.svg > " + dir + "/bench_threads.out 2>&1";
+  const int status = std::system(cmd.c_str());
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "see bench_threads.out";
+  nlohmann::json j = nlohmann::json::parse(std::ifstream(json));
+  ASSERT_EQ(j.at("results").size(), 1u);
+  const auto& r = j["results"][0];
+  EXPECT_EQ(r.at("threads"), 2);
+  // The share divides by two threads' worth of the single-thread peak.
+  EXPECT_NEAR(r.at("gflops_share_of_peak").get<double>(),
+              r.at("gflops").get<double>() / (2 * j.at("gemm_peak_gflops_1_thread").get<double>()),
+              1e-9);
 }
 
 TEST(BenchJsonTest, GptRowsReportTokensPerSecond) {
