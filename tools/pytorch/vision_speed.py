@@ -62,13 +62,13 @@ def fashion_batch(data_dir, n):
     return x, torch.from_numpy(labels.astype(np.int64))
 
 
-def pytorch_samples_per_second(model_name, batch, a):
-    torch.manual_seed(0)
-    model = make_model(model_name)
+def median_step_seconds(model, x, y, a, before_step=lambda: None):
+    """SGD steps of `model` on (x, y): the median time of a.steps after a.warmup; before_step runs
+    untimed before each (DDP's barrier)."""
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    x, y = fashion_batch(a.data_dir, batch)
     times = []
     for step in range(a.warmup + a.steps):
+        before_step()
         start = time.perf_counter()
         loss = F.cross_entropy(model(x), y)
         opt.zero_grad(set_to_none=True)
@@ -76,7 +76,13 @@ def pytorch_samples_per_second(model_name, batch, a):
         opt.step()
         if step >= a.warmup:
             times.append(time.perf_counter() - start)
-    return batch / statistics.median(times)
+    return statistics.median(times)
+
+
+def pytorch_samples_per_second(model_name, batch, a):
+    torch.manual_seed(0)
+    x, y = fashion_batch(a.data_dir, batch)
+    return batch / median_step_seconds(make_model(model_name), x, y, a)
 
 
 def ddp_rank(rank, world, model_name, batch, port, a, result):
@@ -87,22 +93,13 @@ def ddp_rank(rank, world, model_name, batch, port, a, result):
     torch.distributed.init_process_group("gloo", rank=rank, world_size=world)
     torch.manual_seed(0)
     model = nn.parallel.DistributedDataParallel(make_model(model_name))
-    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     x, y = fashion_batch(a.data_dir, batch)
     per = batch // world
     x, y = x[rank * per:(rank + 1) * per], y[rank * per:(rank + 1) * per]
-    times = []
-    for step in range(a.warmup + a.steps):
-        torch.distributed.barrier()  # every rank starts the step together, as dpe's bench
-        start = time.perf_counter()
-        loss = F.cross_entropy(model(x), y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        if step >= a.warmup:
-            times.append(time.perf_counter() - start)
+    # Every rank starts each step together, as in dpe's bench.
+    seconds = median_step_seconds(model, x, y, a, before_step=torch.distributed.barrier)
     if rank == 0:
-        result.put(batch / statistics.median(times))
+        result.put(batch / seconds)
     torch.distributed.destroy_process_group()
 
 
