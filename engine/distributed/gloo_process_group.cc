@@ -203,10 +203,7 @@ void GlooProcessGroup::run_all_reduce(Tensor& tensor, ReduceOp op) {
   if (tensor.dtype() == DType::kFloat32) {
     float* data = tensor.data<float>();
     if (size_ > 1) run_allreduce(context_, data, n, op, tag);
-    if (op == ReduceOp::kAvg) {
-      const float inv = 1.0f / static_cast<float>(size_);
-      for (size_t i = 0; i < n; ++i) data[i] *= inv;
-    }
+    if (op == ReduceOp::kAvg) divide_by_size(tensor);
   } else {
     if (size_ > 1) run_allreduce(context_, tensor.data<int64_t>(), n, op, tag);
   }

@@ -200,11 +200,7 @@ void MpiProcessGroup::run_all_reduce(Tensor& tensor, ReduceOp op) {
             "all_reduce");
     }
   }
-  if (op == ReduceOp::kAvg) {
-    float* values = tensor.data<float>();
-    const float inv = 1.0f / static_cast<float>(size_);
-    for (int64_t i = 0; i < n; ++i) values[i] *= inv;
-  }
+  if (op == ReduceOp::kAvg) divide_by_size(tensor);
 }
 
 void MpiProcessGroup::run_broadcast(Tensor& tensor, int root) {

@@ -121,6 +121,12 @@ ProcessGroup::Failure ProcessGroup::describe_failure(const std::string&, const s
   return Failure{};
 }
 
+void ProcessGroup::divide_by_size(Tensor& tensor) const {
+  float* values = tensor.data<float>();
+  const float inv = 1.0f / static_cast<float>(size_);
+  for (int64_t i = 0, n = tensor.numel(); i < n; ++i) values[i] *= inv;
+}
+
 void ProcessGroup::check_tensor(const char* op, const Tensor& t) const {
   check_collective_tensor(op, t, rank_);
 }

@@ -117,6 +117,8 @@ class ProcessGroup {
   // Called on the communication thread when a raw collective of `op` throws `e`. Default: the
   // group breaks, the error is rethrown unchanged.
   virtual Failure describe_failure(const std::string& op, const std::exception& e);
+  // ReduceOp::kAvg where the library only sums: divides the summed float32 `tensor` by size().
+  void divide_by_size(Tensor& tensor) const;
 
   // The subclass starts the communication thread at the end of its constructor and stops it
   // first thing in its destructor: the thread calls the run_* overrides.
