@@ -55,43 +55,7 @@ TEST_P(GlooProcessGroupTest, AllReduce) {
       [&](int rank) {
         Rank r = join(port, rank, n);
         RANK_CHECK(r.pg->rank() == rank && r.pg->size() == n, "rank/size");
-        const auto input = [&] {
-          return Tensor::from_vector(
-              std::vector<float>{float(rank + 1), float(-rank), 0.5f * rank, 7.0f}, {2, 2});
-        };
-        float sum1 = 0, sum2 = 0, sum3 = 0;
-        for (int q = 0; q < n; ++q) {
-          sum1 += q + 1;
-          sum2 += -q;
-          sum3 += 0.5f * q;
-        }
-        Tensor t = input();
-        r.pg->all_reduce(t);
-        expect_values(t, {sum1, sum2, sum3, 7.0f * n}, "sum");
-        t = input();
-        r.pg->all_reduce(t, ReduceOp::kAvg);
-        expect_values(t, {sum1 / n, sum2 / n, sum3 / n, 7.0f}, "avg");
-        t = input();
-        r.pg->all_reduce(t, ReduceOp::kMax);
-        expect_values(t, {float(n), 0.0f, 0.5f * (n - 1), 7.0f}, "max");
-        t = input();
-        r.pg->all_reduce(t, ReduceOp::kMin);
-        expect_values(t, {1.0f, float(-(n - 1)), 0.0f, 7.0f}, "min");
-
-        Tensor i = Tensor::from_vector(std::vector<int64_t>{rank, 10 * rank}, {2});
-        r.pg->all_reduce(i);
-        const auto iv = i.to_vector<int64_t>();
-        RANK_CHECK(iv[0] == n * (n - 1) / 2 && iv[1] == 10 * n * (n - 1) / 2, "int64 sum");
-        i = Tensor::from_vector(std::vector<int64_t>{rank, -rank}, {2});
-        r.pg->all_reduce(i, ReduceOp::kMax);
-        RANK_CHECK(i.to_vector<int64_t>()[0] == n - 1 && i.to_vector<int64_t>()[1] == 0,
-                   "int64 max");
-
-        // A large tensor crosses Gloo's segment size (1 MiB).
-        Tensor big = Tensor::full({600000}, float(rank));
-        r.pg->all_reduce(big);
-        const auto bv = big.to_vector<float>();
-        RANK_CHECK(bv.front() == n * (n - 1) / 2.0f && bv.back() == n * (n - 1) / 2.0f, "big");
+        test::expect_all_reduce_ops(*r.pg);
       },
       n);
 }
@@ -103,24 +67,7 @@ TEST_P(GlooProcessGroupTest, BroadcastAndAllGather) {
   spawn(
       [&](int rank) {
         Rank r = join(port, rank, n);
-        for (int root = 0; root < n; ++root) {
-          Tensor t = Tensor::full({3}, float(10 * rank + 1));
-          r.pg->broadcast(t, root);
-          expect_values(t, std::vector<float>(3, float(10 * root + 1)),
-                        "broadcast from " + std::to_string(root));
-        }
-        Tensor mine = Tensor::from_vector(std::vector<float>{float(rank), float(rank * rank)}, {2});
-        std::vector<Tensor> gathered;
-        r.pg->all_gather(mine, gathered);
-        RANK_CHECK(static_cast<int>(gathered.size()) == n, "all_gather count");
-        for (int q = 0; q < n; ++q) {
-          expect_values(gathered[q], {float(q), float(q * q)}, "all_gather " + std::to_string(q));
-        }
-        std::vector<Tensor> preallocated;
-        for (int q = 0; q < n; ++q) preallocated.push_back(Tensor::zeros({2}));
-        r.pg->all_gather(mine, preallocated);
-        expect_values(preallocated[n - 1], {float(n - 1), float((n - 1) * (n - 1))},
-                      "all_gather into given tensors");
+        test::expect_broadcast_and_all_gather(*r.pg);
       },
       n);
 }

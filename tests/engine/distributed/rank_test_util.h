@@ -67,6 +67,81 @@ inline void expect_one_rank_and_argument_errors(distributed::ProcessGroup& pg) {
   pg.all_reduce(t);  // still usable after usage errors
 }
 
+// Every reduce op on float32 (sum, avg, max, min) and int64 (sum, max, min), and a 2.4 MB tensor
+// (beyond Gloo's 1 MiB segment and the MPI shared-memory transport's eager limit), checked on
+// each rank of `pg` against the values every rank's inputs give.
+inline void expect_all_reduce_ops(distributed::ProcessGroup& pg) {
+  using distributed::ReduceOp;
+  const int n = pg.size(), rank = pg.rank();
+  const auto input = [&] {
+    return Tensor::from_vector(std::vector<float>{float(rank + 1), float(-rank), 0.5f * rank, 7.0f},
+                               {2, 2});
+  };
+  float sum1 = 0, sum2 = 0, sum3 = 0;
+  for (int q = 0; q < n; ++q) {
+    sum1 += q + 1;
+    sum2 += -q;
+    sum3 += 0.5f * q;
+  }
+  Tensor t = input();
+  pg.all_reduce(t);
+  expect_values(t, {sum1, sum2, sum3, 7.0f * n}, "sum");
+  t = input();
+  pg.all_reduce(t, ReduceOp::kAvg);
+  expect_values(t, {sum1 / n, sum2 / n, sum3 / n, 7.0f}, "avg");
+  t = input();
+  pg.all_reduce(t, ReduceOp::kMax);
+  expect_values(t, {float(n), 0.0f, 0.5f * (n - 1), 7.0f}, "max");
+  t = input();
+  pg.all_reduce(t, ReduceOp::kMin);
+  expect_values(t, {1.0f, float(-(n - 1)), 0.0f, 7.0f}, "min");
+
+  Tensor i = Tensor::from_vector(std::vector<int64_t>{rank, 10 * rank}, {2});
+  pg.all_reduce(i);
+  const auto iv = i.to_vector<int64_t>();
+  RANK_CHECK(iv[0] == n * (n - 1) / 2 && iv[1] == 10 * n * (n - 1) / 2, "int64 sum");
+  i = Tensor::from_vector(std::vector<int64_t>{rank, -rank}, {2});
+  pg.all_reduce(i, ReduceOp::kMax);
+  RANK_CHECK(i.to_vector<int64_t>()[0] == n - 1 && i.to_vector<int64_t>()[1] == 0, "int64 max");
+  i = Tensor::from_vector(std::vector<int64_t>{rank, -rank}, {2});
+  pg.all_reduce(i, ReduceOp::kMin);
+  RANK_CHECK(i.to_vector<int64_t>()[0] == 0 && i.to_vector<int64_t>()[1] == -(n - 1), "int64 min");
+
+  Tensor big = Tensor::full({600000}, float(rank));
+  pg.all_reduce(big);
+  const auto bv = big.to_vector<float>();
+  RANK_CHECK(bv.front() == n * (n - 1) / 2.0f && bv.back() == n * (n - 1) / 2.0f, "big");
+}
+
+// Broadcast from every root (float32, and int64 with high bits set), all_gather into a fresh
+// list and into given tensors, checked on each rank of `pg`.
+inline void expect_broadcast_and_all_gather(distributed::ProcessGroup& pg) {
+  const int n = pg.size(), rank = pg.rank();
+  for (int root = 0; root < n; ++root) {
+    Tensor t = Tensor::full({3}, float(10 * rank + 1));
+    pg.broadcast(t, root);
+    expect_values(t, std::vector<float>(3, float(10 * root + 1)),
+                  "broadcast from " + std::to_string(root));
+  }
+  Tensor ints = Tensor::from_vector(std::vector<int64_t>{int64_t(rank) << 40}, {1});
+  pg.broadcast(ints, n - 1);
+  RANK_CHECK(ints.to_vector<int64_t>()[0] == int64_t(n - 1) << 40, "int64 broadcast");
+
+  Tensor mine = Tensor::from_vector(std::vector<float>{float(rank), float(rank * rank)}, {2});
+  std::vector<Tensor> gathered;
+  pg.all_gather(mine, gathered);
+  RANK_CHECK(static_cast<int>(gathered.size()) == n,
+             "all_gather made " << gathered.size() << " outputs");
+  for (int q = 0; q < n; ++q) {
+    expect_values(gathered[q], {float(q), float(q * q)}, "all_gather from " + std::to_string(q));
+  }
+  std::vector<Tensor> preallocated;
+  for (int q = 0; q < n; ++q) preallocated.push_back(Tensor::zeros({2}));
+  pg.all_gather(mine, preallocated);
+  expect_values(preallocated[n - 1], {float(n - 1), float((n - 1) * (n - 1))},
+                "all_gather into given tensors");
+}
+
 // One host device (one compute thread) in this process, and the default group of `size` ranks
 // through the TCPStore that the test process serves on `port`. Short timeouts: a failure is an
 // error within seconds, never a hang.
