@@ -43,6 +43,38 @@ std::vector<std::string> environment_with(const EnvVars& set,
   return env;
 }
 
+// Null-terminated pointers into `strings`, as exec takes them (built before fork: a child of a
+// threaded process only calls exec and _exit).
+std::vector<char*> exec_strings(const std::vector<std::string>& strings) {
+  std::vector<char*> out;
+  for (const std::string& s : strings) out.push_back(const_cast<char*>(s.c_str()));
+  out.push_back(nullptr);
+  return out;
+}
+
+// Forks a child that receives `death_signal` when this process dies (and does not start if this
+// process is already gone), and execs `argv` with `env` (argv[0] looked up on PATH when it has
+// no '/'). Returns the child's pid, or -1 when fork failed.
+pid_t start_child(const std::vector<char*>& argv, const std::vector<char*>& env, int death_signal) {
+  const pid_t parent = getpid();
+  const pid_t pid = fork();
+  if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, death_signal);
+    if (getppid() != parent) _exit(126);
+    execvpe(argv[0], argv.data(), env.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+// Waits for `pid` (through EINTR); its exit code, or -1 when it did not exit normally.
+int wait_exit_code(pid_t pid) {
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
 }  // namespace
 
 std::string self_executable() {
@@ -79,39 +111,21 @@ int run_local_ranks(const std::vector<std::string>& argv, int world) {
     vars.insert(vars.end(), kOneThreadDevice.begin(), kOneThreadDevice.end());
     envs.push_back(environment_with(vars));
   }
-  std::vector<char*> argv_ptrs;
-  for (const std::string& a : argv) argv_ptrs.push_back(const_cast<char*>(a.c_str()));
-  argv_ptrs.push_back(nullptr);
-  std::vector<std::vector<char*>> env_ptrs(envs.size());
-  for (size_t r = 0; r < envs.size(); ++r) {
-    for (const std::string& e : envs[r]) env_ptrs[r].push_back(const_cast<char*>(e.c_str()));
-    env_ptrs[r].push_back(nullptr);
-  }
-  const pid_t parent = getpid();
+  const std::vector<char*> argv_ptrs = exec_strings(argv);
+  std::vector<std::vector<char*>> env_ptrs;
+  for (const auto& env : envs) env_ptrs.push_back(exec_strings(env));
   std::vector<pid_t> pids;
   for (int rank = 0; rank < world; ++rank) {
-    const pid_t pid = fork();
+    const pid_t pid = start_child(argv_ptrs, env_ptrs[static_cast<size_t>(rank)], SIGKILL);
     if (pid < 0) {
       for (pid_t p : pids) kill(p, SIGKILL);
       for (pid_t p : pids) waitpid(p, nullptr, 0);
       DPE_THROW("run_local_ranks: fork failed for rank " << rank << " of " << world);
     }
-    if (pid == 0) {
-      // Die with the parent; if it is already gone, do not start.
-      prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (getppid() != parent) _exit(126);
-      execve(argv_ptrs[0], argv_ptrs.data(), env_ptrs[static_cast<size_t>(rank)].data());
-      _exit(127);
-    }
     pids.push_back(pid);
   }
   int failed = 0;
-  for (pid_t pid : pids) {
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) ++failed;
-  }
+  for (pid_t pid : pids) failed += wait_exit_code(pid) != 0;
   return failed;
 }
 
@@ -134,27 +148,12 @@ int run_mpi_ranks(const std::vector<std::string>& argv, int world) {
     if (v.rfind("ASAN_OPTIONS=", 0) == 0) v += ":detect_leaks=0";
   }
 #endif
-  std::vector<char*> argv_ptrs, env_ptrs;
-  for (const std::string& a : args) argv_ptrs.push_back(const_cast<char*>(a.c_str()));
-  argv_ptrs.push_back(nullptr);
-  for (const std::string& e : env) env_ptrs.push_back(const_cast<char*>(e.c_str()));
-  env_ptrs.push_back(nullptr);
-  const pid_t parent = getpid();
-  const pid_t pid = fork();
+  // SIGTERM, not SIGKILL, when this process dies: mpirun then ends its ranks before it goes.
+  const pid_t pid = start_child(exec_strings(args), exec_strings(env), SIGTERM);
   DPE_CHECK(pid >= 0, "run_mpi_ranks: fork failed");
-  if (pid == 0) {
-    // SIGTERM, not SIGKILL: mpirun then ends its ranks before it goes.
-    prctl(PR_SET_PDEATHSIG, SIGTERM);
-    if (getppid() != parent) _exit(126);
-    execvpe("mpirun", argv_ptrs.data(), env_ptrs.data());
-    _exit(127);
-  }
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  DPE_CHECK(!(WIFEXITED(status) && WEXITSTATUS(status) == 127),
-            "run_mpi_ranks: cannot run mpirun (install Debian's openmpi-bin)");
-  return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
+  const int code = wait_exit_code(pid);
+  DPE_CHECK(code != 127, "run_mpi_ranks: cannot run mpirun (install Debian's openmpi-bin)");
+  return code == 0 ? 0 : 1;
 }
 
 }  // namespace dpe::tools
