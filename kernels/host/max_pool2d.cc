@@ -13,6 +13,21 @@ namespace dpe::host {
 
 namespace {
 
+enum : int64_t { kPool2x2Corners = 0x6d707001 };
+
+// pool_2x2's window corners for an input plane's size, kept in the HostContext: a call neither
+// rebuilds nor allocates them.
+struct WindowCorners : HostContext::CacheEntry {
+  std::vector<int32_t> at;  // flat input position of each output's top-left element
+  explicit WindowCorners(const Pool2dShape& s) : at(static_cast<size_t>(s.ho * s.wo)) {
+    for (int64_t oh = 0; oh < s.ho; ++oh) {
+      for (int64_t ow = 0; ow < s.wo; ++ow) {
+        at[oh * s.wo + ow] = static_cast<int32_t>(2 * oh * s.w + 2 * ow);
+      }
+    }
+  }
+};
+
 // v replaces the running maximum when larger, or NaN (torch's rule: a NaN propagates).
 inline void take(float v, int64_t i, float& best, int64_t& best_i) {
   if (v > best || std::isnan(v)) {
@@ -70,25 +85,24 @@ void pool_general(const Pool2dShape& s, const float* in, float* out, int64_t* id
 
 }  // namespace
 
-void max_pool2d_forward(HostContext&, const Pool2dShape& s, const float* x, float* y,
+void max_pool2d_forward(HostContext& ctx, const Pool2dShape& s, const float* x, float* y,
                         int64_t* indices) {
   const int64_t planes = s.n * s.c;
   // A plane's positions must fit pool_2x2's int32 corners (16 gather lanes, not 8).
   const bool fast = s.kernel == 2 && s.stride == 2 && s.padding == 0 &&
                     s.h * s.w <= std::numeric_limits<int32_t>::max();
-  std::vector<int32_t> corner(fast ? s.ho * s.wo : 0);
-  for (int64_t oh = 0; oh < (fast ? s.ho : 0); ++oh) {
-    for (int64_t ow = 0; ow < s.wo; ++ow) {
-      corner[oh * s.wo + ow] = static_cast<int32_t>(2 * oh * s.w + 2 * ow);
-    }
-  }
+  const int32_t* corner =
+      fast ? ctx.cached<WindowCorners>(CacheKey(kPool2x2Corners, {s.h, s.w}),
+                                       [&] { return std::make_unique<WindowCorners>(s); })
+                 .at.data()
+           : nullptr;
 #pragma omp parallel for if (planes * s.h * s.w >= kParallelGrain)
   for (int64_t p = 0; p < planes; ++p) {
     const float* in = x + p * s.h * s.w;
     float* out = y + p * s.ho * s.wo;
     int64_t* idx = indices + p * s.ho * s.wo;
     if (fast) {
-      pool_2x2(s, corner.data(), in, out, idx);
+      pool_2x2(s, corner, in, out, idx);
     } else {
       pool_general(s, in, out, idx);
     }
