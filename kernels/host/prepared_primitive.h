@@ -52,15 +52,33 @@ struct PreparedPrimitive : HostContext::CacheEntry {
     args.emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(pd.scratchpad_desc(), ctx.engine()));
   }
   void set(int arg, const void* p) { user.at(arg).set_data_handle(const_cast<void*>(p)); }
-  void run(HostContext& ctx) { run_with(ctx, 0, dnnl::memory()); }
+  // Reorders the inputs in (all but the one already in `skip`, if given), runs the primitive,
+  // reorders the outputs out.
+  void run(HostContext& ctx, const dnnl::memory* skip = nullptr) {
+    for (Reorder& r : before) {
+      if (skip == nullptr || r.to.get() != skip->get()) r.prim.execute(ctx.stream(), r.from, r.to);
+    }
+    prim.execute(ctx.stream(), args);
+    for (Reorder& r : after) r.prim.execute(ctx.stream(), r.from, r.to);
+    ctx.stream().wait();
+  }
   // Runs with input `arg` already in this primitive's layout in `other`'s buffer for it (the
   // same tensor reordered by `other` just before: a convolution's output gradient, read by both
   // backward passes), so this primitive's reorder of `arg` is skipped. A plain run() where the
   // two layouts differ or either reads the caller's buffer directly.
   void run_sharing(HostContext& ctx, int arg, const PreparedPrimitive& other) {
-    const bool same = reorders(arg) && other.reorders(arg) &&
-                      other.args.at(arg).get_desc() == args.at(arg).get_desc();
-    run_with(ctx, same ? arg : 0, same ? other.args.at(arg) : dnnl::memory());
+    if (!reorders(arg) || !other.reorders(arg) ||
+        other.args.at(arg).get_desc() != args.at(arg).get_desc()) {
+      run(ctx);
+      return;
+    }
+    // `other`'s buffer stands in for this one's; this one's is back however the run ends.
+    struct Restore {
+      dnnl::memory& slot;
+      dnnl::memory own;
+      ~Restore() { slot = own; }
+    } restore{args.at(arg), std::exchange(args.at(arg), other.args.at(arg))};
+    run(ctx, &restore.own);
   }
   // Whether input `arg` is reordered into a buffer of the primitive's layout before it runs.
   bool reorders(int arg) const {
@@ -68,25 +86,6 @@ struct PreparedPrimitive : HostContext::CacheEntry {
     return it != args.end() && std::any_of(before.begin(), before.end(), [&](const Reorder& r) {
              return r.to.get() == it->second.get();
            });
-  }
-  // Executes the reorders in, the primitive with `ready` standing in for argument `shared` (none
-  // if 0), and the reorders out.
-  void run_with(HostContext& ctx, int shared, const dnnl::memory& ready) {
-    dnnl::memory own;
-    if (shared != 0) own = args.at(shared);
-    for (Reorder& r : before) {
-      if (shared == 0 || r.to.get() != own.get()) r.prim.execute(ctx.stream(), r.from, r.to);
-    }
-    if (shared != 0) args[shared] = ready;
-    try {
-      prim.execute(ctx.stream(), args);
-    } catch (...) {
-      if (shared != 0) args[shared] = own;
-      throw;
-    }
-    if (shared != 0) args[shared] = own;
-    for (Reorder& r : after) r.prim.execute(ctx.stream(), r.from, r.to);
-    ctx.stream().wait();
   }
 };
 
