@@ -69,12 +69,12 @@ inline std::string mode_label(const BenchConfig& c) {
   return c.mode == "ddp" ? "ddp/" + c.ddp_backend : c.mode;
 }
 
-// Runs single or dp in this process (host devices with one compute thread each).
+// Runs single or dp in this process (host devices with config.threads compute threads each).
 BenchResult run_in_process(const BenchConfig& config);
 
-// Runs ddp: re-executes `self_exe` as `devices` worker processes (one host device, one thread
-// each) over config.ddp_backend — gloo: child processes rendezvousing on 127.0.0.1; mpi: started
-// by mpirun — and reads rank 0's result.
+// Runs ddp: re-executes `self_exe` as `devices` worker processes (one host device of
+// config.threads compute threads each) over config.ddp_backend — gloo: child processes
+// rendezvousing on 127.0.0.1; mpi: started by mpirun — and reads rank 0's result.
 BenchResult run_ddp(const BenchConfig& config, const std::string& self_exe);
 
 // The worker side of run_ddp, entered by --ddp-worker: measures, then rank 0 writes its JSON

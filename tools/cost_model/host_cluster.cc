@@ -250,25 +250,24 @@ double measure_dp_transfer_gbs(const TracedStep& trace, int reps) {
 }
 
 int64_t memory_op_bytes(const TracedStep& trace) {
-  std::vector<std::pair<int64_t, int64_t>> sizes;  // (bytes, weight = bytes)
+  std::vector<int64_t> sizes;  // each op's bytes, also its weight
   int64_t total = 0;
   for (const TraceEvent& e : trace.events) {
-    const bool kernel = e.kind == TraceKind::kFill ||
-                        (e.kind == TraceKind::kCopy && e.src == e.device) ||
-                        (e.kind == TraceKind::kOp && e.op_class != "gemm" && e.op_class != "conv");
+    const bool compute_bound =
+        e.kind == TraceKind::kOp && (e.op_class == "gemm" || e.op_class == "conv");
     const int64_t b = e.bytes_read + e.bytes_written;
-    if (!kernel || b <= 0) continue;
-    sizes.emplace_back(b, b);
+    if (!is_kernel(e) || compute_bound || b <= 0) continue;
+    sizes.push_back(b);
     total += b;
   }
   DPE_CHECK(total > 0, "memory_op_bytes: the trace has no memory-bound op");
   std::sort(sizes.begin(), sizes.end());
   int64_t seen = 0;
-  for (const auto& [b, w] : sizes) {
-    seen += w;
+  for (const int64_t b : sizes) {
+    seen += b;
     if (2 * seen >= total) return b;
   }
-  return sizes.back().first;
+  return sizes.back();
 }
 
 std::vector<int64_t> bucket_bytes(const TracedStep& trace) {

@@ -27,11 +27,6 @@ double shared_gbs(const Cluster& c, const std::string& resource, int transfers) 
                                                              : gbs;
 }
 
-bool is_kernel(const TraceEvent& e) {
-  return e.kind == TraceKind::kOp || e.kind == TraceKind::kFill ||
-         (e.kind == TraceKind::kCopy && e.src == e.device);
-}
-
 // --- rings over the cluster's GPUs ---
 
 // The per-byte cost of every edge of a ring (or chain) carrying the same bytes at once, with the
@@ -207,6 +202,11 @@ std::string limiting_phase(const std::vector<std::pair<std::string, double>>& ph
 }
 
 }  // namespace
+
+bool is_kernel(const TraceEvent& e) {
+  return e.kind == TraceKind::kOp || e.kind == TraceKind::kFill ||
+         (e.kind == TraceKind::kCopy && e.src == e.device);
+}
 
 double op_time_us(const TraceEvent& e, const GpuSpec& gpu, const ReplayOptions& o) {
   const Efficiency& eff = o.efficiency;

@@ -60,6 +60,10 @@ struct Prediction {
   int64_t comm_bytes_per_gpu = 0;  // DDP: bytes each rank sends; DP: bytes through device 0
 };
 
+// Whether a traced event is a kernel on its device's stream: an op, a fill, or a copy within one
+// device (a copy between devices is a transfer).
+bool is_kernel(const TraceEvent& e);
+
 // The time of one traced op on one GPU, in microseconds (roofline, at least the launch floor).
 double op_time_us(const TraceEvent& e, const GpuSpec& gpu, const ReplayOptions& options);
 
