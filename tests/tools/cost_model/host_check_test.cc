@@ -3,9 +3,9 @@
 // measured with the bench's own runs (run_in_process; run_ddp with the bench binary, 2 processes
 // over MPI, the bench's default). The rates (the traced GEMMs alone and 2 at once, memcpy, MPI's
 // all-reduce at the DDP buckets' sizes) are measured in every round beside the bench's runs,
-// medians over the rounds. Asserts
-// the predicted speed-ups of dp 2 and ddp 2 over one device within 15% of the measured ones
-// (ratios survive machine load better than times); prints the absolute figures.
+// medians over the rounds. Asserts the predicted speed-ups of dp 2 and ddp 2 over one device
+// within 15% of the measured ones (ratios survive machine load better than times); prints the
+// absolute figures.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -95,8 +95,7 @@ TEST(HostCheckTest, MlpDataParallelAndDdpSpeedupsMatchTheBenchWithin15Percent) {
 #endif
     std::printf(
         "round: gemm %.1f GFLOP/s alone, %.1f per device 2 at once; memcpy %.2f GB/s; ddp "
-        "all-reduce "
-        "alpha %.0f us, %.2f GB/s (",
+        "all-reduce alpha %.0f us, %.2f GB/s (",
         r.gemm_single, r.gemm_shared, r.memcpy, r.all_reduce.alpha_us, r.all_reduce.gbs);
     for (size_t k = 0; k < r.all_reduce.bytes.size(); ++k) {
       std::printf("%s%lld B %.0f us", k ? ", " : "", static_cast<long long>(r.all_reduce.bytes[k]),
@@ -139,9 +138,8 @@ TEST(HostCheckTest, MlpDataParallelAndDdpSpeedupsMatchTheBenchWithin15Percent) {
   rates.ddp_alpha_us = med_ddp(&AllReduceRates::alpha_us);
   rates.ddp_gbs = med_ddp(&AllReduceRates::gbs);
   std::printf(
-      "medians: gemm %.1f GFLOP/s alone, %.1f per device 2 at once; memcpy %.2f GB/s; dp transfers "
-      "%.2f GB/s; ddp all-reduce "
-      "alpha %.0f us, %.2f GB/s\n",
+      "medians: gemm %.1f GFLOP/s alone, %.1f per device 2 at once; memcpy %.2f GB/s; dp "
+      "transfers %.2f GB/s; ddp all-reduce alpha %.0f us, %.2f GB/s\n",
       rates.sgemm_gflops, rates.sgemm_gflops_shared, rates.memcpy_gbs, rates.dp_transfer_gbs,
       rates.ddp_alpha_us, rates.ddp_gbs);
 
