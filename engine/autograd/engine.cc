@@ -1,10 +1,12 @@
 #include "engine/autograd/engine.h"
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <unordered_map>
 
@@ -124,56 +126,106 @@ class GraphTask {
     }
   }
 
-  void run_on_workers(const std::vector<Node*>& ready) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      for (Node* n : ready) submit_locked(n);
-    }
+  // Runs the graph over the devices' workers; the calling thread runs `home`'s nodes itself while
+  // home's worker is idle, since it would otherwise only wait (Worker, "hand-offs").
+  void run_on_workers(const std::vector<Node*>& ready, Device home) {
+    home_ = home;
+    Worker& home_worker = Runtime::get().context(home).worker();
     std::unique_lock<std::mutex> lock(mu_);
-    done_.wait(lock, [this] { return outstanding_ == 0; });
+    for (Node* n : ready) dispatch_locked(n);
+    for (;;) {
+      if (!idle_locked()) {
+        lock.unlock();
+        spin_until([this] { return signals_.load() != 0; }, home_worker.spin());
+        lock.lock();
+        done_.wait(lock, [this] { return idle_locked(); });
+      }
+      if (home_ready_.empty()) break;  // nothing outstanding
+      std::deque<Node*> local;
+      local.swap(home_ready_);
+      const int taken = static_cast<int>(local.size());
+      signals_.fetch_sub(taken);
+      lock.unlock();
+      const bool ran = home_worker.try_run_here([&] { drain(local, home); });
+      lock.lock();
+      if (!ran) {
+        for (Node* n : local) submit_locked(n);
+      }
+      outstanding_ -= taken;
+      if (outstanding_ == 0) signals_.fetch_add(1);
+    }
     DPE_CHECK(error_.empty(), error_);
   }
 
  private:
-  // One hand-off per run of work on a device, not one per node: the task runs `n` and then, in the
-  // same task, every node that becomes ready on the same device; only nodes of other devices go
-  // to their workers. A replica's backward is then one task on its worker.
+  // The caller has something to do: nodes of its device are ready, or nothing is outstanding.
+  bool idle_locked() const { return !home_ready_.empty() || outstanding_ == 0; }
+
+  // A ready node goes to the caller when it is of the caller's device, else to its device's worker.
+  void dispatch_locked(Node* n) {
+    if (home_ && n->device() == *home_) {
+      ++outstanding_;
+      home_ready_.push_back(n);
+      signals_.fetch_add(1);
+      done_.notify_all();
+    } else {
+      submit_locked(n);
+    }
+  }
+
+  // Runs `local`'s nodes on `device` and, in the same run, every node that becomes ready on the
+  // same device; nodes of other devices are dispatched. Stops at the first failure (this one's or
+  // another device's), leaving it in error_.
+  void drain(std::deque<Node*>& local, Device device) {
+    while (!local.empty()) {
+      Node* current = local.front();
+      local.pop_front();
+      std::vector<Node*> ready;
+      std::string error;  // text only crosses threads, never the exception object
+      try {
+        ready = run(current);
+      } catch (const std::exception& e) {
+        error = "backward: " + current->name() + " on " + device.str() + " failed: " + e.what();
+      } catch (...) {
+        error = "backward: " + current->name() + " on " + device.str() + " failed";
+      }
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!error.empty() && error_.empty()) error_ = error;
+      if (!error_.empty()) break;  // this node or another failed: nothing more starts
+      for (Node* next : ready) {
+        if (next->device() == device) {
+          local.push_back(next);
+        } else {
+          dispatch_locked(next);
+        }
+      }
+    }
+  }
+
+  // One hand-off per run of work on a device, not one per node: the task drains `n` and what
+  // becomes ready on its device after it. A replica's backward is then one task on its worker.
   void submit_locked(Node* n) {
     ++outstanding_;
     const Device device = n->device();
     Runtime::get().context(device).worker().submit([this, n, device] {
       std::deque<Node*> local{n};
-      while (!local.empty()) {
-        Node* current = local.front();
-        local.pop_front();
-        std::vector<Node*> ready;
-        std::string error;  // text only crosses threads, never the exception object
-        try {
-          ready = run(current);
-        } catch (const std::exception& e) {
-          error = "backward: " + current->name() + " on " + device.str() + " failed: " + e.what();
-        } catch (...) {
-          error = "backward: " + current->name() + " on " + device.str() + " failed";
-        }
-        std::lock_guard<std::mutex> lock(mu_);
-        if (!error.empty() && error_.empty()) error_ = error;
-        if (!error_.empty()) break;  // this node or another failed: nothing more starts
-        for (Node* next : ready) {
-          if (next->device() == device) {
-            local.push_back(next);
-          } else {
-            submit_locked(next);
-          }
-        }
-      }
+      drain(local, device);
       std::lock_guard<std::mutex> lock(mu_);
-      if (--outstanding_ == 0) done_.notify_all();
+      if (--outstanding_ == 0) {
+        signals_.fetch_add(1);
+        done_.notify_all();
+      }
     });
   }
 
   std::mutex mu_;
-  std::condition_variable done_;
-  int outstanding_ = 0;
+  std::condition_variable done_;  // the caller's wake-up: idle_locked() may have become true
+  int outstanding_ = 0;           // worker tasks and home nodes not finished
+  std::optional<Device> home_;    // the caller's device
+  std::deque<Node*> home_ready_;  // ready nodes of home_, for the caller
+  // Counts the caller's reasons to look (home nodes queued, or nothing outstanding), for it to spin
+  // on without the lock before it sleeps.
+  std::atomic<int> signals_{0};
   std::string error_;  // the first node's failure
   std::set<Node*> seen_;
   std::set<Device> devices_;
@@ -220,7 +272,7 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
   if (task.single_device()) {
     task.run_inline(std::deque<Node*>(ready.begin(), ready.end()));
   } else {
-    task.run_on_workers(ready);
+    task.run_on_workers(ready, edges[0].fn->device());
   }
 }
 

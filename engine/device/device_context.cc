@@ -29,8 +29,9 @@ DeviceContext::DeviceContext(Device device, std::unique_ptr<Allocator> allocator
     : device_(device), allocator_(std::move(allocator)), compute_threads_(compute_threads) {}
 
 Worker& DeviceContext::worker() {
-  std::call_once(worker_once_,
-                 [this] { worker_ = std::make_unique<Worker>(this, compute_threads_); });
+  std::call_once(worker_once_, [this] {
+    worker_ = std::make_unique<Worker>(this, compute_threads_, worker_spin_);
+  });
   return *worker_;
 }
 

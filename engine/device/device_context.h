@@ -9,6 +9,7 @@
 // every implementation; a context lives until exit (the Runtime never destroys one in use).
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -48,6 +49,8 @@ class DeviceContext {
   // Started on first use, so a derived context is fully constructed before its thread runs.
   Worker& worker();
   int compute_threads() const { return compute_threads_; }
+  // How long its worker spins before sleeping (Worker::spin); set before the worker starts.
+  void set_worker_spin(std::chrono::nanoseconds spin) { worker_spin_ = spin; }
 
   // --- the device interface: one slot per operation a device type implements ---
 
@@ -79,6 +82,7 @@ class DeviceContext {
   const Device device_;
   std::unique_ptr<Allocator> allocator_;
   const int compute_threads_;
+  std::chrono::nanoseconds worker_spin_{0};
   // Declared last: the worker thread uses the members above and is joined first on destruction.
   std::once_flag worker_once_;
   std::unique_ptr<Worker> worker_;

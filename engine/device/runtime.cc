@@ -2,8 +2,11 @@
 
 #include <malloc.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <string>
+#include <thread>
 
 #include "engine/backend/cuda/cuda_device.h"
 #include "engine/backend/host/host_device.h"
@@ -22,6 +25,22 @@ int parse_positive_env(const char* name, int fallback) {
   DPE_CHECK(end != nullptr && *end == '\0' && v >= 1 && v <= 1024,
             name << "='" << text << "' is not a whole number between 1 and 1024");
   return static_cast<int>(v);
+}
+
+// Worker::spin for host devices: brief spinning pays only while every device's threads can hold a
+// core of their own; DPE_HOST_SPIN_US (0 turns it off) overrides, to measure the difference.
+std::chrono::nanoseconds host_worker_spin(int count, int threads) {
+  const char* text = std::getenv("DPE_HOST_SPIN_US");
+  if (text != nullptr && *text != '\0') {
+    char* end = nullptr;
+    const long us = std::strtol(text, &end, 10);
+    DPE_CHECK(
+        end != nullptr && *end == '\0' && us >= 0 && us <= 1000000,
+        "DPE_HOST_SPIN_US='" << text << "' is not a whole number of µs between 0 and 1000000");
+    return std::chrono::microseconds(us);
+  }
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return count * threads <= cores ? std::chrono::microseconds(50) : std::chrono::microseconds(0);
 }
 
 }  // namespace
@@ -129,9 +148,10 @@ DeviceContext& Runtime::context(Device device) {
   }
   auto& slot = host_contexts_[device.index()];
   if (!slot) {
-    slot = std::make_unique<HostDeviceContext>(
-        device.index(), default_host_threads(host_options_.count, host_options_.compute_threads),
-        host_options_.capacity_bytes);
+    const int threads = default_host_threads(host_options_.count, host_options_.compute_threads);
+    slot =
+        std::make_unique<HostDeviceContext>(device.index(), threads, host_options_.capacity_bytes);
+    slot->set_worker_spin(host_worker_spin(host_options_.count, threads));
   }
   return *slot;
 }

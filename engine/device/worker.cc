@@ -11,6 +11,9 @@ namespace {
 int64_t since_epoch_ns(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
 }
+
+// The worker whose task the calling thread is running through try_run_here, if any.
+thread_local const Worker* tls_running_here = nullptr;
 }  // namespace
 
 int64_t Worker::busy_ns() const {
@@ -21,8 +24,26 @@ int64_t Worker::busy_ns() const {
   return busy_ns_ + running;
 }
 
-Worker::Worker(DeviceContext* context, int compute_threads)
-    : context_(context), compute_threads_(compute_threads), thread_([this] { loop(); }) {}
+Worker::Worker(DeviceContext* context, int compute_threads, std::chrono::nanoseconds spin)
+    : context_(context),
+      compute_threads_(compute_threads),
+      spin_(spin),
+      thread_([this] { loop(); }) {}
+
+bool Worker::on_worker_thread() const {
+  return tls_running_here == this || std::this_thread::get_id() == thread_.get_id();
+}
+
+void Worker::start_busy() {
+  std::lock_guard<std::mutex> lock(busy_mu_);
+  running_since_ns_ = since_epoch_ns(std::chrono::steady_clock::now());
+}
+
+void Worker::end_busy() {
+  std::lock_guard<std::mutex> lock(busy_mu_);
+  busy_ns_ += since_epoch_ns(std::chrono::steady_clock::now()) - running_since_ns_;
+  running_since_ns_ = 0;
+}
 
 Worker::~Worker() {
   queue_.push(nullptr);  // sentinel: everything queued before it still runs
@@ -32,6 +53,7 @@ Worker::~Worker() {
 std::future<void> Worker::submit(std::function<void()> task) {
   auto* t = new Task{std::packaged_task<void()>(std::move(task)), std::chrono::steady_clock::now()};
   std::future<void> result = t->fn.get_future();
+  pending_.fetch_add(1);
   queue_.push(t);
   return result;
 }
@@ -41,7 +63,41 @@ void Worker::run(const std::function<void()>& task) {
     task();
     return;
   }
-  submit(task).get();
+  std::future<void> f = submit(task);
+  wait(f);
+}
+
+bool Worker::try_run_here(const std::function<void()>& task) {
+  if (on_worker_thread()) {
+    task();
+    return true;
+  }
+  if (pending_.load() != 0) return false;
+  std::unique_lock<std::mutex> running(run_mu_, std::try_to_lock);
+  // A task submitted before the lock was taken runs first: this one would overtake it.
+  if (!running.owns_lock() || pending_.load() != 0) return false;
+  struct Here {  // restores the thread's state however the task ends
+    Worker* worker;
+    const Worker* previous = tls_running_here;
+    explicit Here(Worker* w) : worker(w) {
+      tls_running_here = w;
+      w->start_busy();
+    }
+    ~Here() {
+      worker->end_busy();
+      tls_running_here = previous;
+    }
+  };
+  DeviceGuard guard(context_);
+  Here here(this);
+  task();
+  return true;
+}
+
+void Worker::wait(std::future<void>& f) const {
+  spin_until([&f] { return f.wait_for(std::chrono::seconds(0)) == std::future_status::ready; },
+             spin_);
+  f.get();
 }
 
 void Worker::loop() {
@@ -49,21 +105,20 @@ void Worker::loop() {
   DeviceGuard guard(context_);
   for (;;) {
     Task* raw = nullptr;
-    queue_.pop(raw);
+    if (!spin_until([&] { return queue_.try_pop(raw); }, spin_)) queue_.pop(raw);
     if (raw == nullptr) return;
     std::unique_ptr<Task> task(raw);
-    const auto start = std::chrono::steady_clock::now();
-    handoffs_.fetch_add(1);
-    handoff_wait_ns_.fetch_add(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(start - task->submitted).count());
     {
-      std::lock_guard<std::mutex> lock(busy_mu_);
-      running_since_ns_ = since_epoch_ns(start);
+      std::lock_guard<std::mutex> running(run_mu_);
+      const auto start = std::chrono::steady_clock::now();
+      handoffs_.fetch_add(1);
+      handoff_wait_ns_.fetch_add(
+          std::chrono::duration_cast<std::chrono::nanoseconds>(start - task->submitted).count());
+      start_busy();
+      task->fn();  // exceptions land in the task's future
+      end_busy();
     }
-    task->fn();  // exceptions land in the task's future
-    std::lock_guard<std::mutex> lock(busy_mu_);
-    busy_ns_ += since_epoch_ns(std::chrono::steady_clock::now()) - running_since_ns_;
-    running_since_ns_ = 0;
+    pending_.fetch_sub(1);
   }
 }
 

@@ -22,21 +22,32 @@ std::vector<std::string> run_on_workers(const char* what, const std::vector<Devi
   const bool grad_mode = grad_enabled();
   // Errors travel as text: the exception object itself never crosses threads.
   std::vector<std::string> errors(devices.size());
-  std::vector<std::future<void>> futures;
-  for (size_t k = 0; k < devices.size(); ++k) {
-    futures.push_back(Runtime::get().context(devices[k]).worker().submit([&, k, grad_mode] {
-      try {
-        GradModeGuard mode(grad_mode);
-        fn(k);
-      } catch (const std::exception& e) {
-        errors[k] = e.what();
-      } catch (...) {
-        errors[k] = "an exception that is not a std::exception";
-      }
-    }));
+  auto task = [&, grad_mode](size_t k) {
+    try {
+      GradModeGuard mode(grad_mode);
+      fn(k);
+    } catch (const std::exception& e) {
+      errors[k] = e.what();
+    } catch (...) {
+      errors[k] = "an exception that is not a std::exception";
+    }
+  };
+  // The other devices' shares go to their workers first; this thread, which would only wait, runs
+  // the first device's share itself while its worker is idle (Worker, "hand-offs").
+  std::vector<std::future<void>> futures(devices.size());
+  for (size_t k = 1; k < devices.size(); ++k) {
+    futures[k] = Runtime::get().context(devices[k]).worker().submit([&task, k] { task(k); });
+  }
+  if (!devices.empty()) {
+    Worker& first = Runtime::get().context(devices[0]).worker();
+    if (!first.try_run_here([&task] { task(0); })) {
+      futures[0] = first.submit([&task] { task(0); });
+    }
   }
   // Wait for every worker before reporting, so no task outlives the call.
-  for (auto& f : futures) f.get();
+  for (size_t k = 0; k < devices.size(); ++k) {
+    if (futures[k].valid()) Runtime::get().context(devices[k]).worker().wait(futures[k]);
+  }
   return errors;
 }
 

@@ -2,6 +2,10 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
+#include <future>
+#include <map>
+#include <mutex>
 #include <set>
 #include <thread>
 
@@ -101,26 +105,35 @@ TEST(AutogradTest, PostAccumulateHookFiresOncePerLeafWithTheGradient) {
   EXPECT_NE(std::find(fired.begin(), fired.end(), "a:2.000000"), fired.end());
 }
 
-TEST(AutogradTest, MultiDeviceGraphRunsEachNodeOnItsDevicesWorker) {
+// The caller would only wait, so it runs the root device's nodes itself (as that device's work);
+// every other device's nodes run on that device's worker.
+TEST(AutogradTest, MultiDeviceGraphRunsTheRootsDeviceOnTheCallerAndTheOthersOnTheirWorkers) {
   Tensor a = leaf({1, 2}, kH0), b = leaf({3, 4}, kH1);
   std::mutex mu;
-  std::set<std::thread::id> threads;
-  auto record_thread = [&](Tensor&) {
-    std::lock_guard<std::mutex> lock(mu);
-    threads.insert(std::this_thread::get_id());
+  std::map<std::string, std::thread::id> thread_of;
+  std::map<std::string, bool> as_device_work;
+  auto record = [&](const std::string& name, Device d) {
+    return [&, name, d](Tensor&) {
+      std::lock_guard<std::mutex> lock(mu);
+      thread_of[name] = std::this_thread::get_id();
+      as_device_work[name] = Runtime::get().context(d).worker().on_worker_thread();
+    };
   };
-  a.autograd().post_accumulate_hooks.push_back(record_thread);
-  b.autograd().post_accumulate_hooks.push_back(record_thread);
+  a.autograd().post_accumulate_hooks.push_back(record("a", kH0));
+  b.autograd().post_accumulate_hooks.push_back(record("b", kH1));
   Tensor y = ops::add(ops::sum(ops::to(ops::mul(a, a), kH1)), ops::sum(ops::mul(b, b)));
-  backward(y);
+  backward(y);  // y is on host:1
   EXPECT_EQ(a.grad().to_vector<float>(), (std::vector<float>{2, 4}));
   EXPECT_EQ(b.grad().to_vector<float>(), (std::vector<float>{6, 8}));
-  EXPECT_EQ(threads.size(), 2u);  // host:0's worker and host:1's worker
-  EXPECT_EQ(threads.count(std::this_thread::get_id()), 0u);
+  EXPECT_EQ(thread_of["b"], std::this_thread::get_id());
+  EXPECT_NE(thread_of["a"], std::this_thread::get_id());
+  EXPECT_TRUE(as_device_work["a"]);
+  EXPECT_TRUE(as_device_work["b"]);
 }
 
-// A chain of 2 x 8 nodes on host:0 then 8 on host:1 takes one task per run of nodes on a device
-// (backward from the caller: host:1's chain, then host:0's), not one task per node.
+// A chain of 2 x 8 nodes on host:0 then 8 on host:1 takes one task per run of nodes on a device,
+// not one per node: the caller runs host:1's chain (the root's device) itself and hands host:0's
+// over once.
 TEST(AutogradTest, MultiDeviceBackwardHandsOffOncePerRunOfNodesOnADevice) {
   Tensor a = leaf({1, 2}, kH0);
   Tensor h = a;
@@ -130,10 +143,37 @@ TEST(AutogradTest, MultiDeviceBackwardHandsOffOncePerRunOfNodesOnADevice) {
   Tensor y = ops::sum(g);
   Worker& w0 = Runtime::get().context(kH0).worker();
   Worker& w1 = Runtime::get().context(kH1).worker();
-  const int64_t before = w0.handoffs() + w1.handoffs();
+  const int64_t before0 = w0.handoffs(), before1 = w1.handoffs();
   backward(y);
-  EXPECT_EQ(w0.handoffs() + w1.handoffs() - before, 2);
+  EXPECT_EQ(w0.handoffs() - before0, 1);
+  EXPECT_EQ(w1.handoffs() - before1, 0);
   EXPECT_TRUE(a.grad().defined());
+}
+
+// While the root's device is busy with another task, its nodes go to its worker, behind that task.
+TEST(AutogradTest, RootDeviceNodesWaitForItsWorkerWhenItIsBusy) {
+  Tensor a = leaf({1, 2}, kH0), b = leaf({3, 4}, kH1);
+  std::thread::id b_thread;
+  b.autograd().post_accumulate_hooks.push_back(
+      [&](Tensor&) { b_thread = std::this_thread::get_id(); });
+  Tensor y = ops::add(ops::sum(ops::to(ops::mul(a, a), kH1)), ops::sum(ops::mul(b, b)));
+  Worker& w1 = Runtime::get().context(kH1).worker();
+  std::promise<std::thread::id> worker_id;
+  // The blocker holds host:1 until backward, finding it busy, has queued work behind it.
+  auto blocker = w1.submit([&] {
+    worker_id.set_value(std::this_thread::get_id());
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (w1.pending() < 2 && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+  });
+  const std::thread::id w1_thread = worker_id.get_future().get();
+  std::thread backward_thread([&] { backward(y); });
+  backward_thread.join();
+  blocker.get();
+  EXPECT_EQ(b.grad().to_vector<float>(), (std::vector<float>{6, 8}));
+  EXPECT_EQ(a.grad().to_vector<float>(), (std::vector<float>{2, 4}));
+  EXPECT_EQ(b_thread, w1_thread);
 }
 
 // A node whose backward throws, to check error propagation across workers.

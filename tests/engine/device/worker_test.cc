@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <future>
@@ -85,6 +86,57 @@ TEST(WorkerTest, RunInsideATaskDoesNotDeadlock) {
   int depth = 0;
   ctx.worker().run([&] { ctx.worker().run([&] { depth = 2; }); });
   EXPECT_EQ(depth, 2);
+}
+
+// The caller runs a task itself only while the worker has nothing queued or running, so a task
+// never overtakes one submitted before it; what it runs counts as the device's work.
+TEST(WorkerTest, TryRunHereRunsOnTheCallerOnlyWhenTheWorkerIsIdle) {
+  DeviceContext& ctx = Runtime::get().context(Device::parse("host:1"));
+  Worker& w = ctx.worker();
+  std::promise<void> started, release;
+  auto busy = w.submit([&] {
+    started.set_value();
+    release.get_future().wait();
+  });
+  started.get_future().wait();
+  bool ran = false;
+  EXPECT_FALSE(w.try_run_here([&] { ran = true; }));  // running: refused, not run
+  EXPECT_FALSE(ran);
+  release.set_value();
+  w.wait(busy);
+
+  const int64_t busy_before = w.busy_ns(), handoffs_before = w.handoffs();
+  std::thread::id ran_on;
+  bool counted_as_worker = false;
+  DeviceContext* current = nullptr;
+  EXPECT_TRUE(w.try_run_here([&] {
+    ran_on = std::this_thread::get_id();
+    counted_as_worker = w.on_worker_thread();
+    current = current_device_context();
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }));
+  EXPECT_EQ(ran_on, std::this_thread::get_id());
+  EXPECT_TRUE(counted_as_worker);
+  EXPECT_EQ(current, &ctx);
+  EXPECT_FALSE(w.on_worker_thread());  // only while it runs
+  EXPECT_EQ(current_device_context(), nullptr);
+  EXPECT_GE(w.busy_ns() - busy_before, 2'000'000);
+  EXPECT_EQ(w.handoffs(), handoffs_before);  // nothing was handed over
+  // An exception reaches the caller and leaves the worker usable.
+  EXPECT_THROW(w.try_run_here([] { throw std::runtime_error("boom here"); }), std::runtime_error);
+  EXPECT_FALSE(w.on_worker_thread());
+  EXPECT_TRUE(w.try_run_here([] {}));
+}
+
+TEST(WorkerTest, SpinsOnlyWhereTheDevicesThreadsFitTheCores) {
+  Runtime& rt = Runtime::get();
+  const HostDeviceOptions saved = rt.host_options();
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  rt.set_host_devices({1, 1, 0});
+  EXPECT_GT(rt.context(Device::parse("host:0")).worker().spin().count(), 0);
+  rt.set_host_devices({cores + 1, 1, 0});
+  EXPECT_EQ(rt.context(Device::parse("host:0")).worker().spin().count(), 0);
+  rt.set_host_devices(saved);
 }
 
 TEST(DeviceGuardTest, NestsAndRestores) {
