@@ -26,7 +26,8 @@ std::vector<std::vector<size_t>> groups_by_dtype(const std::vector<TensorSpec>& 
   return groups;
 }
 
-// Copies the tensors of one group (zeros for undefined ones) into one flat tensor on `device`.
+// Copies the tensors of one group (zeros for undefined ones) into one flat tensor on `device`; from
+// another device that is the transfer itself, slot by slot.
 Tensor pack(const std::vector<Tensor>& tensors, const std::vector<TensorSpec>& specs,
             const std::vector<size_t>& group, Device device) {
   int64_t total = 0;
@@ -124,18 +125,16 @@ std::vector<std::vector<Tensor>> broadcast_coalesced(const std::vector<Tensor>& 
   }
   const std::vector<TensorSpec> specs = specs_of(tensors);
   const auto groups = groups_by_dtype(specs);
-  std::vector<Tensor> flats;  // packed once, on first use
   for (size_t k = 0; k < devices.size(); ++k) {
     if (devices[k] == src) {
       for (const Tensor& t : tensors) out[k].push_back(t.detach());
       continue;
     }
-    if (flats.empty()) {
-      for (const auto& group : groups) flats.push_back(pack(tensors, specs, group, src));
-    }
+    // Packed straight into the receiving device's buffer, slot by slot: each byte is copied once
+    // (packing on the source first and moving the packed buffer would copy it twice).
     out[k].resize(tensors.size());
-    for (size_t g = 0; g < groups.size(); ++g) {
-      unpack(flats[g].to(devices[k]), specs, groups[g], out[k]);
+    for (const auto& group : groups) {
+      unpack(pack(tensors, specs, group, devices[k]), specs, group, out[k]);
     }
   }
   return out;
@@ -185,23 +184,47 @@ std::vector<Tensor> reduce_add_coalesced(const std::vector<std::vector<Tensor>>&
         ++end;
       }
       const std::vector<size_t> chunk(group.begin() + begin, group.begin() + end);
-      Tensor sum;
+      // Device by device, in order: the destination's own slots are read where they are, another
+      // device's are packed straight into one buffer on the destination (its transfer). Each
+      // byte moves once and is summed once, into a storage per slot that AccumulateGrad can
+      // adopt as .grad.
+      DeviceGuard guard(&Runtime::get().context(destination));
+      Backend& backend = backend_for(destination);
+      std::vector<Tensor> sum(specs.size());
+      std::vector<bool> owned(specs.size(), false);  // sum[i] is a storage of its own
       for (size_t k = 0; k < contributing.size(); ++k) {
-        Tensor flat = pack(*contributing[k], specs, chunk, where[k]).to(destination);
-        if (!sum.defined()) {
-          sum = flat;  // a fresh packed buffer on the destination: safe to add into
-          continue;
+        std::vector<Tensor> term(specs.size());
+        const bool here = where[k] == destination;
+        if (here) {
+          for (size_t i : chunk) {
+            const Tensor& t = (*contributing[k])[i];
+            if (t.defined()) term[i] = t.contiguous();  // kernels read dense memory
+          }
+        } else {
+          unpack(pack(*contributing[k], specs, chunk, destination), specs, chunk, term);
         }
-        DeviceGuard guard(&Runtime::get().context(destination));
-        backend_for(destination).add(sum, flat, 1.0f, sum);
+        for (size_t i : chunk) {
+          if (!term[i].defined()) continue;
+          if (!sum[i].defined()) {
+            sum[i] = term[i];
+            // A transferred buffer of one slot already is that slot's own storage.
+            owned[i] = !here && chunk.size() == 1;
+          } else if (owned[i]) {
+            backend.add(sum[i], term[i], 1.0f, sum[i]);
+          } else {
+            Tensor fresh = Tensor::empty(specs[i].shape, specs[i].dtype, destination);
+            backend.add(sum[i], term[i], 1.0f, fresh);
+            sum[i] = fresh;
+            owned[i] = true;
+          }
+        }
       }
-      unpack(sum, specs, chunk, out);
-      // Every sum gets a storage of its own, so AccumulateGrad can adopt it as .grad rather than
-      // copy it (a view of a shared buffer must be copied): one chunk-sized copy, not a
-      // parameter-sized one. A chunk of one slot already is its own storage.
-      if (chunk.size() > 1) {
-        DeviceGuard guard(&Runtime::get().context(destination));
-        for (size_t i : chunk) out[i] = out[i].clone();
+      for (size_t i : chunk) {
+        if (!sum[i].defined()) {
+          out[i] = Tensor::zeros(specs[i].shape, specs[i].dtype, destination);
+        } else {
+          out[i] = owned[i] ? sum[i] : sum[i].clone();
+        }
       }
       begin = end;
     }
