@@ -146,8 +146,15 @@ class GraphTask {
       const int taken = static_cast<int>(local.size());
       signals_.fetch_sub(taken);
       lock.unlock();
-      const bool ran = home_worker.try_run_here([&] { drain(local, home); });
+      bool ran = true;
+      std::string failure;  // the device's own failure (its guard), not a node's: drain has those
+      try {
+        ran = home_worker.try_run_here([&] { drain(local, home); });
+      } catch (const std::exception& e) {
+        failure = "backward: on " + home.str() + ": " + e.what();
+      }
       lock.lock();
+      if (!failure.empty() && error_.empty()) error_ = failure;
       if (!ran) {
         for (Node* n : local) submit_locked(n);
       }

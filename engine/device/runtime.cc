@@ -149,9 +149,10 @@ DeviceContext& Runtime::context(Device device) {
   auto& slot = host_contexts_[device.index()];
   if (!slot) {
     const int threads = default_host_threads(host_options_.count, host_options_.compute_threads);
+    const auto spin = host_worker_spin(host_options_.count, threads);  // may throw: before the slot
     slot =
         std::make_unique<HostDeviceContext>(device.index(), threads, host_options_.capacity_bytes);
-    slot->set_worker_spin(host_worker_spin(host_options_.count, threads));
+    slot->set_worker_spin(spin);
   }
   return *slot;
 }

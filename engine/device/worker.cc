@@ -1,6 +1,7 @@
 #include "engine/device/worker.h"
 
 #include <chrono>
+#include <exception>
 #include <memory>
 
 #include "engine/device/device_guard.h"
@@ -51,8 +52,8 @@ Worker::~Worker() {
 }
 
 std::future<void> Worker::submit(std::function<void()> task) {
-  auto* t = new Task{std::packaged_task<void()>(std::move(task)), std::chrono::steady_clock::now()};
-  std::future<void> result = t->fn.get_future();
+  auto* t = new Task{std::move(task), std::promise<void>(), std::chrono::steady_clock::now()};
+  std::future<void> result = t->done.get_future();
   pending_.fetch_add(1);
   queue_.push(t);
   return result;
@@ -108,6 +109,7 @@ void Worker::loop() {
     if (!spin_until([&] { return queue_.try_pop(raw); }, spin_)) queue_.pop(raw);
     if (raw == nullptr) return;
     std::unique_ptr<Task> task(raw);
+    std::exception_ptr error;
     {
       std::lock_guard<std::mutex> running(run_mu_);
       const auto start = std::chrono::steady_clock::now();
@@ -115,10 +117,21 @@ void Worker::loop() {
       handoff_wait_ns_.fetch_add(
           std::chrono::duration_cast<std::chrono::nanoseconds>(start - task->submitted).count());
       start_busy();
-      task->fn();  // exceptions land in the task's future
+      try {
+        task->fn();
+      } catch (...) {
+        error = std::current_exception();
+      }
       end_busy();
+      task->fn = nullptr;  // what the task holds is released before its waiter goes on
     }
     pending_.fetch_sub(1);
+    // Only now is the worker idle for try_run_here: the waiter may try it as soon as it wakes.
+    if (error) {
+      task->done.set_exception(error);
+    } else {
+      task->done.set_value();
+    }
   }
 }
 

@@ -97,7 +97,8 @@ class Worker {
   std::atomic<int64_t> handoffs_{0};
   std::atomic<int64_t> handoff_wait_ns_{0};
   struct Task {
-    std::packaged_task<void()> fn;
+    std::function<void()> fn;
+    std::promise<void> done;
     std::chrono::steady_clock::time_point submitted;
   };
   tbb::concurrent_bounded_queue<Task*> queue_;

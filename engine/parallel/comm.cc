@@ -26,8 +26,7 @@ std::vector<std::vector<size_t>> groups_by_dtype(const std::vector<TensorSpec>& 
   return groups;
 }
 
-// Copies the tensors of one group (zeros for undefined ones) into one flat tensor on `device`; from
-// another device that is the transfer itself, slot by slot.
+// Copies the tensors of one group (zeros for undefined ones) into one flat tensor on `device`.
 Tensor pack(const std::vector<Tensor>& tensors, const std::vector<TensorSpec>& specs,
             const std::vector<size_t>& group, Device device) {
   int64_t total = 0;
@@ -42,6 +41,16 @@ Tensor pack(const std::vector<Tensor>& tensors, const std::vector<TensorSpec>& s
     offset += n;
   }
   return flat;
+}
+
+// The tensors of one group, on device `from`, packed into one flat tensor on `to`. Between host
+// devices straight into the destination, slot by slot: each byte is copied once. Elsewhere packed
+// where they are and moved as one transfer, since each copy across a link (PCIe, NVLink) is a
+// transfer of its own that waits for both devices.
+Tensor pack_to(const std::vector<Tensor>& tensors, const std::vector<TensorSpec>& specs,
+               const std::vector<size_t>& group, Device from, Device to) {
+  if (from.is_host() && to.is_host()) return pack(tensors, specs, group, to);
+  return pack(tensors, specs, group, from).to(to);
 }
 
 // The inverse of pack: out[i] becomes a view of `flat` for every slot i of the group.
@@ -125,16 +134,20 @@ std::vector<std::vector<Tensor>> broadcast_coalesced(const std::vector<Tensor>& 
   }
   const std::vector<TensorSpec> specs = specs_of(tensors);
   const auto groups = groups_by_dtype(specs);
+  std::vector<Tensor> flats;  // packed on the source once, for devices that are not host devices
   for (size_t k = 0; k < devices.size(); ++k) {
     if (devices[k] == src) {
       for (const Tensor& t : tensors) out[k].push_back(t.detach());
       continue;
     }
-    // Packed straight into the receiving device's buffer, slot by slot: each byte is copied once
-    // (packing on the source first and moving the packed buffer would copy it twice).
     out[k].resize(tensors.size());
-    for (const auto& group : groups) {
-      unpack(pack(tensors, specs, group, devices[k]), specs, group, out[k]);
+    for (size_t g = 0; g < groups.size(); ++g) {
+      if (src.is_host() && devices[k].is_host()) {
+        unpack(pack_to(tensors, specs, groups[g], src, devices[k]), specs, groups[g], out[k]);
+        continue;
+      }
+      if (flats.size() == g) flats.push_back(pack(tensors, specs, groups[g], src));  // first use
+      unpack(flats[g].to(devices[k]), specs, groups[g], out[k]);
     }
   }
   return out;
@@ -162,6 +175,9 @@ std::vector<Tensor> reduce_add_coalesced(const std::vector<std::vector<Tensor>>&
                 "reduce_add_coalesced: slot " << i << " expects " << dtype_name(specs[i].dtype)
                                               << " " << specs[i].shape << ", got "
                                               << tensors[i].str());
+      DPE_CHECK(!any || tensors[i].device() == device,
+                "reduce_add_coalesced: one device's tensors must share its device, found "
+                    << device << " and " << tensors[i].device());
       device = tensors[i].device();
       any = true;
     }
@@ -185,13 +201,16 @@ std::vector<Tensor> reduce_add_coalesced(const std::vector<std::vector<Tensor>>&
       }
       const std::vector<size_t> chunk(group.begin() + begin, group.begin() + end);
       // Device by device, in order: the destination's own slots are read where they are, another
-      // device's are packed straight into one buffer on the destination (its transfer). Each
-      // byte moves once and is summed once, into a storage per slot that AccumulateGrad can
-      // adopt as .grad.
+      // device's arrive packed in one buffer on the destination (its transfer). Each byte moves
+      // once and is summed once, into a storage per slot that AccumulateGrad can adopt as .grad.
       DeviceGuard guard(&Runtime::get().context(destination));
       Backend& backend = backend_for(destination);
+      // What sum[i] is: the destination's own gradient (read only), a slot of a transferred
+      // buffer of this call (writable; its own storage only when the chunk is that one slot), or
+      // a storage of its own.
+      enum class Held { kBorrowed, kScratch, kOwned };
       std::vector<Tensor> sum(specs.size());
-      std::vector<bool> owned(specs.size(), false);  // sum[i] is a storage of its own
+      std::vector<Held> held(specs.size(), Held::kBorrowed);
       for (size_t k = 0; k < contributing.size(); ++k) {
         std::vector<Tensor> term(specs.size());
         const bool here = where[k] == destination;
@@ -201,29 +220,31 @@ std::vector<Tensor> reduce_add_coalesced(const std::vector<std::vector<Tensor>>&
             if (t.defined()) term[i] = t.contiguous();  // kernels read dense memory
           }
         } else {
-          unpack(pack(*contributing[k], specs, chunk, destination), specs, chunk, term);
+          unpack(pack_to(*contributing[k], specs, chunk, where[k], destination), specs, chunk,
+                 term);
         }
         for (size_t i : chunk) {
           if (!term[i].defined()) continue;
           if (!sum[i].defined()) {
             sum[i] = term[i];
-            // A transferred buffer of one slot already is that slot's own storage.
-            owned[i] = !here && chunk.size() == 1;
-          } else if (owned[i]) {
+            held[i] = here ? Held::kBorrowed : Held::kScratch;
+          } else if (held[i] != Held::kBorrowed) {
             backend.add(sum[i], term[i], 1.0f, sum[i]);
           } else {
             Tensor fresh = Tensor::empty(specs[i].shape, specs[i].dtype, destination);
             backend.add(sum[i], term[i], 1.0f, fresh);
             sum[i] = fresh;
-            owned[i] = true;
+            held[i] = Held::kOwned;
           }
         }
       }
       for (size_t i : chunk) {
         if (!sum[i].defined()) {
           out[i] = Tensor::zeros(specs[i].shape, specs[i].dtype, destination);
+        } else if (held[i] == Held::kOwned || (held[i] == Held::kScratch && chunk.size() == 1)) {
+          out[i] = sum[i];
         } else {
-          out[i] = owned[i] ? sum[i] : sum[i].clone();
+          out[i] = sum[i].clone();
         }
       }
       begin = end;

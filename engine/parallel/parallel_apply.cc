@@ -40,9 +40,13 @@ std::vector<std::string> run_on_workers(const char* what, const std::vector<Devi
   }
   if (!devices.empty()) {
     Worker& first = Runtime::get().context(devices[0]).worker();
-    if (!first.try_run_here([&task] { task(0); })) {
-      futures[0] = first.submit([&task] { task(0); });
+    bool ran = true;
+    try {  // task(0) catches its own errors; this catches the device's (its guard) ones
+      ran = first.try_run_here([&task] { task(0); });
+    } catch (const std::exception& e) {
+      errors[0] = e.what();
     }
+    if (!ran) futures[0] = first.submit([&task] { task(0); });
   }
   // Wait for every worker before reporting, so no task outlives the call.
   for (size_t k = 0; k < devices.size(); ++k) {

@@ -105,6 +105,12 @@ TEST(AutogradTest, PostAccumulateHookFiresOncePerLeafWithTheGradient) {
   EXPECT_NE(std::find(fired.begin(), fired.end(), "a:2.000000"), fired.end());
 }
 
+// Waits until neither worker has a task left from an earlier test (a task signals its caller
+// before the worker is done with it), so the caller's try_run_here cannot be refused by one.
+void wait_until_idle(Worker& a, Worker& b) {
+  while (a.pending() != 0 || b.pending() != 0) std::this_thread::yield();
+}
+
 // The caller would only wait, so it runs the root device's nodes itself (as that device's work);
 // every other device's nodes run on that device's worker.
 TEST(AutogradTest, MultiDeviceGraphRunsTheRootsDeviceOnTheCallerAndTheOthersOnTheirWorkers) {
@@ -122,6 +128,7 @@ TEST(AutogradTest, MultiDeviceGraphRunsTheRootsDeviceOnTheCallerAndTheOthersOnTh
   a.autograd().post_accumulate_hooks.push_back(record("a", kH0));
   b.autograd().post_accumulate_hooks.push_back(record("b", kH1));
   Tensor y = ops::add(ops::sum(ops::to(ops::mul(a, a), kH1)), ops::sum(ops::mul(b, b)));
+  wait_until_idle(Runtime::get().context(kH0).worker(), Runtime::get().context(kH1).worker());
   backward(y);  // y is on host:1
   EXPECT_EQ(a.grad().to_vector<float>(), (std::vector<float>{2, 4}));
   EXPECT_EQ(b.grad().to_vector<float>(), (std::vector<float>{6, 8}));
@@ -143,6 +150,7 @@ TEST(AutogradTest, MultiDeviceBackwardHandsOffOncePerRunOfNodesOnADevice) {
   Tensor y = ops::sum(g);
   Worker& w0 = Runtime::get().context(kH0).worker();
   Worker& w1 = Runtime::get().context(kH1).worker();
+  wait_until_idle(w0, w1);
   const int64_t before0 = w0.handoffs(), before1 = w1.handoffs();
   backward(y);
   EXPECT_EQ(w0.handoffs() - before0, 1);

@@ -128,6 +128,26 @@ TEST(WorkerTest, TryRunHereRunsOnTheCallerOnlyWhenTheWorkerIsIdle) {
   EXPECT_TRUE(w.try_run_here([] {}));
 }
 
+// A task submitted before try_run_here always runs first: the caller is refused until the worker
+// has finished it. Repeated, since the window is a race between the worker and the caller.
+TEST(WorkerTest, TryRunHereNeverOvertakesAQueuedTask) {
+  Worker& w = Runtime::get().context(Device::parse("host:1")).worker();
+  for (int round = 0; round < 200; ++round) {
+    std::atomic<int> order{0};
+    int queued_at = -1, here_at = -1;
+    std::promise<void> release;
+    std::shared_future<void> released = release.get_future().share();
+    auto blocker = w.submit([released] { released.wait(); });
+    auto queued = w.submit([&] { queued_at = order.fetch_add(1); });
+    release.set_value();
+    while (!w.try_run_here([&] { here_at = order.fetch_add(1); })) std::this_thread::yield();
+    w.wait(blocker);
+    w.wait(queued);
+    ASSERT_EQ(queued_at, 0) << "round " << round;
+    ASSERT_EQ(here_at, 1) << "round " << round;
+  }
+}
+
 TEST(WorkerTest, SpinsOnlyWhereTheDevicesThreadsFitTheCores) {
   Runtime& rt = Runtime::get();
   const HostDeviceOptions saved = rt.host_options();

@@ -109,6 +109,59 @@ TEST(CommTest, ReduceAddCoalescedWorksInChunksOfItsBuffer) {
   }
 }
 
+// The sums fold left in device order wherever the destination is, and never share storage with a
+// gradient given: (1e8 + 1) - 1e8 is 0 in float, while any other order gives 1.
+TEST(CommTest, ReduceAddCoalescedSumsInDeviceOrderIntoStoragesOfItsOwn) {
+  use_three_hosts();
+  const std::vector<comm::TensorSpec> specs{{Shape{1}, DType::kFloat32},
+                                            {Shape{1}, DType::kFloat32}};
+  std::vector<std::vector<Tensor>> per_device{{floats({1e8f}, kH0), floats({1e8f}, kH0)},
+                                              {floats({1}, kH1), floats({1}, kH1)},
+                                              {floats({-1e8f}, kH2), floats({-1e8f}, kH2)}};
+  for (int64_t buffer : {int64_t{4}, int64_t{1} << 20}) {  // one slot per chunk, and both in one
+    std::vector<Tensor> out = comm::reduce_add_coalesced(per_device, specs, kH1, buffer);
+    for (size_t i = 0; i < out.size(); ++i) {
+      EXPECT_EQ(out[i].to_vector<float>(), (std::vector<float>{0})) << "slot " << i;
+      EXPECT_EQ(out[i].impl_ptr()->storage.use_count(), 1) << "slot " << i;
+      for (const auto& tensors : per_device) {
+        EXPECT_NE(out[i].data<float>(), tensors[i].data<float>()) << "slot " << i;
+      }
+    }
+  }
+  // The destination's own gradient, alone, comes back as a copy.
+  std::vector<Tensor> alone =
+      comm::reduce_add_coalesced({{floats({3}, kH1), Tensor()}}, specs, kH1);
+  EXPECT_NE(alone[0].data<float>(), per_device[1][0].data<float>());
+  EXPECT_EQ(alone[0].to_vector<float>(), (std::vector<float>{3}));
+}
+
+// With the destination last, the first device's transferred buffer is summed into in place: the
+// destination holds the sums plus one chunk in transit, as when it comes first.
+TEST(CommTest, ReduceAddCoalescedOntoTheLastDeviceHoldsOneChunkInTransit) {
+  use_three_hosts();
+  const int64_t n = (1 << 20) / 4;
+  const std::vector<comm::TensorSpec> specs(4, {Shape{n}, DType::kFloat32});
+  std::vector<std::vector<Tensor>> per_device;
+  for (Device d : {kH0, kH1, kH2}) {
+    std::vector<Tensor> slots;
+    for (int i = 0; i < 4; ++i) {
+      slots.push_back(Tensor::full(Shape{n}, static_cast<float>(i + 10 * d.index()), d));
+    }
+    per_device.push_back(slots);
+  }
+  Allocator& a2 = Runtime::get().context(kH2).allocator();
+  for (int64_t buffer : {int64_t{1} << 20, int64_t{2} << 20}) {
+    const int64_t before = a2.stats().current_bytes;
+    a2.reset_peak();
+    std::vector<Tensor> out = comm::reduce_add_coalesced(per_device, specs, kH2, buffer);
+    // The four sums (4 MiB, the chunk's own included) and one chunk in transit.
+    EXPECT_LE(a2.stats().peak_bytes - before, (4 << 20) + buffer) << buffer;
+    for (int i = 0; i < 4; ++i) {
+      EXPECT_FLOAT_EQ(out[i].to_vector<float>()[n - 1], 3.0f * i + 30.0f) << "slot " << i;
+    }
+  }
+}
+
 TEST(CommTest, ReduceAddCoalescedChecksSlots) {
   use_three_hosts();
   const std::vector<comm::TensorSpec> specs{{Shape{2}, DType::kFloat32}};
