@@ -17,28 +17,26 @@ namespace dpe {
 
 namespace {
 
-int parse_positive_env(const char* name, int fallback) {
+// The whole number in environment variable `name`, between lo and hi; `fallback` when unset.
+long env_whole_number(const char* name, long fallback, long lo, long hi) {
   const char* text = std::getenv(name);
   if (text == nullptr || *text == '\0') return fallback;
   char* end = nullptr;
   const long v = std::strtol(text, &end, 10);
-  DPE_CHECK(end != nullptr && *end == '\0' && v >= 1 && v <= 1024,
-            name << "='" << text << "' is not a whole number between 1 and 1024");
-  return static_cast<int>(v);
+  DPE_CHECK(end != nullptr && *end == '\0' && v >= lo && v <= hi,
+            name << "='" << text << "' is not a whole number between " << lo << " and " << hi);
+  return v;
+}
+
+int parse_positive_env(const char* name, int fallback) {
+  return static_cast<int>(env_whole_number(name, fallback, 1, 1024));
 }
 
 // Worker::spin for host devices: brief spinning pays only while every device's threads can hold a
-// core of their own; DPE_HOST_SPIN_US (0 turns it off) overrides, to measure the difference.
+// core of their own; DPE_HOST_SPIN_US (µs; 0 turns it off) overrides, to measure the difference.
 std::chrono::nanoseconds host_worker_spin(int count, int threads) {
-  const char* text = std::getenv("DPE_HOST_SPIN_US");
-  if (text != nullptr && *text != '\0') {
-    char* end = nullptr;
-    const long us = std::strtol(text, &end, 10);
-    DPE_CHECK(
-        end != nullptr && *end == '\0' && us >= 0 && us <= 1000000,
-        "DPE_HOST_SPIN_US='" << text << "' is not a whole number of µs between 0 and 1000000");
-    return std::chrono::microseconds(us);
-  }
+  const long us = env_whole_number("DPE_HOST_SPIN_US", -1, 0, 1000000);
+  if (us >= 0) return std::chrono::microseconds(us);
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   return count * threads <= cores ? std::chrono::microseconds(50) : std::chrono::microseconds(0);
 }

@@ -23,6 +23,21 @@ Tensor floats(std::vector<float> v, Device d) {
   return Tensor::from_vector(v, Shape{n}, d);
 }
 
+// Four slots of 1 MiB on each of host:0..2; slot i on device d holds i + 10 d everywhere, so the
+// sum of slot i over the three devices is 3 i + 30.
+constexpr int64_t kSlotFloats = (1 << 20) / 4;
+std::vector<std::vector<Tensor>> four_slots_on_each_device() {
+  std::vector<std::vector<Tensor>> per_device;
+  for (Device d : {kH0, kH1, kH2}) {
+    std::vector<Tensor> slots;
+    for (int i = 0; i < 4; ++i) {
+      slots.push_back(Tensor::full(Shape{kSlotFloats}, static_cast<float>(i + 10 * d.index()), d));
+    }
+    per_device.push_back(slots);
+  }
+  return per_device;
+}
+
 int64_t copied(Device src, Device dst) {
   const CopyMatrix m = Runtime::get().copy_matrix();
   auto it = m.find({src, dst});
@@ -81,16 +96,9 @@ TEST(CommTest, ReduceAddCoalescedTreatsUndefinedAsZero) {
 TEST(CommTest, ReduceAddCoalescedWorksInChunksOfItsBuffer) {
   use_three_hosts();
   // Four slots of 1 MiB on each of three devices, summed onto device 0 in 1 MiB chunks.
-  const int64_t n = (1 << 20) / 4;
+  const int64_t n = kSlotFloats;
   const std::vector<comm::TensorSpec> specs(4, {Shape{n}, DType::kFloat32});
-  std::vector<std::vector<Tensor>> per_device;
-  for (Device d : {kH0, kH1, kH2}) {
-    std::vector<Tensor> slots;
-    for (int i = 0; i < 4; ++i) {
-      slots.push_back(Tensor::full(Shape{n}, static_cast<float>(i + 10 * d.index()), d));
-    }
-    per_device.push_back(slots);
-  }
+  const std::vector<std::vector<Tensor>> per_device = four_slots_on_each_device();
   Allocator& a0 = Runtime::get().context(kH0).allocator();
   const int64_t before = a0.stats().current_bytes;
   a0.reset_peak();
@@ -139,16 +147,9 @@ TEST(CommTest, ReduceAddCoalescedSumsInDeviceOrderIntoStoragesOfItsOwn) {
 // destination holds the sums plus one chunk in transit, as when it comes first.
 TEST(CommTest, ReduceAddCoalescedOntoTheLastDeviceHoldsOneChunkInTransit) {
   use_three_hosts();
-  const int64_t n = (1 << 20) / 4;
+  const int64_t n = kSlotFloats;
   const std::vector<comm::TensorSpec> specs(4, {Shape{n}, DType::kFloat32});
-  std::vector<std::vector<Tensor>> per_device;
-  for (Device d : {kH0, kH1, kH2}) {
-    std::vector<Tensor> slots;
-    for (int i = 0; i < 4; ++i) {
-      slots.push_back(Tensor::full(Shape{n}, static_cast<float>(i + 10 * d.index()), d));
-    }
-    per_device.push_back(slots);
-  }
+  const std::vector<std::vector<Tensor>> per_device = four_slots_on_each_device();
   Allocator& a2 = Runtime::get().context(kH2).allocator();
   for (int64_t buffer : {int64_t{1} << 20, int64_t{2} << 20}) {
     const int64_t before = a2.stats().current_bytes;
