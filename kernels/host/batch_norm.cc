@@ -23,31 +23,32 @@ struct ChannelScratch : HostContext::CacheEntry {
 void batch_norm_forward_train(HostContext& ctx, const BatchNormShape& sh, const float* x,
                               const float* gamma, const float* beta, float eps, float* y,
                               float* mean, float* var) {
-  const int64_t m = sh.n * sh.s;
-  // Two passes per channel, the mean then the mean squared deviation, as torch's CPU kernel
-  // does: no cancellation from E[x^2] - E[x]^2. Each plane sums in float, planes in double.
-#pragma omp parallel for if (sh.n * sh.c * sh.s >= kParallelGrain)
-  for (int64_t ch = 0; ch < sh.c; ++ch) {
-    double total = 0.0;
-    for (int64_t i = 0; i < sh.n; ++i) {
-      const float* p = x + (i * sh.c + ch) * sh.s;
-      float acc = 0.0f;
-#pragma omp simd reduction(+ : acc)
-      for (int64_t k = 0; k < sh.s; ++k) acc += p[k];
-      total += acc;
-    }
-    const float mu = static_cast<float>(total / static_cast<double>(m));
-    double sq = 0.0;
-    for (int64_t i = 0; i < sh.n; ++i) {
-      const float* p = x + (i * sh.c + ch) * sh.s;
-      float acc = 0.0f;
-#pragma omp simd reduction(+ : acc)
-      for (int64_t k = 0; k < sh.s; ++k) acc += (p[k] - mu) * (p[k] - mu);
-      sq += acc;
-    }
-    mean[ch] = mu;
-    var[ch] = static_cast<float>(sq / static_cast<double>(m));
-  }
+  // One read of x: each plane's mean and squared deviations from it (its second loop reads the
+  // plane from L1), merged into the channel's running count, mean and squared deviations with
+  // Chan et al.'s update, in double. As stable as two passes over the batch (torch's CPU kernel:
+  // no cancellation from E[x^2] - E[x]^2), and at batch 256 a whole pass over 12.8 MB cheaper.
+  reduce_channels<3>(
+      sh.n, sh.c, sh.s, sh.n * sh.c * sh.s >= kParallelGrain,
+      [&](int64_t, int64_t offset, std::array<double, 3>& acc) {
+        const float* p = x + offset;
+        float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+        for (int64_t k = 0; k < sh.s; ++k) sum += p[k];
+        const float plane_mean = sum / static_cast<float>(sh.s);
+        float sq = 0.0f;
+#pragma omp simd reduction(+ : sq)
+        for (int64_t k = 0; k < sh.s; ++k) sq += (p[k] - plane_mean) * (p[k] - plane_mean);
+        auto& [count, mean_so_far, m2] = acc;
+        const double s = static_cast<double>(sh.s), total = count + s;
+        const double delta = static_cast<double>(plane_mean) - mean_so_far;
+        mean_so_far += delta * (s / total);
+        m2 += static_cast<double>(sq) + delta * delta * (count * s / total);
+        count = total;
+      },
+      [&](int64_t ch, const std::array<double, 3>& acc) {
+        mean[ch] = static_cast<float>(acc[1]);
+        var[ch] = static_cast<float>(acc[2] / acc[0]);
+      });
   auto& scratch = ctx.cached<ChannelScratch>(
       CacheKey(kBnScratch, {sh.c}), [&] { return std::make_unique<ChannelScratch>(sh.c); });
   for (int64_t ch = 0; ch < sh.c; ++ch) scratch.a[ch] = 1.0f / std::sqrt(var[ch] + eps);

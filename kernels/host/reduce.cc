@@ -36,46 +36,46 @@ bool all_finite(HostContext&, const float* x, int64_t n) {
 
 void channel_sums(HostContext&, const float* x, float* sum, float* sumsq, int64_t n, int64_t c,
                   int64_t s) {
-#pragma omp parallel for if (n * c * s >= kParallelGrain)
-  for (int64_t ch = 0; ch < c; ++ch) {
-    double s1 = 0.0, s2 = 0.0;
-    for (int64_t i = 0; i < n; ++i) {
-      const float* p = x + (i * c + ch) * s;
-      float a1 = 0.0f, a2 = 0.0f;
+  reduce_channels<2>(
+      n, c, s, n * c * s >= kParallelGrain,
+      [&](int64_t, int64_t offset, std::array<double, 2>& acc) {
+        const float* p = x + offset;
+        float a1 = 0.0f, a2 = 0.0f;
 #pragma omp simd reduction(+ : a1, a2)
-      for (int64_t k = 0; k < s; ++k) {
-        a1 += p[k];
-        a2 += p[k] * p[k];
-      }
-      s1 += a1;
-      s2 += a2;
-    }
-    sum[ch] = static_cast<float>(s1);
-    sumsq[ch] = static_cast<float>(s2);
-  }
+        for (int64_t k = 0; k < s; ++k) {
+          a1 += p[k];
+          a2 += p[k] * p[k];
+        }
+        acc[0] += a1;
+        acc[1] += a2;
+      },
+      [&](int64_t ch, const std::array<double, 2>& acc) {
+        sum[ch] = static_cast<float>(acc[0]);
+        sumsq[ch] = static_cast<float>(acc[1]);
+      });
 }
 
 void channel_grad_sums(HostContext&, const float* x, const float* gy, const float* mean,
                        float* sum_gy, float* sum_gy_xmu, int64_t n, int64_t c, int64_t s) {
-#pragma omp parallel for if (n * c * s >= kParallelGrain)
-  for (int64_t ch = 0; ch < c; ++ch) {
-    const float m = mean[ch];
-    double s1 = 0.0, s2 = 0.0;
-    for (int64_t i = 0; i < n; ++i) {
-      const float* px = x + (i * c + ch) * s;
-      const float* pg = gy + (i * c + ch) * s;
-      float a1 = 0.0f, a2 = 0.0f;
+  reduce_channels<2>(
+      n, c, s, n * c * s >= kParallelGrain,
+      [&](int64_t ch, int64_t offset, std::array<double, 2>& acc) {
+        const float* px = x + offset;
+        const float* pg = gy + offset;
+        const float m = mean[ch];
+        float a1 = 0.0f, a2 = 0.0f;
 #pragma omp simd reduction(+ : a1, a2)
-      for (int64_t k = 0; k < s; ++k) {
-        a1 += pg[k];
-        a2 += pg[k] * (px[k] - m);
-      }
-      s1 += a1;
-      s2 += a2;
-    }
-    sum_gy[ch] = static_cast<float>(s1);
-    sum_gy_xmu[ch] = static_cast<float>(s2);
-  }
+        for (int64_t k = 0; k < s; ++k) {
+          a1 += pg[k];
+          a2 += pg[k] * (px[k] - m);
+        }
+        acc[0] += a1;
+        acc[1] += a2;
+      },
+      [&](int64_t ch, const std::array<double, 2>& acc) {
+        sum_gy[ch] = static_cast<float>(acc[0]);
+        sum_gy_xmu[ch] = static_cast<float>(acc[1]);
+      });
 }
 
 }  // namespace dpe::host

@@ -113,12 +113,41 @@ TEST_P(BatchNormTest, SyncBuildingBlocksMatchReference) {
   expect_close(gx, got, 1e-5, 1e-5, "batch_norm_backward_elemt");
 }
 
+// Statistics of activations far from 0 relative to their spread: E[x^2] - E[x]^2 in float would
+// lose the variance entirely (1e4^2 against 1); the plane-wise merge keeps it.
+TEST(BatchNormStatsTest, VarianceOfALargeOffsetIsExact) {
+  HostContext ctx;
+  const BatchNormShape sh{64, 3, 49};
+  const int64_t total = sh.n * sh.c * sh.s;
+  auto x = random_floats(total, 11, -1.0f, 1.0f);
+  for (float& v : x) v += 1e4f;
+  std::vector<double> want_mean(sh.c), want_var(sh.c);
+  for (int64_t ch = 0; ch < sh.c; ++ch) {
+    for (int64_t i = 0; i < sh.n; ++i) {
+      for (int64_t j = 0; j < sh.s; ++j) want_mean[ch] += x[(i * sh.c + ch) * sh.s + j];
+    }
+    want_mean[ch] /= sh.n * sh.s;
+    for (int64_t i = 0; i < sh.n; ++i) {
+      for (int64_t j = 0; j < sh.s; ++j) {
+        want_var[ch] += std::pow(x[(i * sh.c + ch) * sh.s + j] - want_mean[ch], 2);
+      }
+    }
+    want_var[ch] /= sh.n * sh.s;  // about 1/3
+  }
+  std::vector<float> y(total), mean(sh.c), var(sh.c);
+  batch_norm_forward_train(ctx, sh, x.data(), nullptr, nullptr, 1e-5f, y.data(), mean.data(),
+                           var.data());
+  expect_close(want_mean, mean, 1e-6, 0, "mean");
+  expect_close(want_var, var, 1e-3, 0, "var");
+}
+
 INSTANTIATE_TEST_SUITE_P(Shapes, BatchNormTest,
                          ::testing::Values(BatchNormShape{2, 1, 1},     // [2, 1]
                                            BatchNormShape{7, 3, 1},     // [N, C] (BatchNorm1d)
                                            BatchNormShape{3, 5, 35},    // odd [N, C, 5, 7]
                                            BatchNormShape{4, 16, 784},  // the ConvNet's first
-                                           BatchNormShape{5, 32, 196}));
+                                           BatchNormShape{5, 32, 196},
+                                           BatchNormShape{3, 130, 90}));  // 3 channel blocks
 
 }  // namespace
 }  // namespace dpe::host

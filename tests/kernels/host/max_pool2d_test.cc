@@ -60,11 +60,14 @@ TEST_P(MaxPool2dTest, ForwardAndBackwardMatchReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, MaxPool2dTest,
-                         ::testing::Values(Case{1, 1, 2, 2, 2, 2, 0},  // one window
-                                           Case{2, 3, 7, 9, 2, 2, 0},  // odd sizes drop the edge
-                                           Case{2, 2, 8, 8, 3, 2, 1},  // padding
-                                           Case{1, 2, 6, 5, 3, 1, 1},  // overlapping windows
-                                           Case{4, 16, 28, 28, 2, 2, 0}));  // the ConvNet's
+                         ::testing::Values(Case{1, 1, 2, 2, 2, 2, 0},     // one window
+                                           Case{2, 3, 7, 9, 2, 2, 0},     // odd sizes drop the edge
+                                           Case{2, 2, 8, 8, 3, 2, 1},     // padding
+                                           Case{1, 2, 6, 5, 3, 1, 1},     // overlapping windows
+                                           Case{4, 16, 28, 28, 2, 2, 0},  // the ConvNet's
+                                           Case{2, 3, 5, 71, 2, 2, 0},    // 35 wide: 16 + 16 + 3
+                                           Case{3, 2, 14, 14, 2, 2, 0},   // 7 wide: two rows a step
+                                           Case{1, 2, 4, 17, 2, 2, 0}));  // 8 wide: all 16 lanes
 
 TEST(MaxPool2dShapeTest, RejectsPaddingLargerThanHalfTheKernel) {
   EXPECT_THROW(max_pool2d_shape(1, 1, 4, 4, 2, 2, 2), Error);

@@ -1,6 +1,7 @@
 #include "kernels/host/reduce.h"
 
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <cmath>
 #include <limits>
@@ -61,9 +62,16 @@ TEST(ReduceTest, AllFiniteSpotsInfAndNan) {
 TEST(ReduceTest, ChannelSumsMatchReference) {
   HostContext ctx;
   struct Case {
-    int64_t n, c, s;
+    int64_t n, c, s, threads;
   };
-  for (Case k : {Case{1, 1, 1}, Case{3, 5, 7}, Case{8, 4, 1}, Case{16, 16, 196}}) {
+  const int threads_before = omp_get_max_threads();
+  // 130 channels: blocks of 64, 64 and 2 on one thread; 65 and 65 on two (4 x 130 x 70 is above
+  // the grain that goes parallel).
+  for (Case k : {Case{1, 1, 1, 1}, Case{3, 5, 7, 1}, Case{8, 4, 1, 1}, Case{16, 16, 196, 1},
+                 Case{16, 16, 196, 2}, Case{3, 130, 9, 1}, Case{4, 130, 70, 2}}) {
+    SCOPED_TRACE(::testing::Message()
+                 << k.n << " x " << k.c << " x " << k.s << ", " << k.threads << " threads");
+    omp_set_num_threads(static_cast<int>(k.threads));
     const int64_t total = k.n * k.c * k.s;
     const auto x = random_floats(total, 6), gy = random_floats(total, 7);
     const auto mean = random_floats(k.c, 8);
@@ -87,6 +95,7 @@ TEST(ReduceTest, ChannelSumsMatchReference) {
     expect_close(w3, g1, 1e-5, 1e-5, "sum_gy");
     expect_close(w4, g2, 1e-5, 1e-5, "sum_gy_xmu");
   }
+  omp_set_num_threads(threads_before);
 }
 
 }  // namespace
