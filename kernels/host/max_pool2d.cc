@@ -127,7 +127,7 @@ void pool_2x2(HostContext&, const Pool2dShape& s, const float* x, float* y, int6
         _mm512_mask_storeu_epi64(at_out, static_cast<__mmask8>(out_mask),
                                  _mm512_cvtepi32_epi64(_mm512_castsi512_si256(at)));
         _mm512_mask_storeu_epi64(at_out + 8, static_cast<__mmask8>(out_mask >> 8),
-                                 _mm512_cvtepi32_epi64(_mm512_extracti32x8_epi32(at, 1)));
+                                 _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(at, 1)));
       }
     }
   }

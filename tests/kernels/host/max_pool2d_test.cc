@@ -66,6 +66,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, MaxPool2dTest,
                                            Case{1, 2, 6, 5, 3, 1, 1},     // overlapping windows
                                            Case{4, 16, 28, 28, 2, 2, 0},  // the ConvNet's
                                            Case{2, 3, 5, 71, 2, 2, 0},    // 35 wide: 16 + 16 + 3
+                                           Case{2, 2, 6, 25, 2, 2, 0},    // 12 wide, odd width
                                            Case{3, 2, 14, 14, 2, 2, 0},   // 7 wide: two rows a step
                                            Case{1, 2, 4, 17, 2, 2, 0}));  // 8 wide: all 16 lanes
 
@@ -106,6 +107,29 @@ TEST(MaxPool2dNanTest, TiesTakeTheFirstMaximumAndNaNsTheLast) {
   EXPECT_EQ(i[2], 13);  // [nan, 1, 2, nan] -> the last NaN (window position 3)
   EXPECT_EQ(y[3], 3.0f);
   EXPECT_EQ(i[3], 6);  // [3, 3, 1, 3] -> the first 3
+}
+
+// Two row pairs share one vector where rows are narrow: NaNs in the second pair follow the same
+// rule.
+TEST(MaxPool2dNanTest, NaNsInTheSecondRowPairOfAStep) {
+  HostContext ctx;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float x[16] = {1,   2, 3, 4,    //
+                       5,   6, 7, 8,    //
+                       nan, 1, 2, nan,  //
+                       0,   0, 9, 1};
+  const Pool2dShape s = max_pool2d_shape(1, 1, 4, 4, 2, 2, 0);
+  float y[4];
+  int64_t i[4];
+  max_pool2d_forward(ctx, s, x, y, i);
+  EXPECT_EQ(y[0], 6.0f);
+  EXPECT_EQ(i[0], 5);
+  EXPECT_EQ(y[1], 8.0f);
+  EXPECT_EQ(i[1], 7);
+  EXPECT_TRUE(std::isnan(y[2]));
+  EXPECT_EQ(i[2], 8);  // [nan, 1, 0, 0] -> the NaN
+  EXPECT_TRUE(std::isnan(y[3]));
+  EXPECT_EQ(i[3], 11);  // [2, nan, 9, 1] -> the NaN: 9 does not replace it
 }
 
 TEST(MaxPool2dTest, TiesAfterAReluGoToTheFirstMaximum) {

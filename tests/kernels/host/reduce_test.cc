@@ -65,10 +65,12 @@ TEST(ReduceTest, ChannelSumsMatchReference) {
     int64_t n, c, s, threads;
   };
   const int threads_before = omp_get_max_threads();
-  // 130 channels: blocks of 64, 64 and 2 on one thread; 65 and 65 on two (4 x 130 x 70 is above
-  // the grain that goes parallel).
-  for (Case k : {Case{1, 1, 1, 1}, Case{3, 5, 7, 1}, Case{8, 4, 1, 1}, Case{16, 16, 196, 1},
-                 Case{16, 16, 196, 2}, Case{3, 130, 9, 1}, Case{4, 130, 70, 2}}) {
+  // Blocks of channels: 130 channels as 64, 64 and 2 (on two threads too: a block holds at most
+  // 64); 5 channels on two threads as 3 and 2 (16 x 5 x 500 is above the grain that goes
+  // parallel).
+  for (Case k :
+       {Case{1, 1, 1, 1}, Case{3, 5, 7, 1}, Case{8, 4, 1, 1}, Case{16, 16, 196, 1},
+        Case{16, 16, 196, 2}, Case{3, 130, 9, 1}, Case{4, 130, 70, 2}, Case{16, 5, 500, 2}}) {
     SCOPED_TRACE(::testing::Message()
                  << k.n << " x " << k.c << " x " << k.s << ", " << k.threads << " threads");
     omp_set_num_threads(static_cast<int>(k.threads));
