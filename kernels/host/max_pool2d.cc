@@ -17,6 +17,17 @@ namespace dpe::host {
 
 namespace {
 
+// f(input plane, output plane, index plane) for every plane of the batch, in parallel where the op
+// is large enough; the forward and the backward pass (input gradient first) share it.
+template <typename In, typename Out, typename Index, typename F>
+void for_each_plane(const Pool2dShape& s, In* in, Out* out, Index* indices, F f) {
+  const int64_t planes = s.n * s.c, in_plane = s.h * s.w, out_plane = s.ho * s.wo;
+#pragma omp parallel for if (planes * in_plane >= kParallelGrain)
+  for (int64_t p = 0; p < planes; ++p) {
+    f(in + p * in_plane, out + p * out_plane, indices + p * out_plane);
+  }
+}
+
 #if !defined(__AVX512F__)
 enum : int64_t { kPool2x2Corners = 0x6d707001 };
 
@@ -77,12 +88,7 @@ void pool_2x2(HostContext&, const Pool2dShape& s, const float* x, float* y, int6
   auto mask = [](int64_t bits) {
     return static_cast<__mmask16>(bits >= 16 ? 0xFFFFu : (1u << std::max<int64_t>(bits, 0)) - 1);
   };
-  const int64_t planes = s.n * s.c;
-#pragma omp parallel for if (planes * s.h * s.w >= kParallelGrain)
-  for (int64_t p = 0; p < planes; ++p) {
-    const float* in = x + p * s.h * s.w;
-    float* out = y + p * s.ho * s.wo;
-    int64_t* idx = indices + p * s.ho * s.wo;
+  for_each_plane(s, x, y, indices, [&](const float* in, float* out, int64_t* idx) {
     for (int64_t oh = 0; oh < s.ho; oh += two_pairs ? 2 : 1) {
       const float* top = in + 2 * oh * s.w;
       const float* bottom = top + s.w;
@@ -130,7 +136,7 @@ void pool_2x2(HostContext&, const Pool2dShape& s, const float* x, float* y, int6
                                  _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(at, 1)));
       }
     }
-  }
+  });
 }
 #else
 // Vectorised over the whole output plane (its rows are only 7 or 14 wide), each window found
@@ -140,12 +146,8 @@ void pool_2x2(HostContext& ctx, const Pool2dShape& s, const float* x, float* y, 
       ctx.cached<WindowCorners>(CacheKey(kPool2x2Corners, {s.h, s.w}),
                                 [&] { return std::make_unique<WindowCorners>(s); })
           .at.data();
-  const int64_t w = s.w, n = s.ho * s.wo, planes = s.n * s.c;
-#pragma omp parallel for if (planes * s.h * s.w >= kParallelGrain)
-  for (int64_t p = 0; p < planes; ++p) {
-    const float* in = x + p * s.h * s.w;
-    float* out = y + p * n;
-    int64_t* idx = indices + p * n;
+  const int64_t w = s.w, n = s.ho * s.wo;
+  for_each_plane(s, x, y, indices, [&](const float* in, float* out, int64_t* idx) {
 #pragma omp simd
     for (int64_t k = 0; k < n; ++k) {
       const int32_t c = corner[k];
@@ -164,7 +166,7 @@ void pool_2x2(HostContext& ctx, const Pool2dShape& s, const float* x, float* y, 
       out[k] = best;
       idx[k] = at;
     }
-  }
+  });
 }
 #endif
 
@@ -196,25 +198,17 @@ void max_pool2d_forward(HostContext& ctx, const Pool2dShape& s, const float* x, 
     pool_2x2(ctx, s, x, y, indices);
     return;
   }
-  const int64_t planes = s.n * s.c;
-#pragma omp parallel for if (planes * s.h * s.w >= kParallelGrain)
-  for (int64_t p = 0; p < planes; ++p) {
-    pool_general(s, x + p * s.h * s.w, y + p * s.ho * s.wo, indices + p * s.ho * s.wo);
-  }
+  for_each_plane(s, x, y, indices,
+                 [&](const float* in, float* out, int64_t* idx) { pool_general(s, in, out, idx); });
 }
 
 void max_pool2d_backward(HostContext&, const Pool2dShape& s, const float* gy,
                          const int64_t* indices, float* gx) {
-  const int64_t planes = s.n * s.c;
   const int64_t in_plane = s.h * s.w, out_plane = s.ho * s.wo;
-#pragma omp parallel for if (planes * in_plane >= kParallelGrain)
-  for (int64_t p = 0; p < planes; ++p) {
-    float* g = gx + p * in_plane;
+  for_each_plane(s, gx, gy, indices, [&](float* g, const float* go, const int64_t* idx) {
     std::memset(g, 0, static_cast<size_t>(in_plane) * sizeof(float));
-    const float* go = gy + p * out_plane;
-    const int64_t* idx = indices + p * out_plane;
     for (int64_t k = 0; k < out_plane; ++k) g[idx[k]] += go[k];
-  }
+  });
 }
 
 }  // namespace dpe::host
