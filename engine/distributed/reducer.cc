@@ -9,6 +9,7 @@
 #include <unordered_set>
 
 #include "engine/autograd/node.h"
+#include "engine/backend/backend.h"
 #include "engine/core/error.h"
 #include "engine/device/memory_category.h"
 #include "engine/device/op_trace.h"
@@ -30,6 +31,8 @@ struct GradReadyHook {
 Reducer::Reducer(std::vector<std::pair<std::string, Tensor>> params,
                  std::shared_ptr<ProcessGroup> group, const ReducerOptions& options)
     : group_(std::move(group)), options_(options) {
+  DPE_CHECK(group_ != nullptr, "DistributedDataParallel: no process group");
+  inverse_size_ = 1.0f / static_cast<float>(group_->size());
   std::unordered_set<const TensorImpl*> seen;
   for (auto& [name, t] : params) {
     // A parameter shared by two submodules is reduced once (PyTorch deduplicates too).
@@ -195,7 +198,17 @@ void Reducer::mark_ready_locked(size_t i, bool used) {
   if (grad.defined()) {
     // Gradients accumulated under no_sync count as used, as PyTorch's local_used_map does.
     used = true;
-    if (!is_slot_view(grad, i)) s.copy_(grad);
+    // Divided by the world size on the way into the bucket, and the bucket then summed, as
+    // PyTorch's reducer does: the division costs no pass of its own over the whole bucket after
+    // the all-reduce (on the host, a cold pass of the communication thread at the end of every
+    // step), and the division rides on the copy the bucket needs anyway.
+    Backend& backend = backend_for(s.device());
+    if (is_slot_view(grad, i)) {
+      backend.scale(s, inverse_size_, s);
+    } else {
+      backend.scale(grad.contiguous(), inverse_size_, s);
+    }
+    s.bump_version();
     if (options_.gradient_as_bucket_view) p.set_grad(s);
   } else {
     s.zero_();
@@ -219,7 +232,7 @@ void Reducer::launch_ready_locked() {
       e.bytes_read = e.bytes_written = static_cast<int64_t>(b.buffer.nbytes());
       OpTrace::record(std::move(e));
     }
-    b.work = group_->all_reduce_async(b.buffer, ReduceOp::kAvg);
+    b.work = group_->all_reduce_async(b.buffer, ReduceOp::kSum);  // pre-divided (mark_ready_locked)
     trace_.launches.push_back({next_bucket_, trace_.hooks_fired});
     ++next_bucket_;
   }

@@ -88,6 +88,7 @@ class Reducer {
   std::vector<std::string> names_;
   std::shared_ptr<ProcessGroup> group_;
   ReducerOptions options_;
+  float inverse_size_ = 1.0f;  // 1 / the group's size: the gradients' scale into the buckets
   std::vector<Bucket> buckets_;
   std::vector<size_t> bucket_of_;
   std::vector<int64_t> offset_of_;  // within its bucket's buffer, in elements

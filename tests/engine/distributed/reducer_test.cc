@@ -17,7 +17,8 @@ namespace dpe {
 namespace distributed {
 namespace {
 
-// Rank 0 of two; the peer's gradients are zeros (avg halves) and its usage map is `peer_used`.
+// Rank 0 of two; the peer's gradients are zeros (a sum leaves this rank's, an avg halves them) and
+// its usage map is `peer_used`.
 class FakeTwoRanks : public ProcessGroup {
  public:
   explicit FakeTwoRanks(std::vector<int64_t> peer_used = {})
@@ -31,12 +32,17 @@ class FakeTwoRanks : public ProcessGroup {
     std::lock_guard<std::mutex> lock(mu_);
     return numels_;
   }
+  std::vector<ReduceOp> reduced_ops() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return ops_;
+  }
 
  protected:
   void run_all_reduce(Tensor& t, ReduceOp op) override {
     {
       std::lock_guard<std::mutex> lock(mu_);
       numels_.push_back(t.numel());
+      ops_.push_back(op);
     }
     if (op == ReduceOp::kAvg) {
       float* d = t.data<float>();
@@ -54,6 +60,7 @@ class FakeTwoRanks : public ProcessGroup {
   std::vector<int64_t> peer_used_;
   std::mutex mu_;
   std::vector<int64_t> numels_;
+  std::vector<ReduceOp> ops_;
 };
 
 Tensor param(std::vector<float> values) {
@@ -96,9 +103,11 @@ TEST(ReducerTest, BackwardAveragesEveryGradientAndLaunchesBucketsInOrder) {
   Tensor loss = ops::add(ops::sum(ops::mul(a, x)), ops::sum(b));
   reducer.prepare_for_backward(Value(loss));
   backward(loss);
-  // The peer's zeros halve the local gradients: d/da = x, d/db = 1.
+  // The peer's zeros halve the local gradients: d/da = x, d/db = 1. The buckets hold the
+  // gradients divided by the world size and are summed, as PyTorch's reducer does.
   EXPECT_EQ(a.grad().to_vector<float>(), (std::vector<float>{5, 10}));
   EXPECT_EQ(b.grad().to_vector<float>(), (std::vector<float>{0.5f, 0.5f, 0.5f}));
+  EXPECT_EQ(group->reduced_ops(), (std::vector<ReduceOp>{ReduceOp::kSum}));
   const BackwardTrace trace = reducer.trace();
   EXPECT_TRUE(trace.finished);
   EXPECT_EQ(trace.hooks_fired, 2u);
