@@ -30,9 +30,11 @@ struct HostRates {
   double sgemm_gflops_shared = 100;  // per device while `shared_devices` run theirs at once
   int shared_devices = 1;            // the device count of sgemm_gflops_shared
   double memcpy_gbs = 5;             // memory-bound ops: one thread's memcpy (bytes copied per s)
-  // DataParallel's transfers between host devices: dpe's own broadcast + reduce-add of the
-  // parameters (bytes sent per second); 0: memcpy_gbs. See measure_dp_transfer_gbs.
-  double dp_transfer_gbs = 0;
+  // One thread's memcpy of a buffer no cache holds (measure_memcpy_gbs's default size): the rate
+  // of data another core wrote or that a step has pushed out of the caches: DataParallel's
+  // copies between host devices (the other device's core wrote what is copied) and the
+  // optimizer's state. 0: memcpy_gbs.
+  double dram_gbs = 0;
   // DDP's all-reduce of 2 ranks (MPI's shared memory or Gloo's loopback TCP) as alpha-beta:
   // t = 2 alpha + bytes / gbs (the replay's ring over a network of one rank per node). See
   // measure_all_reduce.
@@ -51,12 +53,6 @@ double measure_gemm_gflops(const TracedStep& trace, int reps);
 // `reps`; GB/s copied. 64 MiB is DRAM's rate; a step's memory-bound ops move far less, from the
 // caches: memory_op_bytes gives the size to measure at.
 double measure_memcpy_gbs(int reps, int64_t moved_bytes = int64_t{128} << 20);
-
-// DataParallel's replicate and reduce-add as dpe runs them between host:0 and host:1
-// (comm::broadcast_coalesced, then comm::reduce_add_coalesced back onto host:0) on `trace`'s
-// parameters (param_tensors tensors of equal size making param_bytes), median of `reps`; bytes
-// sent across devices (2 x param_bytes) per second.
-double measure_dp_transfer_gbs(const TracedStep& trace, int reps);
 
 // The size at which `trace`'s memory-bound ops (every op but the GEMMs and convolutions, fills,
 // copies within a device) move their bytes: the median of their read + written bytes, weighted
@@ -85,14 +81,14 @@ AllReduceRates measure_all_reduce(const std::string& self_exe, const std::vector
 // goes on as usual), else the process's exit code once the rank is done.
 int all_reduce_worker_main(int argc, char** argv);
 
-// `devices` host devices as one node: links through host memory at the memcpy rate, the shared
+// `devices` host devices as one node: links through host memory at the DRAM rate, the shared
 // GEMM rate when devices > 1. For DataParallel (replay_dp).
 Cluster host_cluster(int devices, const HostRates& rates);
 // `ranks` processes of one host device each, joined by their process group (the "network").
 // For DDP (replay_ddp with gpus = ranks).
 Cluster host_ddp_cluster(int ranks, const HostRates& rates);
 // framework("dpe") with this machine's hand-offs, the host's efficiencies (see host_cluster.cc),
-// communication on the compute cores, no device context.
+// communication on the compute cores, reduce-add's sums on device 0's core, no device context.
 ReplayOptions host_replay_options();
 
 }  // namespace dpe::sim

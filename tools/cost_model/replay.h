@@ -44,6 +44,10 @@ struct ReplayOptions {
   // Compute-Communication Overlap in GPU-Accelerated Distributed Deep Learning, arXiv 2507.03114).
   // DDP only; 0 turns it off.
   double overlap_slowdown = 0.189;
+  // DataParallel: whether reduce-add sums in flight. True (GPUs): PyTorch's reduce_add_coalesced
+  // is NCCL's reduce, whose kernels add as the bytes arrive, so only the transfer costs time.
+  // False (host devices): device 0's core adds every other device's gradients after the copy.
+  bool reduce_add_in_flight = true;
   ReplayOptions();
 };
 

@@ -36,6 +36,51 @@ TEST(ReplayTest, AnOpTakesTheSlowerOfItsFlopsAndItsBytesAndAtLeastALaunch) {
   EXPECT_NEAR(op_time_us(op("softmax", 1e3, 1'000'000'000), gpu, o), bytes, 1e-6);
 }
 
+// Host devices: the optimizer's state comes from DRAM (cold_mem_bw_gbs, no efficiency factor: it
+// streams like a memcpy); every other memory-bound op from the caches. A GPU has no cold rate.
+TEST(ReplayTest, OnHostDevicesTheOptimizerStreamsAtTheColdRate) {
+  GpuSpec host = gpu_spec("titanrtx");
+  host.mem_bw_gbs = 100;
+  host.cold_mem_bw_gbs = 20;
+  host.launch_us = 0;
+  ReplayOptions o;
+  o.efficiency.memory = 0.5;
+  EXPECT_NEAR(op_time_us(op("optimizer", 1e3, 20'000'000), host, o), 1000.0, 1e-9);
+  EXPECT_NEAR(op_time_us(op("elementwise", 1e3, 20'000'000), host, o), 400.0, 1e-9);
+  host.cold_mem_bw_gbs = 0;
+  EXPECT_NEAR(op_time_us(op("optimizer", 1e3, 20'000'000), host, o), 400.0, 1e-9);
+}
+
+// reduce_add_in_flight (GPUs: NCCL's reduce) leaves reduce-add's adds out of device 0's time;
+// on host devices device 0's core does them, after the copies.
+TEST(ReplayTest, ReduceAddsSumsCostDeviceZeroOnlyWhenNotInFlight) {
+  StepSpec spec;
+  spec.model = "mlp";
+  spec.batch_per_device = 32;
+  const TracedStep t = trace_dp_step(spec, 2);
+  int64_t add_bytes = 0;  // reduce-add's adds on device 0: the backward adds of gradients' size
+  for (const TraceEvent& e : t.events) {
+    if (e.kind == TraceKind::kOp && e.backward && e.name == "add" && e.device == t.devices[0]) {
+      add_bytes += e.bytes_read + e.bytes_written;
+    }
+  }
+  ASSERT_GT(add_bytes, 0);
+  const Cluster c = cluster_preset("pcie-a100", 2);
+  ReplayOptions in_flight, on_device;
+  on_device.reduce_add_in_flight = false;
+  auto reduce_add_ms = [&](const ReplayOptions& o) {
+    for (const auto& [name, ms] : replay_dp(t, c, o).phases) {
+      if (name == "reduce_add") return ms;
+    }
+    return 0.0;
+  };
+  const double extra_ms = reduce_add_ms(on_device) - reduce_add_ms(in_flight);
+  EXPECT_GT(extra_ms, 0);
+  // At least the adds' bytes at the memory rate (each op also pays its launch floor).
+  EXPECT_GE(extra_ms * 1e3 + 1e-9,
+            add_bytes / (c.gpu.mem_bw_gbs * 1e3 * on_device.efficiency.memory));
+}
+
 TEST(ReplayTest, TwoGpuAllReduceIsTheBytesOverTheirLinkPlusTwoHops) {
   const Cluster c = cluster_preset("titanrtx-nvlink", 2);
   const int64_t bytes = 500'000'000;
