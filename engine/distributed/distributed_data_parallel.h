@@ -8,9 +8,10 @@
 // rank 0's parameters and buffers (one coalesced broadcast per dtype). The parameters that require
 // grad are split into buckets in *reverse* registration order (the order backward produces their
 // gradients): the first bucket closes once it holds 1 MiB, later ones at bucket_cap_mb. Each bucket
-// owns one flat gradient buffer. A post-accumulate hook on every parameter copies its gradient
-// into its slot (or, with gradient_as_bucket_view, makes .grad a view of the slot). When a bucket's
-// last slot is filled, the bucket is launched as all_reduce_async(avg) — but only after every
+// owns one flat gradient buffer. A post-accumulate hook on every parameter copies its gradient,
+// divided by the world size, into its slot (with gradient_as_bucket_view, divides it in place and
+// makes .grad a view of the slot), as PyTorch's div_factor does. When a bucket's last slot is
+// filled, the bucket is launched as all_reduce_async(sum) — but only after every
 // bucket with a smaller index, so all ranks queue the same all-reduces in the same order on the
 // group's communication thread (design note "one communication thread", process_group.h), while
 // backward goes on computing the remaining gradients. The buckets live in reducer.{h,cc}, the

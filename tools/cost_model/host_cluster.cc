@@ -129,7 +129,7 @@ GpuSpec host_gpu(double gflops, const HostRates& r) {
   g.name = "host (1 thread)";
   g.fp32_tflops = g.tf32_tflops = g.fp16_tflops = gflops / 1e3;
   g.mem_bw_gbs = 2 * r.memcpy_gbs;  // the roofline counts bytes read + written; memcpy does both
-  g.cold_mem_bw_gbs = 2 * (r.dram_gbs > 0 ? r.dram_gbs : r.memcpy_gbs);
+  g.cold_mem_bw_gbs = r.dram_gbs > 0 ? 2 * r.dram_gbs : 0;  // 0: no DRAM rate measured
   g.mem_gib = 0;
   // The per-op floor of a host op (allocation, the validating front, oneDNN's primitive cache):
   // an assumption at the µs level; the Mlp's ops take tens of µs or more.
@@ -155,7 +155,7 @@ void all_reduce_rank(const std::string& store, const std::string& result, int re
     group->barrier();
     for (size_t k = 0; k < xs.size(); ++k) {
       const auto start = Clock::now();
-      group->all_reduce(xs[k], distributed::ReduceOp::kAvg);
+      group->all_reduce(xs[k], distributed::ReduceOp::kSum);
       if (i >= kWarmup) times[k].push_back(seconds_since(start) * 1e6);
     }
   }
@@ -363,7 +363,8 @@ ReplayOptions host_replay_options() {
   // calibrated once on the Mlp's single-device bench step (batch 256): the non-GEMM ops
   // (elementwise, softmax) reach this share of the memcpy rate. The optimizer streams its state
   // at the DRAM rate itself (host_gpu's cold_mem_bw_gbs: SGD with momentum on the Mlp, 13.4 MB
-  // read + written, takes 0.63-0.72 ms in a step, 19-21 GB/s, twice the DRAM memcpy's copy rate).
+  // read + written, takes 0.63-0.72 ms in a step, 19-21 GB/s moved, as a 64 MiB memcpy moves
+  // them: 9-13 GB/s copied, each byte read and written).
   // conv is not calibrated (the check runs the Mlp only).
   o.efficiency.gemm = 1.0;
   o.efficiency.conv = 1.0;

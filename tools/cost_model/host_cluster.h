@@ -1,5 +1,5 @@
 // host_cluster: the cost model's "host mode": this machine's host devices described as a cluster
-// (a "GPU" whose peaks are the measured single-thread GEMM and memcpy rates, links at the memcpy
+// (a "GPU" whose peaks are the measured single-thread GEMM and memcpy rates, links at the DRAM
 // rate, DDP's ranks joined by their process group, MPI or Gloo, as a network), to check the
 // replay against //tools:bench on the same machine (tests/tools/cost_model/host_check_test.cc).
 //
@@ -68,7 +68,7 @@ struct AllReduceRates {
   double alpha_us = 0, gbs = 0;  // t = 2 alpha + bytes / gbs through the small message and the
                                  // buckets' total (the replay then gives the buckets' sum exactly)
 };
-// The all-reduce of `backend` ("mpi" or "gloo"; ReduceOp::kAvg, float32, as DDP's reducer)
+// The all-reduce of `backend` ("mpi" or "gloo"; ReduceOp::kSum, float32, as DDP's reducer)
 // between 2 ranks of this machine, started as //tools:bench starts its DDP ranks (mpi: by
 // mpirun; gloo: as child processes rendezvousing through a fresh directory), one host device of
 // one thread each, running `self_exe` with all_reduce_worker_main's arguments; each rep is a

@@ -58,7 +58,7 @@ TEST(ReplayTest, ReduceAddsSumsCostDeviceZeroOnlyWhenNotInFlight) {
   spec.model = "mlp";
   spec.batch_per_device = 32;
   const TracedStep t = trace_dp_step(spec, 2);
-  int64_t add_bytes = 0;  // reduce-add's adds on device 0: the backward adds of gradients' size
+  int64_t add_bytes = 0;  // backward adds on device 0: for the Mlp, reduce-add's alone
   for (const TraceEvent& e : t.events) {
     if (e.kind == TraceKind::kOp && e.backward && e.name == "add" && e.device == t.devices[0]) {
       add_bytes += e.bytes_read + e.bytes_written;
