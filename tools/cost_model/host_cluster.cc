@@ -154,6 +154,10 @@ void all_reduce_rank(const std::string& store, const std::string& result, int re
   for (int i = 0; i < kWarmup + reps; ++i) {
     group->barrier();
     for (size_t k = 0; k < xs.size(); ++k) {
+      // Written just before, by this thread, as DDP's reducer writes a bucket (the gradients
+      // divided into it) before its communication thread reduces it: the all-reduce then reads
+      // lines another core may hold, as in a step, not the ones its last rep left in its cache.
+      xs[k].fill_(static_cast<float>(i));
       const auto start = Clock::now();
       group->all_reduce(xs[k], distributed::ReduceOp::kSum);
       if (i >= kWarmup) times[k].push_back(seconds_since(start) * 1e6);

@@ -73,8 +73,9 @@ struct AllReduceRates {
 // mpirun; gloo: as child processes rendezvousing through a fresh directory), one host device of
 // one thread each, running `self_exe` with all_reduce_worker_main's arguments; each rep is a
 // barrier, then an all-reduce of 4 KiB and one of each of `buckets` in turn (a DDP step's end of
-// backward), timed on rank 0; medians of `reps` after 3 warm-ups. `self_exe`'s main() must call
-// all_reduce_worker_main first.
+// backward), each buffer written by the rank's own thread just before (as the reducer fills a
+// bucket for its communication thread), timed on rank 0; medians of `reps` after 3 warm-ups.
+// `self_exe`'s main() must call all_reduce_worker_main first.
 AllReduceRates measure_all_reduce(const std::string& self_exe, const std::vector<int64_t>& buckets,
                                   int reps, const std::string& backend = "mpi");
 // The rank side of measure_all_reduce. Returns -1 when argv is not a worker's (the caller

@@ -2,10 +2,11 @@
 // traced (single, DataParallel on 2 host devices, one DDP rank) and replayed on host_cluster, then
 // measured with the bench's own runs (run_in_process; run_ddp with the bench binary, 2 processes
 // over MPI, the bench's default). The rates (the traced GEMMs alone and 2 at once, memcpy, MPI's
-// all-reduce at the DDP buckets' sizes) are measured in every round beside the bench's runs,
-// medians over the rounds. Asserts the predicted speed-ups of dp 2 and ddp 2 over one device
-// within 15% of the measured ones (ratios survive machine load better than times); prints the
-// absolute figures.
+// all-reduce at the DDP buckets' sizes) are measured in every round beside the bench's runs; the
+// best of the rounds on both sides (the fastest rates, the fastest steps: a neighbour on this VM
+// only ever slows a run down, so the best round is the machine undisturbed, timeit's rule). Asserts
+// the predicted speed-ups of dp 2 and ddp 2 over one device within 15% of the measured ones (ratios
+// survive machine load better than times); prints the absolute figures.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -36,9 +37,10 @@ std::string g_bench;  // the path of //tools:bench (argv[1])
 constexpr int64_t kBatch = 256;  // global batch, as the README's bench rows
 constexpr int kRounds = 5;       // rates, single, dp, ddp measured in turn, kRounds times
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
+// The best of `v`: its largest value for a rate, its smallest for a time.
+double best(const std::vector<double>& v, bool rate) {
+  if (v.empty()) return 0;
+  return rate ? *std::max_element(v.begin(), v.end()) : *std::min_element(v.begin(), v.end());
 }
 
 StepSpec mlp(int64_t batch_per_device) {
@@ -64,7 +66,7 @@ tools::BenchConfig bench(const std::string& mode, int devices) {
 struct Round {
   double gemm_single = 0, gemm_shared = 0, memcpy = 0, dram = 0;
   AllReduceRates all_reduce;           // the bench's DDP backend (mpi)
-  double single = 0, dp = 0, ddp = 0;  // measured step medians, ms
+  double single = 0, dp = 0, ddp = 0;  // the bench's step times (medians of its steps), ms
 };
 
 TEST(HostCheckTest, MlpDataParallelAndDdpSpeedupsMatchTheBenchWithin15Percent) {
@@ -79,8 +81,10 @@ TEST(HostCheckTest, MlpDataParallelAndDdpSpeedupsMatchTheBenchWithin15Percent) {
   const std::vector<int64_t> buckets = bucket_bytes(t_ddp);
   ASSERT_FALSE(buckets.empty());
 
-  // Rates and bench rounds interleaved: a burst of load on the machine hits one round of every
-  // rate and every mode, and the medians over rounds drop it.
+  // Rates and bench rounds interleaved: a burst of load on the machine hits a round or two of the
+  // rates and the modes, and the best of the rounds drops it. (Medians did not: in CI, right after
+  // the build, DataParallel's step took 9.5-9.8 ms in 2 rounds of 5 and 7.0-7.3 in two more, 5.9
+  // in the fifth, while single and DDP ran steady.)
   std::printf(
       "memory-bound ops of the step move %lld bytes (bytes-weighted median): memcpy at that size\n",
       static_cast<long long>(memory_op_bytes(t_single)));
@@ -120,26 +124,27 @@ TEST(HostCheckTest, MlpDataParallelAndDdpSpeedupsMatchTheBenchWithin15Percent) {
         "%.3f/%.3f\n",
         ps, pd, pq, ps / pd, r.single / r.dp, ps / pq, r.single / r.ddp);
   }
-  auto med = [&](double Round::*field) {
+  auto of_rounds = [&](double Round::*field, bool rate) {
     std::vector<double> v;
     for (const Round& r : rounds) v.push_back(r.*field);
-    return median(v);
+    return best(v, rate);
   };
-  auto med_ddp = [&](double AllReduceRates::*field) {
+  auto of_all_reduce = [&](double AllReduceRates::*field, bool rate) {
     std::vector<double> v;
     for (const Round& r : rounds) v.push_back(r.all_reduce.*field);
-    return median(v);
+    return best(v, rate);
   };
   HostRates rates;
-  rates.sgemm_gflops = med(&Round::gemm_single);
-  rates.sgemm_gflops_shared = med(&Round::gemm_shared);
+  rates.sgemm_gflops = of_rounds(&Round::gemm_single, true);
+  rates.sgemm_gflops_shared = of_rounds(&Round::gemm_shared, true);
   rates.shared_devices = 2;
-  rates.memcpy_gbs = med(&Round::memcpy);
-  rates.dram_gbs = med(&Round::dram);
-  rates.ddp_alpha_us = med_ddp(&AllReduceRates::alpha_us);
-  rates.ddp_gbs = med_ddp(&AllReduceRates::gbs);
+  rates.memcpy_gbs = of_rounds(&Round::memcpy, true);
+  rates.dram_gbs = of_rounds(&Round::dram, true);
+  rates.ddp_alpha_us = of_all_reduce(&AllReduceRates::alpha_us, false);
+  rates.ddp_gbs = of_all_reduce(&AllReduceRates::gbs, true);
   std::printf(
-      "medians: gemm %.1f GFLOP/s alone, %.1f per device 2 at once; memcpy %.2f GB/s, %.2f GB/s "
+      "best of the rounds: gemm %.1f GFLOP/s alone, %.1f per device 2 at once; memcpy %.2f GB/s, "
+      "%.2f GB/s "
       "from DRAM; ddp all-reduce alpha %.0f us, %.2f GB/s\n",
       rates.sgemm_gflops, rates.sgemm_gflops_shared, rates.memcpy_gbs, rates.dram_gbs,
       rates.ddp_alpha_us, rates.ddp_gbs);
@@ -155,7 +160,8 @@ TEST(HostCheckTest, MlpDataParallelAndDdpSpeedupsMatchTheBenchWithin15Percent) {
   }
   std::fflush(stdout);
 
-  const double ms_single = med(&Round::single), ms_dp = med(&Round::dp), ms_ddp = med(&Round::ddp);
+  const double ms_single = of_rounds(&Round::single, false), ms_dp = of_rounds(&Round::dp, false),
+               ms_ddp = of_rounds(&Round::ddp, false);
   const double pred_dp = single.step_ms / dp.step_ms, pred_ddp = single.step_ms / ddp.step_ms;
   const double meas_dp = ms_single / ms_dp, meas_ddp = ms_single / ms_ddp;
   std::printf("%-10s %12s %12s %8s\n", "mlp b256", "predicted", "measured", "pred/meas");
