@@ -144,8 +144,7 @@ TEST(HostCheckTest, MlpDataParallelAndDdpSpeedupsMatchTheBenchWithin15Percent) {
   rates.ddp_gbs = of_all_reduce(&AllReduceRates::gbs, true);
   std::printf(
       "best of the rounds: gemm %.1f GFLOP/s alone, %.1f per device 2 at once; memcpy %.2f GB/s, "
-      "%.2f GB/s "
-      "from DRAM; ddp all-reduce alpha %.0f us, %.2f GB/s\n",
+      "%.2f GB/s from DRAM; ddp all-reduce alpha %.0f us, %.2f GB/s\n",
       rates.sgemm_gflops, rates.sgemm_gflops_shared, rates.memcpy_gbs, rates.dram_gbs,
       rates.ddp_alpha_us, rates.ddp_gbs);
 
