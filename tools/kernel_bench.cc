@@ -1,6 +1,7 @@
-// kernel_bench: single-thread GFLOP/s of the host backend's heavy kernels — a large SGEMM through
-// oneDNN and the ConvNet's convolutions (forward, backward data, backward weights) at batch 100 —
-// so a change of kernel or layout can be measured. A benchmark, not a test.
+// kernel_bench: the single-thread speed of the host backend's heavy kernels, so a change of kernel
+// or layout can be measured: GFLOP/s of a large SGEMM through oneDNN and of the ConvNet's
+// convolutions (forward, backward data, backward weights) at batch 100; GB/s of the memory-bound
+// layers and of the optimizers' updates. A benchmark, not a test.
 #include <omp.h>
 
 #include <algorithm>
@@ -121,6 +122,25 @@ void bench_linear(dpe::Backend& b, int64_t n, int64_t in, int64_t out, int reps)
   report(label, 2 * flops, time_it([&] { b.linear_backward(x, w, gy, gx, gw, gb); }, reps));
 }
 
+// The optimizers' updates over n parameters (the Mlp has 669,706), as GB/s of the parameter,
+// gradient and state tensors read and written: memory-bound when vectorized.
+void bench_optimizers(dpe::Backend& b, int64_t n, int reps) {
+  Tensor p = filled({n}, 0.5f), g = filled({n}, 0.01f), buf = filled({n}, 0.0f);
+  Tensor v = filled({n}, 0.0f);
+  const double bytes = 4.0 * static_cast<double>(n);
+  char label[80];
+  dpe::SgdOptions sgd;
+  sgd.momentum = 0.9f;
+  std::snprintf(label, sizeof label, "sgd momentum, %lld params", static_cast<long long>(n));
+  report_bytes(label, 5 * bytes, time_it([&] { b.sgd_step(p, g, buf, sgd, false); }, reps));
+  dpe::AdamOptions adam;
+  adam.adamw = true;
+  adam.weight_decay = 0.01f;
+  int64_t step = 0;
+  std::snprintf(label, sizeof label, "adamw, %lld params", static_cast<long long>(n));
+  report_bytes(label, 7 * bytes, time_it([&] { b.adam_step(p, g, buf, v, adam, ++step); }, reps));
+}
+
 // One training step of the ConvNet's layers at batch n (no autograd, no optimizer): the sum of
 // the kernels the host backend runs, to set against PyTorch's time per step.
 double convnet_step(dpe::Backend& b, int64_t n, int reps) {
@@ -221,6 +241,7 @@ int main() {
   bench_linear(b, 64, 784, 512, 50);
   bench_linear(b, 64, 512, 512, 50);
   bench_linear(b, 64, 512, 10, 50);
+  bench_optimizers(b, 669706, 50);
   std::printf("%-40s %9.3f ms\n", "ConvNet step kernels, batch 100",
               convnet_step(b, 100, 20) * 1e3);
   std::printf("%-40s %9.3f ms\n", "gpt-small attention fwd+bwd, batch 8",

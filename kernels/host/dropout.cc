@@ -21,7 +21,7 @@ void dropout_mask(HostContext&, float p, uint64_t seed, float* mask, int64_t n) 
   // p == 1 drops everything (torch returns zeros rather than 0 * inf).
   const float keep_scale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
   const uint64_t base = mix(seed);
-#pragma omp parallel for simd if (n >= kParallelGrain)
+#pragma omp parallel for simd if (parallel : n >= kParallelGrain)
   for (int64_t i = 0; i < n; ++i) {
     // 24 random bits give a uniform float in [0, 1).
     const float u = static_cast<float>(mix(base + static_cast<uint64_t>(i)) >> 40) * 0x1.0p-24f;

@@ -32,7 +32,7 @@ void embedding_forward(HostContext&, const float* weight, const int64_t* index, 
 void embedding_backward(HostContext&, const int64_t* index, const float* gy, float* gw, int64_t n,
                         int64_t rows, int64_t cols) {
   check_indices(index, n, rows);
-#pragma omp parallel for simd if (rows * cols >= kParallelGrain)
+#pragma omp parallel for simd if (parallel : rows * cols >= kParallelGrain)
   for (int64_t k = 0; k < rows * cols; ++k) gw[k] = 0.0f;
   // Each thread owns a block of columns and walks every index in order: repeated indices
   // accumulate without races, in the same order whatever the thread count.

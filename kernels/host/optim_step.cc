@@ -7,26 +7,82 @@
 
 namespace dpe::host {
 
+namespace {
+
+// The loops take their options as template arguments: a loop-invariant branch in the body
+// (`wd != 0 ? ... : ...`) is left as a branch at -O2, and the loop then runs scalar even under
+// `omp simd` (SGD over the Mlp's 670 k parameters took 550 us a step instead of 130).
+template <bool kDecay, bool kFirst, bool kNesterov>
+void sgd_momentum(float* param, const float* grad, float* buf, float lr, float wd, float mom,
+                  float damp, int64_t n) {
+#pragma omp parallel for simd if (parallel : n >= kParallelGrain)
+  for (int64_t i = 0; i < n; ++i) {
+    float d = grad[i];
+    if constexpr (kDecay) d += wd * param[i];
+    float b;
+    if constexpr (kFirst) {
+      b = d;
+    } else {
+      b = mom * buf[i] + damp * d;
+    }
+    buf[i] = b;
+    if constexpr (kNesterov) {
+      d += mom * b;
+    } else {
+      d = b;
+    }
+    param[i] -= lr * d;
+  }
+}
+
+template <bool kDecay>
+void sgd_plain(float* param, const float* grad, float lr, float wd, int64_t n) {
+#pragma omp parallel for simd if (parallel : n >= kParallelGrain)
+  for (int64_t i = 0; i < n; ++i) {
+    float d = grad[i];
+    if constexpr (kDecay) d += wd * param[i];
+    param[i] -= lr * d;
+  }
+}
+
+template <bool kL2>
+void adam_loop(float* param, const float* grad, float* exp_avg, float* exp_avg_sq, float b1,
+               float b2, float eps, float l2, float decay, float step_size, float bc2_sqrt,
+               int64_t n) {
+#pragma omp parallel for simd if (parallel : n >= kParallelGrain)
+  for (int64_t i = 0; i < n; ++i) {
+    float p = param[i] * decay;
+    float g = grad[i];
+    if constexpr (kL2) g += l2 * param[i];
+    const float m = exp_avg[i] + (1.0f - b1) * (g - exp_avg[i]);  // torch's lerp_
+    const float v = exp_avg_sq[i] * b2 + (1.0f - b2) * g * g;
+    exp_avg[i] = m;
+    exp_avg_sq[i] = v;
+    const float denom = std::sqrt(v) / bc2_sqrt + eps;
+    p -= step_size * (m / denom);
+    param[i] = p;
+  }
+}
+
+}  // namespace
+
 void sgd_step(HostContext&, float* param, const float* grad, float* buf, const SgdOptions& o,
               bool first, int64_t n) {
   const float lr = o.lr, wd = o.weight_decay, mom = o.momentum, damp = 1.0f - o.dampening;
+  const bool decay = wd != 0.0f;
   if (mom == 0.0f) {
-#pragma omp parallel for simd if (n >= kParallelGrain)
-    for (int64_t i = 0; i < n; ++i) {
-      const float d = wd != 0.0f ? grad[i] + wd * param[i] : grad[i];
-      param[i] -= lr * d;
-    }
+    (decay ? sgd_plain<true> : sgd_plain<false>)(param, grad, lr, wd, n);
     return;
   }
   DPE_CHECK(buf != nullptr, "sgd_step: momentum " << mom << " needs a momentum buffer");
-#pragma omp parallel for simd if (n >= kParallelGrain)
-  for (int64_t i = 0; i < n; ++i) {
-    float d = wd != 0.0f ? grad[i] + wd * param[i] : grad[i];
-    const float b = first ? d : mom * buf[i] + damp * d;
-    buf[i] = b;
-    d = o.nesterov ? d + mom * b : b;
-    param[i] -= lr * d;
-  }
+  using Loop = void (*)(float*, const float*, float*, float, float, float, float, int64_t);
+  // [decay][first][nesterov]
+  static constexpr Loop kLoops[2][2][2] = {
+      {{sgd_momentum<false, false, false>, sgd_momentum<false, false, true>},
+       {sgd_momentum<false, true, false>, sgd_momentum<false, true, true>}},
+      {{sgd_momentum<true, false, false>, sgd_momentum<true, false, true>},
+       {sgd_momentum<true, true, false>, sgd_momentum<true, true, true>}}};
+  kLoops[decay][first][o.nesterov](param, grad, buf, lr, wd, mom, damp, n);
 }
 
 void adam_step(HostContext&, float* param, const float* grad, float* exp_avg, float* exp_avg_sq,
@@ -40,18 +96,8 @@ void adam_step(HostContext&, float* param, const float* grad, float* exp_avg, fl
   const float b1 = o.beta1, b2 = o.beta2, eps = o.eps;
   const float l2 = o.adamw ? 0.0f : o.weight_decay;
   const float decay = o.adamw ? 1.0f - o.lr * o.weight_decay : 1.0f;
-#pragma omp parallel for simd if (n >= kParallelGrain)
-  for (int64_t i = 0; i < n; ++i) {
-    float p = param[i] * decay;
-    const float g = l2 != 0.0f ? grad[i] + l2 * param[i] : grad[i];
-    const float m = exp_avg[i] + (1.0f - b1) * (g - exp_avg[i]);  // torch's lerp_
-    const float v = exp_avg_sq[i] * b2 + (1.0f - b2) * g * g;
-    exp_avg[i] = m;
-    exp_avg_sq[i] = v;
-    const float denom = std::sqrt(v) / bc2_sqrt + eps;
-    p -= step_size * (m / denom);
-    param[i] = p;
-  }
+  (l2 != 0.0f ? adam_loop<true> : adam_loop<false>)(param, grad, exp_avg, exp_avg_sq, b1, b2, eps,
+                                                    l2, decay, step_size, bc2_sqrt, n);
 }
 
 }  // namespace dpe::host

@@ -8,7 +8,7 @@ namespace dpe::host {
 
 float sum_all(HostContext&, const float* x, int64_t n) {
   double total = 0.0;
-#pragma omp parallel for simd reduction(+ : total) if (n >= kParallelGrain)
+#pragma omp parallel for simd reduction(+ : total) if (parallel : n >= kParallelGrain)
   for (int64_t i = 0; i < n; ++i) total += x[i];
   return static_cast<float>(total);
 }
@@ -29,7 +29,7 @@ void argmax_rows(HostContext&, const float* x, int64_t* out, int64_t rows, int64
 bool all_finite(HostContext&, const float* x, int64_t n) {
   // x - x is 0 for finite x and NaN for inf or NaN; summing keeps the loop branch-free.
   float acc = 0.0f;
-#pragma omp parallel for simd reduction(+ : acc) if (n >= kParallelGrain)
+#pragma omp parallel for simd reduction(+ : acc) if (parallel : n >= kParallelGrain)
   for (int64_t i = 0; i < n; ++i) acc += x[i] - x[i];
   return acc == 0.0f;
 }

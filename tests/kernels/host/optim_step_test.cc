@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "kernels/host/elementwise.h"
 #include "tests/kernels/host/kernel_test_util.h"
 
 namespace dpe::host {
@@ -25,55 +26,60 @@ void sgd_reference(std::vector<double>& p, const std::vector<float>& g, std::vec
   }
 }
 
+// Every combination of the options (each is a loop of its own in the kernel), below and above the
+// size at which the loop is split between threads.
 TEST(OptimStepTest, SgdMatchesTorchFormulas) {
   HostContext ctx;
-  const int64_t n = 1001;
-  for (SgdOptions o :
-       {SgdOptions{0.1f, 0.0f, 0.0f, 0.0f, false}, SgdOptions{0.1f, 0.9f, 0.0f, 0.0f, false},
-        SgdOptions{0.05f, 0.9f, 0.1f, 1e-2f, false}, SgdOptions{0.05f, 0.8f, 0.0f, 1e-3f, true}}) {
-    auto p = random_floats(n, 1);
-    std::vector<float> buf(n, 0.0f);
-    std::vector<double> rp(p.begin(), p.end()), rbuf(n, 0.0);
-    for (int step = 0; step < 3; ++step) {
-      const auto g = random_floats(n, 10 + step);
-      sgd_step(ctx, p.data(), g.data(), buf.data(), o, step == 0, n);
-      sgd_reference(rp, g, rbuf, o, step == 0);
+  for (int64_t n : {int64_t{1001}, kParallelGrain + 17}) {
+    for (SgdOptions o :
+         {SgdOptions{0.1f, 0.0f, 0.0f, 0.0f, false}, SgdOptions{0.1f, 0.0f, 0.0f, 1e-2f, false},
+          SgdOptions{0.1f, 0.9f, 0.0f, 0.0f, false}, SgdOptions{0.05f, 0.9f, 0.1f, 1e-2f, false},
+          SgdOptions{0.05f, 0.8f, 0.0f, 1e-3f, true}, SgdOptions{0.05f, 0.9f, 0.0f, 0.0f, true}}) {
+      auto p = random_floats(n, 1);
+      std::vector<float> buf(n, 0.0f);
+      std::vector<double> rp(p.begin(), p.end()), rbuf(n, 0.0);
+      for (int step = 0; step < 3; ++step) {
+        const auto g = random_floats(n, 10 + step);
+        sgd_step(ctx, p.data(), g.data(), buf.data(), o, step == 0, n);
+        sgd_reference(rp, g, rbuf, o, step == 0);
+      }
+      expect_close(rp, p, 1e-5, 1e-6, "sgd param");
+      if (o.momentum != 0.0f) expect_close(rbuf, buf, 1e-5, 1e-6, "sgd momentum buffer");
     }
-    expect_close(rp, p, 1e-5, 1e-6, "sgd param");
-    if (o.momentum != 0.0f) expect_close(rbuf, buf, 1e-5, 1e-6, "sgd momentum buffer");
   }
 }
 
 TEST(OptimStepTest, AdamAndAdamWMatchTorchFormulas) {
   HostContext ctx;
-  const int64_t n = 777;
-  for (AdamOptions o : {AdamOptions{1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, false},
-                        AdamOptions{1e-2f, 0.8f, 0.99f, 1e-6f, 1e-2f, false},
-                        AdamOptions{1e-2f, 0.9f, 0.999f, 1e-8f, 1e-1f, true}}) {
-    auto p = random_floats(n, 2);
-    std::vector<float> m(n, 0.0f), v(n, 0.0f);
-    std::vector<double> rp(p.begin(), p.end()), rm(n, 0.0), rv(n, 0.0);
-    for (int64_t step = 1; step <= 4; ++step) {
-      const auto g = random_floats(n, 20 + step);
-      adam_step(ctx, p.data(), g.data(), m.data(), v.data(), o, step, n);
-      const double bc1 = 1.0 - std::pow(double(o.beta1), step);
-      const double bc2 = 1.0 - std::pow(double(o.beta2), step);
-      for (int64_t i = 0; i < n; ++i) {
-        double gi = g[i];
-        if (o.adamw) {
-          rp[i] *= 1.0 - double(o.lr) * o.weight_decay;
-        } else {
-          gi += double(o.weight_decay) * rp[i];
+  for (int64_t n : {int64_t{777}, kParallelGrain + 5}) {
+    for (AdamOptions o : {AdamOptions{1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, false},
+                          AdamOptions{1e-2f, 0.8f, 0.99f, 1e-6f, 1e-2f, false},
+                          AdamOptions{1e-2f, 0.9f, 0.999f, 1e-8f, 1e-1f, true}}) {
+      auto p = random_floats(n, 2);
+      std::vector<float> m(n, 0.0f), v(n, 0.0f);
+      std::vector<double> rp(p.begin(), p.end()), rm(n, 0.0), rv(n, 0.0);
+      for (int64_t step = 1; step <= 4; ++step) {
+        const auto g = random_floats(n, 20 + step);
+        adam_step(ctx, p.data(), g.data(), m.data(), v.data(), o, step, n);
+        const double bc1 = 1.0 - std::pow(double(o.beta1), step);
+        const double bc2 = 1.0 - std::pow(double(o.beta2), step);
+        for (int64_t i = 0; i < n; ++i) {
+          double gi = g[i];
+          if (o.adamw) {
+            rp[i] *= 1.0 - double(o.lr) * o.weight_decay;
+          } else {
+            gi += double(o.weight_decay) * rp[i];
+          }
+          rm[i] = o.beta1 * rm[i] + (1.0 - o.beta1) * gi;
+          rv[i] = o.beta2 * rv[i] + (1.0 - o.beta2) * gi * gi;
+          const double denom = std::sqrt(rv[i]) / std::sqrt(bc2) + o.eps;
+          rp[i] -= o.lr / bc1 * rm[i] / denom;
         }
-        rm[i] = o.beta1 * rm[i] + (1.0 - o.beta1) * gi;
-        rv[i] = o.beta2 * rv[i] + (1.0 - o.beta2) * gi * gi;
-        const double denom = std::sqrt(rv[i]) / std::sqrt(bc2) + o.eps;
-        rp[i] -= o.lr / bc1 * rm[i] / denom;
       }
+      expect_close(rp, p, 1e-4, 1e-6, "adam param");
+      expect_close(rm, m, 1e-4, 1e-7, "adam exp_avg");
+      expect_close(rv, v, 1e-4, 1e-9, "adam exp_avg_sq");
     }
-    expect_close(rp, p, 1e-4, 1e-6, "adam param");
-    expect_close(rm, m, 1e-4, 1e-7, "adam exp_avg");
-    expect_close(rv, v, 1e-4, 1e-9, "adam exp_avg_sq");
   }
 }
 
