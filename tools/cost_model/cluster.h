@@ -27,10 +27,6 @@ struct GpuSpec {
   int sm = 0;          // compute capability x10 (75, 70, 80, 90): picks the NVLink rate
   int nvlinks = 0;     // NVLink ports of the GPU (0: none); more NV# in a matrix means NVSwitch
   int pcie_gen = 3;    // host interface: PCIe gen x16
-  // Host devices only (the cost model's host mode): the rate for data no cache holds, read and
-  // written (a CPU's DRAM: the optimizer's state, last touched a step ago). 0: mem_bw_gbs (a GPU's
-  // kernels stream from HBM either way).
-  double cold_mem_bw_gbs = 0;
   double peak_tflops(Precision p) const;
 };
 const std::vector<GpuSpec>& gpu_specs();

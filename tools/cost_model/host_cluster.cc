@@ -129,7 +129,6 @@ GpuSpec host_gpu(double gflops, const HostRates& r) {
   g.name = "host (1 thread)";
   g.fp32_tflops = g.tf32_tflops = g.fp16_tflops = gflops / 1e3;
   g.mem_bw_gbs = 2 * r.memcpy_gbs;  // the roofline counts bytes read + written; memcpy does both
-  g.cold_mem_bw_gbs = r.dram_gbs > 0 ? 2 * r.dram_gbs : 0;  // 0: no DRAM rate measured
   g.mem_gib = 0;
   // The per-op floor of a host op (allocation, the validating front, oneDNN's primitive cache):
   // an assumption at the µs level; the Mlp's ops take tens of µs or more.
@@ -365,10 +364,8 @@ ReplayOptions host_replay_options() {
   o.reduce_add_in_flight = false;
   // The GEMM peak is measured on the step's own GEMMs: gemm runs at it by construction. memory:
   // calibrated once on the Mlp's single-device bench step (batch 256): the non-GEMM ops
-  // (elementwise, softmax) reach this share of the memcpy rate. The optimizer streams its state
-  // at the DRAM rate itself (host_gpu's cold_mem_bw_gbs: SGD with momentum on the Mlp, 13.4 MB
-  // read + written, takes 0.63-0.72 ms in a step, 19-21 GB/s moved, as a 64 MiB memcpy moves
-  // them: 9-13 GB/s copied, each byte read and written).
+  // (elementwise, softmax, the optimizer) reach this share of the memcpy rate (SGD with momentum
+  // on the Mlp, 13.4 MB read + written: 0.23-0.27 ms in a step, 0.28 predicted).
   // conv is not calibrated (the check runs the Mlp only).
   o.efficiency.gemm = 1.0;
   o.efficiency.conv = 1.0;

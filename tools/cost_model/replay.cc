@@ -211,10 +211,7 @@ bool is_kernel(const TraceEvent& e) {
 double op_time_us(const TraceEvent& e, const GpuSpec& gpu, const ReplayOptions& o) {
   const Efficiency& eff = o.efficiency;
   const double bytes = static_cast<double>(e.bytes_read + e.bytes_written);
-  // The optimizer streams its state (parameters, gradients, moments), which the step's
-  // activations have pushed out of a CPU's caches since the last step: the cold rate.
-  const bool cold = e.op_class == "optimizer" && gpu.cold_mem_bw_gbs > 0;
-  double t = transfer_us(bytes, cold ? gpu.cold_mem_bw_gbs : gpu.mem_bw_gbs * eff.memory);
+  double t = transfer_us(bytes, gpu.mem_bw_gbs * eff.memory);
   if (e.kind == TraceKind::kOp && e.flops > 0) {
     const bool tensor_math = e.op_class == "gemm" || e.op_class == "conv";
     const double peak = tensor_math ? gpu.peak_tflops(o.precision) : gpu.fp32_tflops;

@@ -36,21 +36,6 @@ TEST(ReplayTest, AnOpTakesTheSlowerOfItsFlopsAndItsBytesAndAtLeastALaunch) {
   EXPECT_NEAR(op_time_us(op("softmax", 1e3, 1'000'000'000), gpu, o), bytes, 1e-6);
 }
 
-// Host devices: the optimizer's state comes from DRAM (cold_mem_bw_gbs, no efficiency factor: it
-// streams like a memcpy); every other memory-bound op from the caches. A GPU has no cold rate.
-TEST(ReplayTest, OnHostDevicesTheOptimizerStreamsAtTheColdRate) {
-  GpuSpec host = gpu_spec("titanrtx");
-  host.mem_bw_gbs = 100;
-  host.cold_mem_bw_gbs = 20;
-  host.launch_us = 0;
-  ReplayOptions o;
-  o.efficiency.memory = 0.5;
-  EXPECT_NEAR(op_time_us(op("optimizer", 1e3, 20'000'000), host, o), 1000.0, 1e-9);
-  EXPECT_NEAR(op_time_us(op("elementwise", 1e3, 20'000'000), host, o), 400.0, 1e-9);
-  host.cold_mem_bw_gbs = 0;
-  EXPECT_NEAR(op_time_us(op("optimizer", 1e3, 20'000'000), host, o), 400.0, 1e-9);
-}
-
 // reduce_add_in_flight (GPUs: NCCL's reduce) leaves reduce-add's adds out of device 0's time;
 // on host devices device 0's core does them, after the copies.
 TEST(ReplayTest, ReduceAddsSumsCostDeviceZeroOnlyWhenNotInFlight) {
