@@ -141,6 +141,26 @@ void bench_optimizers(dpe::Backend& b, int64_t n, int reps) {
   report_bytes(label, 7 * bytes, time_it([&] { b.adam_step(p, g, buf, v, adam, ++step); }, reps));
 }
 
+// gpt-small's layer norm: [batch x 128 tokens, 256], with its affine parameters.
+void bench_layer_norm(dpe::Backend& b, int64_t rows, int64_t cols, int reps) {
+  Tensor x = activations({rows, cols}, false), gy = activations({rows, cols}, false);
+  Tensor gamma = filled({cols}, 1.1f), beta = filled({cols}, 0.1f);
+  Tensor y = Tensor::empty(x.shape()), gx = Tensor::empty(x.shape());
+  Tensor mean = Tensor::empty({rows}), rstd = Tensor::empty({rows});
+  Tensor ggamma = Tensor::empty({cols}), gbeta = Tensor::empty({cols});
+  const double bytes = 4.0 * static_cast<double>(rows * cols);
+  char label[80];
+  std::snprintf(label, sizeof label, "layer_norm [%lld, %lld] forward",
+                static_cast<long long>(rows), static_cast<long long>(cols));
+  report_bytes(label, 2 * bytes,
+               time_it([&] { b.layer_norm_forward(x, gamma, beta, 1e-5f, y, mean, rstd); }, reps));
+  std::snprintf(label, sizeof label, "layer_norm [%lld, %lld] backward",
+                static_cast<long long>(rows), static_cast<long long>(cols));
+  report_bytes(
+      label, 3 * bytes,
+      time_it([&] { b.layer_norm_backward(x, gy, gamma, mean, rstd, gx, ggamma, gbeta); }, reps));
+}
+
 // One training step of the ConvNet's layers at batch n (no autograd, no optimizer): the sum of
 // the kernels the host backend runs, to set against PyTorch's time per step.
 double convnet_step(dpe::Backend& b, int64_t n, int reps) {
@@ -242,6 +262,7 @@ int main() {
   bench_linear(b, 64, 512, 512, 50);
   bench_linear(b, 64, 512, 10, 50);
   bench_optimizers(b, 669706, 50);
+  bench_layer_norm(b, 1024, 256, 50);
   std::printf("%-40s %9.3f ms\n", "ConvNet step kernels, batch 100",
               convnet_step(b, 100, 20) * 1e3);
   std::printf("%-40s %9.3f ms\n", "gpt-small attention fwd+bwd, batch 8",

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "kernels/host/elementwise.h"
 
@@ -10,6 +11,11 @@ namespace dpe::host {
 void layer_norm_forward(HostContext&, const LayerNormShape& s, const float* x, const float* gamma,
                         const float* beta, float eps, float* y, float* mean, float* rstd) {
   const float inv_cols = 1.0f / static_cast<float>(s.cols);
+  // Without affine parameters the loops read ones and zeros: a null check in a loop's body is a
+  // loop-invariant branch, which GCC leaves in place at -O2, and the loop then runs scalar.
+  std::vector<float> ones(gamma ? 0 : s.cols, 1.0f), zeros(beta ? 0 : s.cols, 0.0f);
+  const float* w = gamma ? gamma : ones.data();
+  const float* bias = beta ? beta : zeros.data();
 #pragma omp parallel for if (s.rows * s.cols >= kParallelGrain)
   for (int64_t r = 0; r < s.rows; ++r) {
     const float* in = x + r * s.cols;
@@ -26,9 +32,7 @@ void layer_norm_forward(HostContext&, const LayerNormShape& s, const float* x, c
     mean[r] = mu;
     rstd[r] = rs;
 #pragma omp simd
-    for (int64_t j = 0; j < s.cols; ++j) {
-      out[j] = (in[j] - mu) * rs * (gamma ? gamma[j] : 1.0f) + (beta ? beta[j] : 0.0f);
-    }
+    for (int64_t j = 0; j < s.cols; ++j) out[j] = (in[j] - mu) * rs * w[j] + bias[j];
   }
 }
 
@@ -36,6 +40,8 @@ void layer_norm_backward(HostContext&, const LayerNormShape& s, const float* x, 
                          const float* gamma, const float* mean, const float* rstd, float* gx,
                          float* ggamma, float* gbeta) {
   const float inv_cols = 1.0f / static_cast<float>(s.cols);
+  std::vector<float> ones(gamma ? 0 : s.cols, 1.0f);  // as in the forward
+  const float* w = gamma ? gamma : ones.data();
   // gx = rstd * (g - mean(g) - xhat * mean(g * xhat)) with g = gy * gamma, per row.
 #pragma omp parallel for if (s.rows * s.cols >= kParallelGrain)
   for (int64_t r = 0; r < s.rows; ++r) {
@@ -46,14 +52,14 @@ void layer_norm_backward(HostContext&, const LayerNormShape& s, const float* x, 
     float sum_g = 0.0f, sum_gx = 0.0f;
 #pragma omp simd reduction(+ : sum_g, sum_gx)
     for (int64_t j = 0; j < s.cols; ++j) {
-      const float g = go[j] * (gamma ? gamma[j] : 1.0f);
+      const float g = go[j] * w[j];
       sum_g += g;
       sum_gx += g * (in[j] - mu) * rs;
     }
     const float a = sum_g * inv_cols, b = sum_gx * inv_cols;
 #pragma omp simd
     for (int64_t j = 0; j < s.cols; ++j) {
-      const float g = go[j] * (gamma ? gamma[j] : 1.0f);
+      const float g = go[j] * w[j];
       out[j] = rs * (g - a - (in[j] - mu) * rs * b);
     }
   }
