@@ -10,8 +10,9 @@ namespace dpe::host {
 namespace {
 
 // The loops take their options as template arguments: a loop-invariant branch in the body
-// (`wd != 0 ? ... : ...`) is left as a branch at -O2, and the loop then runs scalar even under
-// `omp simd` (SGD over the Mlp's 670 k parameters took 550 us a step instead of 130).
+// (`first ? d : mom * buf[i] + ...`, `o.nesterov ? ...`) is left as a branch at -O2, and the loop
+// then runs scalar even under `omp simd` (SGD with momentum over the Mlp's 670 k parameters:
+// 550 us, against 92 us vectorized; without AVX-512's masked loads no such loop vectorizes).
 template <bool kDecay, bool kFirst, bool kNesterov>
 void sgd_momentum(float* param, const float* grad, float* buf, float lr, float wd, float mom,
                   float damp, int64_t n) {

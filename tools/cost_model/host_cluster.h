@@ -31,9 +31,7 @@ struct HostRates {
   int shared_devices = 1;            // the device count of sgemm_gflops_shared
   double memcpy_gbs = 5;             // memory-bound ops: one thread's memcpy (bytes copied per s)
   // One thread's memcpy of a buffer no cache holds (measure_memcpy_gbs's default size): the rate
-  // of data another core wrote or that a step has pushed out of the caches: DataParallel's
-  // copies between host devices (the other device's core wrote what is copied) and the
-  // optimizer's state. 0: memcpy_gbs.
+  // of data another core wrote: DataParallel's copies between host devices. 0: memcpy_gbs.
   double dram_gbs = 0;
   // DDP's all-reduce of 2 ranks (MPI's shared memory or Gloo's loopback TCP) as alpha-beta:
   // t = 2 alpha + bytes / gbs (the replay's ring over a network of one rank per node). See

@@ -69,6 +69,33 @@ TEST(LayerNormTest, ForwardAndBackwardMatchReference) {
     expect_close(y_plain, got_y, 1e-4, 1e-5, "layer_norm y without affine");
     layer_norm_backward(ctx, s, x.data(), gy.data(), nullptr, got_mean.data(), got_rstd.data(),
                         got_gx.data(), nullptr, nullptr);
+    std::vector<double> gx_plain(n);  // the formula above with gamma 1
+    for (int64_t r = 0; r < s.rows; ++r) {
+      double a = 0, b = 0;
+      for (int64_t j = 0; j < s.cols; ++j) {
+        const int64_t i = r * s.cols + j;
+        a += gy[i];
+        b += gy[i] * (x[i] - mean[r]) * rstd[r];
+      }
+      for (int64_t j = 0; j < s.cols; ++j) {
+        const int64_t i = r * s.cols + j;
+        gx_plain[i] = rstd[r] * (gy[i] - a / s.cols - (x[i] - mean[r]) * rstd[r] * b / s.cols);
+      }
+    }
+    expect_close(gx_plain, got_gx, 1e-3, 1e-4, "layer_norm gx without affine");
+
+    // One affine parameter without the other (ops::layer_norm allows either).
+    std::vector<double> y_gamma(n), y_beta(n);
+    for (int64_t i = 0; i < n; ++i) {
+      y_gamma[i] = y[i] - beta[i % s.cols];
+      y_beta[i] = y_plain[i] + beta[i % s.cols];
+    }
+    layer_norm_forward(ctx, s, x.data(), gamma.data(), nullptr, eps, got_y.data(), got_mean.data(),
+                       got_rstd.data());
+    expect_close(y_gamma, got_y, 1e-4, 1e-5, "layer_norm y with gamma only");
+    layer_norm_forward(ctx, s, x.data(), nullptr, beta.data(), eps, got_y.data(), got_mean.data(),
+                       got_rstd.data());
+    expect_close(y_beta, got_y, 1e-4, 1e-5, "layer_norm y with beta only");
   }
 }
 
