@@ -32,11 +32,13 @@ struct SgdOptions {
   bool nesterov = false;
 };
 
-// torch.optim.Adam / AdamW: bias-corrected moments, eps added after the square root.
+// torch.optim.Adam / AdamW: bias-corrected moments, eps added after the square root. The betas
+// are double, as PyTorch's Python floats: the kernels take 1 - beta rounded once from them (from
+// 0.999f, 1 - beta2 would be 1.3e-5 off PyTorch's).
 struct AdamOptions {
   float lr = 1e-3f;
-  float beta1 = 0.9f;
-  float beta2 = 0.999f;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
   float eps = 1e-8f;
   float weight_decay = 0.0f;
   bool adamw = false;  // decoupled weight decay (AdamW): p *= 1 - lr * weight_decay

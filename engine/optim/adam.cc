@@ -9,9 +9,9 @@ namespace dpe::optim {
 Adam::Adam(std::vector<Tensor> params, const AdamOptions& options)
     : Optimizer(std::move(params), options.lr), options_(options) {
   DPE_CHECK(options.eps >= 0.0f, "Invalid epsilon value: " << options.eps);
-  DPE_CHECK(options.beta1 >= 0.0f && options.beta1 < 1.0f,
+  DPE_CHECK(options.beta1 >= 0.0 && options.beta1 < 1.0,
             "Invalid beta parameter at index 0: " << options.beta1);
-  DPE_CHECK(options.beta2 >= 0.0f && options.beta2 < 1.0f,
+  DPE_CHECK(options.beta2 >= 0.0 && options.beta2 < 1.0,
             "Invalid beta parameter at index 1: " << options.beta2);
   exp_avg_.resize(params_.size());
   exp_avg_sq_.resize(params_.size());

@@ -31,8 +31,8 @@ class Adam : public Optimizer {
 // A type of its own, so an AdamW built from default options decays as PyTorch's does.
 struct AdamWOptions {
   float lr = 1e-3f;
-  float beta1 = 0.9f;
-  float beta2 = 0.999f;
+  double beta1 = 0.9;  // double, as AdamOptions' (kernels/op_params.h)
+  double beta2 = 0.999;
   float eps = 1e-8f;
   float weight_decay = 0.01f;
 };

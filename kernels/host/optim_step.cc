@@ -46,17 +46,19 @@ void sgd_plain(float* param, const float* grad, float lr, float wd, int64_t n) {
   }
 }
 
+// The moments as torch 1.13's single-tensor Adam updates them: exp_avg.mul_(beta1).add_(grad,
+// alpha=1 - beta1), exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2).
 template <bool kL2>
 void adam_loop(float* param, const float* grad, float* exp_avg, float* exp_avg_sq, float b1,
-               float b2, float eps, float l2, float decay, float step_size, float bc2_sqrt,
-               int64_t n) {
+               float one_minus_b1, float b2, float one_minus_b2, float eps, float l2, float decay,
+               float step_size, float bc2_sqrt, int64_t n) {
 #pragma omp parallel for simd if (parallel : n >= kParallelGrain)
   for (int64_t i = 0; i < n; ++i) {
     float p = param[i] * decay;
     float g = grad[i];
     if constexpr (kL2) g += l2 * param[i];
-    const float m = exp_avg[i] + (1.0f - b1) * (g - exp_avg[i]);  // torch's lerp_
-    const float v = exp_avg_sq[i] * b2 + (1.0f - b2) * g * g;
+    const float m = exp_avg[i] * b1 + one_minus_b1 * g;
+    const float v = exp_avg_sq[i] * b2 + one_minus_b2 * g * g;
     exp_avg[i] = m;
     exp_avg_sq[i] = v;
     const float denom = std::sqrt(v) / bc2_sqrt + eps;
@@ -94,11 +96,15 @@ void adam_step(HostContext&, float* param, const float* grad, float* exp_avg, fl
   const double bc2 = 1.0 - std::pow(static_cast<double>(o.beta2), static_cast<double>(step));
   const float step_size = static_cast<float>(static_cast<double>(o.lr) / bc1);
   const float bc2_sqrt = static_cast<float>(std::sqrt(bc2));
-  const float b1 = o.beta1, b2 = o.beta2, eps = o.eps;
+  const float b1 = static_cast<float>(o.beta1), b2 = static_cast<float>(o.beta2), eps = o.eps;
+  const float one_minus_b1 = static_cast<float>(1.0 - o.beta1);
+  const float one_minus_b2 = static_cast<float>(1.0 - o.beta2);
   const float l2 = o.adamw ? 0.0f : o.weight_decay;
-  const float decay = o.adamw ? 1.0f - o.lr * o.weight_decay : 1.0f;
-  (l2 != 0.0f ? adam_loop<true> : adam_loop<false>)(param, grad, exp_avg, exp_avg_sq, b1, b2, eps,
-                                                    l2, decay, step_size, bc2_sqrt, n);
+  const float decay =
+      o.adamw ? static_cast<float>(1.0 - static_cast<double>(o.lr) * o.weight_decay) : 1.0f;
+  (l2 != 0.0f ? adam_loop<true> : adam_loop<false>)(param, grad, exp_avg, exp_avg_sq, b1,
+                                                    one_minus_b1, b2, one_minus_b2, eps, l2, decay,
+                                                    step_size, bc2_sqrt, n);
 }
 
 }  // namespace dpe::host

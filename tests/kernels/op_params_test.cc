@@ -34,8 +34,8 @@ TEST(OptionsTest, DefaultsAreTorchOptimsDefaults) {
   EXPECT_FALSE(sgd.nesterov);
   const AdamOptions adam;
   EXPECT_EQ(adam.lr, 1e-3f);
-  EXPECT_EQ(adam.beta1, 0.9f);
-  EXPECT_EQ(adam.beta2, 0.999f);
+  EXPECT_EQ(adam.beta1, 0.9);
+  EXPECT_EQ(adam.beta2, 0.999);
   EXPECT_EQ(adam.eps, 1e-8f);
   EXPECT_FALSE(adam.adamw);
 }

@@ -49,16 +49,16 @@ TEST(AdamTest, DefaultsArePyTorchs) {
   // torch.optim.Adam: lr 1e-3, betas (0.9, 0.999), eps 1e-8, weight_decay 0.
   const AdamOptions adam;
   EXPECT_EQ(adam.lr, 1e-3f);
-  EXPECT_EQ(adam.beta1, 0.9f);
-  EXPECT_EQ(adam.beta2, 0.999f);
+  EXPECT_EQ(adam.beta1, 0.9);
+  EXPECT_EQ(adam.beta2, 0.999);
   EXPECT_EQ(adam.eps, 1e-8f);
   EXPECT_EQ(adam.weight_decay, 0.0f);
   EXPECT_FALSE(adam.adamw);
   // torch.optim.AdamW: the same but weight_decay 0.01.
   const AdamWOptions adamw;
   EXPECT_EQ(adamw.lr, 1e-3f);
-  EXPECT_EQ(adamw.beta1, 0.9f);
-  EXPECT_EQ(adamw.beta2, 0.999f);
+  EXPECT_EQ(adamw.beta1, 0.9);
+  EXPECT_EQ(adamw.beta2, 0.999);
   EXPECT_EQ(adamw.eps, 1e-8f);
   EXPECT_EQ(adamw.weight_decay, 0.01f);
 }

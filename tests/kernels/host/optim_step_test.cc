@@ -52,9 +52,9 @@ TEST(OptimStepTest, SgdMatchesTorchFormulas) {
 TEST(OptimStepTest, AdamAndAdamWMatchTorchFormulas) {
   HostContext ctx;
   for (int64_t n : {int64_t{777}, kParallelGrain + 5}) {
-    for (AdamOptions o : {AdamOptions{1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, false},
-                          AdamOptions{1e-2f, 0.8f, 0.99f, 1e-6f, 1e-2f, false},
-                          AdamOptions{1e-2f, 0.9f, 0.999f, 1e-8f, 1e-1f, true}}) {
+    for (AdamOptions o : {AdamOptions{1e-3f, 0.9, 0.999, 1e-8f, 0.0f, false},
+                          AdamOptions{1e-2f, 0.8, 0.99, 1e-6f, 1e-2f, false},
+                          AdamOptions{1e-2f, 0.9, 0.999, 1e-8f, 1e-1f, true}}) {
       auto p = random_floats(n, 2);
       std::vector<float> m(n, 0.0f), v(n, 0.0f);
       std::vector<double> rp(p.begin(), p.end()), rm(n, 0.0), rv(n, 0.0);
@@ -81,6 +81,17 @@ TEST(OptimStepTest, AdamAndAdamWMatchTorchFormulas) {
       expect_close(rv, v, 1e-4, 1e-9, "adam exp_avg_sq");
     }
   }
+}
+
+// PyTorch hands 1 - beta to its float kernels from Python's double betas: one rounding. From a
+// float beta2 = 0.999f, 1 - beta2 would be 0.00099998713, 1.3e-5 below PyTorch's 0.0010000000475.
+TEST(OptimStepTest, AdamRoundsOneMinusBetaOnceFromDouble) {
+  HostContext ctx;
+  float p = 1.0f, m = 0.0f, v = 0.0f;
+  const float g = 1.0f;
+  adam_step(ctx, &p, &g, &m, &v, AdamOptions{}, 1, 1);
+  EXPECT_EQ(m, static_cast<float>(1.0 - 0.9));
+  EXPECT_EQ(v, static_cast<float>(1.0 - 0.999));
 }
 
 }  // namespace
