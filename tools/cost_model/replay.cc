@@ -35,6 +35,7 @@ double shared_gbs(const Cluster& c, const std::string& resource, int transfers) 
 struct RingCost {
   double us_per_byte = 0;
   double latency_us = 0;
+  bool through_host = false;  // an edge inside a node goes through host memory (NCCL's SHM)
 };
 
 class Rings {
@@ -55,11 +56,16 @@ class Rings {
     const int n = static_cast<int>(order.size());
     // Edges inside each node; with several nodes the last GPU of a node feeds the next node's
     // first over the network (one flow out of and one into each node's NICs).
-    for (int node = 0; node < nodes_; ++node) {
-      for (int i = 0; i + 1 < n; ++i) {
-        for (const std::string& r : c_.path(order[i], order[i + 1])) load[prefix(node) + r] += 1;
-        latency = std::max(latency, c_.pair_latency_us(order[i], order[i + 1]));
+    bool through_host = false;
+    auto add_edge = [&](int node, int a, int b) {
+      for (const std::string& r : c_.path(a, b)) {
+        load[prefix(node) + r] += 1;
+        through_host = through_host || r.rfind("bridge:", 0) == 0;
       }
+      latency = std::max(latency, c_.pair_latency_us(a, b));
+    };
+    for (int node = 0; node < nodes_; ++node) {
+      for (int i = 0; i + 1 < n; ++i) add_edge(node, order[i], order[i + 1]);
     }
     if (nodes_ > 1) {
       for (int node = 0; node < nodes_; ++node) {
@@ -69,11 +75,11 @@ class Rings {
       }
       latency = std::max(latency, c_.network.latency_us);
     } else if (closed && n > 1) {
-      for (const std::string& r : c_.path(order[n - 1], order[0])) load[prefix(0) + r] += 1;
-      latency = std::max(latency, c_.pair_latency_us(order[n - 1], order[0]));
+      add_edge(0, order[n - 1], order[0]);
     }
     RingCost out;
     out.latency_us = latency;
+    out.through_host = through_host;
     for (const auto& [r, l] : load) {
       const double gbs = r.rfind("nic:", 0) == 0
                              ? c_.network.gbs_per_node
@@ -240,6 +246,10 @@ double all_reduce_us(const Cluster& c, int gpus, int64_t bytes) {
   return std::min(t_ring, t_tree);
 }
 
+bool all_reduce_through_host(const Cluster& c, int gpus) {
+  return gpus > 1 && Rings(c, gpus).cost(true).through_host;
+}
+
 double broadcast_us(const Cluster& c, int gpus, int64_t bytes) {
   if (gpus <= 1 || bytes == 0) return 0;
   const RingCost chain = Rings(c, gpus).cost(false);
@@ -333,6 +343,9 @@ Prediction replay_ddp(const TracedStep& trace, int gpus, const Cluster& c, const
   for (size_t i = 0; i < trace.events.size(); ++i) {
     if (trace.events[i].kind == TraceKind::kBucket) last_bucket = static_cast<int>(i);
   }
+  // Collectives that cannot overlap backward run on the compute stream, in order.
+  const bool serial = o.communication_uses_compute ||
+                      (!o.host_memory_all_reduce_overlaps && all_reduce_through_host(c, gpus));
   Stream s;
   double comm_free = 0, forward_end = -1, backward_end = 0, waited = 0, serial_comm = 0;
   for (size_t i = 0; i < trace.events.size(); ++i) {
@@ -341,7 +354,7 @@ Prediction replay_ddp(const TracedStep& trace, int gpus, const Cluster& c, const
     if (forward_end < 0 && (e.backward || step_op)) forward_end = s.gpu;
     if (e.kind == TraceKind::kBucket) {
       p.comm_bytes_per_gpu += static_cast<int64_t>(2.0 * (gpus - 1) / gpus * e.bytes_read);
-      if (o.communication_uses_compute) {
+      if (serial) {
         // On the compute stream: after the work queued before it, before the work after it.
         const double t = all_reduce_us(c, gpus, e.bytes_read);
         s.gpu = std::max(s.gpu, s.cpu) + t;
@@ -369,7 +382,7 @@ Prediction replay_ddp(const TracedStep& trace, int gpus, const Cluster& c, const
     if (!is_kernel(e)) continue;
     const double d = op_time_us(e, c.gpu, o);
     const double start = std::max(s.gpu, s.cpu + fw.op_dispatch_us);
-    if (!o.communication_uses_compute && o.overlap_slowdown > 0 && comm_free > start) {
+    if (!serial && o.overlap_slowdown > 0 && comm_free > start) {
       // The part of the op that runs beside the all-reduce runs slower.
       const double f = 1 + o.overlap_slowdown, window = comm_free - start;
       s.cpu += fw.op_dispatch_us;

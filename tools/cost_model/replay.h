@@ -38,6 +38,13 @@ struct ReplayOptions {
   // Gloo's copies and TCP work run on the CPU cores the ranks compute with, so an all-reduce
   // runs after the backward work queued before it and delays the work after it (no overlap).
   bool communication_uses_compute = false;
+  // DDP on GPUs whose all-reduce ring goes through host memory inside a node (NCCL's SHM
+  // transport: P2P disabled, or PHB/NODE/SYS pairs): false, the all-reduce does not overlap
+  // backward and adds its whole time to the step. Measured, not explained: in
+  // huggingface/transformers#9371 (2x RTX 3090, GPT-2 124M, run_clm.py) DDP without NVLink cost
+  // 101.2, 101.0 and 100.8 ms a step more than one GPU at blocks of 128, 256 and 512 tokens, while
+  // the step's compute grew 3x; over NVLink the same runs overlapped. True: treat it as any link.
+  bool host_memory_all_reduce_overlaps = false;
   // How much slower compute runs while a collective runs beside it (NCCL's kernels hold SMs and
   // memory bandwidth; a GEMM sized for every SM gets a tail wave): 18.9% on average, 40% at most,
   // measured for GPT and LLaMA training steps on 4 A100, H100, MI250 and MI210 (Characterizing
@@ -75,6 +82,8 @@ double op_time_us(const TraceEvent& e, const GpuSpec& gpu, const ReplayOptions& 
 // alpha-beta models on the fastest ring the topology allows; microseconds.
 double all_reduce_us(const Cluster& cluster, int gpus, int64_t bytes);
 double broadcast_us(const Cluster& cluster, int gpus, int64_t bytes);  // from GPU 0; = reduce
+// Whether the all-reduce ring over GPUs 0..gpus-1 crosses host memory inside a node (SHM).
+bool all_reduce_through_host(const Cluster& cluster, int gpus);
 
 // DataParallel's answer for more GPUs than one node has: not possible (one process).
 Prediction dp_across_nodes(int gpus);

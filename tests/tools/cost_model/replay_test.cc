@@ -106,7 +106,8 @@ TEST(ReplayTest, DdpOverlapsBucketsWithTheRestOfBackward) {
   o.framework.op_dispatch_us = 0;
   o.framework.ddp_fixed_us = 0;
   o.framework.ddp_per_tensor_us = 0;
-  o.overlap_slowdown = 0;  // checked on its own below
+  o.overlap_slowdown = 0;                    // checked on its own below
+  o.host_memory_all_reduce_overlaps = true;  // the slow link stands for any link here
   const GpuSpec& gpu = c.gpu;
   // forward 1 ms; backward: 10 ms, bucket A, 10 ms, bucket B (the last); step 1 ms.
   const double flops_per_ms = gpu.fp32_tflops * 1e9 * o.efficiency.gemm;
@@ -138,6 +139,45 @@ TEST(ReplayTest, DdpOverlapsBucketsWithTheRestOfBackward) {
   EXPECT_EQ(replay_ddp(t, 1, c, o).step_ms, 22);  // one GPU: nothing to reduce
 }
 
+// Through host memory (NCCL's SHM) the all-reduces do not overlap backward: each runs after the
+// compute queued before it and delays what follows (huggingface/transformers#9371).
+TEST(ReplayTest, AnAllReduceThroughHostMemoryDoesNotOverlapBackward) {
+  EXPECT_TRUE(all_reduce_through_host(cluster_preset("titanrtx-pcie", 2), 2));
+  EXPECT_FALSE(all_reduce_through_host(cluster_preset("titanrtx-nvlink", 2), 2));
+  EXPECT_FALSE(all_reduce_through_host(cluster_preset("dgx1-v100", 8), 8));  // an NVLink ring
+  EXPECT_FALSE(all_reduce_through_host(cluster_preset("pcie-a100", 2), 2));  // PIX: PCIe P2P
+  EXPECT_TRUE(all_reduce_through_host(cluster_preset("pcie-a100", 8), 8));   // SYS: two sockets
+  EXPECT_FALSE(all_reduce_through_host(cluster_preset("titanrtx-pcie", 2), 1));
+
+  const Cluster c = cluster_preset("titanrtx-pcie", 2);
+  ReplayOptions o;
+  o.framework.op_dispatch_us = 0;
+  o.framework.ddp_fixed_us = 0;
+  o.framework.ddp_per_tensor_us = 0;
+  const double flops_per_ms = c.gpu.fp32_tflops * 1e9 * o.efficiency.gemm;
+  // backward: 10 ms, bucket A, 10 ms, bucket B (the last).
+  TracedStep t;
+  t.events.push_back(op("gemm", 10 * flops_per_ms, 0, true));
+  TraceEvent a;
+  a.kind = TraceKind::kBucket;
+  a.bytes_read = 100'000'000;
+  t.events.push_back(a);
+  t.events.push_back(op("gemm", 10 * flops_per_ms, 0, true));
+  TraceEvent b = a;
+  b.bytes_read = 50'000'000;
+  t.events.push_back(b);
+  t.peak_bytes = {1};
+  const double ar = (all_reduce_us(c, 2, a.bytes_read) + all_reduce_us(c, 2, b.bytes_read)) / 1e3;
+  std::map<std::string, double> phases;
+  const Prediction p = replay_ddp(t, 2, c, o);
+  for (const auto& [name, ms] : p.phases) phases[name] = ms;
+  EXPECT_NEAR(phases["backward"], 20, 1e-6);  // no compute ran beside a collective
+  EXPECT_NEAR(phases["all_reduce_exposed"], ar, 1e-6);
+  EXPECT_NEAR(p.step_ms, 20 + ar, 1e-6);
+  o.host_memory_all_reduce_overlaps = true;  // as over any other link: bucket A hides
+  EXPECT_LT(replay_ddp(t, 2, c, o).step_ms, p.step_ms);
+}
+
 TEST(ReplayTest, ComputeBesideAnAllReduceRunsSlower) {
   const Cluster c = cluster_preset("titanrtx-pcie", 2);
   ReplayOptions o;
@@ -145,6 +185,7 @@ TEST(ReplayTest, ComputeBesideAnAllReduceRunsSlower) {
   o.framework.ddp_fixed_us = 0;
   o.framework.ddp_per_tensor_us = 0;
   o.overlap_slowdown = 0.25;
+  o.host_memory_all_reduce_overlaps = true;
   const double flops_per_ms = c.gpu.fp32_tflops * 1e9 * o.efficiency.gemm;
   // backward: a bucket whose all-reduce lasts W ms, then 2 ms of compute beside it, then the last
   // (empty) bucket.
