@@ -119,7 +119,7 @@ void bench_linear(dpe::Backend& b, int64_t n, int64_t in, int64_t out, int reps)
   report(label, flops, time_it([&] { b.linear_forward(x, w, bias, y); }, reps));
   std::snprintf(label, sizeof label, "linear %lldx%lld->%lld backward", static_cast<long long>(n),
                 static_cast<long long>(in), static_cast<long long>(out));
-  report(label, 2 * flops, time_it([&] { b.linear_backward(x, w, gy, gx, gw, gb); }, reps));
+  report(label, 2 * flops, time_it([&] { b.linear_backward(x, w, gy, gx, gw, gb, 1.0f); }, reps));
 }
 
 // The optimizers' updates over n parameters (the Mlp has 669,706), as GB/s of the parameter,
@@ -204,7 +204,7 @@ double convnet_step(dpe::Backend& b, int64_t n, int reps) {
         b.nll_loss_backward(one, target, glogp);
         b.log_softmax_backward(logp, glogp, glogits);
         Tensor gflat = gp2.view({n, 1568});
-        b.linear_backward(flat, fw, glogits, gflat, gfw, gfb);
+        b.linear_backward(flat, fw, glogits, gflat, gfw, gfb, 1.0f);
         b.max_pool2d_backward(gp2, i2, {2, 2, 0}, gr2);
         b.relu_backward(r2, gr2, gn2);
         b.batch_norm_backward(c2, gn2, g2, m2, v2, 1e-5f, gc2, gg2, gbe2);

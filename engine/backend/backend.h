@@ -52,9 +52,11 @@ class Backend {
   // --- dense layers ---
   // y[N, O] = x[N, I] @ w[O, I]^T (+ b[O] when defined).
   virtual void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) = 0;
-  // Any of gx [N, I], gw [O, I], gb [O] may be undefined: then it is not computed.
+  // Any of gx [N, I], gw [O, I], gb [O] may be undefined: then it is not computed. gw and gb are
+  // multiplied by param_grad_scale (1: the plain gradients; DDP's 1/world when they are written
+  // straight into its buckets, design note "gradient destinations" in engine/autograd/node.h).
   virtual void linear_backward(const Tensor& x, const Tensor& w, const Tensor& gy, Tensor& gx,
-                               Tensor& gw, Tensor& gb) = 0;
+                               Tensor& gw, Tensor& gb, float param_grad_scale) = 0;
   // c[M, N] = a[M, K] @ b[K, N].
   virtual void matmul(const Tensor& a, const Tensor& b, Tensor& c) = 0;
   // c[B, M, N] = op(a) @ op(b) per batch: a is [B, M, K] ([B, K, M] when trans_a, op = transpose),

@@ -262,7 +262,7 @@ class CheckedBackend final : public Backend {
   }
 
   void linear_backward(const Tensor& x, const Tensor& w, const Tensor& gy, Tensor& gx, Tensor& gw,
-                       Tensor& gb) override {
+                       Tensor& gb, float param_grad_scale) override {
     const Args c("linear_backward", x, type_);
     c.rank(x, "input", 2);
     c.rank(w, "weight", 2);
@@ -283,7 +283,7 @@ class CheckedBackend final : public Backend {
                          {&x, &w, &gy}, {&gx, &gw, &gb});
                    });
         t.execute()) {
-      impl_.linear_backward(x, w, gy, gx, gw, gb);
+      impl_.linear_backward(x, w, gy, gx, gw, gb, param_grad_scale);
     }
   }
 

@@ -22,15 +22,15 @@ int as_int(int64_t v, const char* what) {
   return static_cast<int>(v);
 }
 
-// Column-major C[m, n] = op(A)[m, k] @ op(B)[k, n] (beta = 0). Leading dimensions are clamped to 1
-// for empty operands, as cuBLAS requires ld >= 1.
+// Column-major C[m, n] = alpha op(A)[m, k] @ op(B)[k, n] (beta = 0). Leading dimensions are
+// clamped to 1 for empty operands, as cuBLAS requires ld >= 1.
 void sgemm(CudaContext& ctx, cublasOperation_t ta, cublasOperation_t tb, int64_t m, int64_t n,
            int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
-           int64_t ldc) {
-  const float one = 1.0f, zero = 0.0f;
+           int64_t ldc, float alpha = 1.0f) {
+  const float zero = 0.0f;
   auto h = static_cast<cublasHandle_t>(ctx.cublas());
   DPE_CUBLAS_CHECK(cublasSgemm(h, ta, tb, as_int(m, "size"), as_int(n, "size"), as_int(k, "size"),
-                               &one, a, as_int(std::max<int64_t>(lda, 1), "size"), b,
+                               &alpha, a, as_int(std::max<int64_t>(lda, 1), "size"), b,
                                as_int(std::max<int64_t>(ldb, 1), "size"), &zero, c,
                                as_int(std::max<int64_t>(ldc, 1), "size")),
                    ctx.device());
@@ -59,7 +59,7 @@ void linear_forward(CudaContext& ctx, const LinearShape& s, const float* x, cons
 }
 
 void linear_backward(CudaContext& ctx, const LinearShape& s, const float* x, const float* w,
-                     const float* gy, float* gx, float* gw, float* gb) {
+                     const float* gy, float* gx, float* gw, float* gb, float param_grad_scale) {
   if (gx != nullptr && s.batch * s.in > 0) {
     if (s.out == 0) {
       zero(ctx, gx, s.batch * s.in);
@@ -73,10 +73,11 @@ void linear_backward(CudaContext& ctx, const LinearShape& s, const float* x, con
       zero(ctx, gw, s.out * s.in);
     } else {
       // gw[o, i] = gy^T[o, n] @ x[n, i]; column-major gw^T[i, o] = x^T[i, n] @ gy[n, o].
-      sgemm(ctx, CUBLAS_OP_N, CUBLAS_OP_T, s.in, s.out, s.batch, x, s.in, gy, s.out, gw, s.in);
+      sgemm(ctx, CUBLAS_OP_N, CUBLAS_OP_T, s.in, s.out, s.batch, x, s.in, gy, s.out, gw, s.in,
+            param_grad_scale);
     }
   }
-  if (gb != nullptr) column_sums(ctx, gy, gb, s.batch, s.out);
+  if (gb != nullptr) column_sums(ctx, gy, gb, s.batch, s.out, param_grad_scale);
 }
 
 }  // namespace dpe::cuda

@@ -14,8 +14,10 @@ class CudaContext;
 // b may be null (no bias).
 void linear_forward(CudaContext& ctx, const LinearShape& s, const float* x, const float* w,
                     const float* b, float* y);
-// Any of gx [n, i], gw [o, i], gb [o] may be null: that gradient is not computed.
+// Any of gx [n, i], gw [o, i], gb [o] may be null: that gradient is not computed. gw and gb are
+// multiplied by param_grad_scale (DDP's 1/world when they go straight into its buckets).
 void linear_backward(CudaContext& ctx, const LinearShape& s, const float* x, const float* w,
-                     const float* gy, float* gx, float* gw, float* gb);
+                     const float* gy, float* gx, float* gw, float* gb,
+                     float param_grad_scale = 1.0f);
 
 }  // namespace dpe::cuda

@@ -111,11 +111,12 @@ __global__ void channel_grad_sums_kernel(const float* x, const float* gy, const 
 }
 
 // One thread per column: neighbouring threads read neighbouring addresses.
-__global__ void column_sums_kernel(const float* x, float* out, int64_t rows, int64_t cols) {
+__global__ void column_sums_kernel(const float* x, float* out, int64_t rows, int64_t cols,
+                                   float scale) {
   DPE_GRID_STRIDE(j, cols) {
     double acc = 0.0;
     for (int64_t r = 0; r < rows; ++r) acc += x[r * cols + j];
-    out[j] = static_cast<float>(acc);
+    out[j] = scale == 1.0f ? static_cast<float>(acc) : static_cast<float>(acc) * scale;
   }
 }
 
@@ -164,9 +165,10 @@ void channel_grad_sums(CudaContext& ctx, const float* x, const float* gy, const 
   DPE_CUDA_CHECK(cudaGetLastError());
 }
 
-void column_sums(CudaContext& ctx, const float* x, float* out, int64_t rows, int64_t cols) {
+void column_sums(CudaContext& ctx, const float* x, float* out, int64_t rows, int64_t cols,
+                 float scale) {
   if (cols == 0) return;
-  column_sums_kernel<<<grid_for(cols), kBlock, 0, stream_of(ctx)>>>(x, out, rows, cols);
+  column_sums_kernel<<<grid_for(cols), kBlock, 0, stream_of(ctx)>>>(x, out, rows, cols, scale);
   DPE_CUDA_CHECK(cudaGetLastError());
 }
 

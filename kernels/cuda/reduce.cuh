@@ -20,7 +20,8 @@ void channel_sums(CudaContext& ctx, const float* x, float* sum, float* sumsq, in
 // sum_gy[c] = sum of gy; sum_gy_xmu[c] = sum of gy * (x - mean[c]).
 void channel_grad_sums(CudaContext& ctx, const float* x, const float* gy, const float* mean,
                        float* sum_gy, float* sum_gy_xmu, int64_t n, int64_t c, int64_t s);
-// out[j] = sum over rows of x[rows, cols] (the bias gradient of a linear layer).
-void column_sums(CudaContext& ctx, const float* x, float* out, int64_t rows, int64_t cols);
+// out[j] = scale * sum over rows of x[rows, cols] (the bias gradient of a linear layer).
+void column_sums(CudaContext& ctx, const float* x, float* out, int64_t rows, int64_t cols,
+                 float scale = 1.0f);
 
 }  // namespace dpe::cuda

@@ -17,18 +17,22 @@ void linear_forward(HostContext& ctx, const LinearShape& s, const float* x, cons
 }
 
 void linear_backward(HostContext& ctx, const LinearShape& s, const float* x, const float* w,
-                     const float* gy, float* gx, float* gw, float* gb) {
+                     const float* gy, float* gx, float* gw, float* gb, float param_grad_scale) {
   if (gx != nullptr) {  // gx[n, i] = gy[n, o] @ w[o, i]
     sgemm(ctx, false, false, s.batch, s.in, s.out, 1.0f, gy, s.out, w, s.in, 0.0f, gx, s.in);
   }
   if (gw != nullptr) {  // gw[o, i] = gy^T[o, n] @ x[n, i]
-    sgemm(ctx, true, false, s.out, s.in, s.batch, 1.0f, gy, s.out, x, s.in, 0.0f, gw, s.in);
+    sgemm(ctx, true, false, s.out, s.in, s.batch, param_grad_scale, gy, s.out, x, s.in, 0.0f, gw,
+          s.in);
   }
   if (gb != nullptr) {
     for (int64_t j = 0; j < s.out; ++j) gb[j] = 0.0f;
     for (int64_t r = 0; r < s.batch; ++r) {
 #pragma omp simd
       for (int64_t j = 0; j < s.out; ++j) gb[j] += gy[r * s.out + j];
+    }
+    if (param_grad_scale != 1.0f) {
+      for (int64_t j = 0; j < s.out; ++j) gb[j] *= param_grad_scale;
     }
   }
 }

@@ -118,7 +118,7 @@ void run_gemm(Backend& backend, Gemm& m) {
   if (m.name == "linear") {
     backend.linear_forward(m.x, m.w, m.b, m.y);
   } else if (m.name == "linear_backward") {
-    backend.linear_backward(m.x, m.w, m.gy, m.gx, m.gw, m.gb);
+    backend.linear_backward(m.x, m.w, m.gy, m.gx, m.gw, m.gb, 1.0f);
   } else {
     backend.matmul(m.x, m.w, m.y);
   }

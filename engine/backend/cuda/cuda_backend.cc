@@ -153,11 +153,11 @@ class CudaBackend final : public Backend {
   }
 
   void linear_backward(const Tensor& x, const Tensor& w, const Tensor& gy, Tensor& gx, Tensor& gw,
-                       Tensor& gb) override {
+                       Tensor& gb, float param_grad_scale) override {
     Call c(x);
     const LinearShape s{x.size(0), x.size(1), w.size(0)};
     cuda::linear_backward(c.ctx(), s, x.data<float>(), w.data<float>(), gy.data<float>(),
-                          data_or_null(gx), data_or_null(gw), data_or_null(gb));
+                          data_or_null(gx), data_or_null(gw), data_or_null(gb), param_grad_scale);
   }
 
   void matmul(const Tensor& a, const Tensor& b, Tensor& out) override {

@@ -54,6 +54,14 @@ TEST_P(LinearTest, ForwardAndBackwardMatchReference) {
   std::vector<float> gw2(s.out * s.in, 7.0f);
   linear_backward(ctx, s, x.data(), w.data(), gy.data(), nullptr, gw2.data(), nullptr);
   expect_close(want_gw, gw2, 1e-5, 1e-5, "linear gw only");
+
+  // param_grad_scale multiplies the parameters' gradients, not the input's.
+  linear_backward(ctx, s, x.data(), w.data(), gy.data(), gx.data(), gw.data(), gb.data(), 0.25f);
+  for (double& v : want_gw) v *= 0.25;
+  for (double& v : want_gb) v *= 0.25;
+  expect_close(want_gx, gx, 1e-5, 1e-5, "scaled linear gx");
+  expect_close(want_gw, gw, 1e-5, 1e-5, "scaled linear gw");
+  expect_close(want_gb, gb, 1e-5, 1e-5, "scaled linear gb");
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, LinearTest,

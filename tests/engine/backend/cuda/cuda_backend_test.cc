@@ -188,8 +188,8 @@ TEST_F(CudaBackendTest, LinearAndMatmulMatchHost) {
   }
   Tensor hgx = empty_like(x, kHost0), hgw = empty_like(w, kHost0), hgb = empty_like(b, kHost0);
   Tensor ggx = empty_like(x, kCuda0), ggw = empty_like(w, kCuda0), ggb = empty_like(b, kCuda0);
-  host().linear_backward(x, w, gy, hgx, hgw, hgb);
-  gpu().linear_backward(dev(x), dev(w), dev(gy), ggx, ggw, ggb);
+  host().linear_backward(x, w, gy, hgx, hgw, hgb, 0.25f);
+  gpu().linear_backward(dev(x), dev(w), dev(gy), ggx, ggw, ggb, 0.25f);
   expect_close(ggx, hgx, "linear grad_input");
   expect_close(ggw, hgw, "linear grad_weight");
   expect_close(ggb, hgb, "linear grad_bias");

@@ -65,7 +65,7 @@ TEST(HostBackendTest, LinearComputesAndNamesBothShapesOnMismatch) {
 
   // Undefined gradients are skipped.
   Tensor gy = Tensor::ones({2, 2}), gw = Tensor::empty({2, 3}), none;
-  b.linear_backward(x, w, gy, none, gw, none);
+  b.linear_backward(x, w, gy, none, gw, none, 1.0f);
   EXPECT_EQ(gw.to_vector<float>(), (std::vector<float>{5, 7, 9, 5, 7, 9}));
 }
 
