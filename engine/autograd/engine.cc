@@ -81,6 +81,27 @@ class GraphTask {
     return grads;
   }
 
+  // Design note "gradient destinations" (node.h): for each next edge into a leaf's accumulator
+  // that has a destination, the destination when `n` is the only producer of the leaf's gradient
+  // in this backward (its edge is the last one pending and nothing has arrived before it). Empty
+  // when there is none.
+  std::vector<const GradDestination*> destination_offers(Node* n) {
+    std::vector<const GradDestination*> offers;
+    const auto& edges = n->next_edges();
+    for (size_t i = 0; i < edges.size(); ++i) {
+      const auto* acc = dynamic_cast<const AccumulateGrad*>(edges[i].fn.get());
+      const GradDestination* d = acc != nullptr ? acc->destination() : nullptr;
+      if (d == nullptr) continue;
+      std::lock_guard<std::mutex> lock(mu_);
+      const NodeState& s = state_[edges[i].fn.get()];
+      const bool sole = s.dependencies == 1 && (s.pending.empty() || s.pending[0].empty());
+      if (!sole) continue;
+      offers.resize(edges.size(), nullptr);
+      offers[i] = d;
+    }
+    return offers;
+  }
+
   // Runs one node and hands its outputs on; returns the nodes that became ready.
   std::vector<Node*> run(Node* n) {
     // The node's inputs summed here and its backward's temporaries count as what its forward made.
@@ -99,6 +120,8 @@ class GraphTask {
     std::vector<Tensor> outs;
     if (any) {
       NoGradGuard no_grad;
+      const std::vector<const GradDestination*> offers = destination_offers(n);
+      DestinationOffers offered(offers.empty() ? nullptr : &offers);
       outs = n->apply(grads);
     }
     std::vector<Node*> ready;

@@ -6,8 +6,34 @@
 
 namespace dpe {
 
+namespace {
+thread_local const std::vector<const GradDestination*>* t_offers = nullptr;
+
+bool same_view(const Tensor& a, const Tensor& b) {
+  return a.shares_storage(b) && a.impl()->offset == b.impl()->offset && a.shape() == b.shape() &&
+         a.impl()->strides == b.impl()->strides;
+}
+}  // namespace
+
+const GradDestination* offered_destination(size_t input) {
+  return t_offers != nullptr && input < t_offers->size() ? (*t_offers)[input] : nullptr;
+}
+
+DestinationOffers::DestinationOffers(const std::vector<const GradDestination*>* offers)
+    : previous_(t_offers) {
+  t_offers = offers;
+}
+
+DestinationOffers::~DestinationOffers() { t_offers = previous_; }
+
 AccumulateGrad::AccumulateGrad(const Tensor& leaf)
     : Node("AccumulateGrad", leaf.device(), 1), leaf_(leaf.impl_ptr()) {}
+
+const GradDestination* AccumulateGrad::destination() const {
+  auto impl = leaf_.lock();
+  if (!impl || impl->autograd.grad) return nullptr;
+  return impl->autograd.grad_destination.get();
+}
 
 std::vector<Tensor> AccumulateGrad::apply(const std::vector<Tensor>& grads) {
   auto impl = leaf_.lock();
@@ -21,7 +47,12 @@ std::vector<Tensor> AccumulateGrad::apply(const std::vector<Tensor>& grads) {
                                                                         << " for a parameter on "
                                                                         << leaf.device());
   Tensor current = leaf.grad();
-  if (!current.defined()) {
+  GradDestination* destination = impl->autograd.grad_destination.get();
+  if (!current.defined() && destination != nullptr && same_view(g, destination->view)) {
+    // The op wrote its (scaled) gradient where the leaf's owner asked: it is .grad as it is.
+    leaf.set_grad(g);
+    destination->written = true;
+  } else if (!current.defined()) {
     // As PyTorch's AccumulateGrad: a gradient nothing else holds (the engine's buffer is its only
     // handle, and no view shares its storage) becomes .grad as it is; otherwise a fresh copy,
     // since other nodes may still read it. Stealing saves a parameter-sized copy on every first

@@ -11,6 +11,16 @@
 // in-place write) and refuses to run its backward if one has moved since, with PyTorch's "one of
 // the variables needed for gradient computation has been modified by an inplace operation".
 //
+// Design note "gradient destinations": a leaf may name where its next gradient should go
+// (AutogradMeta::grad_destination): DDP under gradient_as_bucket_view names the leaf's slot in its
+// bucket, with the 1/world factor the reducer would otherwise apply in a copy into the bucket.
+// When a node runs that is the only producer of that leaf's gradient in this backward, and the
+// leaf has no .grad, the engine offers the destination to the node (offered_destination). An op
+// that can write there (linear) computes scale x its gradient straight into the view and returns
+// the view; AccumulateGrad recognises it, adopts it as .grad and marks the destination written.
+// An op that ignores the offer returns a fresh tensor and nothing changes: the offer saves a pass
+// over the gradient, never changes a value.
+//
 // Threading contract: a node is built by the thread that runs the forward op; the engine then
 // runs its apply() once, on the worker of its device (or inline for a one-device graph). Hooks
 // that AccumulateGrad fires (AutogradMeta::post_accumulate_hooks) therefore run on device workers,
@@ -65,12 +75,38 @@ class Node {
   std::vector<Edge> next_edges_;
 };
 
+// Design note "gradient destinations". Set by the leaf's owner (DDP's reducer) while no backward
+// through the leaf runs; `written` is set by AccumulateGrad and read by the owner's hook.
+struct GradDestination {
+  Tensor view;           // shaped like the leaf, on its device
+  float scale = 1.0f;    // what the gradient is multiplied by on its way there
+  bool written = false;  // this backward's gradient arrived in `view`, already scaled
+};
+
+// Inside a node's apply(): the destination the engine offers for the gradient of the node's input
+// `input` (its next edge of that index), or null.
+const GradDestination* offered_destination(size_t input);
+
+// Set by the engine around a node's apply(): offers[i] for next edge i (null: none).
+class DestinationOffers {
+ public:
+  explicit DestinationOffers(const std::vector<const GradDestination*>* offers);
+  ~DestinationOffers();
+  DestinationOffers(const DestinationOffers&) = delete;
+  DestinationOffers& operator=(const DestinationOffers&) = delete;
+
+ private:
+  const std::vector<const GradDestination*>* previous_;
+};
+
 // The node that adds an incoming gradient into a leaf's .grad and then fires its
 // post-accumulate hooks (DDP's bucketing listens there).
 class AccumulateGrad final : public Node {
  public:
   explicit AccumulateGrad(const Tensor& leaf);
   std::vector<Tensor> apply(const std::vector<Tensor>& grads) override;
+  // The leaf's destination when it has one and no .grad: what the engine may offer.
+  const GradDestination* destination() const;
 
  private:
   std::weak_ptr<TensorImpl> leaf_;

@@ -118,10 +118,27 @@ Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, const 
   backend_of(x).linear_forward(x, w, b, y);
   record(who, {x_in, w_in, b_in}, {&y},
          [x, w, x_in, w_in, b_in](const std::vector<Tensor>& g) {
+           // The weight's and bias's gradients go straight to the destinations offered for them
+           // (design note "gradient destinations", node.h), scaled; a parameter without an
+           // offer of that scale gets its plain gradient, from a call of its own if need be.
+           const GradDestination* dw = w_in.requires_grad() ? offered_destination(1) : nullptr;
+           const GradDestination* db = b_in.requires_grad() ? offered_destination(2) : nullptr;
+           const float scale = dw != nullptr ? dw->scale : db != nullptr ? db->scale : 1.0f;
+           const bool w_there = dw != nullptr, b_there = db != nullptr && db->scale == scale;
            Tensor gx = x_in.requires_grad() ? like(x) : Tensor();
-           Tensor gw = w_in.requires_grad() ? like(w) : Tensor();
-           Tensor gb = b_in.requires_grad() ? like(b_in) : Tensor();
-           backend_of(x).linear_backward(x, w, g[0].contiguous(), gx, gw, gb);
+           Tensor gw = w_there ? dw->view : w_in.requires_grad() ? like(w) : Tensor();
+           Tensor gb = b_there ? db->view : b_in.requires_grad() ? like(b_in) : Tensor();
+           const Tensor gy = g[0].contiguous();
+           Backend& backend = backend_of(x);
+           const bool plain_w = gw.defined() && !w_there, plain_b = gb.defined() && !b_there;
+           if (scale == 1.0f || (!plain_w && !plain_b)) {
+             backend.linear_backward(x, w, gy, gx, gw, gb, scale);
+           } else {
+             Tensor sw = w_there ? gw : Tensor(), sb = b_there ? gb : Tensor();
+             Tensor pw = plain_w ? gw : Tensor(), pb = plain_b ? gb : Tensor(), none;
+             backend.linear_backward(x, w, gy, gx, sw, sb, scale);
+             backend.linear_backward(x, w, gy, none, pw, pb, 1.0f);
+           }
            return std::vector<Tensor>{gx, gw, gb};
          },
          {x, w});

@@ -23,7 +23,8 @@
 
 namespace dpe {
 
-class Node;  // engine/autograd/node.h
+class Node;              // engine/autograd/node.h
+struct GradDestination;  // engine/autograd/node.h
 class Tensor;
 struct TensorImpl;
 
@@ -36,6 +37,8 @@ struct AutogradMeta {
   std::weak_ptr<Node> grad_accumulator;  // a leaf's AccumulateGrad node, shared by all its uses
   // Called after a gradient has been accumulated into `grad` (DDP's bucketing uses it).
   std::vector<std::function<void(Tensor&)>> post_accumulate_hooks;
+  // Where a leaf's next gradient may be written directly (design note "gradient destinations").
+  std::shared_ptr<GradDestination> grad_destination;
   std::string name;  // for error messages ("fc.weight")
 };
 
