@@ -2,12 +2,15 @@
 // forward; the gradient side is the Reducer (reducer.h).
 #include "engine/distributed/distributed_data_parallel.h"
 
+#include <algorithm>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "engine/autograd/grad_mode.h"
 #include "engine/autograd/ops.h"
 #include "engine/core/error.h"
+#include "engine/device/runtime.h"
 #include "engine/distributed/broadcast_packed.h"
 #include "engine/distributed/distributed.h"
 #include "engine/distributed/verify_params.h"
@@ -24,15 +27,23 @@ Value move_to(const Value& v, Device device) {
   });
 }
 
-distributed::ReducerOptions reducer_options(const DistributedDataParallelOptions& o) {
+distributed::ReducerOptions reducer_options(const DistributedDataParallelOptions& o, bool overlap) {
   distributed::ReducerOptions r;
   r.bucket_cap_mb = o.bucket_cap_mb;
   r.find_unused_parameters = o.find_unused_parameters;
   r.gradient_as_bucket_view = o.gradient_as_bucket_view;
+  r.overlap = overlap;
   return r;
 }
 
 }  // namespace
+
+bool overlap_during_backward(DistributedDataParallelOptions::Overlap overlap, bool host_module,
+                             bool waits_spin, int local_ranks, int threads_per_rank, int cores) {
+  using Overlap = DistributedDataParallelOptions::Overlap;
+  if (overlap != Overlap::kAuto) return overlap == Overlap::kDuringBackward;
+  return !(host_module && waits_spin && local_ranks * threads_per_rank >= cores);
+}
 
 DistributedDataParallel::DistributedDataParallel(
     std::shared_ptr<Module> module, std::shared_ptr<distributed::ProcessGroup> process_group,
@@ -83,7 +94,14 @@ DistributedDataParallel::DistributedDataParallel(
   for (const auto& [n, t] : params) state.push_back(t);
   for (const auto& [n, t] : module->named_buffers()) state.push_back(t);
   distributed::broadcast_packed(*group_, state, 0);
-  reducer_ = std::make_shared<distributed::Reducer>(params, group_, reducer_options(options_));
+  const Device first = params.empty() ? device_ : params.front().second.device();
+  const bool host = first.is_host();
+  overlap_ =
+      overlap_during_backward(options_.overlap, host, group_->waits_spin(), group_->local_size(),
+                              host ? Runtime::get().context(first).compute_threads() : 1,
+                              static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  reducer_ =
+      std::make_shared<distributed::Reducer>(params, group_, reducer_options(options_, overlap_));
 }
 
 DistributedDataParallel::~DistributedDataParallel() = default;

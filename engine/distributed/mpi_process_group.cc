@@ -160,6 +160,14 @@ MpiProcessGroup::MpiProcessGroup()
   check(call([&] { return MPI_Comm_dup(MPI_COMM_WORLD, &comm_->comm); }), "comm_dup");
   // Error codes instead of the default abort, so a misuse surfaces as a dpe::Error.
   call([&] { return MPI_Comm_set_errhandler(comm_->comm, MPI_ERRORS_RETURN); });
+  MPI_Comm node = MPI_COMM_NULL;
+  check(call([&] {
+          return MPI_Comm_split_type(comm_->comm, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL,
+                                     &node);
+        }),
+        "comm_split_type");
+  call([&] { return MPI_Comm_size(node, &local_size_); });
+  call([&] { return MPI_Comm_free(&node); });
   start_communication();
   std::lock_guard<std::mutex> lock(groups_mu());
   live_groups().insert(this);

@@ -36,6 +36,8 @@ class MpiProcessGroup : public ProcessGroup {
   ~MpiProcessGroup() override;
 
   std::string backend() const override { return "mpi"; }
+  bool waits_spin() const override { return true; }  // Open MPI's progress loop
+  int local_size() const override { return local_size_; }
 
   // Registered with atexit when this process initialises MPI: stops every live group's
   // communication thread, then calls MPI_Finalize. A group used after that throws.
@@ -59,6 +61,7 @@ class MpiProcessGroup : public ProcessGroup {
   void check(int rc, const char* op) const;
   struct Comm;
   std::unique_ptr<Comm> comm_;
+  int local_size_ = 1;  // the ranks on this machine (MPI_COMM_TYPE_SHARED)
 };
 
 }  // namespace distributed

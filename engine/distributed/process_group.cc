@@ -1,6 +1,8 @@
 // ProcessGroup, Work and WorkQueue: see the design note "one communication thread".
 #include "engine/distributed/process_group.h"
 
+#include <cstdlib>
+
 #include "engine/core/error.h"
 
 namespace dpe {
@@ -85,6 +87,14 @@ ProcessGroup::ProcessGroup(int rank, int size) : rank_(rank), size_(size) {
 }
 
 ProcessGroup::~ProcessGroup() { stop_communication(); }
+
+int ProcessGroup::local_size() const {
+  const char* v = std::getenv("LOCAL_WORLD_SIZE");
+  if (v == nullptr || *v == '\0') return size_;
+  char* end = nullptr;
+  const long n = std::strtol(v, &end, 10);
+  return *end == '\0' && n >= 1 && n <= size_ ? static_cast<int>(n) : size_;
+}
 
 void ProcessGroup::start_communication() {
   queue_ = std::make_unique<WorkQueue>(backend() + " process group (rank " + std::to_string(rank_) +

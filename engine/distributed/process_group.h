@@ -83,6 +83,12 @@ class ProcessGroup {
   int rank() const { return rank_; }
   int size() const { return size_; }
   virtual std::string backend() const = 0;
+  // Whether a rank waiting in a collective spins on its core (MPI's progress loop) rather than
+  // sleeping (Gloo's sockets): DDP then keeps collectives off cores its backward needs.
+  virtual bool waits_spin() const { return false; }
+  // This group's ranks on this machine: LOCAL_WORLD_SIZE (set by dpe-launch and torchrun) when it
+  // is a number from 1 to size(), else size(). The MPI group asks the library.
+  virtual int local_size() const;
 
   // In place on every rank: `tensor` becomes the reduction of all ranks' tensors.
   // float32 (every op) or int64 (sum, max, min); contiguous; on a device the group accepts.

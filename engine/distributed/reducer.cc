@@ -79,10 +79,17 @@ Reducer::Reducer(std::vector<std::pair<std::string, Tensor>> params,
   close();
   for (size_t i = 0; i < n; ++i) {
     params_[i].autograd().post_accumulate_hooks.emplace_back(GradReadyHook{this, i});
+    if (options_.gradient_as_bucket_view) {
+      auto d = std::make_shared<GradDestination>();
+      d->view = slot(i);
+      d->scale = inverse_size_;
+      destinations_.push_back(std::move(d));
+    }
   }
 }
 
 Reducer::~Reducer() {
+  arm_destinations(false);
   for (Tensor& p : params_) {
     auto& hooks = p.autograd().post_accumulate_hooks;
     hooks.erase(std::remove_if(hooks.begin(), hooks.end(),
@@ -98,6 +105,13 @@ Tensor Reducer::slot(size_t i) const {
   return buckets_[bucket_of_[i]]
       .buffer.narrow(0, offset_of_[i], params_[i].numel())
       .view(params_[i].shape());
+}
+
+void Reducer::arm_destinations(bool armed) {
+  for (size_t i = 0; i < destinations_.size(); ++i) {
+    destinations_[i]->written = false;
+    params_[i].autograd().grad_destination = armed ? destinations_[i] : nullptr;
+  }
 }
 
 bool Reducer::is_slot_view(const Tensor& grad, size_t i) const {
@@ -148,6 +162,7 @@ void Reducer::prepare_for_backward(const Value& outputs) {
   used_work_.reset();
   trace_ = BackwardTrace();
   expect_hooks_ = true;
+  arm_destinations(true);
   if (!options_.find_unused_parameters) return;
   // Every node the outputs' gradients can reach; a parameter whose AccumulateGrad is not among
   // them gets no gradient from this backward.
@@ -203,7 +218,12 @@ void Reducer::mark_ready_locked(size_t i, bool used) {
     // the all-reduce (on the host, a cold pass of the communication thread at the end of every
     // step), and the division rides on the copy the bucket needs anyway.
     Backend& backend = backend_for(s.device());
-    if (is_slot_view(grad, i)) {
+    const bool prescaled = !destinations_.empty() && destinations_[i]->written;
+    if (prescaled && is_slot_view(grad, i)) {
+      // The op that computed it wrote it here, already divided (design note "gradient
+      // destinations", engine/autograd/node.h): no pass over it at all.
+      ++trace_.written_in_place;
+    } else if (is_slot_view(grad, i)) {
       backend.scale(s, inverse_size_, s);
     } else {
       backend.scale(grad.contiguous(), inverse_size_, s);
@@ -220,6 +240,8 @@ void Reducer::mark_ready_locked(size_t i, bool used) {
 }
 
 void Reducer::launch_ready_locked() {
+  // Without overlap nothing goes before every parameter is ready (the end of backward).
+  if (!options_.overlap && num_ready_ < params_.size()) return;
   // Bucket k goes only after buckets 0..k-1: every rank queues the same collectives in order.
   while (next_bucket_ < buckets_.size() && buckets_[next_bucket_].pending == 0) {
     Bucket& b = buckets_[next_bucket_];
@@ -246,6 +268,7 @@ void Reducer::launch_ready_locked() {
 void Reducer::finalize_locked() {
   expect_hooks_ = false;
   require_finalize_ = false;
+  arm_destinations(false);
   std::exception_ptr error;
   for (Bucket& b : buckets_) {
     try {

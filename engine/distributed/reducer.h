@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/autograd/node.h"
 #include "engine/distributed/process_group.h"
 #include "engine/nn/value.h"
 #include "engine/tensor/tensor.h"
@@ -33,6 +34,7 @@ struct BackwardTrace {
   std::vector<BucketLaunch> launches;  // in launch order (always 0, 1, 2, ...)
   size_t hooks_fired = 0;              // hooks fired in this backward so far
   size_t unused_marked = 0;            // parameters marked ready by find_unused_parameters
+  size_t written_in_place = 0;         // gradients an op wrote straight into their slots
   bool finished = false;               // every bucket was reduced and written back
 };
 
@@ -43,6 +45,9 @@ struct ReducerOptions {
   double bucket_cap_mb = 25.0;
   bool find_unused_parameters = false;
   bool gradient_as_bucket_view = false;
+  // false: every bucket's all-reduce starts when backward ends, not when the bucket is ready
+  // (design note "when to overlap" in distributed_data_parallel.h).
+  bool overlap = true;
 };
 
 class Reducer {
@@ -82,9 +87,13 @@ class Reducer {
   void mark_ready_locked(size_t i, bool used);
   void launch_ready_locked();
   void finalize_locked();
+  void arm_destinations(bool armed);
   std::string unfinished_message_locked() const;
 
   std::vector<Tensor> params_;  // requiring grad, in registration order
+  // gradient_as_bucket_view: each parameter's slot as its gradient destination (design note
+  // "gradient destinations", engine/autograd/node.h), armed from prepare_for_backward to finalize.
+  std::vector<std::shared_ptr<GradDestination>> destinations_;
   std::vector<std::string> names_;
   std::shared_ptr<ProcessGroup> group_;
   ReducerOptions options_;

@@ -192,7 +192,10 @@ TracedStep trace_ddp_step(const StepSpec& spec) {
   const std::shared_ptr<Module> model = build_model(spec, device);
   auto optimizer = make_optimizer(spec, model->parameters());
   const Batch batch = make_batch(spec, spec.batch_per_device, device);
-  DistributedDataParallel ddp(model, std::make_shared<OneRankGroup>());
+  // The launch points the replay needs are the GPUs': each bucket as soon as it is ready.
+  DistributedDataParallelOptions ddp_options;
+  ddp_options.overlap = DistributedDataParallelOptions::Overlap::kDuringBackward;
+  DistributedDataParallel ddp(model, std::make_shared<OneRankGroup>(), ddp_options);
   auto step = [&] {
     backward(criterion(spec, ddp(batch.input), batch.target));
     optimizer->step();

@@ -90,7 +90,9 @@ using MakeModel = std::function<std::shared_ptr<Module>(Generator&)>;
 // The global batch (inputs, targets) of kGlobalBatch samples.
 using MakeBatch = std::function<std::pair<Tensor, Tensor>(Generator&)>;
 
-void run_equivalence(int n, const MakeModel& make, const MakeBatch& make_batch,
+// `in_place`: the gradients that the ops write straight into their buckets under
+// gradient_as_bucket_view (design note "gradient destinations", engine/autograd/node.h).
+void run_equivalence(int n, const MakeModel& make, const MakeBatch& make_batch, size_t in_place,
                      const Loss& loss_fn = classification_loss) {
   test::StoreServerProcess server;
   const int port = server.port();
@@ -119,6 +121,8 @@ void run_equivalence(int n, const MakeModel& make, const MakeBatch& make_batch,
           const BackwardTrace trace = ddp.backward_trace();
           RANK_CHECK(trace.finished, "");
           RANK_CHECK(trace.launches.size() == ddp.bucket_parameter_names().size(), "");
+          RANK_CHECK(trace.written_in_place == (as_view ? in_place : 0),
+                     trace.written_in_place << " gradients written in place");
         }
         distributed::destroy_process_group();
       },
@@ -138,13 +142,14 @@ class DdpEquivalenceTest : public ::testing::TestWithParam<int> {};
 
 TEST_P(DdpEquivalenceTest, MlpStepEqualsOneProcessOnTheGlobalBatch) {
   run_equivalence(
-      GetParam(), [](Generator& g) { return std::make_shared<models::Mlp>(g); }, images({784}));
+      GetParam(), [](Generator& g) { return std::make_shared<models::Mlp>(g); }, images({784}),
+      6);  // every weight and bias: linear layers
 }
 
 TEST_P(DdpEquivalenceTest, ConvNetStepEqualsOneProcessOnTheGlobalBatch) {
   run_equivalence(
       GetParam(), [](Generator& g) { return std::make_shared<models::ConvNet>(g, false); },
-      images({1, 28, 28}));
+      images({1, 28, 28}), 2);  // the classifier's weight and bias; convolutions write their own
 }
 
 // The language model: int64 tokens, the loss over [B, T, V], the tied embedding's two gradients.
@@ -163,7 +168,9 @@ TEST_P(DdpEquivalenceTest, GptStepEqualsOneProcessOnTheGlobalBatch) {
         const Tensor all = Tensor::from_vector(ids, {kGlobalBatch, 9});
         return std::make_pair(all.narrow(1, 0, 8).contiguous(), all.narrow(1, 1, 8).contiguous());
       },
-      [](const Tensor& logits, const Tensor& t) { return models::lm_loss(logits, t); });
+      // The Conv1D biases; their weights reach the linear through a transpose, and the tied
+      // embedding gets two gradients.
+      8, [](const Tensor& logits, const Tensor& t) { return models::lm_loss(logits, t); });
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, DdpEquivalenceTest, ::testing::Values(2, 3),
@@ -261,6 +268,19 @@ TEST(DdpBucketsTest, FirstBucketLaunchesBeforeBackwardEnds) {
                    ddp.state_dict().front().first);
       },
       2);
+}
+
+// Design note "when to overlap": all-reduces wait for the end of backward only on host devices
+// whose ranks fill the cores and whose group's waits spin; kDuringBackward/kAfterBackward decide.
+TEST(DdpOverlapTest, AllReducesWaitForBackwardOnlyWhereTheyWouldSpinOnBusyCores) {
+  using Overlap = DistributedDataParallelOptions::Overlap;
+  EXPECT_FALSE(overlap_during_backward(Overlap::kAuto, true, true, 2, 1, 2));  // this CI machine
+  EXPECT_FALSE(overlap_during_backward(Overlap::kAuto, true, true, 2, 2, 4));
+  EXPECT_TRUE(overlap_during_backward(Overlap::kAuto, true, true, 2, 1, 4));   // a core to spare
+  EXPECT_TRUE(overlap_during_backward(Overlap::kAuto, true, false, 2, 1, 2));  // Gloo sleeps
+  EXPECT_TRUE(overlap_during_backward(Overlap::kAuto, false, true, 8, 1, 2));  // GPUs
+  EXPECT_TRUE(overlap_during_backward(Overlap::kDuringBackward, true, true, 2, 1, 2));
+  EXPECT_FALSE(overlap_during_backward(Overlap::kAfterBackward, false, false, 1, 1, 64));
 }
 
 // Linear "used" always; "branch" only when `use_branch` (it may differ between ranks).

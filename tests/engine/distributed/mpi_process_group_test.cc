@@ -43,6 +43,9 @@ using test::expect_values;
 void all_reduce_case() {
   MpiProcessGroup pg;
   test::expect_all_reduce_ops(pg);
+  // mpirun put every rank on this machine; Open MPI's waits spin (DDP's "when to overlap").
+  RANK_CHECK(pg.local_size() == pg.size(), "local size " << pg.local_size());
+  RANK_CHECK(pg.waits_spin(), "MPI's waits spin");
 }
 
 void broadcast_and_all_gather_case() {

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -114,6 +115,43 @@ TEST(ReducerTest, BackwardAveragesEveryGradientAndLaunchesBucketsInOrder) {
   ASSERT_EQ(trace.launches.size(), 1u);
   EXPECT_EQ(group->reduced_numels(), (std::vector<int64_t>{5}));
   reducer.check_prior_reduction_finished();  // does not throw
+}
+
+// Without overlap (design note "when to overlap") every bucket goes at the last hook, in order, and
+// the gradients are the same averages.
+TEST(ReducerTest, WithoutOverlapEveryBucketStartsWhenBackwardEnds) {
+  auto group = std::make_shared<FakeTwoRanks>();
+  Tensor a = param({1, 2}), b = Tensor::ones({300000});  // b fills the first (1 MiB) bucket
+  b.requires_grad_();
+  ReducerOptions o;
+  o.overlap = false;
+  Reducer reducer({{"a", a}, {"b", b}}, group, o);
+  Tensor x = Tensor::from_vector(std::vector<float>{10, 20}, Shape{2});
+  Tensor loss = ops::add(ops::sum(ops::mul(a, x)), ops::sum(b));
+  reducer.prepare_for_backward(Value(loss));
+  backward(loss);
+  const BackwardTrace trace = reducer.trace();
+  ASSERT_EQ(trace.launches.size(), 2u);
+  for (size_t k = 0; k < 2; ++k) {
+    EXPECT_EQ(trace.launches[k].bucket, k);
+    EXPECT_EQ(trace.launches[k].hooks_fired, 2u);  // both at the last hook
+  }
+  EXPECT_EQ(a.grad().to_vector<float>(), (std::vector<float>{5, 10}));
+  EXPECT_EQ(b.grad().to_vector<float>()[123], 0.5f);
+}
+
+TEST(ReducerTest, LocalSizeComesFromTheLaunchersEnvironment) {
+  FakeTwoRanks group;
+  ::unsetenv("LOCAL_WORLD_SIZE");
+  EXPECT_EQ(group.local_size(), 2);  // every rank, without a word from the launcher
+  ::setenv("LOCAL_WORLD_SIZE", "1", 1);
+  EXPECT_EQ(group.local_size(), 1);  // two nodes of one rank each
+  for (const char* bad : {"0", "3", "two", "1x", ""}) {
+    ::setenv("LOCAL_WORLD_SIZE", bad, 1);
+    EXPECT_EQ(group.local_size(), 2) << bad;
+  }
+  ::unsetenv("LOCAL_WORLD_SIZE");
+  EXPECT_FALSE(group.waits_spin());
 }
 
 TEST(ReducerTest, AParameterWithoutGradientLeavesTheReductionUnfinished) {
