@@ -34,7 +34,10 @@ nlohmann::json to_json(const BenchResult& r, double speedup, double peak_gflops)
   nlohmann::json j;
   j["model"] = r.config.model;
   j["mode"] = r.config.mode;
-  if (r.config.mode == "ddp") j["ddp_backend"] = r.config.ddp_backend;
+  if (r.config.mode == "ddp") {
+    j["ddp_backend"] = r.config.ddp_backend;
+    j["gradient_as_bucket_view"] = r.config.bucket_view;
+  }
   j["devices"] = r.config.devices;
   j["global_batch"] = r.config.global_batch;
   j["step_ms"] = r.step_ms;
@@ -123,6 +126,11 @@ int main(int argc, char** argv) {
       ->delimiter(',')
       ->check(CLI::IsMember({"gloo", "mpi"}))
       ->capture_default_str();
+  app.add_option("--bucket-view", base.bucket_view,
+                 "DDP's gradient_as_bucket_view: the gradients are views of the all-reduce "
+                 "buckets, and linear layers write theirs straight into them (false: PyTorch's "
+                 "default, copies into and out of the buckets)")
+      ->capture_default_str();
   app.add_option("--json", json_path, "where to write the results")->capture_default_str();
   app.add_option("--svg", svg_path, "where to draw the plot")->capture_default_str();
   app.add_option("--data-dir", base.data_dir, "Fashion-MNIST folder");
@@ -178,9 +186,10 @@ int main(int argc, char** argv) {
         "every device/process computes with %d thread%s; samples/s = global batch / median "
         "step time over %d steps after %d warm-up steps (gpt, resnet50: %d after %d "
         "unless --steps/--warmup say otherwise); tokens/s = samples/s x context; ddp/B: DDP "
-        "over process group B\n",
+        "over process group B, gradient_as_bucket_view=%s\n",
         base.threads, base.threads == 1 ? "" : "s", base.steps, base.warmup,
-        steps_opt->count() ? base.steps : 3, warmup_opt->count() ? base.warmup : 1);
+        steps_opt->count() ? base.steps : 3, warmup_opt->count() ? base.warmup : 1,
+        base.bucket_view ? "true" : "false");
     for (int n : device_counts) {
       if (n * base.threads > static_cast<int>(cores)) {
         std::printf(

@@ -289,7 +289,7 @@ void ddp_worker(const BenchConfig& c, const std::string& result_path) {
   const int64_t per_rank = c.global_batch / dist.world;
   Generator gen(0);
   std::shared_ptr<Module> model = bench_model(c.model, gen);
-  std::shared_ptr<Module> ddp = dist.wrap(model);
+  std::shared_ptr<Module> ddp = dist.wrap(model, c.bucket_view);
   std::unique_ptr<optim::Optimizer> opt = bench_optimizer(c.model, *model);
   auto [x, y] = make_batch(c, per_rank, per_rank * dist.rank);
   DeviceContext& ctx = Runtime::get().context(Device());
@@ -335,13 +335,20 @@ BenchResult run_ddp(const BenchConfig& c, const std::string& self_exe) {
   const std::string batch = std::to_string(c.global_batch);
   const std::string warmup = std::to_string(c.warmup), steps = std::to_string(c.steps);
   const std::string context = std::to_string(c.context), image = std::to_string(c.image);
-  const std::vector<std::string> argv{self_exe,       "--ddp-worker", result_path,
-                                      "--models",     c.model,        "--batches",
-                                      batch,          "--warmup",     warmup,
-                                      "--steps",      steps,          "--data-dir",
-                                      c.data_dir,     "--context",    context,
-                                      "--image-size", image,          "--ddp-backends",
-                                      c.ddp_backend,  "--threads",    std::to_string(c.threads)};
+  const std::vector<std::pair<std::string, std::string>> flags{
+      {"--ddp-worker", result_path},
+      {"--models", c.model},
+      {"--batches", batch},
+      {"--warmup", warmup},
+      {"--steps", steps},
+      {"--data-dir", c.data_dir},
+      {"--context", context},
+      {"--image-size", image},
+      {"--ddp-backends", c.ddp_backend},
+      {"--threads", std::to_string(c.threads)},
+      {"--bucket-view", c.bucket_view ? "true" : "false"}};
+  std::vector<std::string> argv{self_exe};
+  for (const auto& [flag, value] : flags) argv.insert(argv.end(), {flag, value});
   const int failed =
       c.ddp_backend == "mpi" ? run_mpi_ranks(argv, c.devices) : run_local_ranks(argv, c.devices);
   DPE_CHECK(failed == 0, "bench: DDP workers (" << c.ddp_backend << ") failed for " << c.model

@@ -18,6 +18,7 @@ struct BenchConfig {
   std::string model = "convnet";  // toy | mlp | convnet | resnet-tiny | resnet50 | gpt-small | gpt2
   std::string mode = "dp";        // single | dp | ddp
   std::string ddp_backend = "mpi";  // ddp: gloo (dpe-launch's way) | mpi (mpirun's)
+  bool bucket_view = true;          // ddp: gradient_as_bucket_view
   int devices = 1;
   int threads = 1;             // compute threads per device (per DDP rank)
   int64_t global_batch = 256;  // samples (gpt: windows of `context` tokens)

@@ -19,9 +19,12 @@ Distributed Distributed::init(const std::string& backend) {
   return d;
 }
 
-std::shared_ptr<Module> Distributed::wrap(std::shared_ptr<Module> model) const {
+std::shared_ptr<Module> Distributed::wrap(std::shared_ptr<Module> model,
+                                          bool gradient_as_bucket_view) const {
   DPE_CHECK(group != nullptr, "DDP needs a process group (run under //tools:launch)");
-  return std::make_shared<DistributedDataParallel>(std::move(model), group);
+  DistributedDataParallelOptions options;
+  options.gradient_as_bucket_view = gradient_as_bucket_view;
+  return std::make_shared<DistributedDataParallel>(std::move(model), group, options);
 }
 
 std::shared_ptr<Module> Distributed::convert_sync_batchnorm(std::shared_ptr<Module> model) const {
