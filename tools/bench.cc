@@ -37,6 +37,8 @@ nlohmann::json to_json(const BenchResult& r, double speedup, double peak_gflops)
   if (r.config.mode == "ddp") {
     j["ddp_backend"] = r.config.ddp_backend;
     j["gradient_as_bucket_view"] = r.config.bucket_view;
+    j["overlap"] = r.config.overlap;
+    j["overlap_during_backward"] = r.overlap_during_backward;
   }
   j["devices"] = r.config.devices;
   j["global_batch"] = r.config.global_batch;
@@ -131,6 +133,12 @@ int main(int argc, char** argv) {
                  "buckets, and linear layers write theirs straight into them (false: PyTorch's "
                  "default, copies into and out of the buckets)")
       ->capture_default_str();
+  app.add_option("--overlap", base.overlap,
+                 "when DDP's bucket all-reduces start: during backward (PyTorch's way), after it, "
+                 "or auto: after it on host devices whose ranks fill the cores over MPI, during "
+                 "it elsewhere")
+      ->check(CLI::IsMember({"auto", "during", "after"}))
+      ->capture_default_str();
   app.add_option("--json", json_path, "where to write the results")->capture_default_str();
   app.add_option("--svg", svg_path, "where to draw the plot")->capture_default_str();
   app.add_option("--data-dir", base.data_dir, "Fashion-MNIST folder");
@@ -186,10 +194,13 @@ int main(int argc, char** argv) {
         "every device/process computes with %d thread%s; samples/s = global batch / median "
         "step time over %d steps after %d warm-up steps (gpt, resnet50: %d after %d "
         "unless --steps/--warmup say otherwise); tokens/s = samples/s x context; ddp/B: DDP "
-        "over process group B, gradient_as_bucket_view=%s\n",
+        "over process group B, gradient_as_bucket_view=%s, all-reduces start %s\n",
         base.threads, base.threads == 1 ? "" : "s", base.steps, base.warmup,
         steps_opt->count() ? base.steps : 3, warmup_opt->count() ? base.warmup : 1,
-        base.bucket_view ? "true" : "false");
+        base.bucket_view ? "true" : "false",
+        base.overlap == "auto"     ? "as --overlap auto decides (JSON: overlap_during_backward)"
+        : base.overlap == "during" ? "during backward"
+                                   : "after backward");
     for (int n : device_counts) {
       if (n * base.threads > static_cast<int>(cores)) {
         std::printf(

@@ -20,6 +20,7 @@
 #include "engine/data/fashion_mnist.h"
 #include "engine/device/device_guard.h"
 #include "engine/device/runtime.h"
+#include "engine/distributed/distributed_data_parallel.h"
 #include "engine/optim/adam.h"
 #include "engine/optim/clip_grad.h"
 #include "engine/optim/sgd.h"
@@ -289,7 +290,8 @@ void ddp_worker(const BenchConfig& c, const std::string& result_path) {
   const int64_t per_rank = c.global_batch / dist.world;
   Generator gen(0);
   std::shared_ptr<Module> model = bench_model(c.model, gen);
-  std::shared_ptr<Module> ddp = dist.wrap(model, c.bucket_view);
+  std::shared_ptr<Module> ddp = dist.wrap(model, c.bucket_view, c.overlap);
+  const bool overlap = std::static_pointer_cast<DistributedDataParallel>(ddp)->overlaps_backward();
   std::unique_ptr<optim::Optimizer> opt = bench_optimizer(c.model, *model);
   auto [x, y] = make_batch(c, per_rank, per_rank * dist.rank);
   DeviceContext& ctx = Runtime::get().context(Device());
@@ -317,6 +319,7 @@ void ddp_worker(const BenchConfig& c, const std::string& result_path) {
   if (dist.rank == 0) {
     nlohmann::json j;
     j["step_ms"] = median(times);
+    j["overlap_during_backward"] = overlap;
     for (int r = 0; r < dist.world; ++r) {
       j["devices"].push_back({{"device", "rank" + std::to_string(r) + ":host:0"},
                               {"peak_bytes", all[2 * r]},
@@ -346,7 +349,8 @@ BenchResult run_ddp(const BenchConfig& c, const std::string& self_exe) {
       {"--image-size", image},
       {"--ddp-backends", c.ddp_backend},
       {"--threads", std::to_string(c.threads)},
-      {"--bucket-view", c.bucket_view ? "true" : "false"}};
+      {"--bucket-view", c.bucket_view ? "true" : "false"},
+      {"--overlap", c.overlap}};
   std::vector<std::string> argv{self_exe};
   for (const auto& [flag, value] : flags) argv.insert(argv.end(), {flag, value});
   const int failed =
@@ -361,6 +365,7 @@ BenchResult run_ddp(const BenchConfig& c, const std::string& self_exe) {
   BenchResult r;
   r.config = c;
   r.step_ms = j["step_ms"].get<double>();
+  r.overlap_during_backward = j["overlap_during_backward"].get<bool>();
   set_rates(r);
   for (auto& d : j["devices"]) {
     r.devices.push_back({d["device"].get<std::string>(), d["peak_bytes"].get<double>(),

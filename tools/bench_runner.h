@@ -19,6 +19,7 @@ struct BenchConfig {
   std::string mode = "dp";        // single | dp | ddp
   std::string ddp_backend = "mpi";  // ddp: gloo (dpe-launch's way) | mpi (mpirun's)
   bool bucket_view = true;          // ddp: gradient_as_bucket_view
+  std::string overlap = "auto";     // ddp: when all-reduces start: auto | during | after
   int devices = 1;
   int threads = 1;             // compute threads per device (per DDP rank)
   int64_t global_batch = 256;  // samples (gpt: windows of `context` tokens)
@@ -47,6 +48,7 @@ struct BenchResult {
   // submission to start, in µs (medians over the timed steps; Worker::handoffs)
   double handoffs_per_step = 0;
   double handoff_wait_us = 0;
+  bool overlap_during_backward = true;  // ddp: what the ranks' --overlap resolved to
 };
 
 // Training FLOPs per sample (forward + both backward products, except the input gradient of

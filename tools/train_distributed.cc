@@ -20,10 +20,17 @@ Distributed Distributed::init(const std::string& backend) {
 }
 
 std::shared_ptr<Module> Distributed::wrap(std::shared_ptr<Module> model,
-                                          bool gradient_as_bucket_view) const {
+                                          bool gradient_as_bucket_view,
+                                          const std::string& overlap) const {
   DPE_CHECK(group != nullptr, "DDP needs a process group (run under //tools:launch)");
+  using Overlap = DistributedDataParallelOptions::Overlap;
+  DPE_CHECK(overlap == "auto" || overlap == "during" || overlap == "after",
+            "overlap must be auto, during or after, got '" << overlap << "'");
   DistributedDataParallelOptions options;
   options.gradient_as_bucket_view = gradient_as_bucket_view;
+  options.overlap = overlap == "during"  ? Overlap::kDuringBackward
+                    : overlap == "after" ? Overlap::kAfterBackward
+                                         : Overlap::kAuto;
   return std::make_shared<DistributedDataParallel>(std::move(model), group, options);
 }
 

@@ -22,9 +22,10 @@ struct Distributed {
   // this process (OMPI_COMM_WORLD_RANK is set), else gloo.
   static Distributed init(const std::string& backend = "auto");
 
-  // DistributedDataParallel with PyTorch's defaults, gradient_as_bucket_view as asked.
-  std::shared_ptr<Module> wrap(std::shared_ptr<Module> model,
-                               bool gradient_as_bucket_view = false) const;
+  // DistributedDataParallel with PyTorch's defaults, gradient_as_bucket_view as asked, and its
+  // all-reduces starting as `overlap` says: "auto", "during" or "after" (backward).
+  std::shared_ptr<Module> wrap(std::shared_ptr<Module> model, bool gradient_as_bucket_view = false,
+                               const std::string& overlap = "auto") const;
   std::shared_ptr<Module> convert_sync_batchnorm(std::shared_ptr<Module> model) const;
   double reduce_mean(double value) const;                     // mean over ranks
   std::vector<double> sum(std::vector<double> values) const;  // elementwise sum over ranks

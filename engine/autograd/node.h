@@ -18,8 +18,10 @@
 // leaf has no .grad, the engine offers the destination to the node (offered_destination). An op
 // that can write there (linear) computes scale x its gradient straight into the view and returns
 // the view; AccumulateGrad recognises it, adopts it as .grad and marks the destination written.
-// An op that ignores the offer returns a fresh tensor and nothing changes: the offer saves a pass
-// over the gradient, never changes a value.
+// An op that ignores the offer returns a fresh tensor and nothing changes. A gradient that went
+// to a destination arrives already scaled: the owner arms one only where its own post-accumulate
+// hook is the first to see the gradient (DDP's reducer checks), and for leaves the backward's
+// outputs reach.
 //
 // Threading contract: a node is built by the thread that runs the forward op; the engine then
 // runs its apply() once, on the worker of its device (or inline for a one-device graph). Hooks
@@ -75,8 +77,9 @@ class Node {
   std::vector<Edge> next_edges_;
 };
 
-// Design note "gradient destinations". Set by the leaf's owner (DDP's reducer) while no backward
-// through the leaf runs; `written` is set by AccumulateGrad and read by the owner's hook.
+// Design note "gradient destinations". Armed by the leaf's owner (DDP's reducer) before a backward
+// and disarmed once the leaf's gradient has arrived; `written` is set by AccumulateGrad and read by
+// the owner's hook.
 struct GradDestination {
   Tensor view;           // shaped like the leaf, on its device
   float scale = 1.0f;    // what the gradient is multiplied by on its way there

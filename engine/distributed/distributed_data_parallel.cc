@@ -94,12 +94,20 @@ DistributedDataParallel::DistributedDataParallel(
   for (const auto& [n, t] : params) state.push_back(t);
   for (const auto& [n, t] : module->named_buffers()) state.push_back(t);
   distributed::broadcast_packed(*group_, state, 0);
-  const Device first = params.empty() ? device_ : params.front().second.device();
-  const bool host = first.is_host();
-  overlap_ =
-      overlap_during_backward(options_.overlap, host, group_->waits_spin(), group_->local_size(),
-                              host ? Runtime::get().context(first).compute_threads() : 1,
-                              static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  // Every rank must start its all-reduces at the same points (a SyncBatchNorm's collective in
+  // backward would otherwise meet another rank's bucket): the ranks agree, after if any says so.
+  std::set<Device> host_devices;
+  for (const auto& [name, t] : params) {
+    if (t.device().is_host()) host_devices.insert(t.device());
+  }
+  int threads = 0;
+  for (Device d : host_devices) threads += Runtime::get().context(d).compute_threads();
+  const bool mine = overlap_during_backward(
+      options_.overlap, !host_devices.empty(), group_->waits_spin(), group_->local_size(),
+      std::max(threads, 1), static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  Tensor agreed = Tensor::from_vector(std::vector<int64_t>{mine ? 1 : 0}, Shape{1}).to(device_);
+  group_->all_reduce(agreed, distributed::ReduceOp::kMin);
+  overlap_ = agreed.to_vector<int64_t>()[0] == 1;
   reducer_ =
       std::make_shared<distributed::Reducer>(params, group_, reducer_options(options_, overlap_));
 }

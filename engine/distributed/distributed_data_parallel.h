@@ -37,8 +37,8 @@
 // whose ranks already give every core a compute thread, an all-reduce can only run by taking a
 // core from backward, and over MPI, whose waits spin, a rank that reaches a collective first
 // burns a core until its peer arrives: there (Overlap::kAuto) every bucket starts when backward
-// ends, when the ranks' cores are free. Measured on 2 cores, Mlp, 2 ranks over MPI: 3.84 against
-// 3.94 ms a step at batch 256, 2.21 against 2.30 at 100 (medians of 5-6 alternating runs); over
+// ends, when the ranks' cores are free. Measured on 2 cores, Mlp, 2 ranks over MPI: 3.73 against
+// 3.83 ms a step at batch 256, 2.16 against 2.19 at 100 (medians of 6 alternating runs); over
 // Gloo, whose waits sleep, starting at the end was slower (9.5-10.9 against 9.0-9.4 ms), so
 // kAuto keeps overlapping there.
 //

@@ -160,14 +160,21 @@ MpiProcessGroup::MpiProcessGroup()
   check(call([&] { return MPI_Comm_dup(MPI_COMM_WORLD, &comm_->comm); }), "comm_dup");
   // Error codes instead of the default abort, so a misuse surfaces as a dpe::Error.
   call([&] { return MPI_Comm_set_errhandler(comm_->comm, MPI_ERRORS_RETURN); });
-  MPI_Comm node = MPI_COMM_NULL;
-  check(call([&] {
-          return MPI_Comm_split_type(comm_->comm, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL,
-                                     &node);
-        }),
-        "comm_split_type");
-  call([&] { return MPI_Comm_size(node, &local_size_); });
-  call([&] { return MPI_Comm_free(&node); });
+  try {
+    // The ranks on this machine: MPI's shared-memory split of the group (collective).
+    MPI_Comm node = MPI_COMM_NULL;
+    check(call([&] {
+            return MPI_Comm_split_type(comm_->comm, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL,
+                                       &node);
+          }),
+          "comm_split_type");
+    const int rc = call([&] { return MPI_Comm_size(node, &local_size_); });
+    call([&] { return MPI_Comm_free(&node); });
+    check(rc, "comm_size");
+  } catch (...) {
+    call([&] { return MPI_Comm_free(&comm_->comm); });
+    throw;
+  }
   start_communication();
   std::lock_guard<std::mutex> lock(groups_mu());
   live_groups().insert(this);

@@ -89,7 +89,7 @@ Reducer::Reducer(std::vector<std::pair<std::string, Tensor>> params,
 }
 
 Reducer::~Reducer() {
-  arm_destinations(false);
+  disarm_destinations();
   for (Tensor& p : params_) {
     auto& hooks = p.autograd().post_accumulate_hooks;
     hooks.erase(std::remove_if(hooks.begin(), hooks.end(),
@@ -107,11 +107,28 @@ Tensor Reducer::slot(size_t i) const {
       .view(params_[i].shape());
 }
 
-void Reducer::arm_destinations(bool armed) {
-  for (size_t i = 0; i < destinations_.size(); ++i) {
+void Reducer::arm_destinations() {
+  if (destinations_.empty()) return;
+  std::vector<char> unused(params_.size(), 0);
+  for (size_t u : unused_) unused[u] = 1;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    // A parameter the outputs do not reach is marked ready with zeros at the first hook: a
+    // gradient that still reached it must not land in its (reduced) slot. And the gradient in a
+    // slot is already divided: only where the reducer's hook is the first to see it.
+    const auto& hooks = params_[i].autograd().post_accumulate_hooks;
+    const auto* first = hooks.empty() ? nullptr : hooks.front().target<GradReadyHook>();
+    if (unused[i] || first == nullptr || first->reducer != this) continue;
     destinations_[i]->written = false;
-    params_[i].autograd().grad_destination = armed ? destinations_[i] : nullptr;
+    params_[i].autograd().grad_destination = destinations_[i];
+    armed_.push_back(i);
   }
+}
+
+void Reducer::disarm_destinations() {
+  // Only those armed: their gradients have arrived (or the backward never ran), so no node
+  // reads these fields now.
+  for (size_t i : armed_) params_[i].autograd().grad_destination = nullptr;
+  armed_.clear();
 }
 
 bool Reducer::is_slot_view(const Tensor& grad, size_t i) const {
@@ -162,8 +179,11 @@ void Reducer::prepare_for_backward(const Value& outputs) {
   used_work_.reset();
   trace_ = BackwardTrace();
   expect_hooks_ = true;
-  arm_destinations(true);
-  if (!options_.find_unused_parameters) return;
+  disarm_destinations();  // a forward whose backward never ran
+  if (!options_.find_unused_parameters) {
+    arm_destinations();
+    return;
+  }
   // Every node the outputs' gradients can reach; a parameter whose AccumulateGrad is not among
   // them gets no gradient from this backward.
   std::unordered_set<Node*> seen;
@@ -183,6 +203,7 @@ void Reducer::prepare_for_backward(const Value& outputs) {
     std::shared_ptr<Node> acc = params_[i].autograd().grad_accumulator.lock();
     if (!acc || !seen.count(acc.get())) unused_.push_back(i);
   }
+  arm_destinations();
 }
 
 void Reducer::on_gradient_ready(size_t index) {
@@ -218,7 +239,9 @@ void Reducer::mark_ready_locked(size_t i, bool used) {
     // the all-reduce (on the host, a cold pass of the communication thread at the end of every
     // step), and the division rides on the copy the bucket needs anyway.
     Backend& backend = backend_for(s.device());
-    const bool prescaled = !destinations_.empty() && destinations_[i]->written;
+    const bool prescaled = !destinations_.empty() &&
+                           p.autograd().grad_destination == destinations_[i] &&
+                           destinations_[i]->written;
     if (prescaled && is_slot_view(grad, i)) {
       // The op that computed it wrote it here, already divided (design note "gradient
       // destinations", engine/autograd/node.h): no pass over it at all.
@@ -268,7 +291,7 @@ void Reducer::launch_ready_locked() {
 void Reducer::finalize_locked() {
   expect_hooks_ = false;
   require_finalize_ = false;
-  arm_destinations(false);
+  disarm_destinations();
   std::exception_ptr error;
   for (Bucket& b : buckets_) {
     try {

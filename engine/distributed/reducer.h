@@ -40,7 +40,8 @@ struct BackwardTrace {
 
 namespace distributed {
 
-// DistributedDataParallelOptions' fields that the reducer reads (same names, same meaning).
+// DistributedDataParallelOptions' fields that the reducer reads (same names, same meaning; overlap
+// as DistributedDataParallel resolved it).
 struct ReducerOptions {
   double bucket_cap_mb = 25.0;
   bool find_unused_parameters = false;
@@ -87,13 +88,18 @@ class Reducer {
   void mark_ready_locked(size_t i, bool used);
   void launch_ready_locked();
   void finalize_locked();
-  void arm_destinations(bool armed);
+  // Design note "gradient destinations" (engine/autograd/node.h): armed by prepare_for_backward
+  // for the parameters the outputs reach and whose first post-accumulate hook is the reducer's;
+  // disarmed by finalize, the next prepare_for_backward, or destruction.
+  void arm_destinations();
+  void disarm_destinations();
   std::string unfinished_message_locked() const;
 
   std::vector<Tensor> params_;  // requiring grad, in registration order
   // gradient_as_bucket_view: each parameter's slot as its gradient destination (design note
   // "gradient destinations", engine/autograd/node.h), armed from prepare_for_backward to finalize.
   std::vector<std::shared_ptr<GradDestination>> destinations_;
+  std::vector<size_t> armed_;  // the parameters whose destination is armed now
   std::vector<std::string> names_;
   std::shared_ptr<ProcessGroup> group_;
   ReducerOptions options_;

@@ -195,6 +195,7 @@ TracedStep trace_ddp_step(const StepSpec& spec) {
   // The launch points the replay needs are the GPUs': each bucket as soon as it is ready.
   DistributedDataParallelOptions ddp_options;
   ddp_options.overlap = DistributedDataParallelOptions::Overlap::kDuringBackward;
+  ddp_options.gradient_as_bucket_view = spec.gradient_as_bucket_view;
   DistributedDataParallel ddp(model, std::make_shared<OneRankGroup>(), ddp_options);
   auto step = [&] {
     backward(criterion(spec, ddp(batch.input), batch.target));

@@ -32,6 +32,9 @@ struct StepSpec {
   // DataParallel on 2+ devices: device 0's chunk (Balanced-DataParallel's gpu0_bsz), the others
   // keeping batch_per_device each; -1: every device gets batch_per_device (torch.chunk's split).
   int64_t gpu0_batch = -1;
+  // DDP: gradient_as_bucket_view (false: PyTorch's default, the gradients copied into and out of
+  // the buckets; true: the bench's default, where linear layers write straight into them).
+  bool gradient_as_bucket_view = false;
 };
 
 // The samples DataParallel's step on `devices` devices takes: batch_per_device on each, or

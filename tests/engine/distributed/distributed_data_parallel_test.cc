@@ -283,6 +283,28 @@ TEST(DdpOverlapTest, AllReducesWaitForBackwardOnlyWhereTheyWouldSpinOnBusyCores)
   EXPECT_FALSE(overlap_during_backward(Overlap::kAfterBackward, false, false, 1, 1, 64));
 }
 
+// The ranks start their all-reduces at the same points: one rank asking for "after backward" makes
+// every rank's DDP do so (a SyncBatchNorm collective in backward would otherwise meet a bucket).
+TEST(DdpOverlapTest, RanksThatDisagreeAllStartAfterBackward) {
+  test::StoreServerProcess server;
+  const int port = server.port();
+  spawn(
+      [&](int rank) {
+        auto group = join_job(port, rank, 2);
+        Generator g(1);
+        DistributedDataParallelOptions o;
+        o.overlap = rank == 0 ? DistributedDataParallelOptions::Overlap::kDuringBackward
+                              : DistributedDataParallelOptions::Overlap::kAfterBackward;
+        DistributedDataParallel ddp(std::make_shared<models::Mlp>(g), group, o);
+        RANK_CHECK(!ddp.overlaps_backward(), "rank " << rank << " overlaps");
+        Generator data(2 + rank);
+        backward(ops::cross_entropy(ddp(randn({4, 784}, data)), labels(4, data)));
+        const BackwardTrace t = ddp.backward_trace();
+        for (const BucketLaunch& l : t.launches) RANK_CHECK(l.hooks_fired == t.hooks_fired, "");
+      },
+      2);
+}
+
 // Linear "used" always; "branch" only when `use_branch` (it may differ between ranks).
 class Branchy : public Cloneable<Branchy> {
  public:

@@ -140,6 +140,95 @@ TEST(ReducerTest, WithoutOverlapEveryBucketStartsWhenBackwardEnds) {
   EXPECT_EQ(b.grad().to_vector<float>()[123], 0.5f);
 }
 
+// gradient_as_bucket_view: a linear layer writes its gradients straight into their slots, divided
+// by the world size (design note "gradient destinations"); the peer's zeros leave halves.
+struct LinearCase {
+  Tensor w = Tensor::from_vector(std::vector<float>{1, 2, 3, 4, 5, 6}, Shape{2, 3});
+  Tensor b = Tensor::from_vector(std::vector<float>{0.5f, -0.5f}, Shape{2});
+  Tensor x = Tensor::from_vector(std::vector<float>{1, 2, 3, -1, 0, 4}, Shape{2, 3});
+  LinearCase() {
+    w.requires_grad_();
+    b.requires_grad_();
+  }
+  Tensor loss() const { return ops::sum(ops::linear(x, w, b)); }
+  // d sum / dw[o, i] = sum over rows of x[:, i]; d sum / db[o] = rows.
+  std::vector<float> w_grad(float scale) const {
+    return {0 * scale, 2 * scale, 7 * scale, 0 * scale, 2 * scale, 7 * scale};
+  }
+};
+
+ReducerOptions bucket_view() {
+  ReducerOptions o;
+  o.gradient_as_bucket_view = true;
+  return o;
+}
+
+TEST(ReducerTest, BucketViewGradientsArriveInTheirSlotsAlreadyDivided) {
+  auto group = std::make_shared<FakeTwoRanks>();
+  LinearCase c;
+  Reducer reducer({{"w", c.w}, {"b", c.b}}, group, bucket_view());
+  for (int step = 0; step < 2; ++step) {  // the second after zero_grad (set to none)
+    Tensor loss = c.loss();
+    reducer.prepare_for_backward(Value(loss));
+    backward(loss);
+    EXPECT_EQ(reducer.trace().written_in_place, 2u) << step;
+    EXPECT_EQ(c.w.grad().to_vector<float>(), c.w_grad(0.5f)) << step;
+    EXPECT_EQ(c.b.grad().to_vector<float>(), (std::vector<float>{1, 1})) << step;
+    EXPECT_EQ(c.w.autograd().grad_destination, nullptr);  // disarmed when backward ended
+    c.w.set_grad(Tensor());
+    c.b.set_grad(Tensor());
+  }
+  // A forward whose backward never ran, then a step: the same halves.
+  reducer.prepare_for_backward(Value(c.loss()));
+  Tensor loss = c.loss();
+  reducer.prepare_for_backward(Value(loss));
+  backward(loss);
+  EXPECT_EQ(c.w.grad().to_vector<float>(), c.w_grad(0.5f));
+  // Without zero_grad the next gradient adds to the slot (no destination for a leaf with a
+  // .grad), then the sum is divided: (g/2 + g) / 2 with the peer's zeros.
+  loss = c.loss();
+  reducer.prepare_for_backward(Value(loss));
+  backward(loss);
+  EXPECT_EQ(reducer.trace().written_in_place, 0u);
+  EXPECT_EQ(c.w.grad().to_vector<float>(), c.w_grad(0.75f));
+}
+
+// A hook registered before DDP runs before the reducer's: it must see the plain gradient, so that
+// parameter gets no destination (and is divided on its way into the bucket as usual).
+TEST(ReducerTest, AHookBeforeTheReducersSeesThePlainGradient) {
+  auto group = std::make_shared<FakeTwoRanks>();
+  LinearCase c;
+  std::vector<float> seen;
+  c.w.autograd().post_accumulate_hooks.emplace_back(
+      [&seen](Tensor& p) { seen = p.grad().to_vector<float>(); });
+  Reducer reducer({{"w", c.w}, {"b", c.b}}, group, bucket_view());
+  Tensor loss = c.loss();
+  reducer.prepare_for_backward(Value(loss));
+  EXPECT_EQ(c.w.autograd().grad_destination, nullptr);
+  EXPECT_NE(c.b.autograd().grad_destination, nullptr);
+  backward(loss);
+  EXPECT_EQ(seen, c.w_grad(1.0f));
+  EXPECT_EQ(c.w.grad().to_vector<float>(), c.w_grad(0.5f));
+  EXPECT_EQ(reducer.trace().written_in_place, 1u);  // the bias only
+}
+
+// find_unused_parameters: a parameter the outputs do not reach gets no destination (a gradient
+// that reaches it anyway, from a loss term outside the outputs, must not land in its slot).
+TEST(ReducerTest, AParameterTheOutputsDoNotReachGetsNoDestination) {
+  auto group = std::make_shared<FakeTwoRanks>(std::vector<int64_t>{1, 1, 0});
+  LinearCase c;
+  Tensor extra = param({3});
+  ReducerOptions o = bucket_view();
+  o.find_unused_parameters = true;
+  Reducer reducer({{"w", c.w}, {"b", c.b}, {"extra", extra}}, group, o);
+  Tensor out = ops::linear(c.x, c.w, c.b);
+  reducer.prepare_for_backward(Value(out));
+  EXPECT_NE(c.w.autograd().grad_destination, nullptr);
+  EXPECT_EQ(extra.autograd().grad_destination, nullptr);
+  backward(ops::sum(out));
+  EXPECT_EQ(c.w.grad().to_vector<float>(), c.w_grad(0.5f));
+}
+
 TEST(ReducerTest, LocalSizeComesFromTheLaunchersEnvironment) {
   FakeTwoRanks group;
   ::unsetenv("LOCAL_WORLD_SIZE");

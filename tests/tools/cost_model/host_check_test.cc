@@ -47,7 +47,8 @@ StepSpec mlp(int64_t batch_per_device) {
   StepSpec s;
   s.model = "mlp";
   s.batch_per_device = batch_per_device;
-  s.optimizer = "sgd";  // the bench's: SGD with momentum 0.9
+  s.optimizer = "sgd";               // the bench's: SGD with momentum 0.9
+  s.gradient_as_bucket_view = true;  // and its DDP rows' buckets
   return s;
 }
 
