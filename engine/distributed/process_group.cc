@@ -62,13 +62,42 @@ std::shared_ptr<Work> WorkQueue::submit(std::function<void()> fn) {
   return work;
 }
 
+std::shared_ptr<Work> WorkQueue::run_here_or_submit(std::function<void()> fn) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    DPE_CHECK(!stop_, name_ << ": work submitted after shutdown");
+    if (running_ || !queue_.empty()) {
+      auto work = std::make_shared<Work>();
+      queue_.emplace_back(std::move(fn), work);
+      cv_.notify_all();
+      return work;
+    }
+    running_ = true;
+  }
+  auto work = std::make_shared<Work>();
+  std::exception_ptr error;
+  try {
+    fn();
+  } catch (...) {
+    error = std::current_exception();
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    running_ = false;
+    cv_.notify_all();
+  }
+  work->finish(error);
+  return work;
+}
+
 void WorkQueue::loop() {
   while (true) {
     std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+    cv_.wait(lock, [&] { return !running_ && (stop_ || !queue_.empty()); });
     if (queue_.empty()) return;  // stop_ and drained
     auto item = std::move(queue_.front());
     queue_.pop_front();
+    running_ = true;
     lock.unlock();
     std::exception_ptr error;
     try {
@@ -76,6 +105,9 @@ void WorkQueue::loop() {
     } catch (...) {
       error = std::current_exception();
     }
+    lock.lock();
+    running_ = false;
+    lock.unlock();
     item.second->finish(error);
   }
 }
@@ -103,10 +135,11 @@ void ProcessGroup::start_communication() {
 
 void ProcessGroup::stop_communication() { queue_.reset(); }
 
-std::shared_ptr<Work> ProcessGroup::enqueue(const std::string& op, std::function<void()> fn) {
+std::shared_ptr<Work> ProcessGroup::enqueue(const std::string& op, std::function<void()> fn,
+                                            bool here) {
   DPE_CHECK(queue_ != nullptr, backend() << " " << op << " (rank " << rank_
                                          << "): the process group has no communication thread");
-  return queue_->submit([this, op, fn = std::move(fn)] {
+  auto guarded = [this, op, fn = std::move(fn)] {
     {
       std::lock_guard<std::mutex> lock(broken_mu_);
       DPE_CHECK(broken_.empty(), backend() << " " << op << " (rank " << rank_
@@ -124,7 +157,8 @@ std::shared_ptr<Work> ProcessGroup::enqueue(const std::string& op, std::function
       if (failure.message.empty()) throw;
       throw Error(failure.message);
     }
-  });
+  };
+  return here ? queue_->run_here_or_submit(std::move(guarded)) : queue_->submit(std::move(guarded));
 }
 
 ProcessGroup::Failure ProcessGroup::describe_failure(const std::string&, const std::exception&) {
@@ -150,6 +184,20 @@ std::shared_ptr<Work> ProcessGroup::all_reduce_async(Tensor tensor, ReduceOp op)
                                 << dtype_name(tensor.dtype()));
   return enqueue(std::string("all_reduce(") + reduce_op_name(op) + ")",
                  [this, tensor, op]() mutable { run_all_reduce(tensor, op); });
+}
+
+std::shared_ptr<Work> ProcessGroup::all_reduce_here(Tensor tensor, ReduceOp op) {
+  check_tensor("all_reduce", tensor);
+  DPE_CHECK(tensor.device().is_host(), "all_reduce (rank " << rank_
+                                                           << "): all_reduce_here takes host "
+                                                              "tensors, got one on "
+                                                           << tensor.device());
+  DPE_CHECK(tensor.dtype() == DType::kFloat32 || op != ReduceOp::kAvg,
+            "all_reduce (rank " << rank_ << "): op avg needs float32, got "
+                                << dtype_name(tensor.dtype()));
+  return enqueue(
+      std::string("all_reduce(") + reduce_op_name(op) + ")",
+      [this, tensor, op]() mutable { run_all_reduce(tensor, op); }, true);
 }
 
 void ProcessGroup::broadcast(Tensor& tensor, int root) { broadcast_async(tensor, root)->wait(); }

@@ -6,7 +6,9 @@
 // queued to the group's WorkQueue and runs there in submission order. Ranks submit collectives in
 // the same order, so they meet in the same order on the wire; DDP launches bucket all-reduces from
 // backward hooks (all_reduce_async) and waits on them at the end of backward. A synchronous call
-// is an asynchronous one followed by wait(). After a failure the group is broken: later
+// is an asynchronous one followed by wait(). A caller that would only wait may run a collective
+// itself (all_reduce_here) while the thread is idle, holding the queue meanwhile: the order is the
+// same, and two thread hand-offs are saved. After a failure the group is broken: later
 // collectives throw the first error at once rather than desynchronise the ranks.
 //
 // Threading contract: every public method may be called from any thread; the tensors passed to a
@@ -59,6 +61,10 @@ class WorkQueue {
   WorkQueue& operator=(const WorkQueue&) = delete;
 
   std::shared_ptr<Work> submit(std::function<void()> fn);
+  // Runs fn on the calling thread when nothing is queued or running, and holds the queue while it
+  // runs (later submissions wait for it); otherwise submits it. The Work is completed when fn ran
+  // here.
+  std::shared_ptr<Work> run_here_or_submit(std::function<void()> fn);
 
  private:
   void loop();
@@ -67,6 +73,7 @@ class WorkQueue {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::pair<std::function<void()>, std::shared_ptr<Work>>> queue_;
+  bool running_ = false;  // an item runs, on the thread or on a caller
   bool stop_ = false;
   std::thread thread_;
 };
@@ -94,6 +101,10 @@ class ProcessGroup {
   // float32 (every op) or int64 (sum, max, min); contiguous; on a device the group accepts.
   void all_reduce(Tensor& tensor, ReduceOp op = ReduceOp::kSum);
   std::shared_ptr<Work> all_reduce_async(Tensor tensor, ReduceOp op = ReduceOp::kSum);
+  // all_reduce_async for a caller that would only wait for it: runs on the calling thread when the
+  // communication thread is idle (design note "one communication thread"). Host tensors only: a
+  // GPU group's collectives need the thread's own device setup.
+  std::shared_ptr<Work> all_reduce_here(Tensor tensor, ReduceOp op = ReduceOp::kSum);
   // In place: every rank's `tensor` becomes root's.
   void broadcast(Tensor& tensor, int root = 0);
   std::shared_ptr<Work> broadcast_async(Tensor tensor, int root);
@@ -139,8 +150,9 @@ class ProcessGroup {
   const int size_;
 
  private:
-  // Queues fn on the communication thread, refusing to run it once the group is broken.
-  std::shared_ptr<Work> enqueue(const std::string& op, std::function<void()> fn);
+  // Queues fn on the communication thread (here: or runs it on the caller, WorkQueue::
+  // run_here_or_submit), refusing to run it once the group is broken.
+  std::shared_ptr<Work> enqueue(const std::string& op, std::function<void()> fn, bool here = false);
 
   std::mutex broken_mu_;
   std::string broken_;  // the first failure that broke the group

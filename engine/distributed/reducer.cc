@@ -277,7 +277,11 @@ void Reducer::launch_ready_locked() {
       e.bytes_read = e.bytes_written = static_cast<int64_t>(b.buffer.nbytes());
       OpTrace::record(std::move(e));
     }
-    b.work = group_->all_reduce_async(b.buffer, ReduceOp::kSum);  // pre-divided (mark_ready_locked)
+    // Pre-divided (mark_ready_locked). At the end of backward on the host, the caller, which
+    // would only wait, runs it itself (design note "one communication thread").
+    b.work = !options_.overlap && b.buffer.device().is_host()
+                 ? group_->all_reduce_here(b.buffer, ReduceOp::kSum)
+                 : group_->all_reduce_async(b.buffer, ReduceOp::kSum);
     trace_.launches.push_back({next_bucket_, trace_.hooks_fired});
     ++next_bucket_;
   }

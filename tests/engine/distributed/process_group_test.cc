@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -68,6 +69,56 @@ TEST(WorkQueueTest, DestructorFinishesQueuedWork) {
   }
   EXPECT_EQ(count.load(), 20);
   for (auto& w : works) EXPECT_TRUE(w->is_completed());
+}
+
+// run_here_or_submit: on the caller when the queue is idle; behind what is queued or running
+// otherwise, in order; and what is submitted while it runs here waits for it.
+TEST(WorkQueueTest, RunHereOnlyWhenIdleAndInOrder) {
+  WorkQueue queue("test");
+  std::thread::id ran_on;
+  auto here = queue.run_here_or_submit([&] { ran_on = std::this_thread::get_id(); });
+  EXPECT_TRUE(here->is_completed());
+  EXPECT_EQ(ran_on, std::this_thread::get_id());
+
+  std::atomic<bool> release{false}, started{false};
+  std::vector<int> order;
+  auto blocker = queue.submit([&] {
+    started = true;
+    while (!release) std::this_thread::yield();
+    order.push_back(0);
+  });
+  while (!started) std::this_thread::yield();
+  auto queued = queue.run_here_or_submit([&] {
+    order.push_back(1);
+    ran_on = std::this_thread::get_id();
+  });
+  EXPECT_FALSE(queued->is_completed());  // the thread is busy: queued behind it
+  release = true;
+  queued->wait();
+  EXPECT_EQ(order, (std::vector<int>{0, 1}));
+  EXPECT_NE(ran_on, std::this_thread::get_id());
+
+  // While a caller runs something here, a submission from another thread waits for it.
+  std::atomic<bool> inside{false}, leave{false};
+  std::shared_ptr<Work> later;
+  std::thread caller([&] {
+    queue.run_here_or_submit([&] {
+      inside = true;
+      while (!leave) std::this_thread::yield();
+      order.push_back(2);
+    });
+  });
+  while (!inside) std::this_thread::yield();
+  later = queue.submit([&] { order.push_back(3); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_FALSE(later->is_completed());
+  leave = true;
+  caller.join();
+  later->wait();
+  EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 3}));
+
+  auto bad = queue.run_here_or_submit([] { throw std::runtime_error("lost"); });
+  EXPECT_THROW(bad->wait(), std::runtime_error);
 }
 
 // One rank; each raw collective records its thread and does what `next` says.
@@ -134,6 +185,19 @@ TEST(ProcessGroupTest, RawCollectivesRunOnTheCommunicationThread) {
 
 // The failed Works outlive the group: libstdc++'s exception_ptr count is invisible to TSan, so a
 // failed Work whose last owner is the communication thread reads as a race on the exception.
+TEST(ProcessGroupTest, AllReduceHereRunsOnTheCallerWhenTheThreadIsIdle) {
+  FakeGroup group;
+  Tensor t = Tensor::from_vector(std::vector<float>{1, 2}, Shape{2});
+  auto work = group.all_reduce_here(t);
+  EXPECT_TRUE(work->is_completed());
+  EXPECT_EQ(group.ran_on, std::this_thread::get_id());
+  EXPECT_EQ(t.to_vector<float>(), (std::vector<float>{2, 2}));
+  group.next = FakeGroup::Next::kLosePeer;  // the group breaks as on its thread
+  EXPECT_EQ(error_of([&] { group.all_reduce_here(t)->wait(); }), "fake all_reduce(sum): peer gone");
+  EXPECT_NE(error_of([&] { group.all_reduce(t); }).find("the process group failed earlier"),
+            std::string::npos);
+}
+
 TEST(ProcessGroupTest, AFailureBreaksTheGroupAndLaterCollectivesThrowTheFirstError) {
   std::vector<std::shared_ptr<Work>> works;
   FakeGroup group;
