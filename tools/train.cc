@@ -112,6 +112,9 @@ int main(int argc, char** argv) {
   app.add_option("--seed", c.seed, "seed of the initial weights and the shuffling")
       ->capture_default_str();
   app.add_flag("--sync-bn", c.sync_bn, "SyncBatchNorm across ranks (ddp only)");
+  app.add_flag("--gradient-as-bucket-view", c.gradient_as_bucket_view,
+               "DDP's gradient_as_bucket_view: gradients are views of the all-reduce buckets, and "
+               "linear layers write theirs straight into them (ddp only)");
   app.add_option("--checkpoint-dir", c.checkpoint_dir,
                  "after every epoch write model.safetensors (the model's state_dict, PyTorch's "
                  "names), optimizer.safetensors and training_state.json here, committed together "

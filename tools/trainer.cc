@@ -718,6 +718,8 @@ TrainResult train(const TrainConfig& config, FILE* out) {
   DPE_TOOLS_CHECK(UsageError, !c.resume || !c.checkpoint_dir.empty(),
                   "--resume needs --checkpoint-dir");
   DPE_TOOLS_CHECK(UsageError, !c.sync_bn || c.mode == "ddp", "--sync-bn needs --mode ddp");
+  DPE_TOOLS_CHECK(UsageError, !c.gradient_as_bucket_view || c.mode == "ddp",
+                  "--gradient-as-bucket-view needs --mode ddp");
   for (const auto& [name, value] : {std::pair<const char*, float>{"--lr", c.lr},
                                     {"--momentum", c.momentum},
                                     {"--weight-decay", c.weight_decay},
@@ -776,7 +778,7 @@ TrainResult train(const TrainConfig& config, FILE* out) {
     for (int i = 0; i < c.devices; ++i) devices.emplace_back(DeviceType::kHost, i);
     net = std::make_shared<DataParallel>(model, devices);
   } else if (c.mode == "ddp") {
-    net = dist.wrap(model);
+    net = dist.wrap(model, c.gradient_as_bucket_view);
   }
 
   const int scale = c.mode == "dp" ? c.devices : dist.world;
