@@ -9,13 +9,16 @@
 // grad are split into buckets in *reverse* registration order (the order backward produces their
 // gradients): the first bucket closes once it holds 1 MiB, later ones at bucket_cap_mb. Each bucket
 // owns one flat gradient buffer. A post-accumulate hook on every parameter copies its gradient,
-// divided by the world size, into its slot (with gradient_as_bucket_view, divides it in place and
-// makes .grad a view of the slot), as PyTorch's div_factor does. When a bucket's last slot is
-// filled, the bucket is launched as all_reduce_async(sum) — but only after every
-// bucket with a smaller index, so all ranks queue the same all-reduces in the same order on the
-// group's communication thread (design note "one communication thread", process_group.h), while
-// backward goes on computing the remaining gradients. The buckets live in reducer.{h,cc}, the
-// parameter check in verify_params.h, the broadcast in broadcast_packed.h.
+// divided by the world size, into its slot, as PyTorch's div_factor does. With
+// gradient_as_bucket_view .grad is a view of the slot, and the op that computes a parameter's
+// gradient may write it there already divided (linear layers do; design note "gradient
+// destinations" in engine/autograd/node.h), so that no pass over it is left. When a bucket's last
+// slot is filled, the bucket is launched as all_reduce_async(sum) — but only after every bucket
+// with a smaller index, so all ranks queue the same all-reduces in the same order on the group's
+// communication thread (design note "one communication thread", process_group.h), while backward
+// goes on computing the remaining gradients (or, design note "when to overlap", all of them at the
+// end of backward). The buckets live in reducer.{h,cc}, the parameter check in verify_params.h,
+// the broadcast in broadcast_packed.h.
 //
 // Design note "end of backward": the autograd engine has no final callback, so the reducer counts
 // ready parameters. The hook that marks the last parameter ready (which also launches the last
