@@ -53,39 +53,46 @@ WorkQueue::~WorkQueue() {
   thread_.join();
 }
 
-std::shared_ptr<Work> WorkQueue::submit(std::function<void()> fn) {
-  auto work = std::make_shared<Work>();
-  std::lock_guard<std::mutex> lock(mu_);
+namespace {
+
+// Runs fn; what it throws is returned for the Work, not propagated.
+std::exception_ptr run_catching(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (...) {
+    return std::current_exception();
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+std::shared_ptr<Work> WorkQueue::push_locked(std::function<void()> fn) {
   DPE_CHECK(!stop_, name_ << ": work submitted after shutdown");
+  auto work = std::make_shared<Work>();
   queue_.emplace_back(std::move(fn), work);
   cv_.notify_all();
   return work;
 }
 
+std::shared_ptr<Work> WorkQueue::submit(std::function<void()> fn) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return push_locked(std::move(fn));
+}
+
 std::shared_ptr<Work> WorkQueue::run_here_or_submit(std::function<void()> fn) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    DPE_CHECK(!stop_, name_ << ": work submitted after shutdown");
-    if (running_ || !queue_.empty()) {
-      auto work = std::make_shared<Work>();
-      queue_.emplace_back(std::move(fn), work);
-      cv_.notify_all();
-      return work;
-    }
+    if (stop_ || running_ || !queue_.empty()) return push_locked(std::move(fn));
     running_ = true;
   }
-  auto work = std::make_shared<Work>();
-  std::exception_ptr error;
-  try {
-    fn();
-  } catch (...) {
-    error = std::current_exception();
-  }
+  const std::exception_ptr error = run_catching(fn);
   {
     std::lock_guard<std::mutex> lock(mu_);
     running_ = false;
     cv_.notify_all();
   }
+  auto work = std::make_shared<Work>();
   work->finish(error);
   return work;
 }
@@ -99,12 +106,7 @@ void WorkQueue::loop() {
     queue_.pop_front();
     running_ = true;
     lock.unlock();
-    std::exception_ptr error;
-    try {
-      item.first();
-    } catch (...) {
-      error = std::current_exception();
-    }
+    const std::exception_ptr error = run_catching(item.first);
     lock.lock();
     running_ = false;
     lock.unlock();
@@ -178,26 +180,26 @@ void ProcessGroup::check_tensor(const char* op, const Tensor& t) const {
 void ProcessGroup::all_reduce(Tensor& tensor, ReduceOp op) { all_reduce_async(tensor, op)->wait(); }
 
 std::shared_ptr<Work> ProcessGroup::all_reduce_async(Tensor tensor, ReduceOp op) {
-  check_tensor("all_reduce", tensor);
-  DPE_CHECK(tensor.dtype() == DType::kFloat32 || op != ReduceOp::kAvg,
-            "all_reduce (rank " << rank_ << "): op avg needs float32, got "
-                                << dtype_name(tensor.dtype()));
-  return enqueue(std::string("all_reduce(") + reduce_op_name(op) + ")",
-                 [this, tensor, op]() mutable { run_all_reduce(tensor, op); });
+  return start_all_reduce(std::move(tensor), op, false);
 }
 
 std::shared_ptr<Work> ProcessGroup::all_reduce_here(Tensor tensor, ReduceOp op) {
+  return start_all_reduce(std::move(tensor), op, true);
+}
+
+std::shared_ptr<Work> ProcessGroup::start_all_reduce(Tensor tensor, ReduceOp op, bool here) {
   check_tensor("all_reduce", tensor);
-  DPE_CHECK(tensor.device().is_host(), "all_reduce (rank " << rank_
-                                                           << "): all_reduce_here takes host "
-                                                              "tensors, got one on "
-                                                           << tensor.device());
+  DPE_CHECK(!here || tensor.device().is_host(), "all_reduce (rank "
+                                                    << rank_
+                                                    << "): all_reduce_here takes host tensors, "
+                                                       "got one on "
+                                                    << tensor.device());
   DPE_CHECK(tensor.dtype() == DType::kFloat32 || op != ReduceOp::kAvg,
             "all_reduce (rank " << rank_ << "): op avg needs float32, got "
                                 << dtype_name(tensor.dtype()));
   return enqueue(
       std::string("all_reduce(") + reduce_op_name(op) + ")",
-      [this, tensor, op]() mutable { run_all_reduce(tensor, op); }, true);
+      [this, tensor, op]() mutable { run_all_reduce(tensor, op); }, here);
 }
 
 void ProcessGroup::broadcast(Tensor& tensor, int root) { broadcast_async(tensor, root)->wait(); }

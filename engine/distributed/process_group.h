@@ -68,6 +68,7 @@ class WorkQueue {
 
  private:
   void loop();
+  std::shared_ptr<Work> push_locked(std::function<void()> fn);  // queues fn; mu_ held
 
   std::string name_;
   std::mutex mu_;
@@ -153,6 +154,8 @@ class ProcessGroup {
   // Queues fn on the communication thread (here: or runs it on the caller, WorkQueue::
   // run_here_or_submit), refusing to run it once the group is broken.
   std::shared_ptr<Work> enqueue(const std::string& op, std::function<void()> fn, bool here = false);
+  // all_reduce_async (here: all_reduce_here) after the argument checks.
+  std::shared_ptr<Work> start_all_reduce(Tensor tensor, ReduceOp op, bool here);
 
   std::mutex broken_mu_;
   std::string broken_;  // the first failure that broke the group
