@@ -41,13 +41,18 @@ std::vector<float> scaled(const Tensor& t, float s) {
   return v;
 }
 
-// The plain gradients of w and b for loss = sum(linear(x, w, b)^2), without destinations.
+// backward() of the loss every case here uses: sum(linear(x, w, b)^2).
+void backward_of_squares(const Tensor& x, const Tensor& w, const Tensor& b) {
+  Tensor y = ops::linear(x, w, b);
+  backward(ops::sum(ops::mul(y, y)));
+}
+
+// The plain gradients of w and b for that loss, without destinations.
 std::pair<Tensor, Tensor> plain_grads(const Tensor& x, const Tensor& w, const Tensor& b) {
   Tensor w2 = w.detach().clone(), b2 = b.detach().clone();
   w2.requires_grad_();
   b2.requires_grad_();
-  Tensor y = ops::linear(x, w2, b2);
-  backward(ops::sum(ops::mul(y, y)));
+  backward_of_squares(x, w2, b2);
   return {w2.grad(), b2.grad()};
 }
 
@@ -57,8 +62,7 @@ TEST(GradDestinationTest, ALinearWritesItsScaledGradientsIntoTheDestinations) {
   Tensor w = leaf({4, 7}, gen), b = leaf({4}, gen), wbuf, bbuf;
   const auto [gw, gb] = plain_grads(x, w, b);
   auto dw = destination_for(w, 0.5f, wbuf), db = destination_for(b, 0.5f, bbuf);
-  Tensor y = ops::linear(x, w, b);
-  backward(ops::sum(ops::mul(y, y)));
+  backward_of_squares(x, w, b);
   EXPECT_TRUE(dw->written);
   EXPECT_TRUE(db->written);
   EXPECT_TRUE(is_view_of(w.grad(), dw));
@@ -75,8 +79,7 @@ TEST(GradDestinationTest, ABiasWithoutAMatchingOfferGetsItsPlainGradient) {
   Tensor w = leaf({2, 6}, gen), b = leaf({2}, gen), wbuf;
   const auto [gw, gb] = plain_grads(x, w, b);
   auto dw = destination_for(w, 0.25f, wbuf);  // the bias has no destination
-  Tensor y = ops::linear(x, w, b);
-  backward(ops::sum(ops::mul(y, y)));
+  backward_of_squares(x, w, b);
   EXPECT_TRUE(dw->written);
   EXPECT_EQ(w.grad().to_vector<float>(), scaled(gw, 0.25f));
   EXPECT_EQ(b.grad().to_vector<float>(), gb.to_vector<float>());
@@ -88,8 +91,7 @@ TEST(GradDestinationTest, AWeightWithoutAnOfferGetsItsPlainGradientBesideAScaled
   Tensor w = leaf({2, 6}, gen), b = leaf({2}, gen), bbuf;
   const auto [gw, gb] = plain_grads(x, w, b);
   auto db = destination_for(b, 0.25f, bbuf);  // the weight has no destination
-  Tensor y = ops::linear(x, w, b);
-  backward(ops::sum(ops::mul(y, y)));
+  backward_of_squares(x, w, b);
   EXPECT_TRUE(db->written);
   EXPECT_EQ(w.grad().to_vector<float>(), gw.to_vector<float>());
   EXPECT_EQ(b.grad().to_vector<float>(), scaled(gb, 0.25f));

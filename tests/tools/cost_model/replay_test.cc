@@ -22,6 +22,22 @@ TraceEvent op(const char* cls, double flops, int64_t bytes, bool backward = fals
   return e;
 }
 
+TraceEvent bucket(int64_t bytes) {
+  TraceEvent e;
+  e.kind = TraceKind::kBucket;
+  e.bytes_read = bytes;
+  return e;
+}
+
+// No framework costs: a step's phases are its ops' and its collectives' alone.
+ReplayOptions without_framework_costs() {
+  ReplayOptions o;
+  o.framework.op_dispatch_us = 0;
+  o.framework.ddp_fixed_us = 0;
+  o.framework.ddp_per_tensor_us = 0;
+  return o;
+}
+
 TEST(ReplayTest, AnOpTakesTheSlowerOfItsFlopsAndItsBytesAndAtLeastALaunch) {
   const GpuSpec& gpu = gpu_spec("titanrtx");
   ReplayOptions o;
@@ -102,10 +118,7 @@ TEST(ReplayTest, TheRingOnADgx1UsesOnlyNvlinks) {
 
 TEST(ReplayTest, DdpOverlapsBucketsWithTheRestOfBackward) {
   const Cluster c = cluster_preset("titanrtx-pcie", 2);
-  ReplayOptions o;
-  o.framework.op_dispatch_us = 0;
-  o.framework.ddp_fixed_us = 0;
-  o.framework.ddp_per_tensor_us = 0;
+  ReplayOptions o = without_framework_costs();
   o.overlap_slowdown = 0;                    // checked on its own below
   o.host_memory_all_reduce_overlaps = true;  // the slow link stands for any link here
   const GpuSpec& gpu = c.gpu;
@@ -114,13 +127,10 @@ TEST(ReplayTest, DdpOverlapsBucketsWithTheRestOfBackward) {
   TracedStep t;
   t.events.push_back(op("gemm", flops_per_ms, 0));
   t.events.push_back(op("gemm", 10 * flops_per_ms, 0, true));
-  TraceEvent a;
-  a.kind = TraceKind::kBucket;
-  a.bytes_read = 100'000'000;
+  const TraceEvent a = bucket(100'000'000);
   t.events.push_back(a);
   t.events.push_back(op("gemm", 10 * flops_per_ms, 0, true));
-  TraceEvent b = a;
-  b.bytes_read = 50'000'000;
+  const TraceEvent b = bucket(50'000'000);
   t.events.push_back(b);
   t.events.push_back(
       op("optimizer", 0, static_cast<int64_t>(gpu.mem_bw_gbs * 1e6 * o.efficiency.memory)));
@@ -150,21 +160,15 @@ TEST(ReplayTest, AnAllReduceThroughHostMemoryDoesNotOverlapBackward) {
   EXPECT_FALSE(all_reduce_through_host(cluster_preset("titanrtx-pcie", 2), 1));
 
   const Cluster c = cluster_preset("titanrtx-pcie", 2);
-  ReplayOptions o;
-  o.framework.op_dispatch_us = 0;
-  o.framework.ddp_fixed_us = 0;
-  o.framework.ddp_per_tensor_us = 0;
+  ReplayOptions o = without_framework_costs();
   const double flops_per_ms = c.gpu.fp32_tflops * 1e9 * o.efficiency.gemm;
   // backward: 10 ms, bucket A, 10 ms, bucket B (the last).
   TracedStep t;
   t.events.push_back(op("gemm", 10 * flops_per_ms, 0, true));
-  TraceEvent a;
-  a.kind = TraceKind::kBucket;
-  a.bytes_read = 100'000'000;
+  const TraceEvent a = bucket(100'000'000);
   t.events.push_back(a);
   t.events.push_back(op("gemm", 10 * flops_per_ms, 0, true));
-  TraceEvent b = a;
-  b.bytes_read = 50'000'000;
+  const TraceEvent b = bucket(50'000'000);
   t.events.push_back(b);
   t.peak_bytes = {1};
   const double ar = (all_reduce_us(c, 2, a.bytes_read) + all_reduce_us(c, 2, b.bytes_read)) / 1e3;
@@ -180,10 +184,7 @@ TEST(ReplayTest, AnAllReduceThroughHostMemoryDoesNotOverlapBackward) {
 
 TEST(ReplayTest, ComputeBesideAnAllReduceRunsSlower) {
   const Cluster c = cluster_preset("titanrtx-pcie", 2);
-  ReplayOptions o;
-  o.framework.op_dispatch_us = 0;
-  o.framework.ddp_fixed_us = 0;
-  o.framework.ddp_per_tensor_us = 0;
+  ReplayOptions o = without_framework_costs();
   o.overlap_slowdown = 0.25;
   o.host_memory_all_reduce_overlaps = true;
   const double flops_per_ms = c.gpu.fp32_tflops * 1e9 * o.efficiency.gemm;
@@ -191,14 +192,10 @@ TEST(ReplayTest, ComputeBesideAnAllReduceRunsSlower) {
   // (empty) bucket.
   TracedStep t;
   t.events.push_back(op("gemm", 0, 0, true));
-  TraceEvent a;
-  a.kind = TraceKind::kBucket;
-  a.bytes_read = 100'000'000;
+  const TraceEvent a = bucket(100'000'000);
   t.events.push_back(a);
   t.events.push_back(op("gemm", 2 * flops_per_ms, 0, true));
-  TraceEvent last = a;
-  last.bytes_read = 0;
-  t.events.push_back(last);
+  t.events.push_back(bucket(0));
   t.peak_bytes = {1};
   const double w = all_reduce_us(c, 2, a.bytes_read) / 1e3;
   ASSERT_GT(w, 2 * 1.25);  // the op runs entirely beside the all-reduce
