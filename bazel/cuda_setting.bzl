@@ -1,4 +1,5 @@
-"""A boolean build setting: `--//bazel:cuda=false` (or `--config=nocuda`) leaves the CUDA backend out."""
+"""A boolean build setting: `--//bazel:cuda=false` (or `--config=nocuda`) leaves the CUDA backend out,
+`--//bazel:tcmalloc=false` keeps glibc's malloc."""
 
 def _bool_setting_impl(ctx):
     return []
