@@ -83,7 +83,7 @@ int Runtime::cuda_device_count() const {
 }
 
 void Runtime::set_host_devices(const HostDeviceOptions& options) {
-  DPE_CHECK(options.count >= 1 && options.count <= 1024,
+  DPE_CHECK(options.count >= 1 && options.count <= kMaxHostDevices,
             "host device count must be between 1 and 1024, got " << options.count);
   DPE_CHECK(options.compute_threads >= 0, "compute threads must be >= 0");
   std::lock_guard<std::mutex> lock(mu_);
@@ -92,8 +92,9 @@ void Runtime::set_host_devices(const HostDeviceOptions& options) {
                           options.count == host_options_.count;
   if (!same_shape) {
     // Thread counts depend on the device count, so every existing context is re-created lazily.
-    for (auto& ctx : host_contexts_) {
-      if (ctx) retired_.push_back(std::move(ctx));
+    for (size_t i = 0; i < host_contexts_.size(); ++i) {
+      host_published_[i].store(nullptr, std::memory_order_release);
+      if (host_contexts_[i]) retired_.push_back(std::move(host_contexts_[i]));
     }
     host_contexts_.clear();
   }
@@ -136,6 +137,10 @@ DeviceContext& Runtime::context(Device device) {
     if (!slot) slot = cuda::make_device_context(device.index());
     return *slot;
   }
+  if (device.index() >= 0 && device.index() < kMaxHostDevices) {
+    DeviceContext* published = host_published_[device.index()].load(std::memory_order_acquire);
+    if (published != nullptr) return *published;
+  }
   std::lock_guard<std::mutex> lock(mu_);
   DPE_CHECK(device.index() < host_options_.count,
             "device " << device << " is out of range: " << host_options_.count
@@ -151,6 +156,7 @@ DeviceContext& Runtime::context(Device device) {
     slot =
         std::make_unique<HostDeviceContext>(device.index(), threads, host_options_.capacity_bytes);
     slot->set_worker_spin(spin);
+    host_published_[device.index()].store(slot.get(), std::memory_order_release);
   }
   return *slot;
 }

@@ -17,6 +17,8 @@
 // Threading contract: every method may be called from any thread.
 #pragma once
 
+#include <array>
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -80,9 +82,16 @@ class Runtime {
  private:
   Runtime();
 
+  static constexpr int kMaxHostDevices = 1024;  // set_host_devices' bound
+
   mutable std::mutex mu_;
   HostDeviceOptions host_options_;
   std::vector<std::unique_ptr<DeviceContext>> host_contexts_;
+  // host_contexts_' pointers, published for context() to read without mu_: every op allocating a
+  // tensor looks its device up, from every device's thread at once, and a lookup through mu_ made
+  // those threads queue on one lock. Null until created; cleared (under mu_) when the contexts are
+  // retired.
+  std::array<std::atomic<DeviceContext*>, kMaxHostDevices> host_published_{};
   // Replaced contexts are parked here, not destroyed: tensors may still point at them.
   std::vector<std::unique_ptr<DeviceContext>> retired_;
   std::vector<std::unique_ptr<DeviceContext>> cuda_contexts_;

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <thread>
+#include <vector>
 
 #include "engine/core/error.h"
 #include "engine/tensor/tensor.h"
@@ -45,6 +47,44 @@ TEST(RuntimeTest, ComputeThreadsDefaultToCoresOverDevicesAtLeastOne) {
   Runtime::get().set_host_devices({2, 3, 0});
   EXPECT_EQ(Runtime::get().context(Device::parse("host:1")).compute_threads(), 3);
   Runtime::get().set_host_devices({2, 0, 0});
+}
+
+// context() reads created host contexts without the runtime's lock; a change of the devices'
+// shape must still take the old ones out of that path.
+TEST(RuntimeTest, ReshapingTheHostDevicesReplacesTheContextsLookupsReturn) {
+  Runtime& rt = Runtime::get();
+  rt.set_host_devices({4, 1, 0});
+  DeviceContext* before = &rt.context(Device::parse("host:3"));
+  EXPECT_EQ(&rt.context(Device::parse("host:3")), before);  // created once, then looked up
+  EXPECT_EQ(before->compute_threads(), 1);
+  rt.set_host_devices({2, 1, 0});
+  EXPECT_THROW(rt.context(Device::parse("host:3")), Error);  // no longer a device
+  rt.set_host_devices({4, 2, 0});
+  DeviceContext* after = &rt.context(Device::parse("host:3"));
+  EXPECT_NE(after, before);
+  EXPECT_EQ(after->compute_threads(), 2);
+  rt.set_host_devices({2, 0, 0});
+}
+
+TEST(RuntimeTest, ThreadsLookingUpAtOnceGetOneContextPerDevice) {
+  Runtime& rt = Runtime::get();
+  rt.set_host_devices({4, 1, 0});  // a new shape: no context exists yet
+  constexpr int kThreads = 8;
+  std::vector<std::vector<DeviceContext*>> seen(kThreads, std::vector<DeviceContext*>(4));
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&seen, &rt, t] {
+      for (int round = 0; round < 100; ++round) {
+        for (int d = 0; d < 4; ++d) seen[t][d] = &rt.context(Device(DeviceType::kHost, d));
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  for (int d = 0; d < 4; ++d) {
+    for (int t = 0; t < kThreads; ++t) EXPECT_EQ(seen[t][d], seen[0][d]) << "host:" << d;
+    EXPECT_EQ(seen[0][d]->device().index(), d);
+  }
+  rt.set_host_devices({2, 0, 0});
 }
 
 TEST(RuntimeTest, WithoutAGpuThereAreZeroCudaDevicesAndNothingFails) {
