@@ -1,5 +1,8 @@
 #include "engine/autograd/engine.h"
 
+#include <oneapi/tbb/mutex.h>
+
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <deque>
@@ -7,7 +10,6 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <set>
 #include <unordered_map>
 
 #include "engine/autograd/grad_mode.h"
@@ -31,26 +33,33 @@ struct NodeState {
 // One backward pass: the discovered graph and what has arrived where.
 class GraphTask {
  public:
+  // One lookup per edge: a node's state is created when it is first seen (a backward runs on
+  // every step, and for a small model its bookkeeping costs as much as its arithmetic).
   void discover(const std::vector<Edge>& roots) {
     std::vector<Node*> stack;
+    auto visit = [&](Node* n) {
+      auto [it, fresh] = state_.try_emplace(n);
+      if (fresh) stack.push_back(n);
+      return &it->second;
+    };
     for (const Edge& e : roots) {
-      if (e.fn && seen_.insert(e.fn.get()).second) stack.push_back(e.fn.get());
+      if (e.fn) visit(e.fn.get());
     }
     while (!stack.empty()) {
       Node* n = stack.back();
       stack.pop_back();
-      devices_.insert(n->device());
+      if (std::find(devices_.begin(), devices_.end(), n->device()) == devices_.end()) {
+        devices_.push_back(n->device());
+      }
       state_[n].pending.resize(n->num_outputs());
       for (const Edge& e : n->next_edges()) {
-        if (!e.fn) continue;
-        ++state_[e.fn.get()].dependencies;
-        if (seen_.insert(e.fn.get()).second) stack.push_back(e.fn.get());
+        if (e.fn) ++visit(e.fn.get())->dependencies;
       }
     }
   }
 
   bool single_device() const { return devices_.size() <= 1; }
-  bool only_device(Device d) const { return devices_.empty() || *devices_.begin() == d; }
+  bool only_device(Device d) const { return devices_.empty() || devices_[0] == d; }
 
   void add_input(Node* n, uint32_t slot, const Tensor& grad) {
     NodeState& s = state_[n];
@@ -62,7 +71,7 @@ class GraphTask {
   std::vector<Tensor> take_inputs(Node* n) {
     std::vector<std::vector<Tensor>> pending;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      std::lock_guard<tbb::mutex> lock(mu_);
       pending.swap(state_[n].pending);
     }
     std::vector<Tensor> grads(n->num_outputs());
@@ -92,7 +101,7 @@ class GraphTask {
       const auto* acc = dynamic_cast<const AccumulateGrad*>(edges[i].fn.get());
       const GradDestination* d = acc != nullptr ? acc->destination() : nullptr;
       if (d == nullptr) continue;
-      std::lock_guard<std::mutex> lock(mu_);
+      std::lock_guard<tbb::mutex> lock(mu_);
       const NodeState& s = state_[edges[i].fn.get()];
       const bool sole = s.dependencies == 1 && (s.pending.empty() || s.pending[0].empty());
       if (!sole) continue;
@@ -125,7 +134,7 @@ class GraphTask {
       outs = n->apply(grads);
     }
     std::vector<Node*> ready;
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<tbb::mutex> lock(mu_);
     const auto& edges = n->next_edges();
     for (size_t i = 0; i < edges.size(); ++i) {
       const Edge& e = edges[i];
@@ -154,7 +163,7 @@ class GraphTask {
   void run_on_workers(const std::vector<Node*>& ready, Device home) {
     home_ = home;
     Worker& home_worker = Runtime::get().context(home).worker();
-    std::unique_lock<std::mutex> lock(mu_);
+    std::unique_lock<tbb::mutex> lock(mu_);
     for (Node* n : ready) dispatch_locked(n);
     for (;;) {
       if (!idle_locked()) {
@@ -219,7 +228,7 @@ class GraphTask {
       } catch (...) {
         error = "backward: " + current->name() + " on " + device.str() + " failed";
       }
-      std::lock_guard<std::mutex> lock(mu_);
+      std::lock_guard<tbb::mutex> lock(mu_);
       if (!error.empty() && error_.empty()) error_ = error;
       if (!error_.empty()) break;  // this node or another failed: nothing more starts
       for (Node* next : ready) {
@@ -240,7 +249,7 @@ class GraphTask {
     Runtime::get().context(device).worker().submit([this, n, device] {
       std::deque<Node*> local{n};
       drain(local, device);
-      std::lock_guard<std::mutex> lock(mu_);
+      std::lock_guard<tbb::mutex> lock(mu_);
       if (--outstanding_ == 0) {
         signals_.fetch_add(1);
         done_.notify_all();
@@ -248,8 +257,11 @@ class GraphTask {
     });
   }
 
-  std::mutex mu_;
-  std::condition_variable done_;  // the caller's wake-up: idle_locked() may have become true
+  // Taken by the caller and every device's worker around each node, for well under a microsecond.
+  // std::mutex sleeps in the kernel at the first collision, and waking costs more than a small
+  // node's whole run; tbb::mutex spins briefly before it waits.
+  tbb::mutex mu_;
+  std::condition_variable_any done_;  // the caller's wake-up: idle_locked() may have become true
   int outstanding_ = 0;           // worker tasks and home nodes not finished
   std::optional<Device> home_;    // the caller's device
   std::deque<Node*> home_ready_;  // ready nodes of home_, for the caller
@@ -257,9 +269,8 @@ class GraphTask {
   // on without the lock before it sleeps.
   std::atomic<int> signals_{0};
   std::string error_;  // the first node's failure
-  std::set<Node*> seen_;
-  std::set<Device> devices_;
-  std::unordered_map<Node*, NodeState> state_;
+  std::vector<Device> devices_;                 // those of the graph's nodes, each once
+  std::unordered_map<Node*, NodeState> state_;  // every node discovered
 };
 
 }  // namespace
@@ -288,9 +299,9 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
   for (size_t i = 0; i < edges.size(); ++i) {
     task.add_input(edges[i].fn.get(), edges[i].input_nr, grads[i]);
   }
-  std::set<Node*> queued;
   for (const Edge& e : edges) {
-    if (queued.insert(e.fn.get()).second) ready.push_back(e.fn.get());
+    if (std::find(ready.begin(), ready.end(), e.fn.get()) == ready.end())
+      ready.push_back(e.fn.get());
   }
   // A worker waiting for tasks queued on itself would deadlock: from a worker, only a graph on
   // that worker's own device can run (inline).
