@@ -32,13 +32,18 @@ int parse_positive_env(const char* name, int fallback) {
   return static_cast<int>(env_whole_number(name, fallback, 1, 1024));
 }
 
-// Worker::spin for host devices: brief spinning pays only while every device's threads can hold a
-// core of their own; DPE_HOST_SPIN_US (µs; 0 turns it off) overrides, to measure the difference.
+// Worker::spin for host devices: spinning pays only while every device's threads can hold a core
+// of their own; DPE_HOST_SPIN_US (µs; 0 turns it off) overrides, to measure the difference. How
+// long: a wake-up costs 25-45 µs on the VMs measured, so up to 2 ms of idling it costs more than
+// 2% of the wait. That covers a DataParallel step's serial part on device 0 (reduce-add, optimizer
+// step, replicate: ~1 ms for the Mlp), during which the other devices idle; with 50 µs they slept
+// and paid the wake-up twice a step (the Mlp at batch 256 on 2 devices: 1.19-1.41x one device
+// against 1.36-1.47x, three alternating runs). Intel's OpenMP spins 200 ms (KMP_BLOCKTIME).
 std::chrono::nanoseconds host_worker_spin(int count, int threads) {
   const long us = env_whole_number("DPE_HOST_SPIN_US", -1, 0, 1000000);
   if (us >= 0) return std::chrono::microseconds(us);
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  return count * threads <= cores ? std::chrono::microseconds(50) : std::chrono::microseconds(0);
+  return count * threads <= cores ? std::chrono::milliseconds(2) : std::chrono::microseconds(0);
 }
 
 }  // namespace

@@ -10,7 +10,7 @@
 // Host devices are the default backend. Their count comes from set_host_device_count() or the
 // environment (DPE_HOST_DEVICES, default 2); DPE_HOST_THREADS sets compute threads per device
 // (default: cores / devices, at least 1); DPE_HOST_DEVICE_MEMORY (e.g. 512MiB, at least 1 byte;
-// unset: no cap) caps each device. Their workers spin 50 µs before sleeping when the devices'
+// unset: no cap) caps each device. Their workers spin 2 ms before sleeping when the devices'
 // threads fit the cores, else not at all; DPE_HOST_SPIN_US overrides (Worker, "hand-offs").
 // CUDA devices are discovered at run time (CUDA_VISIBLE_DEVICES honoured); 0 without a GPU.
 //
