@@ -1,7 +1,5 @@
 #include "engine/autograd/engine.h"
 
-#include <oneapi/tbb/mutex.h>
-
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
@@ -24,6 +22,29 @@
 namespace dpe {
 
 namespace {
+
+// A mutex that tries for about a microsecond before it sleeps, as glibc's adaptive mutexes do.
+// GraphTask's lock is taken by the caller and every device's worker around each node, for well
+// under a microsecond; std::mutex sleeps in the kernel at the first collision, and the wake-up
+// costs more than a small node's whole run. Built on std::mutex so that ThreadSanitizer still sees
+// a lock.
+class SpinThenSleepMutex {
+ public:
+  void lock() {
+    for (int i = 0; i < 100; ++i) {
+      if (mu_.try_lock()) return;
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#endif
+    }
+    mu_.lock();
+  }
+  bool try_lock() { return mu_.try_lock(); }
+  void unlock() { mu_.unlock(); }
+
+ private:
+  std::mutex mu_;
+};
 
 struct NodeState {
   int dependencies = 0;
@@ -59,7 +80,9 @@ class GraphTask {
   }
 
   bool single_device() const { return devices_.size() <= 1; }
-  bool only_device(Device d) const { return devices_.empty() || devices_[0] == d; }
+  bool only_device(Device d) const {
+    return devices_.empty() || (devices_.size() == 1 && devices_[0] == d);
+  }
 
   void add_input(Node* n, uint32_t slot, const Tensor& grad) {
     NodeState& s = state_[n];
@@ -71,7 +94,7 @@ class GraphTask {
   std::vector<Tensor> take_inputs(Node* n) {
     std::vector<std::vector<Tensor>> pending;
     {
-      std::lock_guard<tbb::mutex> lock(mu_);
+      std::lock_guard<SpinThenSleepMutex> lock(mu_);
       pending.swap(state_[n].pending);
     }
     std::vector<Tensor> grads(n->num_outputs());
@@ -101,7 +124,7 @@ class GraphTask {
       const auto* acc = dynamic_cast<const AccumulateGrad*>(edges[i].fn.get());
       const GradDestination* d = acc != nullptr ? acc->destination() : nullptr;
       if (d == nullptr) continue;
-      std::lock_guard<tbb::mutex> lock(mu_);
+      std::lock_guard<SpinThenSleepMutex> lock(mu_);
       const NodeState& s = state_[edges[i].fn.get()];
       const bool sole = s.dependencies == 1 && (s.pending.empty() || s.pending[0].empty());
       if (!sole) continue;
@@ -134,7 +157,7 @@ class GraphTask {
       outs = n->apply(grads);
     }
     std::vector<Node*> ready;
-    std::lock_guard<tbb::mutex> lock(mu_);
+    std::lock_guard<SpinThenSleepMutex> lock(mu_);
     const auto& edges = n->next_edges();
     for (size_t i = 0; i < edges.size(); ++i) {
       const Edge& e = edges[i];
@@ -163,7 +186,7 @@ class GraphTask {
   void run_on_workers(const std::vector<Node*>& ready, Device home) {
     home_ = home;
     Worker& home_worker = Runtime::get().context(home).worker();
-    std::unique_lock<tbb::mutex> lock(mu_);
+    std::unique_lock<SpinThenSleepMutex> lock(mu_);
     for (Node* n : ready) dispatch_locked(n);
     for (;;) {
       if (!idle_locked()) {
@@ -228,7 +251,7 @@ class GraphTask {
       } catch (...) {
         error = "backward: " + current->name() + " on " + device.str() + " failed";
       }
-      std::lock_guard<tbb::mutex> lock(mu_);
+      std::lock_guard<SpinThenSleepMutex> lock(mu_);
       if (!error.empty() && error_.empty()) error_ = error;
       if (!error_.empty()) break;  // this node or another failed: nothing more starts
       for (Node* next : ready) {
@@ -249,7 +272,7 @@ class GraphTask {
     Runtime::get().context(device).worker().submit([this, n, device] {
       std::deque<Node*> local{n};
       drain(local, device);
-      std::lock_guard<tbb::mutex> lock(mu_);
+      std::lock_guard<SpinThenSleepMutex> lock(mu_);
       if (--outstanding_ == 0) {
         signals_.fetch_add(1);
         done_.notify_all();
@@ -257,10 +280,7 @@ class GraphTask {
     });
   }
 
-  // Taken by the caller and every device's worker around each node, for well under a microsecond.
-  // std::mutex sleeps in the kernel at the first collision, and waking costs more than a small
-  // node's whole run; tbb::mutex spins briefly before it waits.
-  tbb::mutex mu_;
+  SpinThenSleepMutex mu_;
   std::condition_variable_any done_;  // the caller's wake-up: idle_locked() may have become true
   int outstanding_ = 0;           // worker tasks and home nodes not finished
   std::optional<Device> home_;    // the caller's device

@@ -1,5 +1,6 @@
 #include "engine/device/runtime.h"
 
+#include <dlfcn.h>
 #include <malloc.h>
 
 #include <algorithm>
@@ -29,7 +30,7 @@ long env_whole_number(const char* name, long fallback, long lo, long hi) {
 }
 
 int parse_positive_env(const char* name, int fallback) {
-  return static_cast<int>(env_whole_number(name, fallback, 1, 1024));
+  return static_cast<int>(env_whole_number(name, fallback, 1, Runtime::kMaxHostDevices));
 }
 
 // Worker::spin for host devices: spinning pays only while every device's threads can hold a core
@@ -124,7 +125,14 @@ void Runtime::empty_cache() {
     }
   }
   for (DeviceContext* c : contexts) c->empty_cache();
-  malloc_trim(0);
+  malloc_trim(0);  // glibc's heap
+  // TCMalloc (bazel/third_party/tcmalloc.BUILD) keeps freed pages until told; malloc_trim does not
+  // reach it. Looked up rather than linked, so that a build with glibc's malloc needs nothing.
+  using Release = void (*)();
+  if (auto release =
+          reinterpret_cast<Release>(dlsym(RTLD_DEFAULT, "MallocExtension_ReleaseFreeMemory"))) {
+    release();
+  }
 }
 
 std::string Runtime::cuda_status() const { return cuda::device_count_status(); }
@@ -161,7 +169,9 @@ DeviceContext& Runtime::context(Device device) {
     slot =
         std::make_unique<HostDeviceContext>(device.index(), threads, host_options_.capacity_bytes);
     slot->set_worker_spin(spin);
-    host_published_[device.index()].store(slot.get(), std::memory_order_release);
+    if (device.index() < kMaxHostDevices) {  // always, while counts are capped at that
+      host_published_[device.index()].store(slot.get(), std::memory_order_release);
+    }
   }
   return *slot;
 }

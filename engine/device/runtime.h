@@ -79,10 +79,11 @@ class Runtime {
   int64_t copied_bytes(Device src, Device dst) const;
   void reset_copy_stats();
 
+  // The most host devices a process may have (set_host_devices, DPE_HOST_DEVICES).
+  static constexpr int kMaxHostDevices = 1024;
+
  private:
   Runtime();
-
-  static constexpr int kMaxHostDevices = 1024;  // set_host_devices' bound
 
   mutable std::mutex mu_;
   HostDeviceOptions host_options_;

@@ -9,8 +9,9 @@
 // Design note "hand-offs": waking a sleeping thread costs ~25 µs on a small VM, more than a toy
 // model's whole step, and a DataParallel step hands work across threads several times. So the
 // caller runs the first device's share itself (try_run_here) and waits on the others spinning
-// briefly, and an idle worker spins briefly before it sleeps (spin(): 0 where the devices' compute
-// threads outnumber the cores, since a spinning thread would then take a core from one computing).
+// first, and an idle worker spins before it sleeps (spin(): 2 ms on host devices, longer than a
+// DataParallel step's serial part on device 0, see runtime.cc; 0 where the devices' compute threads
+// outnumber the cores, since a spinning thread would then take a core from one computing).
 #pragma once
 
 #include <atomic>

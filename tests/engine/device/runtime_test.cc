@@ -70,19 +70,29 @@ TEST(RuntimeTest, ThreadsLookingUpAtOnceGetOneContextPerDevice) {
   Runtime& rt = Runtime::get();
   rt.set_host_devices({4, 1, 0});  // a new shape: no context exists yet
   constexpr int kThreads = 8;
-  std::vector<std::vector<DeviceContext*>> seen(kThreads, std::vector<DeviceContext*>(4));
+  // Each thread's first answer per device, whether every later one matched it, and what it read
+  // through the pointer (a context published before it was built would show here, or to TSan).
+  std::vector<std::vector<DeviceContext*>> first(kThreads, std::vector<DeviceContext*>(4));
+  std::vector<int> mismatches(kThreads, 0);
+  std::vector<int> wrong_index(kThreads, 0);
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
-    threads.emplace_back([&seen, &rt, t] {
+    threads.emplace_back([&, t] {
       for (int round = 0; round < 100; ++round) {
-        for (int d = 0; d < 4; ++d) seen[t][d] = &rt.context(Device(DeviceType::kHost, d));
+        for (int d = 0; d < 4; ++d) {
+          DeviceContext* c = &rt.context(Device(DeviceType::kHost, d));
+          if (round == 0) first[t][d] = c;
+          if (c != first[t][d]) ++mismatches[t];
+          if (c->device().index() != d || c->compute_threads() != 1) ++wrong_index[t];
+        }
       }
     });
   }
   for (std::thread& th : threads) th.join();
-  for (int d = 0; d < 4; ++d) {
-    for (int t = 0; t < kThreads; ++t) EXPECT_EQ(seen[t][d], seen[0][d]) << "host:" << d;
-    EXPECT_EQ(seen[0][d]->device().index(), d);
+  for (int t = 0; t < kThreads; ++t) {
+    EXPECT_EQ(mismatches[t], 0) << "thread " << t << " saw a device's context change";
+    EXPECT_EQ(wrong_index[t], 0) << "thread " << t;
+    for (int d = 0; d < 4; ++d) EXPECT_EQ(first[t][d], first[0][d]) << "host:" << d;
   }
   rt.set_host_devices({2, 0, 0});
 }
