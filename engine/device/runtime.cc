@@ -39,7 +39,9 @@ int parse_positive_env(const char* name, int fallback) {
 // 2% of the wait. That covers a DataParallel step's serial part on device 0 (reduce-add, optimizer
 // step, replicate: ~1 ms for the Mlp), during which the other devices idle; with 50 µs they slept
 // and paid the wake-up twice a step (the Mlp at batch 256 on 2 devices: 1.19-1.41x one device
-// against 1.36-1.47x, three alternating runs). Intel's OpenMP spins 200 ms (KMP_BLOCKTIME).
+// against 1.36-1.47x, three alternating runs). Intel's OpenMP spins 200 ms (KMP_BLOCKTIME). The
+// rule sees this process only: DDP ranks sharing a machine each decide alone, which costs little
+// since a rank's caller runs its one device's work itself and its worker stays asleep.
 std::chrono::nanoseconds host_worker_spin(int count, int threads) {
   const long us = env_whole_number("DPE_HOST_SPIN_US", -1, 0, 1000000);
   if (us >= 0) return std::chrono::microseconds(us);
