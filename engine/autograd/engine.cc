@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <exception>
@@ -23,7 +24,7 @@ namespace dpe {
 
 namespace {
 
-// A mutex that tries for about a microsecond before it sleeps, as glibc's adaptive mutexes do.
+// A mutex that tries for a microsecond before it sleeps, as glibc's adaptive mutexes do.
 // GraphTask's lock is taken by the caller and every device's worker around each node, for well
 // under a microsecond; std::mutex sleeps in the kernel at the first collision, and the wake-up
 // costs more than a small node's whole run. Built on std::mutex so that ThreadSanitizer still sees
@@ -31,13 +32,7 @@ namespace {
 class SpinThenSleepMutex {
  public:
   void lock() {
-    for (int i = 0; i < 100; ++i) {
-      if (mu_.try_lock()) return;
-#if defined(__x86_64__) || defined(__i386__)
-      __builtin_ia32_pause();
-#endif
-    }
-    mu_.lock();
+    if (!spin_until([this] { return mu_.try_lock(); }, std::chrono::microseconds(1))) mu_.lock();
   }
   bool try_lock() { return mu_.try_lock(); }
   void unlock() { mu_.unlock(); }

@@ -91,8 +91,9 @@ int Runtime::cuda_device_count() const {
 }
 
 void Runtime::set_host_devices(const HostDeviceOptions& options) {
-  DPE_CHECK(options.count >= 1 && options.count <= kMaxHostDevices,
-            "host device count must be between 1 and 1024, got " << options.count);
+  DPE_CHECK(
+      options.count >= 1 && options.count <= kMaxHostDevices,
+      "host device count must be between 1 and " << kMaxHostDevices << ", got " << options.count);
   DPE_CHECK(options.compute_threads >= 0, "compute threads must be >= 0");
   std::lock_guard<std::mutex> lock(mu_);
   const bool same_shape = options.compute_threads == host_options_.compute_threads &&
