@@ -73,28 +73,29 @@ TEST(GradDestinationTest, ALinearWritesItsScaledGradientsIntoTheDestinations) {
   EXPECT_EQ(wbuf.to_vector<float>().back(), -1.0f);
 }
 
-TEST(GradDestinationTest, ABiasWithoutAMatchingOfferGetsItsPlainGradient) {
-  Generator gen(4);
+// Only one of a linear's weight and bias has a destination (scaled by 0.25): it gets the scaled
+// gradient there, the other its plain gradient.
+void expect_only_the_offered_one_scaled(bool weight_offered, uint64_t seed) {
+  SCOPED_TRACE(weight_offered ? "only the weight offered" : "only the bias offered");
+  Generator gen(seed);
   const Tensor x = randn({3, 6}, gen);
-  Tensor w = leaf({2, 6}, gen), b = leaf({2}, gen), wbuf;
+  Tensor w = leaf({2, 6}, gen), b = leaf({2}, gen), buf;
   const auto [gw, gb] = plain_grads(x, w, b);
-  auto dw = destination_for(w, 0.25f, wbuf);  // the bias has no destination
+  auto d = destination_for(weight_offered ? w : b, 0.25f, buf);
   backward_of_squares(x, w, b);
-  EXPECT_TRUE(dw->written);
-  EXPECT_EQ(w.grad().to_vector<float>(), scaled(gw, 0.25f));
-  EXPECT_EQ(b.grad().to_vector<float>(), gb.to_vector<float>());
+  EXPECT_TRUE(d->written);
+  EXPECT_EQ(w.grad().to_vector<float>(),
+            weight_offered ? scaled(gw, 0.25f) : gw.to_vector<float>());
+  EXPECT_EQ(b.grad().to_vector<float>(),
+            weight_offered ? gb.to_vector<float>() : scaled(gb, 0.25f));
+}
+
+TEST(GradDestinationTest, ABiasWithoutAMatchingOfferGetsItsPlainGradient) {
+  expect_only_the_offered_one_scaled(/*weight_offered=*/true, 4);
 }
 
 TEST(GradDestinationTest, AWeightWithoutAnOfferGetsItsPlainGradientBesideAScaledBias) {
-  Generator gen(9);
-  const Tensor x = randn({3, 6}, gen);
-  Tensor w = leaf({2, 6}, gen), b = leaf({2}, gen), bbuf;
-  const auto [gw, gb] = plain_grads(x, w, b);
-  auto db = destination_for(b, 0.25f, bbuf);  // the weight has no destination
-  backward_of_squares(x, w, b);
-  EXPECT_TRUE(db->written);
-  EXPECT_EQ(w.grad().to_vector<float>(), gw.to_vector<float>());
-  EXPECT_EQ(b.grad().to_vector<float>(), scaled(gb, 0.25f));
+  expect_only_the_offered_one_scaled(/*weight_offered=*/false, 9);
 }
 
 TEST(GradDestinationTest, ALeafWithTwoProducersGetsItsPlainGradient) {

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <map>
+#include <utility>
 
 namespace dpe::sim {
 namespace {
@@ -27,6 +28,18 @@ TraceEvent bucket(int64_t bytes) {
   e.kind = TraceKind::kBucket;
   e.bytes_read = bytes;
   return e;
+}
+
+// Appends a backward of 10 ms of compute, bucket A (100 MB), 10 ms more, bucket B (50 MB, the
+// last) at `flops_per_ms`; returns the two buckets.
+std::pair<TraceEvent, TraceEvent> push_two_bucket_backward(TracedStep& t, double flops_per_ms) {
+  t.events.push_back(op("gemm", 10 * flops_per_ms, 0, true));
+  const TraceEvent a = bucket(100'000'000);
+  t.events.push_back(a);
+  t.events.push_back(op("gemm", 10 * flops_per_ms, 0, true));
+  const TraceEvent b = bucket(50'000'000);
+  t.events.push_back(b);
+  return {a, b};
 }
 
 // No framework costs: a step's phases are its ops' and its collectives' alone.
@@ -126,12 +139,7 @@ TEST(ReplayTest, DdpOverlapsBucketsWithTheRestOfBackward) {
   const double flops_per_ms = gpu.fp32_tflops * 1e9 * o.efficiency.gemm;
   TracedStep t;
   t.events.push_back(op("gemm", flops_per_ms, 0));
-  t.events.push_back(op("gemm", 10 * flops_per_ms, 0, true));
-  const TraceEvent a = bucket(100'000'000);
-  t.events.push_back(a);
-  t.events.push_back(op("gemm", 10 * flops_per_ms, 0, true));
-  const TraceEvent b = bucket(50'000'000);
-  t.events.push_back(b);
+  const auto [a, b] = push_two_bucket_backward(t, flops_per_ms);
   t.events.push_back(
       op("optimizer", 0, static_cast<int64_t>(gpu.mem_bw_gbs * 1e6 * o.efficiency.memory)));
   t.peak_bytes = {1};
@@ -162,14 +170,8 @@ TEST(ReplayTest, AnAllReduceThroughHostMemoryDoesNotOverlapBackward) {
   const Cluster c = cluster_preset("titanrtx-pcie", 2);
   ReplayOptions o = without_framework_costs();
   const double flops_per_ms = c.gpu.fp32_tflops * 1e9 * o.efficiency.gemm;
-  // backward: 10 ms, bucket A, 10 ms, bucket B (the last).
   TracedStep t;
-  t.events.push_back(op("gemm", 10 * flops_per_ms, 0, true));
-  const TraceEvent a = bucket(100'000'000);
-  t.events.push_back(a);
-  t.events.push_back(op("gemm", 10 * flops_per_ms, 0, true));
-  const TraceEvent b = bucket(50'000'000);
-  t.events.push_back(b);
+  const auto [a, b] = push_two_bucket_backward(t, flops_per_ms);
   t.peak_bytes = {1};
   const double ar = (all_reduce_us(c, 2, a.bytes_read) + all_reduce_us(c, 2, b.bytes_read)) / 1e3;
   std::map<std::string, double> phases;
