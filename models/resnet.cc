@@ -9,6 +9,7 @@
 #include "engine/nn/adaptive_avg_pool.h"
 #include "engine/nn/batch_norm.h"
 #include "engine/nn/conv2d.h"
+#include "engine/nn/fusion.h"
 #include "engine/nn/linear.h"
 #include "engine/nn/pooling.h"
 #include "engine/nn/sequential.h"
@@ -55,8 +56,8 @@ class Bottleneck : public Cloneable<Bottleneck> {
   }
   Tensor forward(const Tensor& x) override {
     Module& relu = child("relu");
-    Tensor h = relu.forward(child("bn1").forward(child("conv1").forward(x)));
-    h = relu.forward(child("bn2").forward(child("conv2").forward(h)));
+    Tensor h = nn::forward_batch_norm_relu(child("bn1"), relu, child("conv1").forward(x));
+    h = nn::forward_batch_norm_relu(child("bn2"), relu, child("conv2").forward(h));
     h = child("bn3").forward(child("conv3").forward(h));
     const Tensor identity = downsample_ ? child("downsample").forward(x) : x;
     return relu.forward(ops::add(h, identity));
@@ -113,7 +114,7 @@ Tensor ResNet::forward(const Tensor& x) {
   DPE_CHECK(x.dim() == 4 && x.size(1) == config_.in_channels,
             "ResNet: expected images [N, " << config_.in_channels << ", H, W], got " << x.shape());
   Tensor h = child("conv1").forward(x);
-  h = child("maxpool").forward(child("relu").forward(child("bn1").forward(h)));
+  h = child("maxpool").forward(nn::forward_batch_norm_relu(child("bn1"), child("relu"), h));
   for (const char* layer : {"layer1", "layer2", "layer3", "layer4"}) h = child(layer).forward(h);
   return child("fc").forward(ops::flatten(child("avgpool").forward(h), 1));
 }

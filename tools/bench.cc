@@ -18,6 +18,7 @@
 #include "engine/data/fashion_mnist.h"
 #include "engine/device/memory_stats.h"
 #include "engine/device/runtime.h"
+#include "engine/nn/fusion.h"
 #include "models/by_name.h"
 #include "tools/bench_plot.h"
 #include "tools/bench_runner.h"
@@ -40,6 +41,7 @@ nlohmann::json to_json(const BenchResult& r, double speedup, double peak_gflops)
     j["overlap"] = r.config.overlap;
     j["overlap_during_backward"] = r.overlap_during_backward;
   }
+  j["fuse"] = r.config.fuse;
   j["devices"] = r.config.devices;
   j["global_batch"] = r.config.global_batch;
   j["step_ms"] = r.step_ms;
@@ -139,6 +141,10 @@ int main(int argc, char** argv) {
                  "it elsewhere")
       ->check(CLI::IsMember({"auto", "during", "after"}))
       ->capture_default_str();
+  app.add_option("--fuse", base.fuse,
+                 "run a BatchNorm2d followed by a ReLU as one op (false: the two ops, as "
+                 "PyTorch's eager mode; the ConvNet and the ResNets have such pairs)")
+      ->capture_default_str();
   app.add_option("--json", json_path, "where to write the results")->capture_default_str();
   app.add_option("--svg", svg_path, "where to draw the plot")->capture_default_str();
   app.add_option("--data-dir", base.data_dir, "Fashion-MNIST folder");
@@ -155,6 +161,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "bench: %s\n", e.what());
     return dpe::tools::kExitUsage;
   }
+  dpe::nn::set_fusion_enabled(base.fuse);
   try {
     if (!worker_result.empty()) {
       base.model = models.at(0);
@@ -194,13 +201,15 @@ int main(int argc, char** argv) {
         "every device/process computes with %d thread%s; samples/s = global batch / median "
         "step time over %d steps after %d warm-up steps (gpt, resnet50: %d after %d "
         "unless --steps/--warmup say otherwise); tokens/s = samples/s x context; ddp/B: DDP "
-        "over process group B, gradient_as_bucket_view=%s, all-reduces start %s\n",
+        "over process group B, gradient_as_bucket_view=%s, all-reduces start %s; batch norm + "
+        "ReLU %s\n",
         base.threads, base.threads == 1 ? "" : "s", base.steps, base.warmup,
         steps_opt->count() ? base.steps : 3, warmup_opt->count() ? base.warmup : 1,
         base.bucket_view ? "true" : "false",
         base.overlap == "auto"     ? "as --overlap auto decides (JSON: overlap_during_backward)"
         : base.overlap == "during" ? "during backward"
-                                   : "after backward");
+                                   : "after backward",
+        base.fuse ? "fused" : "unfused (--fuse false)");
     for (int n : device_counts) {
       if (n * base.threads > static_cast<int>(cores)) {
         std::printf(

@@ -350,7 +350,8 @@ BenchResult run_ddp(const BenchConfig& c, const std::string& self_exe) {
       {"--ddp-backends", c.ddp_backend},
       {"--threads", std::to_string(c.threads)},
       {"--bucket-view", c.bucket_view ? "true" : "false"},
-      {"--overlap", c.overlap}};
+      {"--overlap", c.overlap},
+      {"--fuse", c.fuse ? "true" : "false"}};
   std::vector<std::string> argv{self_exe};
   for (const auto& [flag, value] : flags) argv.insert(argv.end(), {flag, value});
   const int failed =

@@ -20,6 +20,7 @@ struct BenchConfig {
   std::string ddp_backend = "mpi";  // ddp: gloo (dpe-launch's way) | mpi (mpirun's)
   bool bucket_view = true;          // ddp: gradient_as_bucket_view
   std::string overlap = "auto";     // ddp: when all-reduces start: auto | during | after
+  bool fuse = true;                 // BatchNorm2d + ReLU as one op (engine/nn/fusion.h)
   int devices = 1;
   int threads = 1;             // compute threads per device (per DDP rank)
   int64_t global_batch = 256;  // samples (gpt: windows of `context` tokens)

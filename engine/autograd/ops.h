@@ -56,6 +56,13 @@ Tensor max_pool2d(const Tensor& x, const Pool2dParams& p);
 Tensor batch_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& running_mean,
                   Tensor& running_var, bool training, float momentum, float eps,
                   const std::string& who = "batch_norm");
+// relu(batch_norm(...)) with the same arguments and results. In training it is one op and one
+// autograd node ("<who>+ReLU"): the ReLU is applied in batch norm's output pass and its mask
+// recomputed in the backward, so the pre-ReLU tensor and the ReLU's two passes are never made.
+// In evaluation it is the two ops.
+Tensor batch_norm_relu(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                       Tensor& running_mean, Tensor& running_var, bool training, float momentum,
+                       float eps, const std::string& who = "batch_norm");
 // Rows of weight [V, D] at int64 indices of any shape: out [..., D], as F.embedding(index, weight).
 // The gradient scatter-adds into weight (repeated indices accumulate); indices get none.
 Tensor embedding(const Tensor& weight, const Tensor& index);

@@ -1,4 +1,5 @@
 // Layer ops: matmul and bmm, linear, embedding, conv2d, max_pool2d, batch_norm, layer_norm, dropout.
+#include <array>
 #include <cmath>
 
 #include "engine/autograd/grad_mode.h"
@@ -206,36 +207,36 @@ void update_running(Tensor& running, const Tensor& batch, float momentum) {
 
 }  // namespace
 
-Tensor batch_norm(const Tensor& x_in, const Tensor& gamma_in, const Tensor& beta_in,
-                  Tensor& running_mean, Tensor& running_var, bool training, float momentum,
-                  float eps, const std::string& who) {
-  Tensor x = prepare(who.c_str(), x_in, x_in, "input");
-  DPE_CHECK(x.dim() == 2 || x.dim() == 4, who << ": expected 2-D or 4-D input, got " << x.shape());
+namespace {
+
+// The training path of batch_norm and batch_norm_relu: batch statistics, running statistics
+// updated in place, one node whose backward reads x, gamma (and beta for the ReLU's mask).
+Tensor batch_norm_train(const Tensor& x_in, const Tensor& gamma_in, const Tensor& beta_in,
+                        const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                        Tensor& running_mean, Tensor& running_var, bool training, float momentum,
+                        float eps, bool relu, const std::string& who) {
   const int64_t channels = x.size(1);
-  Tensor gamma = prepare(who.c_str(), gamma_in, x_in, "weight");
-  Tensor beta = prepare(who.c_str(), beta_in, x_in, "bias");
-  DPE_CHECK(gamma.shape() == Shape({channels}) && beta.shape() == Shape({channels}),
-            who << ": expected " << channels << " channels (weight " << gamma.shape()
-                << ") but got input " << x.shape());
   const int64_t per_channel = x.numel() / channels;
-  DeviceGuard guard(&x.context());
+  DPE_CHECK(per_channel > 1, who << ": expected more than 1 value per channel when training, "
+                                    "got input size "
+                                 << x.shape());
   Backend& be = backend_of(x);
   Tensor y = like(x);
-  if (training || !running_mean.defined()) {
-    DPE_CHECK(per_channel > 1, who << ": expected more than 1 value per channel when training, "
-                                      "got input size "
-                                   << x.shape());
-    Tensor mean = Tensor::empty(Shape{channels}, DType::kFloat32, x.device());
-    Tensor var = Tensor::empty(Shape{channels}, DType::kFloat32, x.device());
+  Tensor mean = Tensor::empty(Shape{channels}, DType::kFloat32, x.device());
+  Tensor var = Tensor::empty(Shape{channels}, DType::kFloat32, x.device());
+  if (relu) {
+    be.batch_norm_relu_forward_train(x, gamma, beta, eps, y, mean, var);
+  } else {
     be.batch_norm_forward_train(x, gamma, beta, eps, y, mean, var);
-    if (training && running_mean.defined()) {
-      NoGradGuard no_grad;
-      Tensor unbiased = like(var);
-      be.scale(var, static_cast<float>(per_channel) / static_cast<float>(per_channel - 1),
-               unbiased);
-      update_running(running_mean, mean, momentum);
-      update_running(running_var, unbiased, momentum);
-    }
+  }
+  if (training && running_mean.defined()) {
+    NoGradGuard no_grad;
+    Tensor unbiased = like(var);
+    be.scale(var, static_cast<float>(per_channel) / static_cast<float>(per_channel - 1), unbiased);
+    update_running(running_mean, mean, momentum);
+    update_running(running_var, unbiased, momentum);
+  }
+  if (!relu) {
     record(who, {x_in, gamma_in, beta_in}, {&y},
            [x, gamma, mean, var, eps](const std::vector<Tensor>& g) {
              Tensor gx = like(x), ggamma = like(gamma), gbeta = like(gamma);
@@ -246,6 +247,58 @@ Tensor batch_norm(const Tensor& x_in, const Tensor& gamma_in, const Tensor& beta
            {x, gamma});
     return y;
   }
+  record(who + "+ReLU", {x_in, gamma_in, beta_in}, {&y},
+         [x, gamma, beta, mean, var, eps](const std::vector<Tensor>& g) {
+           Tensor gx = like(x), ggamma = like(gamma), gbeta = like(gamma);
+           backend_of(x).batch_norm_relu_backward(x, g[0].contiguous(), gamma, beta, mean, var, eps,
+                                                  gx, ggamma, gbeta);
+           return std::vector<Tensor>{gx, ggamma, gbeta};
+         },
+         {x, gamma, beta});
+  return y;
+}
+
+// What batch_norm and batch_norm_relu check of their arguments; returns {x, gamma, beta} as the
+// backend takes them.
+std::array<Tensor, 3> prepare_batch_norm(const Tensor& x_in, const Tensor& gamma_in,
+                                         const Tensor& beta_in, const std::string& who) {
+  Tensor x = prepare(who.c_str(), x_in, x_in, "input");
+  DPE_CHECK(x.dim() == 2 || x.dim() == 4, who << ": expected 2-D or 4-D input, got " << x.shape());
+  const int64_t channels = x.size(1);
+  Tensor gamma = prepare(who.c_str(), gamma_in, x_in, "weight");
+  Tensor beta = prepare(who.c_str(), beta_in, x_in, "bias");
+  DPE_CHECK(gamma.shape() == Shape({channels}) && beta.shape() == Shape({channels}),
+            who << ": expected " << channels << " channels (weight " << gamma.shape()
+                << ") but got input " << x.shape());
+  return {x, gamma, beta};
+}
+
+}  // namespace
+
+Tensor batch_norm_relu(const Tensor& x_in, const Tensor& gamma_in, const Tensor& beta_in,
+                       Tensor& running_mean, Tensor& running_var, bool training, float momentum,
+                       float eps, const std::string& who) {
+  if (!training && running_mean.defined()) {
+    return relu(batch_norm(x_in, gamma_in, beta_in, running_mean, running_var, training, momentum,
+                           eps, who));
+  }
+  auto [x, gamma, beta] = prepare_batch_norm(x_in, gamma_in, beta_in, who);
+  DeviceGuard guard(&x.context());
+  return batch_norm_train(x_in, gamma_in, beta_in, x, gamma, beta, running_mean, running_var,
+                          training, momentum, eps, /*relu=*/true, who);
+}
+
+Tensor batch_norm(const Tensor& x_in, const Tensor& gamma_in, const Tensor& beta_in,
+                  Tensor& running_mean, Tensor& running_var, bool training, float momentum,
+                  float eps, const std::string& who) {
+  auto [x, gamma, beta] = prepare_batch_norm(x_in, gamma_in, beta_in, who);
+  DeviceGuard guard(&x.context());
+  if (training || !running_mean.defined()) {
+    return batch_norm_train(x_in, gamma_in, beta_in, x, gamma, beta, running_mean, running_var,
+                            training, momentum, eps, /*relu=*/false, who);
+  }
+  Backend& be = backend_of(x);
+  Tensor y = like(x);
   Tensor rm = running_mean.contiguous(), rv = running_var.contiguous();
   be.batch_norm_forward_eval(x, gamma, beta, rm, rv, eps, y);
   record(who, {x_in, gamma_in, beta_in}, {&y},

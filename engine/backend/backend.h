@@ -96,6 +96,16 @@ class Backend {
   virtual void batch_norm_backward(const Tensor& x, const Tensor& gy, const Tensor& gamma,
                                    const Tensor& mean, const Tensor& var, float eps, Tensor& gx,
                                    Tensor& ggamma, Tensor& gbeta) = 0;
+  // A training batch norm followed by a ReLU, y = max(batch_norm(x), 0), as one op: no
+  // intermediate tensor, and no separate ReLU pass either way (nn::Sequential and the models fuse
+  // a BatchNorm2d followed by a ReLU into it, engine/nn/fusion.h).
+  virtual void batch_norm_relu_forward_train(const Tensor& x, const Tensor& gamma,
+                                             const Tensor& beta, float eps, Tensor& y, Tensor& mean,
+                                             Tensor& var) = 0;
+  // Its gradients: the ReLU's mask is the forward's (y > 0), recomputed from x and the statistics.
+  virtual void batch_norm_relu_backward(const Tensor& x, const Tensor& gy, const Tensor& gamma,
+                                        const Tensor& beta, const Tensor& mean, const Tensor& var,
+                                        float eps, Tensor& gx, Tensor& ggamma, Tensor& gbeta) = 0;
   // Building blocks of SyncBatchNorm (statistics reduced across ranks between the calls):
   // per-channel sum and sum of squares of x;
   virtual void channel_sums(const Tensor& x, Tensor& sum, Tensor& sumsq) = 0;

@@ -80,6 +80,35 @@ NcsShape bn_shape(const Args& args, const Tensor& x) {
   return {x.size(0), x.size(1), s};
 }
 
+// The training batch norm's arguments (plain and fused with a ReLU).
+void check_bn_train(const Args& c, const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                    const Tensor& y, const Tensor& mean, const Tensor& var) {
+  const NcsShape s = bn_shape(c, x);
+  DPE_CHECK(s.n * s.s > 1, c.op() << ": expected more than 1 value per channel when training, "
+                                     "got input size "
+                                  << x.shape());
+  c.channel(gamma, "weight", s.c, x);
+  c.channel(beta, "bias", s.c, x);
+  c.shaped(y, "output", x.shape(), "input", x.shape());
+  c.shaped(mean, "mean", Shape{s.c}, "input", x.shape());
+  c.shaped(var, "var", Shape{s.c}, "input", x.shape());
+}
+
+// The training backward's arguments (plain and fused with a ReLU); returns x's [N, C, S].
+NcsShape check_bn_backward(const Args& c, const Tensor& x, const Tensor& gy, const Tensor& gamma,
+                           const Tensor& mean, const Tensor& var, const Tensor& gx,
+                           const Tensor& ggamma, const Tensor& gbeta) {
+  const NcsShape s = bn_shape(c, x);
+  c.shaped(gy, "grad_output", x.shape(), "input", x.shape());
+  c.channel(gamma, "weight", s.c, x);
+  c.shaped(mean, "mean", Shape{s.c}, "input", x.shape());
+  c.shaped(var, "var", Shape{s.c}, "input", x.shape());
+  c.shaped(gx, "grad_input", x.shape(), "input", x.shape());
+  c.channel(ggamma, "grad_weight", s.c, x);
+  c.channel(gbeta, "grad_bias", s.c, x);
+  return s;
+}
+
 // x [..., D] for layer norm, viewed as [N, D].
 LayerNormShape ln_shape(const Args& args, const Tensor& x) {
   args.tensor(x, "input");
@@ -441,16 +470,7 @@ class CheckedBackend final : public Backend {
   void batch_norm_forward_train(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
                                 Tensor& y, Tensor& mean, Tensor& var) override {
     const Args c("batch_norm", x, type_);
-    const NcsShape s = bn_shape(c, x);
-    DPE_CHECK(s.n * s.s > 1,
-              "batch_norm: expected more than 1 value per channel when training, "
-              "got input size "
-                  << x.shape());
-    c.channel(gamma, "weight", s.c, x);
-    c.channel(beta, "bias", s.c, x);
-    c.shaped(y, "output", x.shape(), "input", x.shape());
-    c.shaped(mean, "mean", Shape{s.c}, "input", x.shape());
-    c.shaped(var, "var", Shape{s.c}, "input", x.shape());
+    check_bn_train(c, x, gamma, beta, y, mean, var);
     if (TracedOp t(c.op(), c.device(),
                    [&] {
                      return op_cost::make("norm", 8.0 * x.numel(), {&x, &x, &gamma, &beta},
@@ -486,14 +506,7 @@ class CheckedBackend final : public Backend {
                            const Tensor& mean, const Tensor& var, float eps, Tensor& gx,
                            Tensor& ggamma, Tensor& gbeta) override {
     const Args c("batch_norm_backward", x, type_);
-    const NcsShape s = bn_shape(c, x);
-    c.shaped(gy, "grad_output", x.shape(), "input", x.shape());
-    c.channel(gamma, "weight", s.c, x);
-    c.shaped(mean, "mean", Shape{s.c}, "input", x.shape());
-    c.shaped(var, "var", Shape{s.c}, "input", x.shape());
-    c.shaped(gx, "grad_input", x.shape(), "input", x.shape());
-    c.channel(ggamma, "grad_weight", s.c, x);
-    c.channel(gbeta, "grad_bias", s.c, x);
+    check_bn_backward(c, x, gy, gamma, mean, var, gx, ggamma, gbeta);
     if (TracedOp t(c.op(), c.device(),
                    [&] {
                      return op_cost::make("norm", 12.0 * x.numel(),
@@ -502,6 +515,37 @@ class CheckedBackend final : public Backend {
                    });
         t.execute()) {
       impl_.batch_norm_backward(x, gy, gamma, mean, var, eps, gx, ggamma, gbeta);
+    }
+  }
+
+  void batch_norm_relu_forward_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                     float eps, Tensor& y, Tensor& mean, Tensor& var) override {
+    const Args c("batch_norm_relu", x, type_);
+    check_bn_train(c, x, gamma, beta, y, mean, var);
+    if (TracedOp t(c.op(), c.device(),
+                   [&] {
+                     return op_cost::make("norm", 9.0 * x.numel(), {&x, &x, &gamma, &beta},
+                                          {&y, &mean, &var});
+                   });
+        t.execute()) {
+      impl_.batch_norm_relu_forward_train(x, gamma, beta, eps, y, mean, var);
+    }
+  }
+
+  void batch_norm_relu_backward(const Tensor& x, const Tensor& gy, const Tensor& gamma,
+                                const Tensor& beta, const Tensor& mean, const Tensor& var,
+                                float eps, Tensor& gx, Tensor& ggamma, Tensor& gbeta) override {
+    const Args c("batch_norm_relu_backward", x, type_);
+    const NcsShape s = check_bn_backward(c, x, gy, gamma, mean, var, gx, ggamma, gbeta);
+    c.channel(beta, "bias", s.c, x);
+    if (TracedOp t(c.op(), c.device(),
+                   [&] {
+                     return op_cost::make("norm", 16.0 * x.numel(),
+                                          {&x, &gy, &x, &gy, &gamma, &beta, &mean, &var},
+                                          {&gx, &ggamma, &gbeta});
+                   });
+        t.execute()) {
+      impl_.batch_norm_relu_backward(x, gy, gamma, beta, mean, var, eps, gx, ggamma, gbeta);
     }
   }
 

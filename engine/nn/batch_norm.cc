@@ -16,15 +16,24 @@ BatchNorm2d::BatchNorm2d(int64_t num_features, float eps, float momentum, Device
   register_buffer("num_batches_tracked", Tensor::zeros(Shape{}, DType::kInt64, device));
 }
 
+void BatchNorm2d::count_batch() {
+  if (!is_training()) return;
+  // num_batches_tracked counts on the host side of the tensor: a one-element int64 update.
+  Tensor& n = buffer("num_batches_tracked");
+  const int64_t next = n.to_vector<int64_t>()[0] + 1;
+  n.copy_(Tensor::from_vector(std::vector<int64_t>{next}, Shape{}, Device()));
+}
+
 Tensor BatchNorm2d::forward(const Tensor& x) {
-  if (is_training()) {
-    // num_batches_tracked counts on the host side of the tensor: a one-element int64 update.
-    Tensor& n = buffer("num_batches_tracked");
-    const int64_t next = n.to_vector<int64_t>()[0] + 1;
-    n.copy_(Tensor::from_vector(std::vector<int64_t>{next}, Shape{}, Device()));
-  }
+  count_batch();
   return ops::batch_norm(x, param("weight"), param("bias"), buffer("running_mean"),
                          buffer("running_var"), is_training(), momentum_, eps_, repr());
+}
+
+Tensor BatchNorm2d::forward_relu(const Tensor& x) {
+  count_batch();
+  return ops::batch_norm_relu(x, param("weight"), param("bias"), buffer("running_mean"),
+                              buffer("running_var"), is_training(), momentum_, eps_, repr());
 }
 
 std::string BatchNorm2d::repr() const {

@@ -15,12 +15,18 @@ class BatchNorm2d : public Cloneable<BatchNorm2d> {
   explicit BatchNorm2d(int64_t num_features, float eps = 1e-5f, float momentum = 0.1f,
                        Device device = {});
   Tensor forward(const Tensor& x) override;
+  // relu(forward(x)) with the ReLU fused into batch norm's passes in training
+  // (ops::batch_norm_relu; engine/nn/fusion.h decides when a following ReLU module is fused).
+  Tensor forward_relu(const Tensor& x);
   std::string repr() const override;
   int64_t num_features() const { return channels_; }
   float eps() const { return eps_; }
   float momentum() const { return momentum_; }
 
  protected:
+  // Counts a training forward in num_batches_tracked, as PyTorch.
+  void count_batch();
+
   int64_t channels_;
   float eps_, momentum_;
 };

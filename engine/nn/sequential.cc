@@ -1,5 +1,7 @@
 #include "engine/nn/sequential.h"
 
+#include "engine/nn/fusion.h"
+
 namespace dpe::nn {
 
 Sequential::Sequential(std::vector<std::shared_ptr<Module>> layers) {
@@ -11,8 +13,17 @@ void Sequential::push_back(std::shared_ptr<Module> layer) {
 }
 
 Tensor Sequential::forward(const Tensor& x) {
+  const auto& layers = named_children();
   Tensor h = x;
-  for (const auto& [name, layer] : named_children()) h = layer->forward(h);
+  for (size_t i = 0; i < layers.size(); ++i) {
+    Module& layer = *layers[i].second;
+    if (i + 1 < layers.size() && fuses_batch_norm_relu(layer, *layers[i + 1].second)) {
+      // Unfused where forward_batch_norm_relu decides so: the same two forwards.
+      h = forward_batch_norm_relu(layer, *layers[++i].second, h);
+    } else {
+      h = layer.forward(h);
+    }
+  }
   return h;
 }
 

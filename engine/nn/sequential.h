@@ -1,4 +1,5 @@
-// Sequential: children "0", "1", ... applied in order, as PyTorch's nn.Sequential.
+// Sequential: children "0", "1", ... applied in order, as PyTorch's nn.Sequential. A BatchNorm2d
+// followed by a ReLU runs as one fused op (engine/nn/fusion.h), with the same results.
 //
 // Threading contract: as every Module (module.h): one thread at a time per instance.
 #pragma once

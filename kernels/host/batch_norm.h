@@ -12,10 +12,11 @@
 
 namespace dpe::host {
 
-// Writes y and the batch statistics mean[c] and biased var[c].
+// Writes y and the batch statistics mean[c] and biased var[c]; with relu, y = max(y, 0) in the
+// same pass (a BatchNorm2d followed by a ReLU, fused).
 void batch_norm_forward_train(HostContext& ctx, const BatchNormShape& sh, const float* x,
                               const float* gamma, const float* beta, float eps, float* y,
-                              float* mean, float* var);
+                              float* mean, float* var, bool relu = false);
 void batch_norm_forward_eval(HostContext& ctx, const BatchNormShape& sh, const float* x,
                              const float* gamma, const float* beta, const float* mean,
                              const float* var, float eps, float* y);
@@ -23,6 +24,13 @@ void batch_norm_forward_eval(HostContext& ctx, const BatchNormShape& sh, const f
 void batch_norm_backward(HostContext& ctx, const BatchNormShape& sh, const float* x,
                          const float* gy, const float* gamma, const float* mean, const float* var,
                          float eps, float* gx, float* ggamma, float* gbeta);
+// Gradients of the fused max(batch_norm(x), 0): the ReLU's mask (the forward's output > 0) is
+// recomputed from x, mean, var, gamma and beta exactly as the forward computed it, so neither the
+// output nor a separate ReLU gradient is read or written.
+void batch_norm_relu_backward(HostContext& ctx, const BatchNormShape& sh, const float* x,
+                              const float* gy, const float* gamma, const float* beta,
+                              const float* mean, const float* var, float eps, float* gx,
+                              float* ggamma, float* gbeta);
 // y = (x - mean) * invstd * gamma + beta.
 void batch_norm_apply(HostContext& ctx, const BatchNormShape& sh, const float* x, const float* mean,
                       const float* invstd, const float* gamma, const float* beta, float* y);

@@ -11,6 +11,7 @@
 #include "engine/device/runtime.h"
 #include "engine/distributed/distributed_data_parallel.h"
 #include "engine/distributed/process_group.h"
+#include "engine/nn/fusion.h"
 #include "engine/optim/adam.h"
 #include "engine/optim/sgd.h"
 #include "engine/parallel/data_parallel.h"
@@ -20,6 +21,10 @@
 namespace dpe::sim {
 
 namespace {
+
+// Unfused traces: the steps are traced with module fusion off (engine/nn/fusion.h). The cluster
+// model prices GPUs running PyTorch's eager ops, which do not fuse batch norm with ReLU, and dpe's
+// CUDA backend does not fuse them either.
 
 // The group of a single rank: its collectives leave the data as it is, which is what a reduction
 // over one rank does. The trace records where the DDP reducer launches them.
@@ -144,6 +149,7 @@ TracedStep trace_dp_step(const StepSpec& spec, int n) {
   DPE_CHECK(n >= 1, "sim: need at least one device, got " << n);
   DPE_CHECK(spec.batch_per_device >= 1, "sim: batch per device must be positive");
   DPE_CHECK(spec.gpu0_batch >= -1, "sim: device 0's batch must be >= 0, got " << spec.gpu0_batch);
+  const nn::FusionScope unfused(false);  // "unfused traces", above
   set_host_devices(n);
   const auto devices = Runtime::get().host_devices();
   const std::shared_ptr<Module> model = build_model(spec, devices[0]);
@@ -187,6 +193,7 @@ TracedStep trace_dp_step(const StepSpec& spec, int n) {
 }
 
 TracedStep trace_ddp_step(const StepSpec& spec) {
+  const nn::FusionScope unfused(false);  // "unfused traces", above
   set_host_devices(1);
   const Device device = Runtime::get().host_devices().at(0);
   const std::shared_ptr<Module> model = build_model(spec, device);

@@ -245,6 +245,25 @@ class CudaBackend final : public Backend {
                               gx.data<float>(), data_or_null(ggamma), data_or_null(gbeta));
   }
 
+  // Composed from the unfused kernels (no fused CUDA kernel yet): the ReLU in place on y, and
+  // for the backward the pre-ReLU output recomputed by the evaluation kernel with the batch
+  // statistics, masked by relu_backward, then the plain backward.
+  void batch_norm_relu_forward_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                     float eps, Tensor& y, Tensor& mean, Tensor& var) override {
+    batch_norm_forward_train(x, gamma, beta, eps, y, mean, var);
+    relu_forward(y, y);
+  }
+
+  void batch_norm_relu_backward(const Tensor& x, const Tensor& gy, const Tensor& gamma,
+                                const Tensor& beta, const Tensor& mean, const Tensor& var,
+                                float eps, Tensor& gx, Tensor& ggamma, Tensor& gbeta) override {
+    Tensor z = Tensor::empty(x.shape(), DType::kFloat32, x.device());
+    batch_norm_forward_eval(x, gamma, beta, mean, var, eps, z);
+    Tensor g = Tensor::empty(x.shape(), DType::kFloat32, x.device());
+    relu_backward(z, gy, g);
+    batch_norm_backward(x, g, gamma, mean, var, eps, gx, ggamma, gbeta);
+  }
+
   void channel_sums(const Tensor& x, Tensor& sum, Tensor& sumsq) override {
     Call c(x);
     const BatchNormShape s = bn_shape(x);

@@ -226,6 +226,24 @@ class HostBackend final : public Backend {
                               gx.data<float>(), data_or_null(ggamma), data_or_null(gbeta));
   }
 
+  void batch_norm_relu_forward_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                     float eps, Tensor& y, Tensor& mean, Tensor& var) override {
+    Call c(x);
+    host::batch_norm_forward_train(c.ctx(), bn_shape(x), x.data<float>(), data_or_null(gamma),
+                                   data_or_null(beta), eps, y.data<float>(), mean.data<float>(),
+                                   var.data<float>(), /*relu=*/true);
+  }
+
+  void batch_norm_relu_backward(const Tensor& x, const Tensor& gy, const Tensor& gamma,
+                                const Tensor& beta, const Tensor& mean, const Tensor& var,
+                                float eps, Tensor& gx, Tensor& ggamma, Tensor& gbeta) override {
+    Call c(x);
+    host::batch_norm_relu_backward(c.ctx(), bn_shape(x), x.data<float>(), gy.data<float>(),
+                                   data_or_null(gamma), data_or_null(beta), mean.data<float>(),
+                                   var.data<float>(), eps, gx.data<float>(), data_or_null(ggamma),
+                                   data_or_null(gbeta));
+  }
+
   void channel_sums(const Tensor& x, Tensor& sum, Tensor& sumsq) override {
     Call c(x);
     const BatchNormShape s = bn_shape(x);

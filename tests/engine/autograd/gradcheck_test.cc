@@ -40,55 +40,103 @@ std::vector<OpCase> op_cases() {
       {"gelu", {{2, 3, 4}}, [](auto& x) { return ops::gelu(x[0]); }},
       {"sum", {{3, 5}}, [](auto& x) { return ops::sum(x[0]); }},
       {"mean", {{3, 5}}, [](auto& x) { return ops::mean(x[0]); }},
-      {"reshape", {{3, 4}}, [](auto& x) { return ops::reshape(x[0], {2, 6}); }},
+      {"reshape",
+       {{3, 4}},
+       [](auto& x) {
+         return ops::reshape(x[0], {2, 6});
+       }},
       {"flatten", {{2, 3, 2}}, [](auto& x) { return ops::flatten(x[0], 1); }},
-      {"permute", {{2, 3, 4}}, [](auto& x) { return ops::permute(x[0], {2, 0, 1}); }},
+      {"permute",
+       {{2, 3, 4}},
+       [](auto& x) {
+         return ops::permute(x[0], {2, 0, 1});
+       }},
       {"narrow_dim0", {{5, 3}}, [](auto& x) { return ops::narrow(x[0], 0, 1, 3); }},
       {"narrow_dim1", {{3, 5}}, [](auto& x) { return ops::narrow(x[0], 1, 2, 2); }},
-      {"cat_dim0", {{2, 3}, {4, 3}}, [](auto& x) { return ops::cat({x[0], x[1]}, 0); }},
-      {"cat_dim1", {{2, 3}, {2, 1}}, [](auto& x) { return ops::cat({x[0], x[1]}, 1); }},
+      {"cat_dim0",
+       {{2, 3}, {4, 3}},
+       [](auto& x) {
+         return ops::cat({x[0], x[1]}, 0);
+       }},
+      {"cat_dim1",
+       {{2, 3}, {2, 1}},
+       [](auto& x) {
+         return ops::cat({x[0], x[1]}, 1);
+       }},
       {"matmul", {{3, 4}, {4, 5}}, [](auto& x) { return ops::matmul(x[0], x[1]); }},
       {"bmm", {{2, 3, 4}, {2, 4, 5}}, [](auto& x) { return ops::bmm(x[0], x[1]); }},
       {"bmm_trans_a", {{2, 4, 3}, {2, 4, 5}}, [](auto& x) { return ops::bmm(x[0], x[1], true); }},
-      {"bmm_trans_b", {{2, 3, 4}, {2, 5, 4}},
+      {"bmm_trans_b",
+       {{2, 3, 4}, {2, 5, 4}},
        [](auto& x) { return ops::bmm(x[0], x[1], false, true); }},
-      {"bmm_trans_both", {{2, 4, 3}, {2, 5, 4}},
+      {"bmm_trans_both",
+       {{2, 4, 3}, {2, 5, 4}},
        [](auto& x) { return ops::bmm(x[0], x[1], true, true); }},
       {"matmul_4d", {{2, 2, 3, 4}, {2, 2, 4, 3}}, [](auto& x) { return ops::matmul(x[0], x[1]); }},
       {"linear", {{4, 6}, {3, 6}, {3}}, [](auto& x) { return ops::linear(x[0], x[1], x[2]); }},
-      {"linear_no_bias", {{4, 6}, {3, 6}},
+      {"linear_no_bias",
+       {{4, 6}, {3, 6}},
        [](auto& x) { return ops::linear(x[0], x[1], Tensor()); }},
-      {"conv2d", {{2, 3, 6, 6}, {4, 3, 3, 3}, {4}},
+      {"conv2d",
+       {{2, 3, 6, 6}, {4, 3, 3, 3}, {4}},
        [c1](auto& x) { return ops::conv2d(x[0], x[1], x[2], c1); }},
-      {"conv2d_stride2_pad1", {{2, 2, 7, 7}, {3, 2, 3, 3}, {3}},
+      {"conv2d_stride2_pad1",
+       {{2, 2, 7, 7}, {3, 2, 3, 3}, {3}},
        [c2](auto& x) { return ops::conv2d(x[0], x[1], x[2], c2); }},
-      {"conv2d_5x5_pad2_no_bias", {{1, 2, 6, 6}, {2, 2, 5, 5}},
+      {"conv2d_5x5_pad2_no_bias",
+       {{1, 2, 6, 6}, {2, 2, 5, 5}},
        [c3](auto& x) { return ops::conv2d(x[0], x[1], Tensor(), c3); }},
       {"max_pool2d", {{2, 3, 6, 6}}, [pool](auto& x) { return ops::max_pool2d(x[0], pool); }},
-      {"max_pool2d_k3s2p1", {{1, 2, 7, 7}},
+      {"max_pool2d_k3s2p1",
+       {{1, 2, 7, 7}},
        [pool3](auto& x) { return ops::max_pool2d(x[0], pool3); }},
-      {"batch_norm_train", {{4, 3, 2, 2}, {3}, {3}},
+      {"batch_norm_train",
+       {{4, 3, 2, 2}, {3}, {3}},
        [](auto& x) {
          Tensor rm, rv;
          return ops::batch_norm(x[0], x[1], x[2], rm, rv, true, 0.1f, 1e-5f);
        }},
-      {"batch_norm_train_2d", {{6, 4}, {4}, {4}},
+      {"batch_norm_train_2d",
+       {{6, 4}, {4}, {4}},
        [](auto& x) {
          Tensor rm, rv;
          return ops::batch_norm(x[0], x[1], x[2], rm, rv, true, 0.1f, 1e-5f);
        }},
-      {"batch_norm_eval", {{3, 2, 2, 2}, {2}, {2}},
+      {"batch_norm_relu_train",
+       {{4, 3, 2, 2}, {3}, {3}},
+       [](auto& x) {
+         Tensor rm, rv;
+         return ops::batch_norm_relu(x[0], x[1], x[2], rm, rv, true, 0.1f, 1e-5f);
+       }},
+      {"batch_norm_relu_train_2d",
+       {{6, 4}, {4}, {4}},
+       [](auto& x) {
+         Tensor rm, rv;
+         return ops::batch_norm_relu(x[0], x[1], x[2], rm, rv, true, 0.1f, 1e-5f);
+       }},
+      {"batch_norm_relu_eval",
+       {{3, 2, 2, 2}, {2}, {2}},
+       [](auto& x) {
+         Tensor rm = Tensor::from_vector(std::vector<float>{0.1f, -0.2f}, {2}, x[0].device());
+         Tensor rv = Tensor::from_vector(std::vector<float>{0.5f, 2.0f}, {2}, x[0].device());
+         return ops::batch_norm_relu(x[0], x[1], x[2], rm, rv, false, 0.1f, 1e-5f);
+       }},
+      {"batch_norm_eval",
+       {{3, 2, 2, 2}, {2}, {2}},
        [](auto& x) {
          Tensor rm = Tensor::from_vector(std::vector<float>{0.1f, -0.2f}, {2}, x[0].device());
          Tensor rv = Tensor::from_vector(std::vector<float>{0.5f, 2.0f}, {2}, x[0].device());
          return ops::batch_norm(x[0], x[1], x[2], rm, rv, false, 0.1f, 1e-5f);
        }},
       {"embedding", {{5, 3}, {2, 4}}, [](auto& x) { return ops::embedding(x[0], x[1]); }, {1}, 5},
-      {"layer_norm", {{2, 3, 5}, {5}, {5}},
+      {"layer_norm",
+       {{2, 3, 5}, {5}, {5}},
        [](auto& x) { return ops::layer_norm(x[0], x[1], x[2], 1e-5f); }},
-      {"layer_norm_no_affine", {{4, 6}},
+      {"layer_norm_no_affine",
+       {{4, 6}},
        [](auto& x) { return ops::layer_norm(x[0], Tensor(), Tensor(), 1e-5f); }},
-      {"dropout", {{4, 6}},
+      {"dropout",
+       {{4, 6}},
        [](auto& x) {
          return ops::dropout(x[0], 0.3f, true, 7);  // the same mask for every evaluation
        }},
@@ -98,18 +146,29 @@ std::vector<OpCase> op_cases() {
       {"softmax", {{2, 3, 5}}, [](auto& x) { return ops::softmax(x[0]); }},
       {"softmax_causal", {{2, 4, 4}}, [](auto& x) { return ops::softmax(x[0], true); }},
       {"softmax_causal_more_keys", {{2, 3, 5}}, [](auto& x) { return ops::softmax(x[0], true); }},
-      {"attention_causal", {{1, 2, 4, 3}, {1, 2, 4, 3}, {1, 2, 4, 2}},
+      {"attention_causal",
+       {{1, 2, 4, 3}, {1, 2, 4, 3}, {1, 2, 4, 2}},
        [](auto& x) { return ops::scaled_dot_product_attention(x[0], x[1], x[2], true); }},
-      {"attention_dropout", {{2, 1, 3, 2}, {2, 1, 5, 2}, {2, 1, 5, 3}},
+      {"attention_dropout",
+       {{2, 1, 3, 2}, {2, 1, 5, 2}, {2, 1, 5, 3}},
        [](auto& x) { return ops::scaled_dot_product_attention(x[0], x[1], x[2], false, 0.3f, 9); }},
       {"nll_loss", {{5, 4}, {5}}, [](auto& x) { return ops::nll_loss(x[0], x[1]); }, {1}, 4},
-      {"cross_entropy", {{6, 3}, {6}}, [](auto& x) { return ops::cross_entropy(x[0], x[1]); },
-       {1}, 3},
+      {"cross_entropy",
+       {{6, 3}, {6}},
+       [](auto& x) { return ops::cross_entropy(x[0], x[1]); },
+       {1},
+       3},
       // Labels are drawn in [0, classes): ignoring class 1 skips some of them.
-      {"nll_loss_ignore_index", {{8, 3}, {8}},
-       [](auto& x) { return ops::nll_loss(x[0], x[1], 1); }, {1}, 3},
-      {"cross_entropy_3d_ignore_index", {{2, 4, 5}, {2, 4}},
-       [](auto& x) { return ops::cross_entropy(x[0], x[1], 2); }, {1}, 5},
+      {"nll_loss_ignore_index",
+       {{8, 3}, {8}},
+       [](auto& x) { return ops::nll_loss(x[0], x[1], 1); },
+       {1},
+       3},
+      {"cross_entropy_3d_ignore_index",
+       {{2, 4, 5}, {2, 4}},
+       [](auto& x) { return ops::cross_entropy(x[0], x[1], 2); },
+       {1},
+       5},
       {"mse_loss", {{3, 4}, {3, 4}}, [](auto& x) { return ops::mse_loss(x[0], x[1]); }},
   };
 }

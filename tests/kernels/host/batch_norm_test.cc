@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "tests/kernels/host/kernel_test_util.h"
@@ -111,6 +112,49 @@ TEST_P(BatchNormTest, SyncBuildingBlocksMatchReference) {
   batch_norm_backward_elemt(ctx, sh, x.data(), gy.data(), mean.data(), invstd.data(), gamma.data(),
                             mg.data(), mgx.data(), got.data());
   expect_close(gx, got, 1e-5, 1e-5, "batch_norm_backward_elemt");
+}
+
+// The fused BatchNorm2d + ReLU gives bit for bit what the two kernels give one after the other:
+// y = max(batch_norm(x), 0), and the backward of batch norm fed relu_backward's gradient
+// (gy where y > 0). With and without affine parameters; about half the outputs are clipped.
+TEST_P(BatchNormTest, FusedReluIsTheReluOfTheUnfused) {
+  const BatchNormShape sh = GetParam();
+  HostContext ctx;
+  const int64_t total = sh.n * sh.c * sh.s;
+  const float eps = 1e-5f;
+  const auto x = random_floats(total, 21, -2.0f, 3.0f), gy = random_floats(total, 22);
+  const auto gamma = random_floats(sh.c, 23, -1.5f, 1.5f), beta = random_floats(sh.c, 24);
+  for (const bool affine : {true, false}) {
+    SCOPED_TRACE(affine ? "affine" : "affine=False");
+    const float* g = affine ? gamma.data() : nullptr;
+    const float* b = affine ? beta.data() : nullptr;
+    std::vector<float> y(total), mean(sh.c), var(sh.c), masked(total);
+    batch_norm_forward_train(ctx, sh, x.data(), g, b, eps, y.data(), mean.data(), var.data());
+    for (int64_t k = 0; k < total; ++k) y[k] = y[k] < 0.0f ? 0.0f : y[k];
+    for (int64_t k = 0; k < total; ++k) masked[k] = y[k] > 0.0f ? gy[k] : 0.0f;
+    std::vector<float> gx(total), gg(sh.c), gb(sh.c);
+    batch_norm_backward(ctx, sh, x.data(), masked.data(), g, mean.data(), var.data(), eps,
+                        gx.data(), gg.data(), gb.data());
+
+    std::vector<float> fy(total), fmean(sh.c), fvar(sh.c);
+    batch_norm_forward_train(ctx, sh, x.data(), g, b, eps, fy.data(), fmean.data(), fvar.data(),
+                             /*relu=*/true);
+    EXPECT_EQ(fy, y);
+    EXPECT_EQ(fmean, mean);
+    EXPECT_EQ(fvar, var);
+    std::vector<float> fgx(total), fgg(sh.c), fgb(sh.c);
+    batch_norm_relu_backward(ctx, sh, x.data(), gy.data(), g, b, mean.data(), var.data(), eps,
+                             fgx.data(), fgg.data(), fgb.data());
+    EXPECT_EQ(fgx, gx);
+    EXPECT_EQ(fgg, gg);
+    EXPECT_EQ(fgb, gb);
+    // Not a vacuous comparison: some outputs are clipped and some are not (two values may not).
+    const auto zeros = std::count(y.begin(), y.end(), 0.0f);
+    if (total > 2) {
+      EXPECT_GT(zeros, 0);
+      EXPECT_LT(zeros, total);
+    }
+  }
 }
 
 // Statistics of activations far from 0 relative to their spread: E[x^2] - E[x]^2 in float would

@@ -289,6 +289,17 @@ TEST_F(CudaBackendTest, BatchNormMatchesHost) {
     expect_close(ggg, hgg, "batch_norm grad_weight", 1e-3f, 1e-3f);
     expect_close(ggb, hgb, "batch_norm grad_bias", 1e-3f, 1e-3f);
 
+    // Batch norm fused with a ReLU (composed from the unfused kernels on CUDA).
+    host().batch_norm_relu_forward_train(x, gamma, beta, 1e-5f, hy, hm, hv);
+    gpu().batch_norm_relu_forward_train(dev(x), dev(gamma), dev(beta), 1e-5f, gyy, gm, gv);
+    expect_close(gyy, hy, "batch_norm_relu train");
+    host().batch_norm_relu_backward(x, gy, gamma, beta, hm, hv, 1e-5f, hgx, hgg, hgb);
+    gpu().batch_norm_relu_backward(dev(x), dev(gy), dev(gamma), dev(beta), gm, gv, 1e-5f, ggx, ggg,
+                                   ggb);
+    expect_close(ggx, hgx, "batch_norm_relu grad_input", 1e-3f, 1e-3f);
+    expect_close(ggg, hgg, "batch_norm_relu grad_weight", 1e-3f, 1e-3f);
+    expect_close(ggb, hgb, "batch_norm_relu grad_bias", 1e-3f, 1e-3f);
+
     // SyncBatchNorm's building blocks.
     Tensor hs = Tensor::empty({c}), hq = Tensor::empty({c});
     Tensor gs = empty_like(hs, kCuda0), gq = empty_like(hq, kCuda0);

@@ -146,6 +146,32 @@ TEST(HostBackendTest, BatchNormNeedsMoreThanOneValuePerChannelWhenTraining) {
   EXPECT_EQ(var.to_vector<float>(), (std::vector<float>{4, 4, 4, 4}));  // biased
 }
 
+// The fused batch norm + ReLU checks as the plain one does, naming itself, and its backward
+// checks the bias it reads for the ReLU's mask.
+TEST(HostBackendTest, BatchNormReluNamesItselfInItsErrors) {
+  Backend& b = backend_for(kHost0);
+  Tensor g = Tensor::ones({4}), beta = Tensor::zeros({4});
+  Tensor mean = Tensor::empty({4}), var = Tensor::empty({4});
+  Tensor one_row = Tensor::ones({1, 4}), y1 = Tensor::empty({1, 4});
+  const std::string single =
+      error_of([&] { b.batch_norm_relu_forward_train(one_row, g, beta, 1e-5f, y1, mean, var); });
+  EXPECT_TRUE(contains(single, "batch_norm_relu: expected more than 1 value per channel"))
+      << single;
+  Tensor x = floats({1, -2, 3, -4, 5, 6, -7, 8}, {2, 4}), y = Tensor::empty({2, 4});
+  b.batch_norm_relu_forward_train(x, g, beta, 1e-5f, y, mean, var);
+  const std::vector<float> want{0, 0, 1, 0, 1, 1, 0, 1};  // +-1 per channel, clipped below
+  const std::vector<float> got = y.to_vector<float>();
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-5f) << i;
+  Tensor gx = Tensor::empty({2, 4}), gg = Tensor::empty({4}), gb = Tensor::empty({4});
+  Tensor beta_bad = Tensor::zeros({3});
+  const std::string bias = error_of([&] {
+    b.batch_norm_relu_backward(x, Tensor::ones({2, 4}), g, beta_bad, mean, var, 1e-5f, gx, gg, gb);
+  });
+  EXPECT_TRUE(contains(bias, "batch_norm_relu_backward") && contains(bias, "bias")) << bias;
+  b.batch_norm_relu_backward(x, Tensor::ones({2, 4}), g, beta, mean, var, 1e-5f, gx, gg, gb);
+  EXPECT_EQ(gb.to_vector<float>(), (std::vector<float>{1, 1, 1, 1}));  // one positive per channel
+}
+
 TEST(HostBackendTest, NllLossNamesTheBadTargetAndTheBatchMismatch) {
   Backend& b = backend_for(kHost0);
   Tensor logp = Tensor::zeros({2, 10});

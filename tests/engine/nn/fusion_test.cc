@@ -1,0 +1,108 @@
+#include "engine/nn/fusion.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+
+#include "engine/autograd/engine.h"
+#include "engine/autograd/node.h"
+#include "engine/autograd/ops.h"
+#include "engine/nn/activation.h"
+#include "engine/nn/batch_norm.h"
+#include "engine/nn/conv2d.h"
+#include "engine/nn/sequential.h"
+#include "engine/tensor/random.h"
+
+namespace dpe {
+namespace {
+
+const Device kHost0 = Device::parse("host:0");
+
+// Two conv -> BatchNorm2d -> ReLU blocks, as the ConvNet's (without the pooling).
+std::shared_ptr<nn::Sequential> two_blocks(Generator& g) {
+  auto s = std::make_shared<nn::Sequential>();
+  s->push_back(std::make_shared<nn::Conv2d>(2, 4, 3, g, 1, 1));
+  s->push_back(std::make_shared<nn::BatchNorm2d>(4));
+  s->push_back(std::make_shared<nn::ReLU>());
+  s->push_back(std::make_shared<nn::Conv2d>(4, 3, 3, g, 1, 1));
+  s->push_back(std::make_shared<nn::BatchNorm2d>(3));
+  s->push_back(std::make_shared<nn::ReLU>());
+  return s;
+}
+
+std::string grad_fn_name(const Tensor& t) { return t.grad_fn() ? t.grad_fn()->name() : ""; }
+
+// Runs one training step's forward and backward (loss = sum(y * w)) and returns y.
+Tensor step(Module& model, const Tensor& x, const Tensor& w) {
+  Tensor y = model.forward(x);
+  backward(ops::sum(ops::mul(y, w)));
+  return y;
+}
+
+TEST(FusionTest, SequentialFusesBatchNormAndReluWithTheUnfusedResults) {
+  Generator g(1);
+  auto fused = two_blocks(g);
+  auto plain = fused->copy_to(kHost0);
+  const Tensor x = randn({5, 2, 6, 6}, g), w = randn({5, 3, 6, 6}, g);
+
+  const Tensor y = step(*fused, x, w);
+  Tensor y_plain;
+  {
+    const nn::FusionScope off(false);
+    y_plain = step(*plain, x, w);
+  }
+  EXPECT_TRUE(nn::fusion_enabled());  // the scope restored it
+  // Fused: one node for batch norm and ReLU; unfused: the ReLU's own.
+  EXPECT_EQ(grad_fn_name(y), fused->child("4").repr() + "+ReLU");
+  EXPECT_EQ(grad_fn_name(y_plain), "relu");
+  EXPECT_EQ(y.to_vector<float>(), y_plain.to_vector<float>());
+  for (const auto& [name, p] : fused->named_parameters()) {
+    EXPECT_EQ(p.grad().to_vector<float>(), plain->find(name).grad().to_vector<float>()) << name;
+  }
+  for (const auto& [name, b] : fused->named_buffers()) {
+    if (b.dtype() == DType::kInt64) {
+      EXPECT_EQ(b.to_vector<int64_t>(), plain->find(name).to_vector<int64_t>()) << name;
+    } else {
+      EXPECT_EQ(b.to_vector<float>(), plain->find(name).to_vector<float>()) << name;
+    }
+  }
+  EXPECT_EQ(fused->find("1.num_batches_tracked").to_vector<int64_t>()[0], 1);
+
+  // Evaluation runs the two ops (with the running statistics), as unfused.
+  fused->eval();
+  plain->eval();
+  const Tensor e = fused->forward(x);
+  EXPECT_EQ(grad_fn_name(e), "relu");
+  EXPECT_EQ(e.to_vector<float>(), plain->forward(x).to_vector<float>());
+}
+
+// A subclass in either place keeps its own forward: only the exact classes fuse.
+struct CountingReLU : nn::ReLU {
+  Tensor forward(const Tensor& x) override {
+    ++calls;
+    return nn::ReLU::forward(x);
+  }
+  int calls = 0;
+};
+
+TEST(FusionTest, OnlyTheExactClassesFuse) {
+  auto relu = std::make_shared<CountingReLU>();
+  nn::Sequential s({std::make_shared<nn::BatchNorm2d>(3), relu});
+  EXPECT_FALSE(nn::fuses_batch_norm_relu(s.child("0"), *relu));
+  Generator g(2);
+  Tensor x = randn({4, 3, 2, 2}, g);
+  x.requires_grad_();
+  const Tensor y = s.forward(x);
+  EXPECT_EQ(relu->calls, 1);
+  EXPECT_EQ(grad_fn_name(y), "relu");
+
+  nn::BatchNorm2d bn(3);
+  nn::ReLU plain_relu;
+  EXPECT_TRUE(nn::fuses_batch_norm_relu(bn, plain_relu));
+  EXPECT_FALSE(nn::fuses_batch_norm_relu(plain_relu, bn));  // the order matters
+  EXPECT_EQ(grad_fn_name(nn::forward_batch_norm_relu(bn, plain_relu, x)), bn.repr() + "+ReLU");
+}
+
+}  // namespace
+}  // namespace dpe
