@@ -1,10 +1,16 @@
 // Module fusion: a BatchNorm2d followed by a ReLU runs as one op (ops::batch_norm_relu) wherever a
 // model chains the two: nn::Sequential does it for adjacent children, and models that call their
-// modules by hand (ResNet) call forward_batch_norm_relu. The result, the gradients, the modules
-// and their state-dict keys are those of the two modules run one after the other; what changes is
-// the work: in training the ReLU is applied in batch norm's output pass and its mask recomputed in
-// batch norm's backward, so the pre-ReLU tensor and the ReLU's two passes over memory go away
-// (design note in docs/fusion.md).
+// modules by hand (ResNet) call forward_batch_norm_relu.
+//
+// Design note "same results, fewer passes": the output, the gradients, the running statistics, the
+// modules and their state-dict keys are bit for bit those of the two modules run one after the
+// other (tests/engine/nn/fusion_test.cc, tests/kernels/host/batch_norm_test.cc). What changes is
+// the work: in training the ReLU is applied in batch norm's output pass and its mask (output > 0)
+// recomputed from x in batch norm's backward, which reads x anyway, so the pre-ReLU tensor, the
+// ReLU's forward pass and its backward pass and gradient buffer are never made. Those passes are
+// memory-bound: at batch 256 each is a trip through DRAM. PyTorch's eager mode does not fuse them
+// (torch.compile and oneDNN graph do); the only thing a user can observe is the autograd node's
+// name, "<BatchNorm2d(...)>+ReLU" instead of "relu". In evaluation the two ops run as they are.
 //
 // Only those exact classes fuse: a subclass, or another module in either place (SyncBatchNorm
 // after convert_sync_batchnorm, a user's own ReLU), runs its own forward. Only host devices fuse:
