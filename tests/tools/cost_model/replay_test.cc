@@ -9,6 +9,8 @@
 #include <map>
 #include <utility>
 
+#include "engine/nn/fusion.h"
+
 namespace dpe::sim {
 namespace {
 
@@ -63,6 +65,28 @@ TEST(ReplayTest, AnOpTakesTheSlowerOfItsFlopsAndItsBytesAndAtLeastALaunch) {
   o.precision = Precision::kFp16;
   EXPECT_LT(op_time_us(op("gemm", 1e12, 0), gpu, o), gemm / 4);
   EXPECT_NEAR(op_time_us(op("softmax", 1e3, 1'000'000'000), gpu, o), bytes, 1e-6);
+}
+
+// The GPUs the replay prices run PyTorch's eager ops: batch norm and ReLU traced as two ops, though
+// host devices fuse them, and the process's fusion switch left as it was.
+TEST(ReplayTest, TracesBatchNormAndReluAsTwoOps) {
+  StepSpec spec;
+  spec.model = "convnet";
+  spec.batch_per_device = 4;
+  ASSERT_TRUE(nn::fusion_enabled());
+  for (const TracedStep& t : {trace_dp_step(spec, 2), trace_ddp_step(spec)}) {
+    int relu = 0, batch_norm = 0, fused = 0;
+    for (const TraceEvent& e : t.events) {
+      if (e.kind != TraceKind::kOp) continue;
+      relu += e.name == "relu";
+      batch_norm += e.name == "batch_norm";
+      fused += e.name.rfind("batch_norm_relu", 0) == 0;
+    }
+    EXPECT_GT(relu, 0);
+    EXPECT_EQ(batch_norm, relu);  // the ConvNet's ReLUs all follow a batch norm
+    EXPECT_EQ(fused, 0);
+  }
+  EXPECT_TRUE(nn::fusion_enabled());
 }
 
 // reduce_add_in_flight (GPUs: NCCL's reduce) leaves reduce-add's adds out of device 0's time;
