@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -115,6 +116,34 @@ TEST(BenchJsonTest, ResnetRows) {
   const auto& r = j["results"][0];
   EXPECT_EQ(r.at("image").get<int>(), 224);
   EXPECT_NEAR(flops_per_sample(r), 2.0 * (3 * 4089184256.0 - 118013952), 1e3);
+}
+
+// --fuse reaches every row, the DDP workers' too: with batch norm and ReLU apart, each row's
+// device 0 holds the pre-ReLU tensor and the ReLU's gradient as well, so its peak is higher.
+TEST(BenchJsonTest, FuseFalseRunsBatchNormAndReluApart) {
+  const std::string dir = std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp";
+  std::map<bool, nlohmann::json> runs;
+  for (const bool fuse : {true, false}) {
+    const std::string name = dir + "/bench_fuse_" + (fuse ? "true" : "false");
+    const std::string cmd = g_bench + " --models resnet-tiny --devices 1,2 --batches 8" +
+                            " --warmup 1 --steps 1 --ddp-backends mpi --fuse " +
+                            (fuse ? "true" : "false") + " --json " + name + ".json --svg " + name +
+                            ".svg > " + name + ".out 2>&1";
+    const int status = std::system(cmd.c_str());
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "bench failed: see " << name;
+    runs[fuse] = nlohmann::json::parse(std::ifstream(name + ".json"));
+  }
+  const auto& fused = runs[true]["results"];
+  const auto& apart = runs[false]["results"];
+  ASSERT_EQ(fused.size(), 3u);  // single, dp, ddp/mpi
+  ASSERT_EQ(apart.size(), 3u);
+  for (size_t i = 0; i < fused.size(); ++i) {
+    EXPECT_EQ(fused[i].at("fuse"), true);
+    EXPECT_EQ(apart[i].at("fuse"), false);
+    EXPECT_LT(fused[i]["per_device"][0].at("peak_bytes").get<double>(),
+              apart[i]["per_device"][0].at("peak_bytes").get<double>())
+        << fused[i].at("mode");
+  }
 }
 
 }  // namespace
