@@ -18,7 +18,6 @@
 #include "engine/data/fashion_mnist.h"
 #include "engine/device/memory_stats.h"
 #include "engine/device/runtime.h"
-#include "engine/nn/fusion.h"
 #include "models/by_name.h"
 #include "tools/bench_plot.h"
 #include "tools/bench_runner.h"
@@ -161,7 +160,6 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "bench: %s\n", e.what());
     return dpe::tools::kExitUsage;
   }
-  dpe::nn::set_fusion_enabled(base.fuse);
   try {
     if (!worker_result.empty()) {
       base.model = models.at(0);

@@ -21,6 +21,7 @@
 #include "engine/device/device_guard.h"
 #include "engine/device/runtime.h"
 #include "engine/distributed/distributed_data_parallel.h"
+#include "engine/nn/fusion.h"
 #include "engine/optim/adam.h"
 #include "engine/optim/clip_grad.h"
 #include "engine/optim/sgd.h"
@@ -213,6 +214,7 @@ double training_flops_per_sample(const std::string& model, int64_t context, int6
 
 BenchResult run_in_process(const BenchConfig& c) {
   DPE_CHECK(c.mode == "single" || c.mode == "dp", "run_in_process: mode " << c.mode);
+  const nn::FusionScope fusion(c.fuse);
   Runtime& rt = Runtime::get();
   rt.set_host_devices({std::max(c.devices, 2), c.threads, 0});
   std::vector<Device> devices;
@@ -282,6 +284,7 @@ BenchResult run_in_process(const BenchConfig& c) {
 }
 
 void ddp_worker(const BenchConfig& c, const std::string& result_path) {
+  const nn::FusionScope fusion(c.fuse);
   Runtime::get().set_host_devices({1, c.threads, 0});
   Distributed dist = Distributed::init(c.ddp_backend);
   DPE_CHECK(

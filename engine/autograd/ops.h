@@ -59,7 +59,9 @@ Tensor batch_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tens
 // relu(batch_norm(...)) with the same arguments and results. In training it is one op and one
 // autograd node ("<who>+ReLU"): the ReLU is applied in batch norm's output pass and its mask
 // recomputed in the backward, so the pre-ReLU tensor and the ReLU's two passes are never made.
-// In evaluation it is the two ops.
+// In evaluation with running statistics it is the two ops (without them, batch statistics: fused).
+// The node saves x, gamma and beta (beta for the mask), so beta written in place between forward
+// and backward fails the saved-tensor version check, where batch_norm's node would not notice.
 Tensor batch_norm_relu(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                        Tensor& running_mean, Tensor& running_var, bool training, float momentum,
                        float eps, const std::string& who = "batch_norm");

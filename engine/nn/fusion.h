@@ -9,14 +9,20 @@
 // recomputed from x in batch norm's backward, which reads x anyway, so the pre-ReLU tensor, the
 // ReLU's forward pass and its backward pass and gradient buffer are never made. Those passes are
 // memory-bound: at batch 256 each is a trip through DRAM. PyTorch's eager mode does not fuse them
-// (torch.compile and oneDNN graph do); the only thing a user can observe is the autograd node's
-// name, "<BatchNorm2d(...)>+ReLU" instead of "relu". In evaluation the two ops run as they are.
+// (torch.compile and oneDNN graph do). What a user can observe: the autograd node's name
+// ("<BatchNorm2d(...)>+ReLU" instead of "relu"), the op trace's names (batch_norm_relu, no relu),
+// lower peak memory, and which in-place writes the saved-tensor check catches: the fused node
+// saves batch norm's bias (for the mask) and not the ReLU's output, so writing the bias in place
+// between forward and backward fails, and writing the output in place no longer does. In
+// evaluation the two ops run as they are.
 //
 // Only those exact classes fuse: a subclass, or another module in either place (SyncBatchNorm
 // after convert_sync_batchnorm, a user's own ReLU), runs its own forward. Only host devices fuse:
 // the CUDA backend has no fused kernel yet, and its slot composes the two ops with one more pass.
 // set_fusion_enabled(false) turns fusion off for the process: //tools:bench --fuse false measures
 // the difference, and the cost model traces unfused steps, as PyTorch's eager mode runs them.
+// The switch is one process-wide flag read at each forward: set it (or hold a FusionScope) from
+// one thread while no other thread runs a model whose speed or trace should follow it.
 #pragma once
 
 #include "engine/nn/module.h"

@@ -10,16 +10,19 @@
 #include <cmath>
 #include <fstream>
 #include <iostream>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "engine/autograd/engine.h"
 #include "engine/autograd/grad_mode.h"
+#include "engine/autograd/node.h"
 #include "engine/autograd/ops.h"
 #include "engine/core/error.h"
 #include "engine/device/runtime.h"
 #include "engine/io/safetensors.h"
+#include "engine/nn/fusion.h"
 #include "engine/optim/sgd.h"
 #include "engine/parallel/data_parallel.h"
 #include "models/by_name.h"
@@ -278,6 +281,50 @@ TEST(ResNetDataParallelTest, TwoHostDevicesEqualOne) {
                                                0),
                                       y, *single);
   expect_same(loss_and_grads(dp(x), y, *original), chunked, "train mode");
+}
+
+// The ResNet calls its batch norms and ReLUs by hand (forward_batch_norm_relu): fused, one
+// training step gives bit for bit the loss, gradients and running statistics of the two ops.
+TEST(ResNetTest, FusedBatchNormReluEqualsTheTwoOps) {
+  Generator gen(11);
+  auto fused = std::make_shared<ResNet>(resnet_config("resnet-tiny"), gen);
+  auto apart = fused->copy_to(Device::parse("host:0"));
+  const auto [x, y] = batch(6, 12);
+  const Step f = loss_and_grads((*fused)(x), y, *fused);
+  Step a;
+  {
+    const nn::FusionScope off(false);
+    a = loss_and_grads((*apart)(x), y, *apart);
+  }
+  EXPECT_EQ(f.loss, a.loss);
+  ASSERT_EQ(f.grads.size(), a.grads.size());
+  for (size_t i = 0; i < f.grads.size(); ++i) {
+    EXPECT_EQ(f.grads[i].second.to_vector<float>(), a.grads[i].second.to_vector<float>())
+        << f.grads[i].first;
+  }
+  for (const char* name : {"bn1.running_var", "layer4.0.bn2.running_mean"}) {
+    EXPECT_EQ(fused->find(name).to_vector<float>(), apart->find(name).to_vector<float>()) << name;
+  }
+  // Not vacuous: the graph of a fused forward has batch norm + ReLU nodes, one per pair (the stem's
+  // and two per block), and the other none.
+  auto fused_nodes = [&](Module& m) {
+    const Tensor out = m(x);  // holds the graph while it is walked
+    std::set<Node*> seen;
+    std::vector<Node*> todo{out.grad_fn().get()};
+    int count = 0;
+    while (!todo.empty()) {
+      Node* n = todo.back();
+      todo.pop_back();
+      if (n == nullptr || !seen.insert(n).second) continue;
+      const std::string& name = n->name();
+      count += name.size() > 5 && name.compare(name.size() - 5, 5, "+ReLU") == 0;
+      for (const Edge& e : n->next_edges()) todo.push_back(e.fn.get());
+    }
+    return count;
+  };
+  EXPECT_EQ(fused_nodes(*fused), 1 + 2 * 4);
+  const nn::FusionScope off(false);
+  EXPECT_EQ(fused_nodes(*fused), 0);
 }
 
 }  // namespace

@@ -137,7 +137,7 @@ def dpe_rows(model_name, batch, threads, a, devices=1, backends="mpi"):
         subprocess.run([a.dpe_bench, "--models", model_name, "--devices", str(devices),
                         "--batches", str(batch), "--threads", str(threads), "--warmup",
                         str(a.warmup), "--steps", str(a.steps), "--data-dir", a.data_dir,
-                        "--ddp-backends", backends, "--json", out, "--svg",
+                        "--ddp-backends", backends, "--fuse", a.dpe_fuse, "--json", out, "--svg",
                         os.path.join(tmp, "bench.svg")],
                        check=True, stdout=subprocess.DEVNULL)
         with open(out) as f:
@@ -180,6 +180,9 @@ def main():
     ap.add_argument("--pytorch-only", help=argparse.SUPPRESS)  # model,batch,threads: one child
     ap.add_argument("--blas-only", type=int, help=argparse.SUPPRESS)  # threads: one child
     ap.add_argument("--pytorch-ddp", help=argparse.SUPPRESS)  # model,batch,world: one child
+    ap.add_argument("--dpe-fuse", choices=["true", "false"], default="true",
+                    help="dpe's bench --fuse: batch norm + ReLU as one op (dpe's default) or as "
+                         "PyTorch's eager mode runs them")
     ap.add_argument("--ddp", type=int, default=2,
                     help="also DDP on this many ranks of one thread (0: none): PyTorch over "
                          "Gloo against dpe over Gloo and over MPI")
@@ -201,7 +204,8 @@ def main():
     rows = []
     print(f"pytorch {torch.__version__} on {OPENBLAS_OPENMP}; "
           f"{a.steps} timed steps after {a.warmup} warm-up, "
-          f"median step; medians of {a.rounds} alternating rounds", flush=True)
+          f"median step; medians of {a.rounds} alternating rounds; dpe's batch norm + ReLU "
+          f"{'fused' if a.dpe_fuse == 'true' else 'unfused'}", flush=True)
     for threads in (int(t) for t in a.threads.split(",") if t):
         blas = pytorch_child(["--blas-only", str(threads)], threads, a)
         print(f"pytorch matmul 1024^3 on {threads} thread(s): {blas:.1f} GFLOP/s", flush=True)
@@ -241,7 +245,8 @@ def main():
                   f"samples/s", flush=True)
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"pytorch": torch.__version__, "rows": rows}, f, indent=2)
+            json.dump({"pytorch": torch.__version__, "dpe_fuse": a.dpe_fuse == "true",
+                       "rows": rows}, f, indent=2)
 
 
 if __name__ == "__main__":

@@ -257,11 +257,11 @@ class CudaBackend final : public Backend {
   void batch_norm_relu_backward(const Tensor& x, const Tensor& gy, const Tensor& gamma,
                                 const Tensor& beta, const Tensor& mean, const Tensor& var,
                                 float eps, Tensor& gx, Tensor& ggamma, Tensor& gbeta) override {
+    // z, then the masked gradient over it: relu_backward is elementwise, so in place is safe.
     Tensor z = Tensor::empty(x.shape(), DType::kFloat32, x.device());
     batch_norm_forward_eval(x, gamma, beta, mean, var, eps, z);
-    Tensor g = Tensor::empty(x.shape(), DType::kFloat32, x.device());
-    relu_backward(z, gy, g);
-    batch_norm_backward(x, g, gamma, mean, var, eps, gx, ggamma, gbeta);
+    relu_backward(z, gy, z);
+    batch_norm_backward(x, z, gamma, mean, var, eps, gx, ggamma, gbeta);
   }
 
   void channel_sums(const Tensor& x, Tensor& sum, Tensor& sumsq) override {

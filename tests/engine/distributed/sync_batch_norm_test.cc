@@ -11,6 +11,7 @@
 #include "engine/distributed/distributed_data_parallel.h"
 #include "engine/distributed/spawn.h"
 #include "engine/nn/batch_norm.h"
+#include "engine/nn/fusion.h"
 #include "engine/nn/sequential.h"
 #include "models/convnet.h"
 #include "tests/engine/distributed/rank_test_util.h"
@@ -116,6 +117,9 @@ TEST(SyncBatchNormTest, ConvertKeepsTensorsNamesAndModes) {
         auto& bn = net->child("layer1").child("1");
         RANK_CHECK(bn.repr().rfind("SyncBatchNorm(16, eps=1e-05, momentum=0.1", 0) == 0, bn.repr());
         RANK_CHECK(!bn.is_training(), "the mode is kept");
+        // A SyncBatchNorm runs its own forward (its all-reduces): never fused with the ReLU after.
+        RANK_CHECK(!nn::fuses_batch_norm_relu(bn, net->child("layer1").child("2")),
+                   "SyncBatchNorm + " << net->child("layer1").child("2").repr() << " fused");
         // A BatchNorm2d at the root is replaced by the returned module.
         auto root = nn::convert_sync_batchnorm(std::make_shared<nn::BatchNorm2d>(4));
         RANK_CHECK(dynamic_cast<nn::SyncBatchNorm*>(root.get()) != nullptr, root->repr());

@@ -8,6 +8,7 @@
 #include "engine/autograd/engine.h"
 #include "engine/autograd/node.h"
 #include "engine/autograd/ops.h"
+#include "engine/core/error.h"
 #include "engine/nn/activation.h"
 #include "engine/nn/batch_norm.h"
 #include "engine/nn/conv2d.h"
@@ -75,6 +76,25 @@ TEST(FusionTest, SequentialFusesBatchNormAndReluWithTheUnfusedResults) {
   const Tensor e = fused->forward(x);
   EXPECT_EQ(grad_fn_name(e), "relu");
   EXPECT_EQ(e.to_vector<float>(), plain->forward(x).to_vector<float>());
+}
+
+// The fused node saves batch norm's bias (it recomputes the ReLU's mask from it): writing the bias
+// in place between forward and backward is caught, with PyTorch's message.
+TEST(FusionTest, TheFusedNodeChecksTheBiasItSaved) {
+  nn::BatchNorm2d bn(3);
+  nn::ReLU relu;
+  Generator g(3);
+  Tensor x = randn({4, 3, 2, 2}, g);
+  x.requires_grad_();
+  const Tensor y = nn::forward_batch_norm_relu(bn, relu, x);
+  bn.find("bias").fill_(0.5f);
+  try {
+    backward(ops::sum(y));
+    FAIL() << "expected the saved-tensor check to fail";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("modified by an inplace operation"), std::string::npos)
+        << e.what();
+  }
 }
 
 // A subclass in either place keeps its own forward: only the exact classes fuse.

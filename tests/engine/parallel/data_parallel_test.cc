@@ -2,8 +2,6 @@
 // SGD step agree (relative error < 1e-5) for 2, 3 and 4 host devices; plus PyTorch's semantics
 // and errors, failure injection, and the imbalance it causes on device 0.
 #include "engine/parallel/data_parallel.h"
-#include "engine/device/worker.h"
-#include "engine/parallel/imbalance_report.h"
 
 #include <gtest/gtest.h>
 
@@ -13,8 +11,11 @@
 #include "engine/autograd/ops.h"
 #include "engine/core/error.h"
 #include "engine/device/runtime.h"
+#include "engine/device/worker.h"
+#include "engine/nn/fusion.h"
 #include "engine/nn/linear.h"
 #include "engine/optim/sgd.h"
+#include "engine/parallel/imbalance_report.h"
 #include "models/convnet.h"
 #include "models/mlp.h"
 #include "models/toy_model.h"
@@ -71,6 +72,32 @@ TEST(DataParallelTest, BatchNormRunningStatsAreThoseOfDeviceZerosChunk) {
         << name;
   }
   EXPECT_EQ(model->find("layer1.1.num_batches_tracked").to_vector<int64_t>()[0], 1);
+}
+
+// Every replica fuses its batch norms with the ReLUs after them (replicas keep their modules'
+// types): a DataParallel step gives bit for bit the outputs and gradients of an unfused one.
+TEST(DataParallelTest, ReplicasFuseBatchNormAndReluWithTheSameResults) {
+  auto devices = hosts(2);
+  Generator g(7);
+  auto fused = std::make_shared<models::ConvNet>(g, true);
+  auto apart = fused->copy_to(kH0);
+  const Tensor x = randn({6, 1, 28, 28}, g);
+  auto step = [&](const std::shared_ptr<Module>& model) {
+    DataParallel dp(model, devices);
+    const Tensor out = dp(x);
+    backward(ops::sum(out));
+    return out.to_vector<float>();
+  };
+  const std::vector<float> out_fused = step(fused);
+  std::vector<float> out_apart;
+  {
+    const nn::FusionScope off(false);
+    out_apart = step(apart);
+  }
+  EXPECT_EQ(out_fused, out_apart);
+  for (const auto& [name, p] : fused->named_parameters()) {
+    EXPECT_EQ(p.grad().to_vector<float>(), apart->find(name).grad().to_vector<float>()) << name;
+  }
 }
 
 TEST(DataParallelTest, DefaultsAndStateDictPrefix) {

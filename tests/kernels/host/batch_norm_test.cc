@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <limits>
 
 #include "tests/kernels/host/kernel_test_util.h"
 
@@ -155,6 +157,51 @@ TEST_P(BatchNormTest, FusedReluIsTheReluOfTheUnfused) {
       EXPECT_LT(zeros, total);
     }
   }
+}
+
+// Where the normalised value is a rounding residual (an element equal to a mean that is not a
+// power of two) its sign is the evaluation's, and the backward's mask must be the forward's; a NaN
+// stays NaN forward and its gradient is masked, as relu and relu_backward do. Channel 0 holds the
+// NaN (its statistics are NaN), the others the values at their means.
+TEST(BatchNormFusedReluTest, MaskAtTheMeanAndNaNAreTheUnfusedOnes) {
+  HostContext ctx;
+  const BatchNormShape sh{3, 4, 2};
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  // [n][c][s]: per channel, n = 0, 1, 2 at mean - d, mean, mean + d.
+  const float means[4] = {1.0f, 3.0f, 0.2f, 1.1f}, spreads[4] = {0.5f, 1.0f, 0.1f, 0.1f};
+  std::vector<float> x(sh.n * sh.c * sh.s);
+  for (int64_t i = 0; i < sh.n; ++i) {
+    for (int64_t ch = 0; ch < sh.c; ++ch) {
+      for (int64_t j = 0; j < sh.s; ++j) {
+        x[(i * sh.c + ch) * sh.s + j] = means[ch] + static_cast<float>(i - 1) * spreads[ch];
+      }
+    }
+  }
+  x[1] = nan;
+  const auto gy = random_floats(static_cast<int64_t>(x.size()), 31);
+  const int64_t total = static_cast<int64_t>(x.size());
+  std::vector<float> y(total), mean(sh.c), var(sh.c), masked(total), gx(total), gg(sh.c), gb(sh.c);
+  batch_norm_forward_train(ctx, sh, x.data(), nullptr, nullptr, 1e-5f, y.data(), mean.data(),
+                           var.data());
+  for (float& v : y) v = v < 0.0f ? 0.0f : v;
+  for (int64_t k = 0; k < total; ++k) masked[k] = y[k] > 0.0f ? gy[k] : 0.0f;
+  batch_norm_backward(ctx, sh, x.data(), masked.data(), nullptr, mean.data(), var.data(), 1e-5f,
+                      gx.data(), gg.data(), gb.data());
+  std::vector<float> fy(total), fgx(total), fgg(sh.c), fgb(sh.c);
+  batch_norm_forward_train(ctx, sh, x.data(), nullptr, nullptr, 1e-5f, fy.data(), mean.data(),
+                           var.data(), /*relu=*/true);
+  batch_norm_relu_backward(ctx, sh, x.data(), gy.data(), nullptr, nullptr, mean.data(), var.data(),
+                           1e-5f, fgx.data(), fgg.data(), fgb.data());
+  // Equal as bits, NaN included.
+  auto same_bits = [](const std::vector<float>& a, const std::vector<float>& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+  };
+  EXPECT_TRUE(same_bits(fy, y));
+  EXPECT_TRUE(same_bits(fgx, gx));
+  EXPECT_TRUE(same_bits(fgg, gg));
+  EXPECT_TRUE(same_bits(fgb, gb));
+  EXPECT_TRUE(std::isnan(fy[1]));
+  EXPECT_FALSE(std::isnan(fy[sh.s]));  // channel 1 keeps finite values
 }
 
 // Statistics of activations far from 0 relative to their spread: E[x^2] - E[x]^2 in float would

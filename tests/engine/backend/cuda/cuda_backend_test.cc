@@ -293,6 +293,8 @@ TEST_F(CudaBackendTest, BatchNormMatchesHost) {
     host().batch_norm_relu_forward_train(x, gamma, beta, 1e-5f, hy, hm, hv);
     gpu().batch_norm_relu_forward_train(dev(x), dev(gamma), dev(beta), 1e-5f, gyy, gm, gv);
     expect_close(gyy, hy, "batch_norm_relu train");
+    expect_close(gm, hm, "batch_norm_relu mean");
+    expect_close(gv, hv, "batch_norm_relu var");
     host().batch_norm_relu_backward(x, gy, gamma, beta, hm, hv, 1e-5f, hgx, hgg, hgb);
     gpu().batch_norm_relu_backward(dev(x), dev(gy), dev(gamma), dev(beta), gm, gv, 1e-5f, ggx, ggg,
                                    ggb);
