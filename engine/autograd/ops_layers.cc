@@ -205,10 +205,6 @@ void update_running(Tensor& running, const Tensor& batch, float momentum) {
   running.bump_version();
 }
 
-}  // namespace
-
-namespace {
-
 // The training path of batch_norm and batch_norm_relu: batch statistics, running statistics
 // updated in place, one node whose backward reads x, gamma (and beta for the ReLU's mask).
 Tensor batch_norm_train(const Tensor& x_in, const Tensor& gamma_in, const Tensor& beta_in,
@@ -236,25 +232,20 @@ Tensor batch_norm_train(const Tensor& x_in, const Tensor& gamma_in, const Tensor
     update_running(running_mean, mean, momentum);
     update_running(running_var, unbiased, momentum);
   }
-  if (!relu) {
-    record(who, {x_in, gamma_in, beta_in}, {&y},
-           [x, gamma, mean, var, eps](const std::vector<Tensor>& g) {
-             Tensor gx = like(x), ggamma = like(gamma), gbeta = like(gamma);
-             backend_of(x).batch_norm_backward(x, g[0].contiguous(), gamma, mean, var, eps, gx,
-                                               ggamma, gbeta);
-             return std::vector<Tensor>{gx, ggamma, gbeta};
-           },
-           {x, gamma});
-    return y;
-  }
-  record(who + "+ReLU", {x_in, gamma_in, beta_in}, {&y},
-         [x, gamma, beta, mean, var, eps](const std::vector<Tensor>& g) {
-           Tensor gx = like(x), ggamma = like(gamma), gbeta = like(gamma);
-           backend_of(x).batch_norm_relu_backward(x, g[0].contiguous(), gamma, beta, mean, var, eps,
-                                                  gx, ggamma, gbeta);
-           return std::vector<Tensor>{gx, ggamma, gbeta};
-         },
-         {x, gamma, beta});
+  record(
+      relu ? who + "+ReLU" : who, {x_in, gamma_in, beta_in}, {&y},
+      [x, gamma, beta, mean, var, eps, relu](const std::vector<Tensor>& g) {
+        Tensor gx = like(x), ggamma = like(gamma), gbeta = like(gamma);
+        Backend& b = backend_of(x);
+        if (relu) {
+          b.batch_norm_relu_backward(x, g[0].contiguous(), gamma, beta, mean, var, eps, gx, ggamma,
+                                     gbeta);
+        } else {
+          b.batch_norm_backward(x, g[0].contiguous(), gamma, mean, var, eps, gx, ggamma, gbeta);
+        }
+        return std::vector<Tensor>{gx, ggamma, gbeta};
+      },
+      relu ? std::vector<Tensor>{x, gamma, beta} : std::vector<Tensor>{x, gamma});
   return y;
 }
 

@@ -88,32 +88,6 @@ void elemt_planes(const BatchNormShape& sh, const float* x, const float* gy, con
   }
 }
 
-// sum(g) and sum(g * (x - mean)) per channel, g = masked(gy), in channel_grad_sums' order.
-void masked_grad_sums(const BatchNormShape& sh, const float* x, const float* gy, const float* mean,
-                      const ChannelAffine* affine, float* sum_gy, float* sum_gy_xmu) {
-  reduce_channels<2>(
-      sh.n, sh.c, sh.s, sh.n * sh.c * sh.s >= kParallelGrain,
-      [&](int64_t ch, int64_t offset, std::array<double, 2>& acc) {
-        const float* px = x + offset;
-        const float* pg = gy + offset;
-        const float m = mean[ch];
-        const ChannelAffine f = affine[ch];
-        float a1 = 0.0f, a2 = 0.0f;
-#pragma omp simd reduction(+ : a1, a2)
-        for (int64_t k = 0; k < sh.s; ++k) {
-          const float g = masked<true>(pg[k], px[k], f);
-          a1 += g;
-          a2 += g * (px[k] - m);
-        }
-        acc[0] += a1;
-        acc[1] += a2;
-      },
-      [&](int64_t ch, const std::array<double, 2>& acc) {
-        sum_gy[ch] = static_cast<float>(acc[0]);
-        sum_gy_xmu[ch] = static_cast<float>(acc[1]);
-      });
-}
-
 // The training backward: per-channel sums, then gx elementwise (the same two steps SyncBatchNorm
 // takes with a reduction across ranks in between). With kRelu, of max(batch_norm(x), 0).
 template <bool kRelu>
@@ -126,7 +100,11 @@ void backward(HostContext& ctx, const BatchNormShape& sh, const float* x, const 
   if (kRelu) {
     for (int64_t ch = 0; ch < sh.c; ++ch)
       t.affine[ch] = channel_affine(ch, mean, t.c.data(), gamma, beta);
-    masked_grad_sums(sh, x, gy, mean, t.affine.data(), t.a.data(), t.b.data());
+    channel_grad_sums_of(x, gy, mean, t.a.data(), t.b.data(), sh.n, sh.c, sh.s,
+                         sh.n * sh.c * sh.s >= kParallelGrain, [&](int64_t ch) {
+                           const ChannelAffine f = t.affine[ch];
+                           return [f](float g, float v) { return masked<true>(g, v, f); };
+                         });
   } else {
     channel_grad_sums(ctx, x, gy, mean, t.a.data(), t.b.data(), sh.n, sh.c, sh.s);
   }

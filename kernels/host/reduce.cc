@@ -57,25 +57,8 @@ void channel_sums(HostContext&, const float* x, float* sum, float* sumsq, int64_
 
 void channel_grad_sums(HostContext&, const float* x, const float* gy, const float* mean,
                        float* sum_gy, float* sum_gy_xmu, int64_t n, int64_t c, int64_t s) {
-  reduce_channels<2>(
-      n, c, s, n * c * s >= kParallelGrain,
-      [&](int64_t ch, int64_t offset, std::array<double, 2>& acc) {
-        const float* px = x + offset;
-        const float* pg = gy + offset;
-        const float m = mean[ch];
-        float a1 = 0.0f, a2 = 0.0f;
-#pragma omp simd reduction(+ : a1, a2)
-        for (int64_t k = 0; k < s; ++k) {
-          a1 += pg[k];
-          a2 += pg[k] * (px[k] - m);
-        }
-        acc[0] += a1;
-        acc[1] += a2;
-      },
-      [&](int64_t ch, const std::array<double, 2>& acc) {
-        sum_gy[ch] = static_cast<float>(acc[0]);
-        sum_gy_xmu[ch] = static_cast<float>(acc[1]);
-      });
+  channel_grad_sums_of(x, gy, mean, sum_gy, sum_gy_xmu, n, c, s, n * c * s >= kParallelGrain,
+                       [](int64_t) { return [](float g, float) { return g; }; });
 }
 
 }  // namespace dpe::host

@@ -48,4 +48,33 @@ void reduce_channels(int64_t n, int64_t c, int64_t s, bool parallel, Plane plane
   }
 }
 
+// channel_grad_sums of g = grad_of(ch)(gy, x) in place of gy, over the same planes in the same
+// order: the identity gives channel_grad_sums, and batch norm fused with a ReLU masks gy with it.
+template <typename GradOf>
+void channel_grad_sums_of(const float* x, const float* gy, const float* mean, float* sum_gy,
+                          float* sum_gy_xmu, int64_t n, int64_t c, int64_t s, bool parallel,
+                          GradOf grad_of) {
+  reduce_channels<2>(
+      n, c, s, parallel,
+      [&](int64_t ch, int64_t offset, std::array<double, 2>& acc) {
+        const float* px = x + offset;
+        const float* pg = gy + offset;
+        const float m = mean[ch];
+        const auto grad = grad_of(ch);
+        float a1 = 0.0f, a2 = 0.0f;
+#pragma omp simd reduction(+ : a1, a2)
+        for (int64_t k = 0; k < s; ++k) {
+          const float g = grad(pg[k], px[k]);
+          a1 += g;
+          a2 += g * (px[k] - m);
+        }
+        acc[0] += a1;
+        acc[1] += a2;
+      },
+      [&](int64_t ch, const std::array<double, 2>& acc) {
+        sum_gy[ch] = static_cast<float>(acc[0]);
+        sum_gy_xmu[ch] = static_cast<float>(acc[1]);
+      });
+}
+
 }  // namespace dpe::host
