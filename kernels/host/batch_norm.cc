@@ -14,9 +14,10 @@ enum : int64_t { kBnScratch = 0x626e01 };
 
 // Channel ch's normalisation as one multiply-add, x * scale + shift. The forward and the fused
 // backward (which recomputes the ReLU's mask from x) both take it from here and evaluate it the
-// same way, so the backward's mask is bit for bit the forward's: within this file GCC contracts
-// every such site alike (an FMA under -march=native, none without FMA), and batch_norm_test pins
-// it where the value is a rounding residual of either sign.
+// same way, so the backward's mask is bit for bit the forward's: this file is compiled without
+// floating-point contraction (kernels/host/BUILD), so every such site rounds the product and the
+// sum alike on every CPU, and batch_norm_test pins it where the value is a rounding residual of
+// either sign.
 struct ChannelAffine {
   float scale, shift;
 };
