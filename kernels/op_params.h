@@ -10,7 +10,8 @@
 
 namespace dpe {
 
-// --- parameters as the engine's ops take them (torch.nn.functional's names) ---
+// --- parameters of the kernels (torch.nn.functional's and torch.optim's names; the layers and
+// optimizers that use them own their user-facing options) ---
 struct Conv2dParams {
   int64_t stride = 1;
   int64_t padding = 0;
@@ -24,24 +25,24 @@ struct Pool2dParams {
 
 // torch.optim.SGD: g = grad + wd * p; b = g (first use) or momentum * b + (1 - dampening) * g;
 // g = nesterov ? g + momentum * b : b; p -= lr * g.
-struct SgdOptions {
-  float lr = 0.01f;
-  float momentum = 0.0f;
-  float dampening = 0.0f;
-  float weight_decay = 0.0f;
-  bool nesterov = false;
+struct SgdStepParams {
+  float lr;
+  float momentum;
+  float dampening;
+  float weight_decay;
+  bool nesterov;
 };
 
 // torch.optim.Adam / AdamW: bias-corrected moments, eps added after the square root. The betas
 // are double, as PyTorch's Python floats: the kernels take 1 - beta rounded once from them (from
 // 0.999f, 1 - beta2 would be 1.3e-5 off PyTorch's).
-struct AdamOptions {
-  float lr = 1e-3f;
-  double beta1 = 0.9;
-  double beta2 = 0.999;
-  float eps = 1e-8f;
-  float weight_decay = 0.0f;
-  bool adamw = false;  // decoupled weight decay (AdamW): p *= 1 - lr * weight_decay
+struct AdamStepParams {
+  float lr;
+  double beta1;
+  double beta2;
+  float eps;
+  float weight_decay;
+  bool adamw;  // decoupled weight decay (AdamW): p *= 1 - lr * weight_decay
 };
 
 // --- shapes as the kernels take them ---
@@ -91,9 +92,6 @@ struct SoftmaxShape {
   int64_t batch, tq, tk;
   bool causal;
 };
-
-// PyTorch's default ignore_index of nll_loss and cross_entropy: targets equal to it are skipped.
-constexpr int64_t kDefaultIgnoreIndex = -100;
 
 // Fills ho/wo: floor((h + 2p - kh) / stride) + 1. Throws dpe::Error for a stride below 1, a
 // negative padding or a kernel larger than the padded input.

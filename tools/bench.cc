@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "engine/backend/host/host_devices.h"
 #include "engine/data/fashion_mnist.h"
 #include "engine/device/memory_stats.h"
 #include "engine/device/runtime.h"
@@ -155,7 +156,7 @@ int main(int argc, char** argv) {
     return code == 0 ? dpe::tools::kExitOk : dpe::tools::kExitUsage;
   }
   try {
-    dpe::Runtime::host_options_from_env();
+    dpe::host_options_from_env();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench: %s\n", e.what());
     return dpe::tools::kExitUsage;

@@ -15,7 +15,8 @@
 
 #include "engine/autograd/engine.h"
 #include "engine/autograd/ops.h"
-#include "engine/backend/backend.h"
+#include "engine/backend/dispatch.h"
+#include "engine/backend/host/host_devices.h"
 #include "engine/core/error.h"
 #include "engine/data/fashion_mnist.h"
 #include "engine/device/device_guard.h"
@@ -215,8 +216,7 @@ double training_flops_per_sample(const std::string& model, int64_t context, int6
 BenchResult run_in_process(const BenchConfig& c) {
   DPE_CHECK(c.mode == "single" || c.mode == "dp", "run_in_process: mode " << c.mode);
   const nn::FusionScope fusion(c.fuse);
-  Runtime& rt = Runtime::get();
-  rt.set_host_devices({std::max(c.devices, 2), c.threads, 0});
+  set_host_devices({std::max(c.devices, 2), c.threads, 0});
   std::vector<Device> devices;
   for (int i = 0; i < c.devices; ++i) devices.emplace_back(DeviceType::kHost, i);
 
@@ -285,7 +285,7 @@ BenchResult run_in_process(const BenchConfig& c) {
 
 void ddp_worker(const BenchConfig& c, const std::string& result_path) {
   const nn::FusionScope fusion(c.fuse);
-  Runtime::get().set_host_devices({1, c.threads, 0});
+  set_host_devices({1, c.threads, 0});
   Distributed dist = Distributed::init(c.ddp_backend);
   DPE_CHECK(
       c.global_batch % dist.world == 0,
@@ -380,14 +380,14 @@ BenchResult run_ddp(const BenchConfig& c, const std::string& self_exe) {
 
 double measure_gemm_gflops(int64_t n, int reps) {
   Runtime& rt = Runtime::get();
-  rt.set_host_devices({2, 1, 0});
+  set_host_devices({2, 1, 0});
   Generator g(0);
   Tensor a = randn({n, n}, g), b = randn({n, n}, g), c = Tensor::empty({n, n});
   DeviceGuard guard(&rt.context(Device()));
   std::vector<double> times;
   for (int i = 0; i < reps + 1; ++i) {
     const auto start = Clock::now();
-    backend_for(Device()).matmul(a, b, c);
+    dispatch(prim::Matmul{a, b, c});
     if (i > 0) times.push_back(std::chrono::duration<double>(Clock::now() - start).count());
   }
   return 2.0 * static_cast<double>(n) * n * n / median(times) / 1e9;

@@ -12,6 +12,7 @@
 #include <mutex>
 
 #include "engine/autograd/ops.h"
+#include "engine/backend/host/host_devices.h"
 #include "engine/data/data_loader.h"
 #include "engine/data/fashion_mnist.h"
 #include "engine/data/random_dataset.h"
@@ -159,8 +160,8 @@ void lm_demo(const Flags& f) {
   dpe::Runtime& rt = dpe::Runtime::get();
   std::vector<dpe::tools::LmImbalanceRun> runs;
   for (int n : f.lm_devices) {
-    rt.set_host_device_count(n);
-    const auto devices = rt.host_devices();
+    dpe::set_host_device_count(n);
+    const auto devices = rt.devices(dpe::DeviceType::kHost);
     o.batch = f.lm_batch_per_device * n;
     for (auto v : {dpe::tools::DpVariant::kPlain, dpe::tools::DpVariant::kChunkWeights,
                    dpe::tools::DpVariant::kParallelLoss}) {
@@ -214,7 +215,7 @@ int main(int argc, char** argv) {
     return code == 0 ? dpe::tools::kExitOk : dpe::tools::kExitUsage;
   }
   try {
-    dpe::Runtime::host_options_from_env();
+    dpe::host_options_from_env();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "demo: %s\n", e.what());
     return dpe::tools::kExitUsage;
@@ -237,8 +238,8 @@ int main(int argc, char** argv) {
                     !needs_data || std::filesystem::is_directory(f.data_dir),
                     "--data-dir " << f.data_dir << " is not a folder");
     dpe::Runtime& rt = dpe::Runtime::get();
-    if (f.devices > 0) rt.set_host_device_count(f.devices);
-    const auto devices = rt.host_devices();
+    if (f.devices > 0) dpe::set_host_device_count(f.devices);
+    const auto devices = rt.devices(dpe::DeviceType::kHost);
     seeds_demo(f, devices);
     if (f.steps > 0 && f.model.rfind("gpt", 0) == 0)
       lm_demo(f);

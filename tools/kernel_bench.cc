@@ -10,12 +10,16 @@
 #include <functional>
 #include <vector>
 
-#include "engine/backend/backend.h"
+#include "engine/autograd/ops.h"
+#include "engine/backend/dispatch.h"
 #include "engine/tensor/random.h"
 
 namespace {
 
+using dpe::dispatch;
 using dpe::Tensor;
+namespace ops = dpe::ops;
+namespace prim = dpe::prim;
 
 // Median seconds of `reps` calls after one warm-up call.
 double time_it(const std::function<void()>& f, int reps) {
@@ -49,8 +53,8 @@ Tensor activations(const dpe::Shape& shape, bool after_relu) {
   return t;
 }
 
-void bench_conv(dpe::Backend& b, const char* name, int64_t n, int64_t c, int64_t h, int64_t o,
-                int64_t k, int64_t pad, int reps) {
+void bench_conv(const char* name, int64_t n, int64_t c, int64_t h, int64_t o, int64_t k,
+                int64_t pad, int reps) {
   Tensor x = filled({n, c, h, h}, 0.5f), w = filled({o, c, k, k}, 0.01f), bias = filled({o}, 0);
   const int64_t ho = h + 2 * pad - k + 1;
   Tensor y = Tensor::empty({n, o, ho, ho}), gy = filled({n, o, ho, ho}, 0.1f);
@@ -60,11 +64,21 @@ void bench_conv(dpe::Backend& b, const char* name, int64_t n, int64_t c, int64_t
   const double flops = 2.0 * n * o * ho * ho * c * k * k;
   char label[80];
   std::snprintf(label, sizeof label, "%s forward", name);
-  report(label, flops, time_it([&] { b.conv2d_forward(x, w, bias, p, y); }, reps));
+  report(label, flops, time_it([&] { dispatch(prim::Conv2dForward{x, w, bias, p, y}); }, reps));
   std::snprintf(label, sizeof label, "%s backward data", name);
-  report(label, flops, time_it([&] { b.conv2d_backward(x, w, gy, p, gx, none, none); }, reps));
+  report(label, flops,
+         time_it(
+             [&] {
+               dispatch(prim::Conv2dBackward{x, w, gy, p, gx, none, none});
+             },
+             reps));
   std::snprintf(label, sizeof label, "%s backward weights+bias", name);
-  report(label, flops, time_it([&] { b.conv2d_backward(x, w, gy, p, none, gw, gb); }, reps));
+  report(label, flops,
+         time_it(
+             [&] {
+               dispatch(prim::Conv2dBackward{x, w, gy, p, none, gw, gb});
+             },
+             reps));
 }
 
 // Memory-bound layers: reported as GB/s of the tensors read and written.
@@ -72,7 +86,7 @@ void report_bytes(const char* what, double bytes, double seconds) {
   std::printf("%-40s %9.3f ms %8.1f GB/s\n", what, seconds * 1e3, bytes / seconds * 1e-9);
 }
 
-void bench_bn_pool(dpe::Backend& b, const char* name, int64_t n, int64_t c, int64_t h, int reps) {
+void bench_bn_pool(const char* name, int64_t n, int64_t c, int64_t h, int reps) {
   Tensor x = activations({n, c, h, h}, false), y = Tensor::empty(x.shape());
   Tensor gy = activations(x.shape(), false), relu_x = activations(x.shape(), true);
   Tensor gx = Tensor::empty(x.shape());
@@ -82,20 +96,27 @@ void bench_bn_pool(dpe::Backend& b, const char* name, int64_t n, int64_t c, int6
   char label[80];
   std::snprintf(label, sizeof label, "%s bn forward", name);
   report_bytes(label, 2 * bytes,
-               time_it([&] { b.batch_norm_forward_train(x, g, beta, 1e-5f, y, mean, var); }, reps));
+               time_it(
+                   [&] {
+                     dispatch(prim::BatchNormForwardTrain{x, g, beta, 1e-5f, y, mean, var});
+                   },
+                   reps));
   std::snprintf(label, sizeof label, "%s bn backward", name);
-  report_bytes(
-      label, 3 * bytes,
-      time_it([&] { b.batch_norm_backward(x, gy, g, mean, var, 1e-5f, gx, gg, gb); }, reps));
+  report_bytes(label, 3 * bytes,
+               time_it(
+                   [&] {
+                     dispatch(prim::BatchNormBackward{x, gy, g, mean, var, 1e-5f, gx, gg, gb});
+                   },
+                   reps));
   std::snprintf(label, sizeof label, "%s relu forward", name);
-  report_bytes(label, 2 * bytes, time_it([&] { b.relu_forward(x, y); }, reps));
+  report_bytes(label, 2 * bytes, time_it([&] { dispatch(prim::ReluForward{x, y}); }, reps));
   Tensor p = Tensor::empty({n, c, h / 2, h / 2}),
          idx = Tensor::empty(p.shape(), dpe::DType::kInt64);
   std::snprintf(label, sizeof label, "%s max_pool2d forward", name);
   report_bytes(label, 1.75 * bytes,
                time_it(
                    [&] {
-                     b.max_pool2d_forward(relu_x, {2, 2, 0}, p, idx);
+                     dispatch(prim::MaxPool2dForward{relu_x, {2, 2, 0}, p, idx});
                    },
                    reps));
   Tensor gp = filled(p.shape(), 1);
@@ -103,12 +124,12 @@ void bench_bn_pool(dpe::Backend& b, const char* name, int64_t n, int64_t c, int6
   report_bytes(label, 1.75 * bytes,
                time_it(
                    [&] {
-                     b.max_pool2d_backward(gp, idx, {2, 2, 0}, gx);
+                     dispatch(prim::MaxPool2dBackward{gp, idx, {2, 2, 0}, gx});
                    },
                    reps));
 }
 
-void bench_linear(dpe::Backend& b, int64_t n, int64_t in, int64_t out, int reps) {
+void bench_linear(int64_t n, int64_t in, int64_t out, int reps) {
   Tensor x = filled({n, in}, 0.5f), w = filled({out, in}, 0.01f), bias = filled({out}, 0);
   Tensor y = Tensor::empty({n, out}), gy = filled({n, out}, 0.1f);
   Tensor gx = Tensor::empty(x.shape()), gw = Tensor::empty(w.shape()), gb = Tensor::empty({out});
@@ -116,33 +137,45 @@ void bench_linear(dpe::Backend& b, int64_t n, int64_t in, int64_t out, int reps)
   char label[80];
   std::snprintf(label, sizeof label, "linear %lldx%lld->%lld forward", static_cast<long long>(n),
                 static_cast<long long>(in), static_cast<long long>(out));
-  report(label, flops, time_it([&] { b.linear_forward(x, w, bias, y); }, reps));
+  report(label, flops, time_it([&] { dispatch(prim::LinearForward{x, w, bias, y}); }, reps));
   std::snprintf(label, sizeof label, "linear %lldx%lld->%lld backward", static_cast<long long>(n),
                 static_cast<long long>(in), static_cast<long long>(out));
-  report(label, 2 * flops, time_it([&] { b.linear_backward(x, w, gy, gx, gw, gb, 1.0f); }, reps));
+  report(label, 2 * flops,
+         time_it(
+             [&] {
+               dispatch(prim::LinearBackward{x, w, gy, gx, gw, gb, 1.0f});
+             },
+             reps));
 }
 
 // The optimizers' updates over n parameters (the Mlp has 669,706), as GB/s of the parameter,
 // gradient and state tensors read and written: memory-bound when vectorized.
-void bench_optimizers(dpe::Backend& b, int64_t n, int reps) {
+void bench_optimizers(int64_t n, int reps) {
   Tensor p = filled({n}, 0.5f), g = filled({n}, 0.01f), buf = filled({n}, 0.0f);
   Tensor v = filled({n}, 0.0f);
   const double bytes = 4.0 * static_cast<double>(n);
   char label[80];
-  dpe::SgdOptions sgd;
-  sgd.momentum = 0.9f;
+  const dpe::SgdStepParams sgd{0.01f, 0.9f, 0.0f, 0.0f, false};
   std::snprintf(label, sizeof label, "sgd momentum, %lld params", static_cast<long long>(n));
-  report_bytes(label, 5 * bytes, time_it([&] { b.sgd_step(p, g, buf, sgd, false); }, reps));
-  dpe::AdamOptions adam;
-  adam.adamw = true;
-  adam.weight_decay = 0.01f;
+  report_bytes(label, 5 * bytes,
+               time_it(
+                   [&] {
+                     dispatch(prim::SgdStep{p, g, buf, sgd, false});
+                   },
+                   reps));
+  const dpe::AdamStepParams adam{1e-3f, 0.9, 0.999, 1e-8f, 0.01f, /*adamw=*/true};
   int64_t step = 0;
   std::snprintf(label, sizeof label, "adamw, %lld params", static_cast<long long>(n));
-  report_bytes(label, 7 * bytes, time_it([&] { b.adam_step(p, g, buf, v, adam, ++step); }, reps));
+  report_bytes(label, 7 * bytes,
+               time_it(
+                   [&] {
+                     dispatch(prim::AdamStep{p, g, buf, v, adam, ++step});
+                   },
+                   reps));
 }
 
 // gpt-small's layer norm: [batch x 128 tokens, 256], with its affine parameters.
-void bench_layer_norm(dpe::Backend& b, int64_t rows, int64_t cols, int reps) {
+void bench_layer_norm(int64_t rows, int64_t cols, int reps) {
   Tensor x = activations({rows, cols}, false), gy = activations({rows, cols}, false);
   Tensor gamma = filled({cols}, 1.1f), beta = filled({cols}, 0.1f);
   Tensor y = Tensor::empty(x.shape()), gx = Tensor::empty(x.shape());
@@ -153,17 +186,24 @@ void bench_layer_norm(dpe::Backend& b, int64_t rows, int64_t cols, int reps) {
   std::snprintf(label, sizeof label, "layer_norm [%lld, %lld] forward",
                 static_cast<long long>(rows), static_cast<long long>(cols));
   report_bytes(label, 2 * bytes,
-               time_it([&] { b.layer_norm_forward(x, gamma, beta, 1e-5f, y, mean, rstd); }, reps));
+               time_it(
+                   [&] {
+                     dispatch(prim::LayerNormForward{x, gamma, beta, 1e-5f, y, mean, rstd});
+                   },
+                   reps));
   std::snprintf(label, sizeof label, "layer_norm [%lld, %lld] backward",
                 static_cast<long long>(rows), static_cast<long long>(cols));
-  report_bytes(
-      label, 3 * bytes,
-      time_it([&] { b.layer_norm_backward(x, gy, gamma, mean, rstd, gx, ggamma, gbeta); }, reps));
+  report_bytes(label, 3 * bytes,
+               time_it(
+                   [&] {
+                     dispatch(prim::LayerNormBackward{x, gy, gamma, mean, rstd, gx, ggamma, gbeta});
+                   },
+                   reps));
 }
 
 // One training step of the ConvNet's layers at batch n (no autograd, no optimizer): the sum of
 // the kernels the host backend runs, to set against PyTorch's time per step.
-double convnet_step(dpe::Backend& b, int64_t n, int reps) {
+double convnet_step(int64_t n, int reps) {
   using dpe::Shape;
   auto e = [](const Shape& s) { return Tensor::empty(s); };
   Tensor x = activations({n, 1, 28, 28}, false), w1 = filled({16, 1, 5, 5}, 0.01f);
@@ -189,30 +229,30 @@ double convnet_step(dpe::Backend& b, int64_t n, int reps) {
   Tensor one = Tensor::scalar(1.0f);
   return time_it(
       [&] {
-        b.conv2d_forward(x, w1, b1, {1, 2}, c1);
-        b.batch_norm_forward_train(c1, g1, be1, 1e-5f, n1, m1, v1);
-        b.relu_forward(n1, r1);
-        b.max_pool2d_forward(r1, {2, 2, 0}, p1, i1);
-        b.conv2d_forward(p1, w2, b2, {1, 2}, c2);
-        b.batch_norm_forward_train(c2, g2, be2, 1e-5f, n2, m2, v2);
-        b.relu_forward(n2, r2);
-        b.max_pool2d_forward(r2, {2, 2, 0}, p2, i2);
+        dispatch(prim::Conv2dForward{x, w1, b1, {1, 2}, c1});
+        dispatch(prim::BatchNormForwardTrain{c1, g1, be1, 1e-5f, n1, m1, v1});
+        dispatch(prim::ReluForward{n1, r1});
+        dispatch(prim::MaxPool2dForward{r1, {2, 2, 0}, p1, i1});
+        dispatch(prim::Conv2dForward{p1, w2, b2, {1, 2}, c2});
+        dispatch(prim::BatchNormForwardTrain{c2, g2, be2, 1e-5f, n2, m2, v2});
+        dispatch(prim::ReluForward{n2, r2});
+        dispatch(prim::MaxPool2dForward{r2, {2, 2, 0}, p2, i2});
         const Tensor flat = p2.view({n, 1568});
-        b.linear_forward(flat, fw, fb, logits);
-        b.log_softmax_forward(logits, logp);
-        b.nll_loss_forward(logp, target, loss);
-        b.nll_loss_backward(one, target, glogp);
-        b.log_softmax_backward(logp, glogp, glogits);
+        dispatch(prim::LinearForward{flat, fw, fb, logits});
+        dispatch(prim::LogSoftmaxForward{logits, logp});
+        dispatch(prim::NllLossForward{logp, target, ops::kDefaultIgnoreIndex, loss});
+        dispatch(prim::NllLossBackward{one, target, ops::kDefaultIgnoreIndex, glogp});
+        dispatch(prim::LogSoftmaxBackward{logp, glogp, glogits});
         Tensor gflat = gp2.view({n, 1568});
-        b.linear_backward(flat, fw, glogits, gflat, gfw, gfb, 1.0f);
-        b.max_pool2d_backward(gp2, i2, {2, 2, 0}, gr2);
-        b.relu_backward(r2, gr2, gn2);
-        b.batch_norm_backward(c2, gn2, g2, m2, v2, 1e-5f, gc2, gg2, gbe2);
-        b.conv2d_backward(p1, w2, gc2, {1, 2}, gp1, gw2, gb2);
-        b.max_pool2d_backward(gp1, i1, {2, 2, 0}, gr1);
-        b.relu_backward(r1, gr1, gn1);
-        b.batch_norm_backward(c1, gn1, g1, m1, v1, 1e-5f, gc1, gg1, gbe1);
-        b.conv2d_backward(x, w1, gc1, {1, 2}, none, gw1, gb1);
+        dispatch(prim::LinearBackward{flat, fw, glogits, gflat, gfw, gfb, 1.0f});
+        dispatch(prim::MaxPool2dBackward{gp2, i2, {2, 2, 0}, gr2});
+        dispatch(prim::ReluBackward{r2, gr2, gn2});
+        dispatch(prim::BatchNormBackward{c2, gn2, g2, m2, v2, 1e-5f, gc2, gg2, gbe2});
+        dispatch(prim::Conv2dBackward{p1, w2, gc2, {1, 2}, gp1, gw2, gb2});
+        dispatch(prim::MaxPool2dBackward{gp1, i1, {2, 2, 0}, gr1});
+        dispatch(prim::ReluBackward{r1, gr1, gn1});
+        dispatch(prim::BatchNormBackward{c1, gn1, g1, m1, v1, 1e-5f, gc1, gg1, gbe1});
+        dispatch(prim::Conv2dBackward{x, w1, gc1, {1, 2}, none, gw1, gb1});
       },
       reps);
 }
@@ -220,7 +260,7 @@ double convnet_step(dpe::Backend& b, int64_t n, int reps) {
 // gpt-small's attention core at batch `n` (4 layers of [n x 4 heads, 128, 64]): the scores
 // q k^T, the causal softmax, att v, and their backward, as scaled_dot_product_attention runs
 // them unfused. Against a whole step, it bounds what a fused attention kernel could save.
-double gpt_small_attention(dpe::Backend& b, int64_t n, int reps) {
+double gpt_small_attention(int64_t n, int reps) {
   const int64_t bh = n * 4, t = 128, e = 64, layers = 4;
   auto e3 = [&](int64_t x, int64_t y) { return filled({bh, x, y}, 0.01f); };
   Tensor q = e3(t, e), k = e3(t, e), v = e3(t, e), scores = e3(t, t), att = e3(t, t);
@@ -228,14 +268,14 @@ double gpt_small_attention(dpe::Backend& b, int64_t n, int reps) {
   Tensor gq = e3(t, e), gk = e3(t, e), gv = e3(t, e);
   return layers * time_it(
                       [&] {
-                        b.bmm(q, k, false, true, scores);
-                        b.softmax_forward(scores, true, att);
-                        b.bmm(att, v, false, false, out);
-                        b.bmm(gout, v, false, true, gatt);  // d att = d out v^T
-                        b.bmm(att, gout, true, false, gv);  // d v = att^T d out
-                        b.softmax_backward(att, gatt, gscores);
-                        b.bmm(gscores, k, false, false, gq);  // d q = d scores k
-                        b.bmm(gscores, q, true, false, gk);   // d k = d scores^T q
+                        dispatch(prim::Bmm{q, k, false, true, scores});
+                        dispatch(prim::SoftmaxForward{scores, true, att});
+                        dispatch(prim::Bmm{att, v, false, false, out});
+                        dispatch(prim::Bmm{gout, v, false, true, gatt});  // d att = d out v^T
+                        dispatch(prim::Bmm{att, gout, true, false, gv});  // d v = att^T d out
+                        dispatch(prim::SoftmaxBackward{att, gatt, gscores});
+                        dispatch(prim::Bmm{gscores, k, false, false, gq});  // d q = d scores k
+                        dispatch(prim::Bmm{gscores, q, true, false, gk});   // d k = d scores^T q
                       },
                       reps);
 }
@@ -244,28 +284,31 @@ double gpt_small_attention(dpe::Backend& b, int64_t n, int reps) {
 
 int main() {
   omp_set_num_threads(1);
-  dpe::Backend& b = dpe::backend_for(dpe::Device::parse("host:0"));
   std::printf("host backend, 1 thread (OpenMP), medians\n");
 
   const int64_t m = 2048;
   Tensor a = filled({m, m}, 0.5f), bb = filled({m, m}, 0.25f), c = Tensor::empty({m, m});
-  report("sgemm 2048x2048x2048", 2.0 * m * m * m, time_it([&] { b.matmul(a, bb, c); }, 5));
+  report("sgemm 2048x2048x2048", 2.0 * m * m * m,
+         time_it(
+             [&] {
+               dispatch(prim::Matmul{a, bb, c});
+             },
+             5));
 
-  bench_conv(b, "conv1 (1->16, 5x5, pad 2, 28x28) N=100", 100, 1, 28, 16, 5, 2, 20);
-  bench_conv(b, "conv2 (16->32, 5x5, pad 2, 14x14) N=100", 100, 16, 14, 32, 5, 2, 20);
-  bench_bn_pool(b, "[100, 16, 28, 28]", 100, 16, 28, 20);
-  bench_bn_pool(b, "[100, 32, 14, 14]", 100, 32, 14, 20);
-  bench_bn_pool(b, "[256, 16, 28, 28]", 256, 16, 28, 20);
-  bench_bn_pool(b, "[256, 32, 14, 14]", 256, 32, 14, 20);
-  bench_linear(b, 100, 1568, 10, 50);
-  bench_linear(b, 64, 784, 512, 50);
-  bench_linear(b, 64, 512, 512, 50);
-  bench_linear(b, 64, 512, 10, 50);
-  bench_optimizers(b, 669706, 50);
-  bench_layer_norm(b, 1024, 256, 50);
-  std::printf("%-40s %9.3f ms\n", "ConvNet step kernels, batch 100",
-              convnet_step(b, 100, 20) * 1e3);
+  bench_conv("conv1 (1->16, 5x5, pad 2, 28x28) N=100", 100, 1, 28, 16, 5, 2, 20);
+  bench_conv("conv2 (16->32, 5x5, pad 2, 14x14) N=100", 100, 16, 14, 32, 5, 2, 20);
+  bench_bn_pool("[100, 16, 28, 28]", 100, 16, 28, 20);
+  bench_bn_pool("[100, 32, 14, 14]", 100, 32, 14, 20);
+  bench_bn_pool("[256, 16, 28, 28]", 256, 16, 28, 20);
+  bench_bn_pool("[256, 32, 14, 14]", 256, 32, 14, 20);
+  bench_linear(100, 1568, 10, 50);
+  bench_linear(64, 784, 512, 50);
+  bench_linear(64, 512, 512, 50);
+  bench_linear(64, 512, 10, 50);
+  bench_optimizers(669706, 50);
+  bench_layer_norm(1024, 256, 50);
+  std::printf("%-40s %9.3f ms\n", "ConvNet step kernels, batch 100", convnet_step(100, 20) * 1e3);
   std::printf("%-40s %9.3f ms\n", "gpt-small attention fwd+bwd, batch 8",
-              gpt_small_attention(b, 8, 10) * 1e3);
+              gpt_small_attention(8, 10) * 1e3);
   return 0;
 }

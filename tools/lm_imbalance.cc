@@ -163,7 +163,7 @@ void lm_ddp_worker(const LmImbalanceOptions& o, const std::string& result_dir) {
   optim::AdamWOptions ao;
   ao.lr = 3e-4f;
   optim::AdamW opt(model->parameters(), ao);
-  const Device device = Runtime::get().host_devices().at(0);
+  const Device device = Runtime::get().devices(DeviceType::kHost).at(0);
   StepProfiler prof;
   nlohmann::json steps = nlohmann::json::array();
   float loss_value = 0;

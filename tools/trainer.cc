@@ -20,6 +20,7 @@
 #include "engine/autograd/engine.h"
 #include "engine/autograd/grad_mode.h"
 #include "engine/autograd/ops.h"
+#include "engine/backend/host/host_devices.h"
 #include "engine/core/error.h"
 #include "engine/data/data_loader.h"
 #include "engine/data/distributed_sampler.h"
@@ -689,7 +690,7 @@ int resume(const TrainConfig& c, bool language_model, Module& model, optim::Opti
 // Bad DPE_HOST_*, RANK/WORLD_SIZE or DPE_RDZV_* values are usage errors, found before any work.
 void check_environment(const TrainConfig& c) {
   try {
-    Runtime::host_options_from_env();
+    host_options_from_env();
     if (c.mode == "ddp") {
       distributed::dist_env_from_env();
       distributed::rendezvous_timeout(distributed::kDefaultTimeout);
@@ -737,7 +738,7 @@ TrainResult train(const TrainConfig& config, FILE* out) {
     if (env != nullptr && *env != '\0' && std::to_string(c.devices) != env) {
       std::fprintf(stderr, "train: --devices %d overrides DPE_HOST_DEVICES=%s\n", c.devices, env);
     }
-    if (rt.host_device_count() < c.devices) rt.set_host_device_count(c.devices);
+    if (rt.device_count(DeviceType::kHost) < c.devices) set_host_device_count(c.devices);
   }
   Distributed dist = c.mode == "ddp" ? Distributed::init(c.backend) : Distributed::single();
   const Device home = Device();  // host:0 in this process

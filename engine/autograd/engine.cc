@@ -13,11 +13,11 @@
 
 #include "engine/autograd/grad_mode.h"
 #include "engine/autograd/node.h"
-#include "engine/backend/backend.h"
+#include "engine/backend/dispatch.h"
 #include "engine/core/error.h"
 #include "engine/device/device_guard.h"
-#include "engine/device/op_trace.h"
 #include "engine/device/runtime.h"
+#include "engine/device/step_observer.h"
 #include "engine/device/worker.h"
 
 namespace dpe {
@@ -39,6 +39,28 @@ class SpinThenSleepMutex {
 
  private:
   std::mutex mu_;
+};
+
+// Tells the step observer (engine/device/step_observer.h), when one is installed, which backward
+// node the calling thread runs and which nodes it feeds, for as long as it runs.
+class ObservedNode {
+ public:
+  explicit ObservedNode(Node* n) : observer_(step_observer()) {
+    if (observer_ == nullptr) return;
+    std::vector<const void*> next;
+    for (const Edge& e : n->next_edges()) {
+      if (e.fn) next.push_back(e.fn.get());
+    }
+    observer_->on_node_begin(n, n->name(), n->device(), next);
+  }
+  ~ObservedNode() {
+    if (observer_ != nullptr) observer_->on_node_end();
+  }
+  ObservedNode(const ObservedNode&) = delete;
+  ObservedNode& operator=(const ObservedNode&) = delete;
+
+ private:
+  StepObserver* observer_;
 };
 
 struct NodeState {
@@ -100,7 +122,7 @@ class GraphTask {
           grads[slot] = g;
         } else {
           Tensor sum = Tensor::empty(g.shape(), g.dtype(), g.device());
-          backend_for(g.device()).add(grads[slot], g, 1.0f, sum);
+          dispatch(prim::Add{grads[slot], g, 1.0f, sum});
           grads[slot] = sum;
         }
       }
@@ -133,14 +155,7 @@ class GraphTask {
   std::vector<Node*> run(Node* n) {
     // The node's inputs summed here and its backward's temporaries count as what its forward made.
     MemoryCategoryScope category(n->memory_category());
-    std::unique_ptr<TraceNodeScope> traced;
-    if (OpTrace::active()) {
-      std::vector<const void*> next;
-      for (const Edge& e : n->next_edges()) {
-        if (e.fn) next.push_back(e.fn.get());
-      }
-      traced = std::make_unique<TraceNodeScope>(n, n->name(), n->device(), next);
-    }
+    const ObservedNode observed(n);
     std::vector<Tensor> grads = take_inputs(n);
     bool any = false;
     for (const Tensor& g : grads) any = any || g.defined();
@@ -277,13 +292,13 @@ class GraphTask {
 
   SpinThenSleepMutex mu_;
   std::condition_variable_any done_;  // the caller's wake-up: idle_locked() may have become true
-  int outstanding_ = 0;           // worker tasks and home nodes not finished
-  std::optional<Device> home_;    // the caller's device
-  std::deque<Node*> home_ready_;  // ready nodes of home_, for the caller
+  int outstanding_ = 0;               // worker tasks and home nodes not finished
+  std::optional<Device> home_;        // the caller's device
+  std::deque<Node*> home_ready_;      // ready nodes of home_, for the caller
   // Counts the caller's reasons to look (home nodes queued, or nothing outstanding), for it to spin
   // on without the lock before it sleeps.
   std::atomic<int> signals_{0};
-  std::string error_;  // the first node's failure
+  std::string error_;                           // the first node's failure
   std::vector<Device> devices_;                 // those of the graph's nodes, each once
   std::unordered_map<Node*, NodeState> state_;  // every node discovered
 };

@@ -1,7 +1,7 @@
 #include "engine/autograd/node.h"
 
 #include "engine/autograd/grad_mode.h"
-#include "engine/backend/backend.h"
+#include "engine/backend/dispatch.h"
 #include "engine/core/error.h"
 
 namespace dpe {
@@ -69,7 +69,7 @@ std::vector<Tensor> AccumulateGrad::apply(const std::vector<Tensor>& grads) {
       leaf.set_grad(g.clone());
     }
   } else {
-    backend_for(leaf.device()).add(current, g, 1.0f, current);
+    dispatch(prim::Add{current, g, 1.0f, current});
     current.bump_version();
   }
   for (auto& hook : impl->autograd.post_accumulate_hooks) hook(leaf);

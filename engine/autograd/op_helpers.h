@@ -1,18 +1,16 @@
-// Shared by the ops' implementation files: backend lookup, device scoping and argument checks.
+// Shared by the ops' implementation files: device scoping and argument checks.
 //
 // Threading contract: stateless helpers; callable from any thread that runs an op.
 #pragma once
 
 #include <string>
 
-#include "engine/backend/backend.h"
+#include "engine/backend/dispatch.h"
 #include "engine/core/error.h"
 #include "engine/device/device_guard.h"
 #include "engine/tensor/tensor.h"
 
 namespace dpe::ops::detail {
-
-inline Backend& backend_of(const Tensor& t) { return backend_for(t.device()); }
 
 inline Tensor like(const Tensor& t) { return Tensor::empty(t.shape(), t.dtype(), t.device()); }
 

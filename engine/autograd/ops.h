@@ -10,11 +10,13 @@
 #include <cstdint>
 #include <vector>
 
-#include "engine/backend/backend.h"
 #include "engine/tensor/random.h"
 #include "engine/tensor/tensor.h"
 
 namespace dpe::ops {
+
+// PyTorch's default ignore_index of nll_loss and cross_entropy: targets equal to it are skipped.
+constexpr int64_t kDefaultIgnoreIndex = -100;
 
 // --- elementwise and reductions ---
 Tensor add(const Tensor& a, const Tensor& b);
@@ -47,9 +49,11 @@ Tensor matmul(const Tensor& a, const Tensor& b);
 Tensor bmm(const Tensor& a, const Tensor& b, bool trans_a = false, bool trans_b = false);
 // x [N, in], w [out, in], b [out] or undefined. `who` names the layer in errors ("fc").
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b, const std::string& who = "linear");
-Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dParams& p,
-              const std::string& who = "conv2d");
-Tensor max_pool2d(const Tensor& x, const Pool2dParams& p);
+// x [N, C, H, W], w [O, C, kh, kw], b [O] or undefined (torch.nn.functional.conv2d).
+Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, int64_t stride = 1,
+              int64_t padding = 0, const std::string& who = "conv2d");
+// Square windows; stride 0 means the kernel size (torch.nn.functional.max_pool2d's default).
+Tensor max_pool2d(const Tensor& x, int64_t kernel_size, int64_t stride = 0, int64_t padding = 0);
 // Batch norm over (N, H, W). In training, normalises with the batch statistics and updates the
 // running statistics in place (momentum, unbiased running variance, as PyTorch); in evaluation,
 // uses the running statistics. running_* may be undefined (track_running_stats=False).
@@ -86,8 +90,7 @@ Tensor softmax(const Tensor& x, bool causal = false);
 // of `seed`). causal masks as ops::softmax does; it matches PyTorch's is_causal for Tq == Tk
 // (PyTorch aligns the mask top-left when Tq != Tk, this bottom-right, as a KV cache needs).
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
-                                    bool causal = false, float dropout_p = 0.0f,
-                                    uint64_t seed = 0);
+                                    bool causal = false, float dropout_p = 0.0f, uint64_t seed = 0);
 
 // --- losses (mean reduction) ---
 Tensor log_softmax(const Tensor& x);  // over dim 1 of [N, C]
@@ -96,8 +99,8 @@ Tensor nll_loss(const Tensor& logp, const Tensor& target,
                 int64_t ignore_index = kDefaultIgnoreIndex);
 // cross_entropy(logits, target, ignore_index = -100): logits [N, C] with target [N], or
 // [B, T, V] with target [B, T] (flattened to [B*T, V]). A function object rather than a function
-// with a default argument, so `ops::cross_entropy` still converts to a two-argument Criterion
-// (parallel_criterion, the trainer) as it did before ignore_index existed.
+// with a default argument, so `ops::cross_entropy` converts to a two-argument Criterion
+// (parallel_criterion, the trainer).
 struct CrossEntropy {
   Tensor operator()(const Tensor& logits, const Tensor& target,
                     int64_t ignore_index = kDefaultIgnoreIndex) const;

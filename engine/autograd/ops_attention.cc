@@ -8,7 +8,6 @@
 
 namespace dpe::ops {
 
-using detail::backend_of;
 using detail::like;
 using detail::prepare;
 
@@ -20,20 +19,20 @@ Tensor softmax(const Tensor& x_in, bool causal) {
                                              << ", got " << x.shape());
   DeviceGuard guard(&x.context());
   Tensor y = like(x);
-  backend_of(x).softmax_forward(x, causal, y);
+  dispatch(prim::SoftmaxForward{x, causal, y});
   Tensor saved = y.detach();
   record("softmax", {x_in}, {&y},
          [saved](const std::vector<Tensor>& g) {
            Tensor gx = like(saved);
-           backend_of(saved).softmax_backward(saved, g[0].contiguous(), gx);
+           dispatch(prim::SoftmaxBackward{saved, g[0].contiguous(), gx});
            return std::vector<Tensor>{gx};
          },
          {saved});
   return y;
 }
 
-Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
-                                    bool causal, float dropout_p, uint64_t seed) {
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal,
+                                    float dropout_p, uint64_t seed) {
   const char* op = "scaled_dot_product_attention";
   DPE_CHECK(q.defined() && k.defined() && v.defined(), op << ": q, k or v is undefined");
   DPE_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4 && q.size(0) == k.size(0) &&

@@ -1,4 +1,5 @@
-// Layer ops: matmul and bmm, linear, embedding, conv2d, max_pool2d, batch_norm, layer_norm, dropout.
+// Layer ops: matmul and bmm, linear, embedding, conv2d, max_pool2d, batch_norm, layer_norm,
+// dropout.
 #include <array>
 #include <cmath>
 
@@ -9,7 +10,6 @@
 
 namespace dpe::ops {
 
-using detail::backend_of;
 using detail::like;
 using detail::prepare;
 
@@ -24,7 +24,7 @@ Tensor bmm(const Tensor& a_in, const Tensor& b_in, bool trans_a, bool trans_b) {
   DeviceGuard guard(&a.context());
   Tensor c = Tensor::empty(Shape{a.size(0), a.size(trans_a ? 2 : 1), b.size(trans_b ? 1 : 2)},
                            DType::kFloat32, a.device());
-  backend_of(a).bmm(a, b, trans_a, trans_b, c);
+  dispatch(prim::Bmm{a, b, trans_a, trans_b, c});
   record("bmm", {a_in, b_in}, {&c},
          [a, b, a_in, b_in, trans_a, trans_b](const std::vector<Tensor>& g) {
            // c = op(a) op(b): gop(a) = gc op(b)^T and gop(b) = op(a)^T gc, each written in the
@@ -34,17 +34,17 @@ Tensor bmm(const Tensor& a_in, const Tensor& b_in, bool trans_a, bool trans_b) {
            if (a_in.requires_grad()) {
              ga = like(a);
              if (!trans_a) {
-               backend_of(a).bmm(gc, b, false, !trans_b, ga);
+               dispatch(prim::Bmm{gc, b, false, !trans_b, ga});
              } else {
-               backend_of(a).bmm(b, gc, trans_b, true, ga);
+               dispatch(prim::Bmm{b, gc, trans_b, true, ga});
              }
            }
            if (b_in.requires_grad()) {
              gb = like(b);
              if (!trans_b) {
-               backend_of(b).bmm(a, gc, !trans_a, false, gb);
+               dispatch(prim::Bmm{a, gc, !trans_a, false, gb});
              } else {
-               backend_of(b).bmm(gc, a, true, trans_a, gb);
+               dispatch(prim::Bmm{gc, a, true, trans_a, gb});
              }
            }
            return std::vector<Tensor>{ga, gb};
@@ -88,18 +88,18 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
                                                                   << b.shape() << ")");
   DeviceGuard guard(&a.context());
   Tensor c = Tensor::empty(Shape{a.size(0), b.size(1)}, DType::kFloat32, a.device());
-  backend_of(a).matmul(a, b, c);
+  dispatch(prim::Matmul{a, b, c});
   record("matmul", {a_in, b_in}, {&c},
          [a, b, a_in, b_in](const std::vector<Tensor>& g) {
            Tensor gc = g[0].contiguous();
            Tensor ga, gb;
            if (a_in.requires_grad()) {  // gA = gC @ B^T
              ga = like(a);
-             backend_of(a).matmul(gc, b.permute({1, 0}).contiguous(), ga);
+             dispatch(prim::Matmul{gc, b.permute({1, 0}).contiguous(), ga});
            }
            if (b_in.requires_grad()) {  // gB = A^T @ gC
              gb = like(b);
-             backend_of(b).matmul(a.permute({1, 0}).contiguous(), gc, gb);
+             dispatch(prim::Matmul{a.permute({1, 0}).contiguous(), gc, gb});
            }
            return std::vector<Tensor>{ga, gb};
          },
@@ -116,7 +116,7 @@ Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, const 
                                                         << ", got " << x.shape());
   DeviceGuard guard(&x.context());
   Tensor y = Tensor::empty(Shape{x.size(0), w.size(0)}, DType::kFloat32, x.device());
-  backend_of(x).linear_forward(x, w, b, y);
+  dispatch(prim::LinearForward{x, w, b, y});
   record(who, {x_in, w_in, b_in}, {&y},
          [x, w, x_in, w_in, b_in](const std::vector<Tensor>& g) {
            // The weight's and bias's gradients go straight to the destinations offered for them
@@ -130,15 +130,14 @@ Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, const 
            Tensor gw = w_there ? dw->view : w_in.requires_grad() ? like(w) : Tensor();
            Tensor gb = b_there ? db->view : b_in.requires_grad() ? like(b_in) : Tensor();
            const Tensor gy = g[0].contiguous();
-           Backend& backend = backend_of(x);
            const bool plain_w = gw.defined() && !w_there, plain_b = gb.defined() && !b_there;
            if (scale == 1.0f || (!plain_w && !plain_b)) {
-             backend.linear_backward(x, w, gy, gx, gw, gb, scale);
+             dispatch(prim::LinearBackward{x, w, gy, gx, gw, gb, scale});
            } else {
              Tensor sw = w_there ? gw : Tensor(), sb = b_there ? gb : Tensor();
              Tensor pw = plain_w ? gw : Tensor(), pb = plain_b ? gb : Tensor(), none;
-             backend.linear_backward(x, w, gy, gx, sw, sb, scale);
-             backend.linear_backward(x, w, gy, none, pw, pb, 1.0f);
+             dispatch(prim::LinearBackward{x, w, gy, gx, sw, sb, scale});
+             dispatch(prim::LinearBackward{x, w, gy, none, pw, pb, 1.0f});
            }
            return std::vector<Tensor>{gx, gw, gb};
          },
@@ -146,8 +145,9 @@ Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, const 
   return y;
 }
 
-Tensor conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, const Conv2dParams& p,
-              const std::string& who) {
+Tensor conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, int64_t stride,
+              int64_t padding, const std::string& who) {
+  const Conv2dParams p{stride, padding};
   Tensor x = prepare(who.c_str(), x_in, x_in, "input");
   Tensor w = prepare(who.c_str(), w_in, x_in, "weight");
   Tensor b = b_in.defined() ? prepare(who.c_str(), b_in, x_in, "bias") : Tensor();
@@ -161,20 +161,21 @@ Tensor conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, const 
                                   << w.shape() << " with padding " << p.padding);
   DeviceGuard guard(&x.context());
   Tensor y = Tensor::empty(Shape{x.size(0), w.size(0), ho, wo}, DType::kFloat32, x.device());
-  backend_of(x).conv2d_forward(x, w, b, p, y);
+  dispatch(prim::Conv2dForward{x, w, b, p, y});
   record(who, {x_in, w_in, b_in}, {&y},
          [x, w, p, x_in, w_in, b_in](const std::vector<Tensor>& g) {
            Tensor gx = x_in.requires_grad() ? like(x) : Tensor();
            Tensor gw = w_in.requires_grad() ? like(w) : Tensor();
            Tensor gb = b_in.requires_grad() ? like(b_in) : Tensor();
-           backend_of(x).conv2d_backward(x, w, g[0].contiguous(), p, gx, gw, gb);
+           dispatch(prim::Conv2dBackward{x, w, g[0].contiguous(), p, gx, gw, gb});
            return std::vector<Tensor>{gx, gw, gb};
          },
          {x, w});
   return y;
 }
 
-Tensor max_pool2d(const Tensor& x_in, const Pool2dParams& p) {
+Tensor max_pool2d(const Tensor& x_in, int64_t kernel_size, int64_t stride, int64_t padding) {
+  const Pool2dParams p{kernel_size, stride > 0 ? stride : kernel_size, padding};
   Tensor x = prepare("max_pool2d", x_in, x_in, "input");
   DPE_CHECK(x.dim() == 4, "max_pool2d: expected a 4-D input [N, C, H, W], got " << x.shape());
   DPE_CHECK(p.padding * 2 <= p.kernel, "max_pool2d: pad should be at most half of kernel size");
@@ -185,11 +186,11 @@ Tensor max_pool2d(const Tensor& x_in, const Pool2dParams& p) {
   DeviceGuard guard(&x.context());
   Tensor y = Tensor::empty(Shape{x.size(0), x.size(1), ho, wo}, DType::kFloat32, x.device());
   Tensor workspace = Tensor::empty(y.shape(), DType::kInt64, x.device());
-  backend_of(x).max_pool2d_forward(x, p, y, workspace);
+  dispatch(prim::MaxPool2dForward{x, p, y, workspace});
   const Shape in_shape = x.shape();
   record("max_pool2d", {x_in}, {&y}, [workspace, p, in_shape](const std::vector<Tensor>& g) {
     Tensor gx = Tensor::empty(in_shape, DType::kFloat32, g[0].device());
-    backend_of(g[0]).max_pool2d_backward(g[0].contiguous(), workspace, p, gx);
+    dispatch(prim::MaxPool2dBackward{g[0].contiguous(), workspace, p, gx});
     return std::vector<Tensor>{gx};
   });
   return y;
@@ -199,9 +200,8 @@ namespace {
 
 // (running *= 1 - momentum) += momentum * batch, in place.
 void update_running(Tensor& running, const Tensor& batch, float momentum) {
-  Backend& be = backend_of(running);
-  be.scale(running, 1.0f - momentum, running);
-  be.add(running, batch, momentum, running);
+  dispatch(prim::Scale{running, 1.0f - momentum, running});
+  dispatch(prim::Add{running, batch, momentum, running});
   running.bump_version();
 }
 
@@ -216,19 +216,19 @@ Tensor batch_norm_train(const Tensor& x_in, const Tensor& gamma_in, const Tensor
   DPE_CHECK(per_channel > 1, who << ": expected more than 1 value per channel when training, "
                                     "got input size "
                                  << x.shape());
-  Backend& be = backend_of(x);
   Tensor y = like(x);
   Tensor mean = Tensor::empty(Shape{channels}, DType::kFloat32, x.device());
   Tensor var = Tensor::empty(Shape{channels}, DType::kFloat32, x.device());
   if (relu) {
-    be.batch_norm_relu_forward_train(x, gamma, beta, eps, y, mean, var);
+    dispatch(prim::BatchNormReluForwardTrain{x, gamma, beta, eps, y, mean, var});
   } else {
-    be.batch_norm_forward_train(x, gamma, beta, eps, y, mean, var);
+    dispatch(prim::BatchNormForwardTrain{x, gamma, beta, eps, y, mean, var});
   }
   if (training && running_mean.defined()) {
     NoGradGuard no_grad;
     Tensor unbiased = like(var);
-    be.scale(var, static_cast<float>(per_channel) / static_cast<float>(per_channel - 1), unbiased);
+    dispatch(prim::Scale{var, static_cast<float>(per_channel) / static_cast<float>(per_channel - 1),
+                         unbiased});
     update_running(running_mean, mean, momentum);
     update_running(running_var, unbiased, momentum);
   }
@@ -236,12 +236,12 @@ Tensor batch_norm_train(const Tensor& x_in, const Tensor& gamma_in, const Tensor
       relu ? who + "+ReLU" : who, {x_in, gamma_in, beta_in}, {&y},
       [x, gamma, beta, mean, var, eps, relu](const std::vector<Tensor>& g) {
         Tensor gx = like(x), ggamma = like(gamma), gbeta = like(gamma);
-        Backend& b = backend_of(x);
         if (relu) {
-          b.batch_norm_relu_backward(x, g[0].contiguous(), gamma, beta, mean, var, eps, gx, ggamma,
-                                     gbeta);
+          dispatch(prim::BatchNormReluBackward{x, g[0].contiguous(), gamma, beta, mean, var, eps,
+                                               gx, ggamma, gbeta});
         } else {
-          b.batch_norm_backward(x, g[0].contiguous(), gamma, mean, var, eps, gx, ggamma, gbeta);
+          dispatch(prim::BatchNormBackward{x, g[0].contiguous(), gamma, mean, var, eps, gx, ggamma,
+                                           gbeta});
         }
         return std::vector<Tensor>{gx, ggamma, gbeta};
       },
@@ -288,10 +288,9 @@ Tensor batch_norm(const Tensor& x_in, const Tensor& gamma_in, const Tensor& beta
     return batch_norm_train(x_in, gamma_in, beta_in, x, gamma, beta, running_mean, running_var,
                             training, momentum, eps, /*relu=*/false, who);
   }
-  Backend& be = backend_of(x);
   Tensor y = like(x);
   Tensor rm = running_mean.contiguous(), rv = running_var.contiguous();
-  be.batch_norm_forward_eval(x, gamma, beta, rm, rv, eps, y);
+  dispatch(prim::BatchNormForwardEval{x, gamma, beta, rm, rv, eps, y});
   record(who, {x_in, gamma_in, beta_in}, {&y},
          [x, gamma, rm, rv, eps](const std::vector<Tensor>& g) {
            // With fixed statistics the op is affine per channel.
@@ -299,12 +298,11 @@ Tensor batch_norm(const Tensor& x_in, const Tensor& gamma_in, const Tensor& beta
            for (float& v : inv) v = 1.0f / std::sqrt(v + eps);
            Tensor invstd = Tensor::from_vector(inv, rv.shape(), rv.device());
            Tensor gy = g[0].contiguous();
-           Backend& b = backend_of(x);
            Tensor zeros = Tensor::zeros(rv.shape(), DType::kFloat32, rv.device());
            Tensor gx = like(x), sum_gy = like(rv), sum_gy_xmu = like(rv), ggamma = like(rv);
-           b.batch_norm_backward_elemt(x, gy, rm, invstd, gamma, zeros, zeros, gx);
-           b.channel_grad_sums(x, gy, rm, sum_gy, sum_gy_xmu);
-           b.mul(sum_gy_xmu, invstd, ggamma);
+           dispatch(prim::BatchNormBackwardElemt{x, gy, rm, invstd, gamma, zeros, zeros, gx});
+           dispatch(prim::ChannelGradSums{x, gy, rm, sum_gy, sum_gy_xmu});
+           dispatch(prim::Mul{sum_gy_xmu, invstd, ggamma});
            return std::vector<Tensor>{gx, ggamma, sum_gy};
          },
          {x, gamma, rm, rv});
@@ -324,12 +322,12 @@ Tensor embedding(const Tensor& weight_in, const Tensor& index_in) {
   DeviceGuard guard(&weight.context());
   Tensor y = Tensor::empty(Shape(out_dims), DType::kFloat32, weight.device());
   Tensor rows = y.view(Shape{n, d});
-  backend_of(weight).embedding_forward(weight, index, rows);
+  dispatch(prim::EmbeddingForward{weight, index, rows});
   const Shape w_shape = weight.shape();
   record("embedding", {weight_in}, {&y},
          [index, w_shape, n, d](const std::vector<Tensor>& g) {
            Tensor gw = Tensor::empty(w_shape, DType::kFloat32, g[0].device());
-           backend_of(gw).embedding_backward(index, g[0].contiguous().view(Shape{n, d}), gw);
+           dispatch(prim::EmbeddingBackward{index, g[0].contiguous().view(Shape{n, d}), gw});
            return std::vector<Tensor>{gw};
          },
          {index});
@@ -353,14 +351,14 @@ Tensor layer_norm(const Tensor& x_in, const Tensor& gamma_in, const Tensor& beta
   Tensor y = like(x);
   Tensor mean = Tensor::empty(Shape{x.numel() / d}, DType::kFloat32, x.device());
   Tensor rstd = like(mean);
-  backend_of(x).layer_norm_forward(x, gamma, beta, eps, y, mean, rstd);
+  dispatch(prim::LayerNormForward{x, gamma, beta, eps, y, mean, rstd});
   record(who, {x_in, gamma_in, beta_in}, {&y},
          [x, gamma, mean, rstd, gamma_in, beta_in](const std::vector<Tensor>& g) {
            Tensor gx = like(x);
            Tensor ggamma = gamma_in.requires_grad() ? like(gamma) : Tensor();
            Tensor gbeta = beta_in.requires_grad() ? like(beta_in) : Tensor();
-           backend_of(x).layer_norm_backward(x, g[0].contiguous(), gamma, mean, rstd, gx, ggamma,
-                                             gbeta);
+           dispatch(
+               prim::LayerNormBackward{x, g[0].contiguous(), gamma, mean, rstd, gx, ggamma, gbeta});
            return std::vector<Tensor>{gx, ggamma, gbeta};
          },
          {x, gamma});
@@ -373,7 +371,7 @@ Tensor dropout(const Tensor& x_in, float p, bool training, uint64_t seed) {
   Tensor x = prepare("dropout", x_in, x_in, "input");
   DeviceGuard guard(&x.context());
   Tensor mask = like(x);
-  backend_of(x).dropout_mask(p, seed, mask);
+  dispatch(prim::DropoutMask{p, seed, mask});
   return mul(x_in, mask);
 }
 

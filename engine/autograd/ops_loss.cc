@@ -5,7 +5,6 @@
 
 namespace dpe::ops {
 
-using detail::backend_of;
 using detail::like;
 using detail::prepare;
 
@@ -14,12 +13,12 @@ Tensor log_softmax(const Tensor& x_in) {
   DPE_CHECK(x.dim() == 2, "log_softmax: expected a 2-D input [N, C], got " << x.shape());
   DeviceGuard guard(&x.context());
   Tensor y = like(x);
-  backend_of(x).log_softmax_forward(x, y);
+  dispatch(prim::LogSoftmaxForward{x, y});
   Tensor saved = y.detach();
   record("log_softmax", {x_in}, {&y},
          [saved](const std::vector<Tensor>& g) {
            Tensor gx = like(saved);
-           backend_of(saved).log_softmax_backward(saved, g[0].contiguous(), gx);
+           dispatch(prim::LogSoftmaxBackward{saved, g[0].contiguous(), gx});
            return std::vector<Tensor>{gx};
          },
          {saved});
@@ -38,12 +37,12 @@ Tensor nll_loss(const Tensor& logp_in, const Tensor& target_in, int64_t ignore_i
   Tensor target = target_in.contiguous();
   DeviceGuard guard(&logp.context());
   Tensor out = Tensor::empty(Shape{}, DType::kFloat32, logp.device());
-  backend_of(logp).nll_loss_forward(logp, target, ignore_index, out);
+  dispatch(prim::NllLossForward{logp, target, ignore_index, out});
   const Shape shape = logp.shape();
   record("nll_loss", {logp_in}, {&out},
          [target, shape, ignore_index](const std::vector<Tensor>& g) {
            Tensor gx = Tensor::empty(shape, DType::kFloat32, g[0].device());
-           backend_of(gx).nll_loss_backward(g[0], target, ignore_index, gx);
+           dispatch(prim::NllLossBackward{g[0], target, ignore_index, gx});
            return std::vector<Tensor>{gx};
          },
          {target});
@@ -54,11 +53,10 @@ Tensor CrossEntropy::operator()(const Tensor& logits, const Tensor& target,
                                 int64_t ignore_index) const {
   if (logits.defined() && target.defined() && logits.dim() == 3) {
     // A language model's [B, T, V] against [B, T]: one row per position.
-    DPE_CHECK(target.dim() == 2 && target.size(0) == logits.size(0) &&
-                  target.size(1) == logits.size(1),
-              "cross_entropy: expected target [B, T] for logits [B, T, V] " << logits.shape()
-                                                                            << ", got target "
-                                                                            << target.shape());
+    DPE_CHECK(
+        target.dim() == 2 && target.size(0) == logits.size(0) && target.size(1) == logits.size(1),
+        "cross_entropy: expected target [B, T] for logits [B, T, V] "
+            << logits.shape() << ", got target " << target.shape());
     const int64_t rows = logits.size(0) * logits.size(1);
     return nll_loss(log_softmax(reshape(logits, Shape{rows, logits.size(2)})),
                     target.reshape(Shape{rows}), ignore_index);

@@ -5,7 +5,6 @@
 
 namespace dpe::ops {
 
-using detail::backend_of;
 using detail::like;
 using detail::prepare;
 
@@ -18,7 +17,7 @@ Tensor add_scaled(const char* op, const Tensor& a_in, const Tensor& b_in, float 
   detail::check_same_shape(op, a, b);
   DeviceGuard guard(&a.context());
   Tensor out = like(a);
-  backend_of(a).add(a, b, alpha, out);
+  dispatch(prim::Add{a, b, alpha, out});
   record(op, {a_in, b_in}, {&out}, [alpha, a_in, b_in](const std::vector<Tensor>& g) {
     Tensor gb;
     if (b_in.requires_grad()) {
@@ -26,7 +25,7 @@ Tensor add_scaled(const char* op, const Tensor& a_in, const Tensor& b_in, float 
         gb = g[0];
       } else {
         gb = like(g[0]);
-        backend_of(g[0]).scale(g[0], alpha, gb);
+        dispatch(prim::Scale{g[0], alpha, gb});
       }
     }
     return std::vector<Tensor>{a_in.requires_grad() ? g[0] : Tensor(), gb};
@@ -45,17 +44,17 @@ Tensor mul(const Tensor& a_in, const Tensor& b_in) {
   detail::check_same_shape("mul", a, b);
   DeviceGuard guard(&a.context());
   Tensor out = like(a);
-  backend_of(a).mul(a, b, out);
+  dispatch(prim::Mul{a, b, out});
   record("mul", {a_in, b_in}, {&out},
          [a, b, a_in, b_in](const std::vector<Tensor>& g) {
            Tensor ga, gb;
            if (a_in.requires_grad()) {
              ga = like(a);
-             backend_of(a).mul(g[0], b, ga);
+             dispatch(prim::Mul{g[0], b, ga});
            }
            if (b_in.requires_grad()) {
              gb = like(b);
-             backend_of(b).mul(g[0], a, gb);
+             dispatch(prim::Mul{g[0], a, gb});
            }
            return std::vector<Tensor>{ga, gb};
          },
@@ -67,10 +66,10 @@ Tensor mul_scalar(const Tensor& a_in, float s) {
   Tensor a = prepare("mul_scalar", a_in, a_in, "input");
   DeviceGuard guard(&a.context());
   Tensor out = like(a);
-  backend_of(a).scale(a, s, out);
+  dispatch(prim::Scale{a, s, out});
   record("mul_scalar", {a_in}, {&out}, [s](const std::vector<Tensor>& g) {
     Tensor ga = like(g[0]);
-    backend_of(g[0]).scale(g[0], s, ga);
+    dispatch(prim::Scale{g[0], s, ga});
     return std::vector<Tensor>{ga};
   });
   return out;
@@ -80,12 +79,12 @@ Tensor relu(const Tensor& x_in) {
   Tensor x = prepare("relu", x_in, x_in, "input");
   DeviceGuard guard(&x.context());
   Tensor y = like(x);
-  backend_of(x).relu_forward(x, y);
+  dispatch(prim::ReluForward{x, y});
   Tensor saved = y.detach();
   record("relu", {x_in}, {&y},
          [saved](const std::vector<Tensor>& g) {
            Tensor gx = like(saved);
-           backend_of(saved).relu_backward(saved, g[0].contiguous(), gx);
+           dispatch(prim::ReluBackward{saved, g[0].contiguous(), gx});
            return std::vector<Tensor>{gx};
          },
          {saved});
@@ -96,11 +95,11 @@ Tensor gelu(const Tensor& x_in) {
   Tensor x = prepare("gelu", x_in, x_in, "input");
   DeviceGuard guard(&x.context());
   Tensor y = like(x);
-  backend_of(x).gelu_forward(x, y);
+  dispatch(prim::GeluForward{x, y});
   record("gelu", {x_in}, {&y},
          [x](const std::vector<Tensor>& g) {
            Tensor gx = like(x);
-           backend_of(x).gelu_backward(x, g[0].contiguous(), gx);
+           dispatch(prim::GeluBackward{x, g[0].contiguous(), gx});
            return std::vector<Tensor>{gx};
          },
          {x});
@@ -111,7 +110,7 @@ Tensor sum(const Tensor& x_in) {
   Tensor x = prepare("sum", x_in, x_in, "input");
   DeviceGuard guard(&x.context());
   Tensor out = Tensor::empty(Shape{}, DType::kFloat32, x.device());
-  backend_of(x).sum_all(x, out);
+  dispatch(prim::SumAll{x, out});
   const Shape shape = x.shape();
   record("sum", {x_in}, {&out}, [shape](const std::vector<Tensor>& g) {
     return std::vector<Tensor>{Tensor::full(shape, g[0].item(), g[0].device())};
@@ -129,14 +128,14 @@ Tensor argmax_rows(const Tensor& x_in) {
   DPE_CHECK(x.dim() == 2, "argmax: expected a 2-D input [N, C], got " << x.shape());
   DeviceGuard guard(&x.context());
   Tensor out = Tensor::empty(Shape{x.size(0)}, DType::kInt64, x.device());
-  backend_of(x).argmax_rows(x, out);
+  dispatch(prim::ArgmaxRows{x, out});
   return out;
 }
 
 bool all_finite(const Tensor& x_in) {
   Tensor x = prepare("all_finite", x_in, x_in, "input");
   DeviceGuard guard(&x.context());
-  return backend_of(x).all_finite(x);
+  return dispatch(prim::AllFinite{x});
 }
 
 }  // namespace dpe::ops

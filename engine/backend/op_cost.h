@@ -1,17 +1,34 @@
-// The FLOPs and bytes of each backend op, for the op trace (engine/device/op_trace.h) and the
-// cost model that replays it. A multiply-add counts 2 FLOPs; bytes are what an ideal kernel reads
-// and writes once (tensors' sizes), not what a given implementation touches.
+// OpCost: the FLOPs and bytes of one backend op, which each prim states (prims/*.h) for the op
+// trace (engine/trace) and the cost model that replays it. A multiply-add counts 2 FLOPs; bytes
+// are what an ideal kernel reads and writes once (tensors' sizes), not what a given
+// implementation touches.
+//
+// Threading contract: plain values and pure functions.
 #pragma once
 
+#include <cstdint>
 #include <initializer_list>
+#include <vector>
 
-#include "engine/device/op_trace.h"
 #include "engine/tensor/tensor.h"
 
-namespace dpe::op_cost {
+namespace dpe {
+
+// What bounds an op on a GPU, for the roofline's efficiency factor: "gemm" (linear, matmul, bmm),
+// "conv", and memory-bound classes "elementwise", "norm", "softmax", "embedding", "loss", "pool",
+// "reduction", "optimizer" ("fill" and "copy" are the trace's own).
+struct OpCost {
+  const char* op_class = "elementwise";
+  double flops = 0;
+  int64_t bytes_read = 0;
+  int64_t bytes_written = 0;
+  std::vector<std::vector<int64_t>> shapes;  // of the op's tensor arguments, reads first
+};
+
+namespace op_cost {
 
 // An op of class `op_class` doing `flops`, reading `reads` and writing `writes` (undefined tensors
-// are skipped); shapes are recorded reads first.
+// are skipped).
 OpCost make(const char* op_class, double flops, std::initializer_list<const Tensor*> reads,
             std::initializer_list<const Tensor*> writes);
 // `flops_per_element` per element of `first`.
@@ -22,4 +39,6 @@ OpCost elementwise(const char* op_class, double flops_per_element, const Tensor&
 // 2 * N * Cout * Ho * Wo * Cin * kh * kw: one convolution's multiply-adds.
 double conv2d_flops(const Tensor& w, const Tensor& y);
 
-}  // namespace dpe::op_cost
+}  // namespace op_cost
+
+}  // namespace dpe

@@ -29,8 +29,12 @@ Device Device::parse(const std::string& text) {
   return Device(type, std::stoi(digits));
 }
 
+const char* device_type_name(DeviceType type) {
+  return type == DeviceType::kCuda ? "cuda" : "host";
+}
+
 std::string Device::str() const {
-  return std::string(is_host() ? "host:" : "cuda:") + std::to_string(index_);
+  return std::string(device_type_name(type_)) + ":" + std::to_string(index_);
 }
 
 std::ostream& operator<<(std::ostream& os, const Device& d) { return os << d.str(); }

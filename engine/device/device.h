@@ -11,6 +11,9 @@
 namespace dpe {
 
 enum class DeviceType { kHost, kCuda };
+constexpr int kDeviceTypeCount = 2;
+// "host" or "cuda".
+const char* device_type_name(DeviceType type);
 
 class Device {
  public:

@@ -14,11 +14,11 @@
 #include <sstream>
 #include <vector>
 
-#include "engine/backend/cuda/nccl_process_group.h"
 #include "engine/core/error.h"
 #include "engine/device/runtime.h"
 #include "engine/distributed/gloo_process_group.h"
 #include "engine/distributed/mpi_process_group.h"
+#include "engine/distributed/nccl_process_group.h"
 #include "engine/distributed/tcp_store.h"
 
 namespace dpe {
@@ -75,11 +75,12 @@ std::shared_ptr<ProcessGroup> make_group(const std::string& backend,
                                          const std::string& prefix, const std::string& hostname,
                                          int local_rank = 0) {
   if (backend == "nccl") {
-    const int gpus = Runtime::get().cuda_device_count();
+    const int gpus = Runtime::get().device_count(DeviceType::kCuda);
     DPE_CHECK(gpus > 0,
               "init_process_group: nccl backend requires CUDA devices, and this process "
               "sees none ("
-                  << Runtime::get().cuda_status() << "); use backend \"gloo\" for host devices");
+                  << Runtime::get().device_status(DeviceType::kCuda)
+                  << "); use backend \"gloo\" for host devices");
     DPE_CHECK(local_rank < gpus, "init_process_group: nccl: local rank "
                                      << local_rank << " has no GPU of its own (" << gpus
                                      << " visible); start at most one process per GPU");
@@ -159,12 +160,12 @@ void wait_for_ranks(TCPStore& store, const std::string& prefix, int world_size, 
       const auto waited = std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - start);
       const std::string who = (missing.size() == 1 ? "rank " : "ranks ") + rank_list(missing) +
                               " of " + std::to_string(world_size);
-      DPE_CHECK(Clock::now() < deadline,
-                "init_process_group: rendezvous timed out after "
-                    << timeout.count() << " ms: " << who << (missing.size() == 1 ? " has" : " have")
-                    << " not reached the store at " << store.host() << ":" << store.port()
-                    << " (this is rank " << rank
-                    << "; DPE_RDZV_TIMEOUT sets the timeout in seconds)");
+      DPE_CHECK(Clock::now() < deadline, "init_process_group: rendezvous timed out after "
+                                             << timeout.count() << " ms: " << who
+                                             << (missing.size() == 1 ? " has" : " have")
+                                             << " not reached the store at " << store.host() << ":"
+                                             << store.port() << " (this is rank " << rank
+                                             << "; DPE_RDZV_TIMEOUT sets the timeout in seconds)");
       std::cerr << "init_process_group: rank " << rank << " waiting for " << who << " at "
                 << store.host() << ":" << store.port() << " (" << waited.count() << " s of "
                 << std::chrono::duration_cast<std::chrono::seconds>(timeout).count() << " s)"

@@ -1,6 +1,6 @@
 // NcclProcessGroup where CUDA is not built: the constructor throws, so nothing else runs.
-#include "engine/distributed/nccl_process_group.h"
 #include "engine/core/error.h"
+#include "engine/distributed/nccl_process_group.h"
 
 namespace dpe {
 namespace distributed {

@@ -9,10 +9,10 @@
 #include <unordered_set>
 
 #include "engine/autograd/node.h"
-#include "engine/backend/backend.h"
+#include "engine/backend/dispatch.h"
 #include "engine/core/error.h"
 #include "engine/device/memory_category.h"
-#include "engine/device/op_trace.h"
+#include "engine/device/step_observer.h"
 
 namespace dpe {
 namespace distributed {
@@ -238,7 +238,6 @@ void Reducer::mark_ready_locked(size_t i, bool used) {
     // PyTorch's reducer does: the division costs no pass of its own over the whole bucket after
     // the all-reduce (on the host, a cold pass of the communication thread at the end of every
     // step), and the division rides on the copy the bucket needs anyway.
-    Backend& backend = backend_for(s.device());
     const bool prescaled = !destinations_.empty() &&
                            p.autograd().grad_destination == destinations_[i] &&
                            destinations_[i]->written;
@@ -247,9 +246,9 @@ void Reducer::mark_ready_locked(size_t i, bool used) {
       // destinations", engine/autograd/node.h): no pass over it at all.
       ++trace_.written_in_place;
     } else if (is_slot_view(grad, i)) {
-      backend.scale(s, inverse_size_, s);
+      dispatch(prim::Scale{s, inverse_size_, s});
     } else {
-      backend.scale(grad.contiguous(), inverse_size_, s);
+      dispatch(prim::Scale{grad.contiguous(), inverse_size_, s});
     }
     s.bump_version();
     if (options_.gradient_as_bucket_view) p.set_grad(s);
@@ -268,14 +267,9 @@ void Reducer::launch_ready_locked() {
   // Bucket k goes only after buckets 0..k-1: every rank queues the same collectives in order.
   while (next_bucket_ < buckets_.size() && buckets_[next_bucket_].pending == 0) {
     Bucket& b = buckets_[next_bucket_];
-    if (OpTrace::active()) {  // the cost model's launch point: after the ops recorded so far
-      TraceEvent e;
-      e.kind = TraceKind::kBucket;
-      e.name = "all_reduce";
-      e.device = b.buffer.device();
-      e.bucket = static_cast<int64_t>(next_bucket_);
-      e.bytes_read = e.bytes_written = static_cast<int64_t>(b.buffer.nbytes());
-      OpTrace::record(std::move(e));
+    if (StepObserver* observer = step_observer()) {  // the cost model's launch point
+      observer->on_collective("all_reduce", b.buffer.device(), static_cast<int64_t>(next_bucket_),
+                              static_cast<int64_t>(b.buffer.nbytes()));
     }
     // Pre-divided (mark_ready_locked). At the end of backward on the host, the caller, which
     // would only wait, runs it itself (design note "one communication thread").

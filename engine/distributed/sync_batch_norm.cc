@@ -8,7 +8,7 @@
 
 #include "engine/autograd/node.h"
 #include "engine/autograd/ops.h"
-#include "engine/backend/backend.h"
+#include "engine/backend/dispatch.h"
 #include "engine/core/error.h"
 #include "engine/device/device_guard.h"
 #include "engine/distributed/distributed.h"
@@ -66,13 +66,12 @@ Tensor SyncBatchNorm::forward(const Tensor& x_in) {
   tracked.copy_(Tensor::from_vector(std::vector<int64_t>{next}, Shape{}, Device()));
 
   DeviceGuard guard(&x.context());
-  Backend& be = backend_for(x.device());
   const Device dev = x.device();
   // [sum (C), sum of squares (C), count]: one all-reduce.
   Tensor stats = Tensor::empty(Shape{2 * channels + 1}, DType::kFloat32, dev);
   Tensor sum = stats.narrow(0, 0, channels);
   Tensor sumsq = stats.narrow(0, channels, channels);
-  be.channel_sums(x, sum, sumsq);
+  dispatch(prim::ChannelSums{x, sum, sumsq});
   stats.narrow(0, 2 * channels, 1).fill_(static_cast<float>(x.numel() / channels));
   if (communicate) group->all_reduce(stats, ReduceOp::kSum);
   const std::vector<float> s = stats.to_vector<float>();
@@ -92,30 +91,29 @@ Tensor SyncBatchNorm::forward(const Tensor& x_in) {
   Tensor invstd_t = vector_on(invstd, dev);
   {
     Tensor unbiased_t = vector_on(unbiased, dev);
-    be.scale(running_mean, 1.0f - momentum_, running_mean);
-    be.add(running_mean, mean_t, momentum_, running_mean);
+    dispatch(prim::Scale{running_mean, 1.0f - momentum_, running_mean});
+    dispatch(prim::Add{running_mean, mean_t, momentum_, running_mean});
     running_mean.bump_version();
-    be.scale(running_var, 1.0f - momentum_, running_var);
-    be.add(running_var, unbiased_t, momentum_, running_var);
+    dispatch(prim::Scale{running_var, 1.0f - momentum_, running_var});
+    dispatch(prim::Add{running_var, unbiased_t, momentum_, running_var});
     running_var.bump_version();
   }
   Tensor y = Tensor::empty(x.shape(), DType::kFloat32, dev);
-  be.batch_norm_apply(x, mean_t, invstd_t, gamma, beta, y);
+  dispatch(prim::BatchNormApply{x, mean_t, invstd_t, gamma, beta, y});
 
   const bool input_grad = x_in.requires_grad();
   record(who, {x_in, gamma, beta}, {&y},
          [x, gamma, mean_t, invstd_t, group, communicate, count, channels,
           input_grad](const std::vector<Tensor>& g) {
            Tensor gy = g[0].contiguous();
-           Backend& b = backend_for(x.device());
            const Device d = x.device();
            Tensor combined = Tensor::empty(Shape{2 * channels}, DType::kFloat32, d);
            Tensor sum_gy = combined.narrow(0, 0, channels);
            Tensor sum_gy_xmu = combined.narrow(0, channels, channels);
-           b.channel_grad_sums(x, gy, mean_t, sum_gy, sum_gy_xmu);
+           dispatch(prim::ChannelGradSums{x, gy, mean_t, sum_gy, sum_gy_xmu});
            // PyTorch: the weight and bias gradients are the local sums (DDP averages them).
            Tensor ggamma = Tensor::empty(Shape{channels}, DType::kFloat32, d);
-           b.mul(sum_gy_xmu, invstd_t, ggamma);
+           dispatch(prim::Mul{sum_gy_xmu, invstd_t, ggamma});
            Tensor gbeta = sum_gy.clone();
            Tensor gx;
            if (input_grad) {
@@ -123,10 +121,11 @@ Tensor SyncBatchNorm::forward(const Tensor& x_in) {
              Tensor mean_gy = Tensor::empty(Shape{channels}, DType::kFloat32, d);
              Tensor mean_gy_xmu = Tensor::empty(Shape{channels}, DType::kFloat32, d);
              const float inv = static_cast<float>(1.0 / count);
-             b.scale(sum_gy, inv, mean_gy);
-             b.scale(sum_gy_xmu, inv, mean_gy_xmu);
+             dispatch(prim::Scale{sum_gy, inv, mean_gy});
+             dispatch(prim::Scale{sum_gy_xmu, inv, mean_gy_xmu});
              gx = Tensor::empty(x.shape(), DType::kFloat32, d);
-             b.batch_norm_backward_elemt(x, gy, mean_t, invstd_t, gamma, mean_gy, mean_gy_xmu, gx);
+             dispatch(prim::BatchNormBackwardElemt{x, gy, mean_t, invstd_t, gamma, mean_gy,
+                                                   mean_gy_xmu, gx});
            }
            return std::vector<Tensor>{gx, ggamma, gbeta};
          },

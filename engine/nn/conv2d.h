@@ -3,7 +3,6 @@
 // Threading contract: as every Module (module.h): one thread at a time per instance.
 #pragma once
 
-#include "engine/backend/backend.h"
 #include "engine/nn/module.h"
 #include "engine/tensor/random.h"
 
@@ -18,7 +17,7 @@ class Conv2d : public Cloneable<Conv2d> {
 
  private:
   int64_t in_, out_, kernel_;
-  Conv2dParams params_;
+  int64_t stride_, padding_;
   bool bias_;
 };
 

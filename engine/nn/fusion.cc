@@ -3,6 +3,7 @@
 #include <atomic>
 #include <typeinfo>
 
+#include "engine/backend/dispatch.h"
 #include "engine/nn/activation.h"
 #include "engine/nn/batch_norm.h"
 
@@ -16,13 +17,21 @@ void set_fusion_enabled(bool enabled) { g_fusion_enabled.store(enabled); }
 
 bool fusion_enabled() { return g_fusion_enabled.load(); }
 
+namespace {
+// Whether `device`'s type has the fused batch norm + ReLU kernels (an optional prim pair).
+bool has_fused_kernel(Device device) {
+  return supports<prim::BatchNormReluForwardTrain>(device) &&
+         supports<prim::BatchNormReluBackward>(device);
+}
+}  // namespace
+
 bool fuses_batch_norm_relu(const Module& norm, const Module& activation) {
   return typeid(norm) == typeid(BatchNorm2d) && typeid(activation) == typeid(ReLU);
 }
 
 Tensor forward_batch_norm_relu(Module& norm, Module& activation, const Tensor& x) {
   if (fusion_enabled() && fuses_batch_norm_relu(norm, activation) && x.defined() &&
-      x.device().is_host()) {
+      has_fused_kernel(x.device())) {
     return static_cast<BatchNorm2d&>(norm).forward_relu(x);
   }
   return activation.forward(norm.forward(x));

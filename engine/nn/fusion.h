@@ -17,8 +17,9 @@
 // evaluation the two ops run as they are.
 //
 // Only those exact classes fuse: a subclass, or another module in either place (SyncBatchNorm
-// after convert_sync_batchnorm, a user's own ReLU), runs its own forward. Only host devices fuse:
-// the CUDA backend has no fused kernel yet, and its slot composes the two ops with one more pass.
+// after convert_sync_batchnorm, a user's own ReLU), runs its own forward. Only device types with
+// the fused kernels fuse (supports<prim::BatchNormReluForwardTrain>, engine/backend/dispatch.h):
+// host devices; CUDA has none yet, so the two ops run apart there.
 // set_fusion_enabled(false) turns fusion off for the process: //tools:bench --fuse false measures
 // the difference, and the cost model traces unfused steps, as PyTorch's eager mode runs them.
 // The switch is one process-wide flag read at each forward: set it (or hold a FusionScope) from

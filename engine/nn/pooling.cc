@@ -4,18 +4,17 @@
 
 namespace dpe::nn {
 
-MaxPool2d::MaxPool2d(int64_t kernel_size, int64_t stride, int64_t padding) {
-  params_.kernel = kernel_size;
-  params_.stride = stride > 0 ? stride : kernel_size;  // PyTorch: stride defaults to kernel_size
-  params_.padding = padding;
+// PyTorch's stride defaults to kernel_size.
+MaxPool2d::MaxPool2d(int64_t kernel_size, int64_t stride, int64_t padding)
+    : kernel_(kernel_size), stride_(stride > 0 ? stride : kernel_size), padding_(padding) {}
+
+Tensor MaxPool2d::forward(const Tensor& x) {
+  return ops::max_pool2d(x, kernel_, stride_, padding_);
 }
 
-Tensor MaxPool2d::forward(const Tensor& x) { return ops::max_pool2d(x, params_); }
-
 std::string MaxPool2d::repr() const {
-  return "MaxPool2d(kernel_size=" + std::to_string(params_.kernel) +
-         ", stride=" + std::to_string(params_.stride) +
-         ", padding=" + std::to_string(params_.padding) + ")";
+  return "MaxPool2d(kernel_size=" + std::to_string(kernel_) +
+         ", stride=" + std::to_string(stride_) + ", padding=" + std::to_string(padding_) + ")";
 }
 
 }  // namespace dpe::nn

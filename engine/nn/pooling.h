@@ -3,7 +3,6 @@
 // Threading contract: as every Module (module.h): one thread at a time per instance.
 #pragma once
 
-#include "engine/backend/backend.h"
 #include "engine/nn/module.h"
 
 namespace dpe::nn {
@@ -16,7 +15,7 @@ class MaxPool2d : public Cloneable<MaxPool2d> {
   std::string repr() const override;
 
  private:
-  Pool2dParams params_;
+  int64_t kernel_, stride_, padding_;
 };
 
 }  // namespace dpe::nn

@@ -1,6 +1,6 @@
 #include "engine/optim/adam.h"
 
-#include "engine/backend/backend.h"
+#include "engine/backend/dispatch.h"
 #include "engine/core/error.h"
 #include "engine/device/device_guard.h"
 
@@ -30,9 +30,10 @@ void Adam::step() {
       exp_avg_sq_[i] = Tensor::zeros(p.shape(), DType::kFloat32, p.device());
     }
     ++steps_[i];
-    AdamOptions o = options_;
-    o.lr = lr_;  // a scheduler may have changed it
-    backend_for(p.device()).adam_step(p, g.contiguous(), exp_avg_[i], exp_avg_sq_[i], o, steps_[i]);
+    // lr_, not options_.lr: a scheduler may have changed it.
+    const AdamStepParams o{lr_,          options_.beta1,        options_.beta2,
+                           options_.eps, options_.weight_decay, options_.adamw};
+    dispatch(prim::AdamStep{p, g.contiguous(), exp_avg_[i], exp_avg_sq_[i], o, steps_[i]});
   }
 }
 

@@ -4,14 +4,21 @@
 // Threading contract: as Optimizer (optimizer.h).
 #pragma once
 
-#include "engine/backend/backend.h"
 #include "engine/optim/optimizer.h"
 
 namespace dpe::optim {
 
-// lr, beta1, beta2, eps, weight_decay and adamw (decoupled weight decay): the hyper-parameters
-// every backend's adam_step takes (defined once, in kernels/op_params.h).
-using AdamOptions = dpe::AdamOptions;
+// torch.optim.Adam's hyper-parameters, and adamw for AdamW's decoupled weight decay. The betas
+// are double, as PyTorch's Python floats: the kernels take 1 - beta rounded once from them (from
+// 0.999f, 1 - beta2 would be 1.3e-5 off PyTorch's).
+struct AdamOptions {
+  float lr = 1e-3f;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  float eps = 1e-8f;
+  float weight_decay = 0.0f;
+  bool adamw = false;  // decoupled weight decay (AdamW): p *= 1 - lr * weight_decay
+};
 
 class Adam : public Optimizer {
  public:
@@ -31,7 +38,7 @@ class Adam : public Optimizer {
 // A type of its own, so an AdamW built from default options decays as PyTorch's does.
 struct AdamWOptions {
   float lr = 1e-3f;
-  double beta1 = 0.9;  // double, as AdamOptions' (kernels/op_params.h)
+  double beta1 = 0.9;  // double, as AdamOptions'
   double beta2 = 0.999;
   float eps = 1e-8f;
   float weight_decay = 0.01f;

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <utility>
 
-#include "engine/backend/backend.h"
+#include "engine/backend/dispatch.h"
 #include "engine/core/error.h"
 #include "engine/device/device_guard.h"
 
@@ -17,18 +17,17 @@ float clip_grad_norm_(const std::vector<Tensor>& params, float max_norm) {
     const Tensor g = p.grad();
     if (!g.defined()) continue;
     DeviceGuard guard(&g.context());
-    Backend& be = backend_for(g.device());
     const Tensor gc = g.contiguous();
     Tensor sq = Tensor::empty(gc.shape(), DType::kFloat32, gc.device());
-    be.mul(gc, gc, sq);
+    dispatch(prim::Mul{gc, gc, sq});
     Tensor s = Tensor::empty(Shape{}, DType::kFloat32, gc.device());
-    be.sum_all(sq, s);
+    dispatch(prim::SumAll{sq, s});
     auto it = partial.begin();
     while (it != partial.end() && it->first != g.device()) ++it;
     if (it == partial.end()) {
       partial.emplace_back(g.device(), s);
     } else {
-      be.add(it->second, s, 1.0f, it->second);
+      dispatch(prim::Add{it->second, s, 1.0f, it->second});
     }
   }
   double total_sq = 0.0;
@@ -40,12 +39,11 @@ float clip_grad_norm_(const std::vector<Tensor>& params, float max_norm) {
       Tensor g = p.grad();
       if (!g.defined()) continue;
       DeviceGuard guard(&g.context());
-      Backend& be = backend_for(g.device());
       if (g.is_contiguous()) {
-        be.scale(g, static_cast<float>(coef), g);
+        dispatch(prim::Scale{g, static_cast<float>(coef), g});
       } else {
         Tensor scaled = Tensor::empty(g.shape(), DType::kFloat32, g.device());
-        be.scale(g.contiguous(), static_cast<float>(coef), scaled);
+        dispatch(prim::Scale{g.contiguous(), static_cast<float>(coef), scaled});
         g.copy_(scaled);
       }
       g.bump_version();

@@ -1,6 +1,6 @@
 #include "engine/optim/sgd.h"
 
-#include "engine/backend/backend.h"
+#include "engine/backend/dispatch.h"
 #include "engine/core/error.h"
 #include "engine/device/device_guard.h"
 
@@ -25,9 +25,10 @@ void SGD::step() {
     Tensor& buf = momentum_buffers_[i];
     const bool first = options_.momentum != 0.0f && !buf.defined();
     if (first) buf = Tensor::empty(p.shape(), DType::kFloat32, p.device());
-    SgdOptions o = options_;
-    o.lr = lr_;  // a scheduler may have changed it
-    backend_for(p.device()).sgd_step(p, g.contiguous(), buf, o, first);
+    // lr_, not options_.lr: a scheduler may have changed it.
+    const SgdStepParams o{lr_, options_.momentum, options_.dampening, options_.weight_decay,
+                          options_.nesterov};
+    dispatch(prim::SgdStep{p, g.contiguous(), buf, o, first});
   }
 }
 

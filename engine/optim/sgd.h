@@ -5,14 +5,18 @@
 // Threading contract: as Optimizer (optimizer.h).
 #pragma once
 
-#include "engine/backend/backend.h"
 #include "engine/optim/optimizer.h"
 
 namespace dpe::optim {
 
-// lr, momentum, dampening, weight_decay, nesterov: the hyper-parameters every backend's sgd_step
-// takes (defined once, in kernels/op_params.h).
-using SgdOptions = dpe::SgdOptions;
+// torch.optim.SGD's hyper-parameters.
+struct SgdOptions {
+  float lr = 0.01f;
+  float momentum = 0.0f;
+  float dampening = 0.0f;
+  float weight_decay = 0.0f;
+  bool nesterov = false;
+};
 
 class SGD : public Optimizer {
  public:

@@ -1,6 +1,6 @@
 #include "engine/parallel/comm.h"
 
-#include "engine/backend/backend.h"
+#include "engine/backend/dispatch.h"
 #include "engine/core/error.h"
 #include "engine/device/device_guard.h"
 #include "engine/device/runtime.h"
@@ -36,8 +36,10 @@ Tensor pack(const std::vector<Tensor>& tensors, const std::vector<TensorSpec>& s
   for (size_t i : group) {
     const int64_t n = specs[i].shape.numel();
     Tensor slot = flat.narrow(0, offset, n);
-    if (tensors[i].defined()) slot.copy_(tensors[i].reshape(Shape{n}));
-    else slot.zero_();
+    if (tensors[i].defined())
+      slot.copy_(tensors[i].reshape(Shape{n}));
+    else
+      slot.zero_();
     offset += n;
   }
   return flat;
@@ -157,16 +159,16 @@ std::vector<Tensor> reduce_add_coalesced(const std::vector<std::vector<Tensor>>&
                                          const std::vector<TensorSpec>& specs, Device destination,
                                          int64_t buffer_bytes) {
   for (size_t i = 0; i < specs.size(); ++i) {
-    DPE_CHECK(specs[i].dtype == DType::kFloat32,
-              "reduce_add_coalesced: slot " << i << " is " << dtype_name(specs[i].dtype)
-                                            << "; only float32 tensors can be summed");
+    DPE_CHECK(specs[i].dtype == DType::kFloat32, "reduce_add_coalesced: slot "
+                                                     << i << " is " << dtype_name(specs[i].dtype)
+                                                     << "; only float32 tensors can be summed");
   }
   std::vector<Device> where;  // each contributing k's device
   std::vector<const std::vector<Tensor>*> contributing;
   for (const auto& tensors : per_device) {
-    DPE_CHECK(tensors.size() == specs.size(), "reduce_add_coalesced: "
-                                                  << tensors.size() << " tensors for "
-                                                  << specs.size() << " slots");
+    DPE_CHECK(tensors.size() == specs.size(), "reduce_add_coalesced: " << tensors.size()
+                                                                       << " tensors for "
+                                                                       << specs.size() << " slots");
     Device device = destination;
     bool any = false;
     for (size_t i = 0; i < tensors.size(); ++i) {
@@ -204,7 +206,6 @@ std::vector<Tensor> reduce_add_coalesced(const std::vector<std::vector<Tensor>>&
       // device's arrive packed in one buffer on the destination (its transfer). Each byte moves
       // once and is summed once, into a storage per slot that AccumulateGrad can adopt as .grad.
       DeviceGuard guard(&Runtime::get().context(destination));
-      Backend& backend = backend_for(destination);
       // What sum[i] is: the destination's own gradient (read only), a slot of a transferred
       // buffer of this call (writable; its own storage only when the chunk is that one slot), or
       // a storage of its own.
@@ -229,10 +230,10 @@ std::vector<Tensor> reduce_add_coalesced(const std::vector<std::vector<Tensor>>&
             sum[i] = term[i];
             held[i] = here ? Held::kBorrowed : Held::kScratch;
           } else if (held[i] != Held::kBorrowed) {
-            backend.add(sum[i], term[i], 1.0f, sum[i]);
+            dispatch(prim::Add{sum[i], term[i], 1.0f, sum[i]});
           } else {
             Tensor fresh = Tensor::empty(specs[i].shape, specs[i].dtype, destination);
-            backend.add(sum[i], term[i], 1.0f, fresh);
+            dispatch(prim::Add{sum[i], term[i], 1.0f, fresh});
             sum[i] = fresh;
             held[i] = Held::kOwned;
           }

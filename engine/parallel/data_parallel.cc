@@ -21,16 +21,16 @@ std::vector<Device> non_empty(std::vector<Device> device_ids) {
 
 std::vector<Device> default_devices() {
   Runtime& rt = Runtime::get();
-  const auto cuda = rt.cuda_devices();
-  return cuda.empty() ? rt.host_devices() : cuda;
+  const auto cuda = rt.devices(DeviceType::kCuda);
+  return cuda.empty() ? rt.devices(DeviceType::kHost) : cuda;
 }
 
 }  // namespace
 
 DataParallel::DataParallel(std::shared_ptr<Module> module, std::vector<Device> device_ids,
                            std::optional<Device> output_device, int64_t dim)
-    : DataParallel(std::move(module), DataParallelOptions{non_empty(std::move(device_ids)),
-                                                          output_device, dim, {}}) {}
+    : DataParallel(std::move(module),
+                   DataParallelOptions{non_empty(std::move(device_ids)), output_device, dim, {}}) {}
 
 DataParallel::DataParallel(std::shared_ptr<Module> module, DataParallelOptions options)
     : module_(std::move(module)), options_(std::move(options)) {
@@ -49,10 +49,10 @@ DataParallel::DataParallel(std::shared_ptr<Module> module, DataParallelOptions o
   if (options_.device_ids.size() == 1) module_->to(options_.device_ids[0]);
   if (!options_.output_device) options_.output_device = options_.device_ids[0];
   Runtime::get().context(*options_.output_device);
-  DPE_CHECK(options_.chunk_weights.empty() ||
-                options_.chunk_weights.size() == options_.device_ids.size(),
-            "DataParallel: " << options_.chunk_weights.size() << " chunk weights for "
-                             << options_.device_ids.size() << " devices");
+  DPE_CHECK(
+      options_.chunk_weights.empty() || options_.chunk_weights.size() == options_.device_ids.size(),
+      "DataParallel: " << options_.chunk_weights.size() << " chunk weights for "
+                       << options_.device_ids.size() << " devices");
   check_module_device();
 }
 
@@ -60,9 +60,9 @@ void DataParallel::check_module_device() const {
   const Device src = options_.device_ids[0];
   auto check = [&](const std::vector<std::pair<std::string, Tensor>>& tensors) {
     for (const auto& [name, t] : tensors) {
-      DPE_CHECK(t.device() == src, "module must have its parameters and buffers on device "
-                                       << src << " (device_ids[0]) but found one of them on device: "
-                                       << t.device());
+      DPE_CHECK(t.device() == src,
+                "module must have its parameters and buffers on device "
+                    << src << " (device_ids[0]) but found one of them on device: " << t.device());
     }
   };
   check(module_->named_parameters());
@@ -125,8 +125,7 @@ Tensor parallel_criterion(const ReplicaOutputs& outputs, const Tensor& target, i
     losses[k] = criterion(outputs.outputs[k].tensor(), targets[k]);
   });
   for (size_t k = 0; k < errors.size(); ++k) {
-    DPE_CHECK(errors[k].empty(), "parallel_criterion: replica " << k << " on "
-                                                                << outputs.devices[k]
+    DPE_CHECK(errors[k].empty(), "parallel_criterion: replica " << k << " on " << outputs.devices[k]
                                                                 << " failed: " << errors[k]);
   }
   StepProfiler::Scope scope(profiler, output_device, Phase::kGather);

@@ -5,8 +5,8 @@
 #include <sstream>
 
 #include "engine/core/error.h"
-#include "engine/device/op_trace.h"
 #include "engine/device/runtime.h"
+#include "engine/device/step_observer.h"
 
 namespace dpe {
 
@@ -188,9 +188,10 @@ void Tensor::copy_(const Tensor& src) {
 void Tensor::fill_(float value) {
   check_defined("fill_");
   DPE_CHECK(is_contiguous(), "fill_: the tensor must be contiguous, got " << str());
-  if (!trace_fill(device(), static_cast<int64_t>(nbytes()))) {
+  if (StepObserver* observer = step_observer();
+      observer != nullptr && !observer->on_fill(device(), static_cast<int64_t>(nbytes()))) {
     bump_version();
-    return;  // a trace that skips the work (engine/device/op_trace.h)
+    return;  // an observer that skips the work (engine/device/step_observer.h)
   }
   if (dtype() == DType::kFloat32) {
     context().fill(raw_data(), &value, sizeof(float), numel());

@@ -195,8 +195,8 @@ class TracingTable final : public OpTable {
       const Clock::time_point start = Clock::now();
       inner_.run(op);
       e.start_ns = recorder_.since_start(start);
-      e.duration_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start)
-                          .count();
+      e.duration_ns =
+          std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count();
     }
     recorder_.append(std::move(e));
   }

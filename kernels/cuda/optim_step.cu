@@ -1,8 +1,7 @@
-#include "kernels/cuda/optim_step.cuh"
-
 #include <cmath>
 
 #include "kernels/cuda/kernel_utils.cuh"
+#include "kernels/cuda/optim_step.cuh"
 
 namespace dpe::cuda {
 
@@ -46,7 +45,7 @@ __global__ void adam_kernel(float* param, const float* grad, float* exp_avg, flo
 
 }  // namespace
 
-void sgd_step(CudaContext& ctx, float* param, const float* grad, float* buf, const SgdOptions& o,
+void sgd_step(CudaContext& ctx, float* param, const float* grad, float* buf, const SgdStepParams& o,
               bool first, int64_t n) {
   if (o.momentum == 0.0f) {
     if (n == 0) return;
@@ -62,7 +61,7 @@ void sgd_step(CudaContext& ctx, float* param, const float* grad, float* buf, con
 }
 
 void adam_step(CudaContext& ctx, float* param, const float* grad, float* exp_avg, float* exp_avg_sq,
-               const AdamOptions& o, int64_t step, int64_t n) {
+               const AdamStepParams& o, int64_t step, int64_t n) {
   DPE_CHECK(step >= 1, "adam_step: step counts from 1, got " << step);
   const double bc1 = 1.0 - std::pow(static_cast<double>(o.beta1), static_cast<double>(step));
   const double bc2 = 1.0 - std::pow(static_cast<double>(o.beta2), static_cast<double>(step));

@@ -12,11 +12,11 @@ namespace dpe::cuda {
 class CudaContext;
 
 // buf may be null when momentum == 0; on its `first` use it is set to the (decayed) gradient.
-void sgd_step(CudaContext& ctx, float* param, const float* grad, float* buf, const SgdOptions& o,
+void sgd_step(CudaContext& ctx, float* param, const float* grad, float* buf, const SgdStepParams& o,
               bool first, int64_t n);
 
 // `step` counts from 1.
 void adam_step(CudaContext& ctx, float* param, const float* grad, float* exp_avg, float* exp_avg_sq,
-               const AdamOptions& o, int64_t step, int64_t n);
+               const AdamStepParams& o, int64_t step, int64_t n);
 
 }  // namespace dpe::cuda

@@ -26,22 +26,22 @@ int64_t counted(const int64_t* target, int64_t n, int64_t c, int64_t ignore_inde
 
 }  // namespace
 
-float nll_loss_forward(HostContext&, const float* logp, const int64_t* target, int64_t n,
-                       int64_t c, int64_t ignore_index) {
+void nll_loss_forward(HostContext&, const float* logp, const int64_t* target, float* out, int64_t n,
+                      int64_t c, int64_t ignore_index) {
   const int64_t count = counted(target, n, c, ignore_index);
   double total = 0.0;
   for (int64_t i = 0; i < n; ++i) {
     if (target[i] != ignore_index) total += logp[i * c + target[i]];
   }
   // torch returns NaN when nothing counts (0 / 0).
-  return static_cast<float>(-total / static_cast<double>(count));
+  out[0] = static_cast<float>(-total / static_cast<double>(count));
 }
 
-void nll_loss_backward(HostContext&, float gout, const int64_t* target, float* gx, int64_t n,
+void nll_loss_backward(HostContext&, const float* gout, const int64_t* target, float* gx, int64_t n,
                        int64_t c, int64_t ignore_index) {
   const int64_t count = counted(target, n, c, ignore_index);
   std::fill(gx, gx + n * c, 0.0f);
-  const float g = -gout / static_cast<float>(count);
+  const float g = -gout[0] / static_cast<float>(count);
   for (int64_t i = 0; i < n; ++i) {
     if (target[i] != ignore_index) gx[i * c + target[i]] = g;
   }

@@ -9,13 +9,13 @@
 
 namespace dpe::host {
 
-// Returns -sum logp[i, target[i]] / (number of targets not ignored): NaN when all are ignored
+// out[0] = -sum logp[i, target[i]] / (number of targets not ignored): NaN when all are ignored
 // (or n == 0), as torch. Throws dpe::Error "nll_loss: target 12 is out of bounds for 10 classes"
 // for a target outside [0, c) that is not ignore_index.
-float nll_loss_forward(HostContext& ctx, const float* logp, const int64_t* target, int64_t n,
-                       int64_t c, int64_t ignore_index);
-// gx[i, target[i]] = -gout / (number not ignored) for targets not ignored, zero elsewhere.
-void nll_loss_backward(HostContext& ctx, float gout, const int64_t* target, float* gx, int64_t n,
-                       int64_t c, int64_t ignore_index);
+void nll_loss_forward(HostContext& ctx, const float* logp, const int64_t* target, float* out,
+                      int64_t n, int64_t c, int64_t ignore_index);
+// gx[i, target[i]] = -gout[0] / (number not ignored) for targets not ignored, zero elsewhere.
+void nll_loss_backward(HostContext& ctx, const float* gout, const int64_t* target, float* gx,
+                       int64_t n, int64_t c, int64_t ignore_index);
 
 }  // namespace dpe::host

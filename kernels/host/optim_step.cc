@@ -69,7 +69,7 @@ void adam_loop(float* param, const float* grad, float* exp_avg, float* exp_avg_s
 
 }  // namespace
 
-void sgd_step(HostContext&, float* param, const float* grad, float* buf, const SgdOptions& o,
+void sgd_step(HostContext&, float* param, const float* grad, float* buf, const SgdStepParams& o,
               bool first, int64_t n) {
   const float lr = o.lr, wd = o.weight_decay, mom = o.momentum, damp = 1.0f - o.dampening;
   const bool decay = wd != 0.0f;
@@ -89,7 +89,7 @@ void sgd_step(HostContext&, float* param, const float* grad, float* buf, const S
 }
 
 void adam_step(HostContext&, float* param, const float* grad, float* exp_avg, float* exp_avg_sq,
-               const AdamOptions& o, int64_t step, int64_t n) {
+               const AdamStepParams& o, int64_t step, int64_t n) {
   DPE_CHECK(step >= 1, "adam_step: step counts from 1, got " << step);
   // torch computes these scalars in Python (double) and hands them to float kernels.
   const double bc1 = 1.0 - std::pow(static_cast<double>(o.beta1), static_cast<double>(step));

@@ -6,11 +6,11 @@
 
 namespace dpe::host {
 
-float sum_all(HostContext&, const float* x, int64_t n) {
+void sum_all(HostContext&, const float* x, float* out, int64_t n) {
   double total = 0.0;
 #pragma omp parallel for simd reduction(+ : total) if (parallel : n >= kParallelGrain)
   for (int64_t i = 0; i < n; ++i) total += x[i];
-  return static_cast<float>(total);
+  out[0] = static_cast<float>(total);
 }
 
 void argmax_rows(HostContext&, const float* x, int64_t* out, int64_t rows, int64_t cols) {

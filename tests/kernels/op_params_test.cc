@@ -28,17 +28,5 @@ TEST(MaxPool2dShapeTest, OutputSizeAndTorchsPaddingRule) {
   EXPECT_THROW(max_pool2d_shape(1, 1, 8, 8, 2, 2, 2), Error);  // padding > kernel / 2
 }
 
-TEST(OptionsTest, DefaultsAreTorchOptimsDefaults) {
-  const SgdOptions sgd;
-  EXPECT_EQ(sgd.momentum, 0.0f);
-  EXPECT_FALSE(sgd.nesterov);
-  const AdamOptions adam;
-  EXPECT_EQ(adam.lr, 1e-3f);
-  EXPECT_EQ(adam.beta1, 0.9);
-  EXPECT_EQ(adam.beta2, 0.999);
-  EXPECT_EQ(adam.eps, 1e-8f);
-  EXPECT_FALSE(adam.adamw);
-}
-
 }  // namespace
 }  // namespace dpe

@@ -19,6 +19,7 @@
 #include "engine/autograd/grad_mode.h"
 #include "engine/autograd/node.h"
 #include "engine/autograd/ops.h"
+#include "engine/backend/host/host_devices.h"
 #include "engine/core/error.h"
 #include "engine/device/runtime.h"
 #include "engine/io/safetensors.h"
@@ -252,8 +253,8 @@ void expect_same(const Step& dp, const Step& single, const std::string& what) {
 // statistics (as PyTorch's DataParallel does), so the one-device reference runs the same chunks
 // one at a time. In evaluation (running statistics) it is the plain full-batch forward.
 TEST(ResNetDataParallelTest, TwoHostDevicesEqualOne) {
-  Runtime::get().set_host_device_count(2);
-  const auto devices = Runtime::get().host_devices();
+  set_host_device_count(2);
+  const auto devices = Runtime::get().devices(DeviceType::kHost);
   ASSERT_EQ(devices.size(), 2u);
   const auto [x, y] = batch(8, 7);
   Generator gen(8);

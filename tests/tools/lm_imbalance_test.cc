@@ -9,6 +9,7 @@
 #include <cmath>
 #include <string>
 
+#include "engine/backend/host/host_devices.h"
 #include "engine/core/error.h"
 #include "engine/device/runtime.h"
 #include "tests/tools/lm_imbalance_tiny.h"
@@ -21,9 +22,9 @@ double category(const ImbalanceReport& r, MemoryCategory c) {
 }
 
 TEST(LmImbalanceTest, DeviceZeroHoldsTheLossAndParallelCriterionRemovesIt) {
-  Runtime::get().set_host_device_count(2);
+  set_host_device_count(2);
   const LmImbalanceOptions o = tiny_lm_options();
-  const auto devices = Runtime::get().host_devices();
+  const auto devices = Runtime::get().devices(DeviceType::kHost);
   const LmImbalanceRun plain = profile_lm_dp(o, devices, DpVariant::kPlain);
   const LmImbalanceRun spread = profile_lm_dp(o, devices, DpVariant::kParallelLoss);
   EXPECT_TRUE(std::isfinite(plain.last_loss));
@@ -40,9 +41,10 @@ TEST(LmImbalanceTest, DeviceZeroHoldsTheLossAndParallelCriterionRemovesIt) {
 }
 
 TEST(LmImbalanceTest, DdpRanksTrainTheSameStepsAndHoldTheSameMemory) {
-  Runtime::get().set_host_device_count(2);
+  set_host_device_count(2);
   const LmImbalanceOptions o = tiny_lm_options();
-  const LmImbalanceRun dp = profile_lm_dp(o, Runtime::get().host_devices(), DpVariant::kPlain);
+  const LmImbalanceRun dp =
+      profile_lm_dp(o, Runtime::get().devices(DeviceType::kHost), DpVariant::kPlain);
   const std::string worker = ::testing::internal::GetArgvs().at(1);
   const LmImbalanceRun ddp = profile_lm_ddp(o, 2, {worker});
   ASSERT_EQ(ddp.report.devices.size(), 2u);

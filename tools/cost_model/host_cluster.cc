@@ -19,7 +19,7 @@
 #include <thread>
 #include <vector>
 
-#include "engine/backend/backend.h"
+#include "engine/backend/dispatch.h"
 #include "engine/core/error.h"
 #include "engine/device/device_guard.h"
 #include "engine/device/runtime.h"
@@ -114,13 +114,13 @@ Gemm make_gemm(const TraceEvent& e, Generator& g) {
   return m;
 }
 
-void run_gemm(Backend& backend, Gemm& m) {
+void run_gemm(Gemm& m) {
   if (m.name == "linear") {
-    backend.linear_forward(m.x, m.w, m.b, m.y);
+    dispatch(prim::LinearForward{m.x, m.w, m.b, m.y});
   } else if (m.name == "linear_backward") {
-    backend.linear_backward(m.x, m.w, m.gy, m.gx, m.gw, m.gb, 1.0f);
+    dispatch(prim::LinearBackward{m.x, m.w, m.gy, m.gx, m.gw, m.gb, 1.0f});
   } else {
-    backend.matmul(m.x, m.w, m.y);
+    dispatch(prim::Matmul{m.x, m.w, m.y});
   }
 }
 
@@ -197,12 +197,11 @@ double measure_gemm_gflops(const TracedStep& trace, int reps) {
     threads.emplace_back([&, d] {
       const size_t i = static_cast<size_t>(d);
       DeviceGuard guard(&Runtime::get().context(trace.devices[i]));
-      Backend& backend = backend_for(trace.devices[i]);
       std::vector<double> times;
       for (int r = 0; r < reps + 1; ++r) {
         line.arrive_and_wait();
         const auto start = Clock::now();
-        for (Gemm& m : gemms[i]) run_gemm(backend, m);
+        for (Gemm& m : gemms[i]) run_gemm(m);
         if (r > 0) times.push_back(seconds_since(start));
       }
       seconds[i] = median(times);

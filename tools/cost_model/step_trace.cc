@@ -6,6 +6,7 @@
 #include "engine/autograd/engine.h"
 #include "engine/autograd/grad_mode.h"
 #include "engine/autograd/ops.h"
+#include "engine/backend/host/host_devices.h"
 #include "engine/core/error.h"
 #include "engine/device/memory_category.h"
 #include "engine/device/runtime.h"
@@ -87,17 +88,12 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const StepSpec& spec, std::vect
   return std::make_unique<optim::SGD>(std::move(params), o);
 }
 
-// Runs `fn` under a trace that skips the work and returns the trace's events (the trace is
-// stopped whether `fn` returns or throws).
+// Runs `fn` under a trace that skips the work and returns the trace's events (the trace ends
+// whether `fn` returns or throws).
 std::vector<TraceEvent> without_the_work(const std::function<void()>& fn) {
-  OpTrace::start({/*execute=*/false});
-  try {
-    fn();
-  } catch (...) {
-    OpTrace::stop();
-    throw;
-  }
-  return OpTrace::stop();
+  OpTrace trace({/*execute=*/false});
+  fn();
+  return trace.stop();
 }
 
 // Runs `step` once untraced (state, caches), then once traced; records the devices' peaks.
@@ -137,7 +133,7 @@ void set_host_devices(int n) {
   HostDeviceOptions o;
   o.count = n;
   o.compute_threads = 1;
-  Runtime::get().set_host_devices(o);
+  dpe::set_host_devices(o);
 }
 
 int64_t dp_global_batch(const StepSpec& spec, int devices) {
@@ -151,7 +147,7 @@ TracedStep trace_dp_step(const StepSpec& spec, int n) {
   DPE_CHECK(spec.gpu0_batch >= -1, "sim: device 0's batch must be >= 0, got " << spec.gpu0_batch);
   const nn::FusionScope unfused(false);  // "unfused traces", above
   set_host_devices(n);
-  const auto devices = Runtime::get().host_devices();
+  const auto devices = Runtime::get().devices(DeviceType::kHost);
   const std::shared_ptr<Module> model = build_model(spec, devices[0]);
   auto optimizer = make_optimizer(spec, model->parameters());
   const Batch batch = make_batch(spec, dp_global_batch(spec, n), devices[0]);
@@ -195,7 +191,7 @@ TracedStep trace_dp_step(const StepSpec& spec, int n) {
 TracedStep trace_ddp_step(const StepSpec& spec) {
   const nn::FusionScope unfused(false);  // "unfused traces", above
   set_host_devices(1);
-  const Device device = Runtime::get().host_devices().at(0);
+  const Device device = Runtime::get().devices(DeviceType::kHost).at(0);
   const std::shared_ptr<Module> model = build_model(spec, device);
   auto optimizer = make_optimizer(spec, model->parameters());
   const Batch batch = make_batch(spec, spec.batch_per_device, device);

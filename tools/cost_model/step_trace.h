@@ -1,4 +1,4 @@
-// One training step of a dpe model traced on host devices (engine/device/op_trace.h), as the cost
+// One training step of a dpe model traced on host devices (engine/trace/op_trace.h), as the cost
 // model's input: DataParallel's step on N devices (replicate, scatter, forward, gather, loss,
 // backward, reduce-add, optimizer on device 0) and one DDP rank's step (its forward, backward with
 // the bucket launches, optimizer). The work is skipped (execute = false): shapes, the schedule and
@@ -13,7 +13,7 @@
 
 #include "engine/device/device.h"
 #include "engine/device/memory_stats.h"
-#include "engine/device/op_trace.h"
+#include "engine/trace/op_trace.h"
 
 namespace dpe::sim {
 

@@ -9,6 +9,7 @@
 #include "engine/autograd/engine.h"
 #include "engine/autograd/node.h"
 #include "engine/autograd/ops.h"
+#include "engine/backend/host/host_devices.h"
 #include "engine/device/runtime.h"
 #include "engine/tensor/random.h"
 
@@ -136,7 +137,7 @@ TEST(GradDestinationTest, AnOpThatIgnoresTheOfferGivesThePlainGradient) {
 }
 
 TEST(GradDestinationTest, AGraphOverTwoDevicesWritesOnTheLeafsDevice) {
-  Runtime::get().set_host_devices({2, 1, 0});
+  set_host_devices({2, 1, 0});
   const Device d1(DeviceType::kHost, 1);
   Generator gen(8);
   const Tensor x = randn({4, 3}, gen);

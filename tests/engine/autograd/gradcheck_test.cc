@@ -29,8 +29,6 @@ struct OpCase {
 };
 
 std::vector<OpCase> op_cases() {
-  Conv2dParams c1{1, 0}, c2{2, 1}, c3{1, 2};
-  Pool2dParams pool{2, 2, 0}, pool3{3, 2, 1};
   return {
       {"add", {{3, 4}, {3, 4}}, [](auto& x) { return ops::add(x[0], x[1]); }},
       {"sub", {{3, 4}, {3, 4}}, [](auto& x) { return ops::sub(x[0], x[1]); }},
@@ -79,17 +77,15 @@ std::vector<OpCase> op_cases() {
        [](auto& x) { return ops::linear(x[0], x[1], Tensor()); }},
       {"conv2d",
        {{2, 3, 6, 6}, {4, 3, 3, 3}, {4}},
-       [c1](auto& x) { return ops::conv2d(x[0], x[1], x[2], c1); }},
+       [](auto& x) { return ops::conv2d(x[0], x[1], x[2], 1, 0); }},
       {"conv2d_stride2_pad1",
        {{2, 2, 7, 7}, {3, 2, 3, 3}, {3}},
-       [c2](auto& x) { return ops::conv2d(x[0], x[1], x[2], c2); }},
+       [](auto& x) { return ops::conv2d(x[0], x[1], x[2], 2, 1); }},
       {"conv2d_5x5_pad2_no_bias",
        {{1, 2, 6, 6}, {2, 2, 5, 5}},
-       [c3](auto& x) { return ops::conv2d(x[0], x[1], Tensor(), c3); }},
-      {"max_pool2d", {{2, 3, 6, 6}}, [pool](auto& x) { return ops::max_pool2d(x[0], pool); }},
-      {"max_pool2d_k3s2p1",
-       {{1, 2, 7, 7}},
-       [pool3](auto& x) { return ops::max_pool2d(x[0], pool3); }},
+       [](auto& x) { return ops::conv2d(x[0], x[1], Tensor(), 1, 2); }},
+      {"max_pool2d", {{2, 3, 6, 6}}, [](auto& x) { return ops::max_pool2d(x[0], 2, 2, 0); }},
+      {"max_pool2d_k3s2p1", {{1, 2, 7, 7}}, [](auto& x) { return ops::max_pool2d(x[0], 3, 2, 1); }},
       {"batch_norm_train",
        {{4, 3, 2, 2}, {3}, {3}},
        [](auto& x) {
@@ -175,7 +171,7 @@ std::vector<OpCase> op_cases() {
 
 std::vector<Device> available_devices() {
   std::vector<Device> out{Device::parse("host:0")};
-  for (Device d : Runtime::get().cuda_devices()) out.push_back(d);
+  for (Device d : Runtime::get().devices(DeviceType::kCuda)) out.push_back(d);
   return out;
 }
 
@@ -257,8 +253,8 @@ TEST_P(GradcheckTest, BackwardMatchesCentralDifferences) {
       max_err = std::max(max_err, std::abs(numeric - analytic[k]));
       max_ref = std::max(max_ref, std::abs(numeric));
     }
-    EXPECT_LT(max_err / max_ref, 2e-2) << op.name << " input " << i << ": max abs error "
-                                       << max_err << " against max |grad| " << max_ref;
+    EXPECT_LT(max_err / max_ref, 2e-2) << op.name << " input " << i << ": max abs error " << max_err
+                                       << " against max |grad| " << max_ref;
   }
 }
 

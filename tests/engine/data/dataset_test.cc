@@ -67,7 +67,7 @@ TEST(DatasetTest, GetBatchErrors) {
 }
 
 TEST(DatasetTest, StackCopiesFromOtherDevicesToHostZero) {
-  if (Runtime::get().host_device_count() < 2) GTEST_SKIP() << "needs host:1";
+  if (Runtime::get().device_count(DeviceType::kHost) < 2) GTEST_SKIP() << "needs host:1";
   const Tensor a = Tensor::from_vector(std::vector<float>{1, 2}, Shape{2}, Device::parse("host:1"));
   const Tensor b = Tensor::from_vector(std::vector<float>{3, 4}, Shape{2});
   const Tensor s = stack_on_host({a, b}, "test");

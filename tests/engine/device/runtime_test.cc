@@ -6,6 +6,7 @@
 #include <thread>
 #include <vector>
 
+#include "engine/backend/host/host_devices.h"
 #include "engine/core/error.h"
 #include "engine/tensor/tensor.h"
 
@@ -14,19 +15,19 @@ namespace {
 
 TEST(RuntimeTest, DefaultsToTwoHostDevicesFromTheEnvironment) {
   unsetenv("DPE_HOST_DEVICES");
-  EXPECT_EQ(Runtime::host_options_from_env().count, 2);
+  EXPECT_EQ(host_options_from_env().count, 2);
   setenv("DPE_HOST_DEVICES", "3", 1);
-  EXPECT_EQ(Runtime::host_options_from_env().count, 3);
+  EXPECT_EQ(host_options_from_env().count, 3);
   setenv("DPE_HOST_DEVICES", "three", 1);
-  EXPECT_THROW(Runtime::host_options_from_env(), Error);
+  EXPECT_THROW(host_options_from_env(), Error);
   unsetenv("DPE_HOST_DEVICES");
   setenv("DPE_HOST_DEVICE_MEMORY", "512MiB", 1);
-  EXPECT_EQ(Runtime::host_options_from_env().capacity_bytes, 512LL << 20);
+  EXPECT_EQ(host_options_from_env().capacity_bytes, 512LL << 20);
   unsetenv("DPE_HOST_DEVICE_MEMORY");
 }
 
 TEST(RuntimeTest, OutOfRangeDeviceNamesTheRange) {
-  Runtime::get().set_host_device_count(2);
+  set_host_device_count(2);
   try {
     Runtime::get().context(Device::parse("host:2"));
     FAIL();
@@ -35,40 +36,40 @@ TEST(RuntimeTest, OutOfRangeDeviceNamesTheRange) {
     EXPECT_NE(msg.find("host:2"), std::string::npos) << msg;
     EXPECT_NE(msg.find("host:0..host:1"), std::string::npos) << msg;
   }
-  Runtime::get().set_host_device_count(4);
+  set_host_device_count(4);
   EXPECT_EQ(Runtime::get().context(Device::parse("host:3")).device().str(), "host:3");
-  EXPECT_EQ(Runtime::get().host_devices().size(), 4u);
-  Runtime::get().set_host_device_count(2);
+  EXPECT_EQ(Runtime::get().devices(DeviceType::kHost).size(), 4u);
+  set_host_device_count(2);
 }
 
 TEST(RuntimeTest, ComputeThreadsDefaultToCoresOverDevicesAtLeastOne) {
-  Runtime::get().set_host_devices({64, 0, 0});
+  set_host_devices({64, 0, 0});
   EXPECT_EQ(Runtime::get().context(Device::parse("host:63")).compute_threads(), 1);
-  Runtime::get().set_host_devices({2, 3, 0});
+  set_host_devices({2, 3, 0});
   EXPECT_EQ(Runtime::get().context(Device::parse("host:1")).compute_threads(), 3);
-  Runtime::get().set_host_devices({2, 0, 0});
+  set_host_devices({2, 0, 0});
 }
 
 // context() reads created host contexts without the runtime's lock; a change of the devices'
 // shape must still take the old ones out of that path.
 TEST(RuntimeTest, ReshapingTheHostDevicesReplacesTheContextsLookupsReturn) {
   Runtime& rt = Runtime::get();
-  rt.set_host_devices({4, 1, 0});
+  set_host_devices({4, 1, 0});
   DeviceContext* before = &rt.context(Device::parse("host:3"));
   EXPECT_EQ(&rt.context(Device::parse("host:3")), before);  // created once, then looked up
   EXPECT_EQ(before->compute_threads(), 1);
-  rt.set_host_devices({2, 1, 0});
+  set_host_devices({2, 1, 0});
   EXPECT_THROW(rt.context(Device::parse("host:3")), Error);  // no longer a device
-  rt.set_host_devices({4, 2, 0});
+  set_host_devices({4, 2, 0});
   DeviceContext* after = &rt.context(Device::parse("host:3"));
   EXPECT_NE(after, before);
   EXPECT_EQ(after->compute_threads(), 2);
-  rt.set_host_devices({2, 0, 0});
+  set_host_devices({2, 0, 0});
 }
 
 TEST(RuntimeTest, ThreadsLookingUpAtOnceGetOneContextPerDevice) {
   Runtime& rt = Runtime::get();
-  rt.set_host_devices({4, 1, 0});  // a new shape: no context exists yet
+  set_host_devices({4, 1, 0});  // a new shape: no context exists yet
   constexpr int kThreads = 8;
   // Each thread's first answer per device, whether every later one matched it, and what it read
   // through the pointer (a context published before it was built would show here, or to TSan).
@@ -94,15 +95,15 @@ TEST(RuntimeTest, ThreadsLookingUpAtOnceGetOneContextPerDevice) {
     EXPECT_EQ(wrong_index[t], 0) << "thread " << t;
     for (int d = 0; d < 4; ++d) EXPECT_EQ(first[t][d], first[0][d]) << "host:" << d;
   }
-  rt.set_host_devices({2, 0, 0});
+  set_host_devices({2, 0, 0});
 }
 
 TEST(RuntimeTest, WithoutAGpuThereAreZeroCudaDevicesAndNothingFails) {
   // On the machines dpe is developed and tested on, there is no GPU.
-  const int n = Runtime::get().cuda_device_count();
+  const int n = Runtime::get().device_count(DeviceType::kCuda);
   EXPECT_GE(n, 0);
   if (n == 0) {
-    EXPECT_TRUE(Runtime::get().cuda_devices().empty());
+    EXPECT_TRUE(Runtime::get().devices(DeviceType::kCuda).empty());
     try {
       Runtime::get().context(Device::parse("cuda:0"));
       FAIL();
@@ -115,17 +116,16 @@ TEST(RuntimeTest, WithoutAGpuThereAreZeroCudaDevicesAndNothingFails) {
 }
 
 TEST(RuntimeTest, CapacityFromOptionsAppliesToEachHostDevice) {
-  Runtime::get().set_host_devices({2, 1, 4096});
+  set_host_devices({2, 1, 4096});
   Tensor ok = Tensor::empty(Shape{1024}, DType::kFloat32, Device::parse("host:1"));
   try {
     Tensor::empty(Shape{1}, DType::kFloat32, Device::parse("host:1"));
     FAIL();
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("out of memory on host:1"), std::string::npos)
-        << e.what();
+    EXPECT_NE(std::string(e.what()).find("out of memory on host:1"), std::string::npos) << e.what();
   }
   ok = Tensor();
-  Runtime::get().set_host_devices({2, 0, 0});
+  set_host_devices({2, 0, 0});
 }
 
 }  // namespace

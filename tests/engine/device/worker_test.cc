@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "engine/backend/host/host_devices.h"
 #include "engine/device/device_guard.h"
 #include "engine/device/runtime.h"
 
@@ -150,13 +151,13 @@ TEST(WorkerTest, TryRunHereNeverOvertakesAQueuedTask) {
 
 TEST(WorkerTest, SpinsOnlyWhereTheDevicesThreadsFitTheCores) {
   Runtime& rt = Runtime::get();
-  const HostDeviceOptions saved = rt.host_options();
+  const HostDeviceOptions saved = host_device_options();
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  rt.set_host_devices({1, 1, 0});
+  set_host_devices({1, 1, 0});
   EXPECT_GT(rt.context(Device::parse("host:0")).worker().spin().count(), 0);
-  rt.set_host_devices({cores + 1, 1, 0});
+  set_host_devices({cores + 1, 1, 0});
   EXPECT_EQ(rt.context(Device::parse("host:0")).worker().spin().count(), 0);
-  rt.set_host_devices(saved);
+  set_host_devices(saved);
 }
 
 TEST(DeviceGuardTest, NestsAndRestores) {

@@ -24,7 +24,7 @@ namespace {
 // CUDA must not be initialised in a process that forks ranks, so a child counts the GPUs.
 int count_gpus_in_a_child() {
   const pid_t pid = fork();
-  if (pid == 0) _exit(std::min(Runtime::get().cuda_device_count(), 100));
+  if (pid == 0) _exit(std::min(Runtime::get().device_count(DeviceType::kCuda), 100));
   int status = 0;
   waitpid(pid, &status, 0);
   return WIFEXITED(status) ? WEXITSTATUS(status) : 0;

@@ -11,6 +11,7 @@
 #include "engine/autograd/engine.h"
 #include "engine/autograd/grad_mode.h"
 #include "engine/autograd/ops.h"
+#include "engine/backend/host/host_devices.h"
 #include "engine/device/runtime.h"
 #include "engine/distributed/spawn.h"
 #include "engine/nn/activation.h"
@@ -56,7 +57,9 @@ optim::SgdOptions sgd_options() {
 }
 
 using Loss = std::function<Tensor(const Tensor& output, const Tensor& target)>;
-Tensor classification_loss(const Tensor& out, const Tensor& y) { return ops::cross_entropy(out, y); }
+Tensor classification_loss(const Tensor& out, const Tensor& y) {
+  return ops::cross_entropy(out, y);
+}
 
 // One SGD step of `model` on (x, y); `params_of` is the unwrapped module.
 Step sgd_step(Module& model, Module& params_of, const Tensor& x, const Tensor& y, bool average,
@@ -187,7 +190,7 @@ TEST(DdpModelParallelTest, TwoRanksOfTwoDevicesEqualOneProcessOnTheGlobalBatch) 
   spawn(
       [&](int rank) {
         auto group = join_job(port, rank, 2);
-        Runtime::get().set_host_device_count(2);  // join_job leaves one
+        set_host_device_count(2);  // join_job leaves one
         const Device h0 = Device::parse("host:0"), h1 = Device::parse("host:1");
         Generator data(7);
         const Tensor x = randn({kGlobalBatch, 10}, data), y = randn({kGlobalBatch, 5}, data);

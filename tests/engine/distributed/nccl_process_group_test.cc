@@ -27,7 +27,8 @@ std::string error_of(const std::function<void()>& f) {
 }
 
 TEST(NcclProcessGroupTest, WithoutAGpuTheGroupCannotBeCreatedAndSaysWhy) {
-  if (Runtime::get().device_count(DeviceType::kCuda) > 0) GTEST_SKIP() << "a CUDA device is present";
+  if (Runtime::get().device_count(DeviceType::kCuda) > 0)
+    GTEST_SKIP() << "a CUDA device is present";
   auto store = std::make_shared<gloo::rendezvous::HashStore>();
   const std::string msg = error_of([&] { NcclProcessGroup pg(store, 0, 1, kCuda0); });
   EXPECT_NE(msg.find("cuda:0"), std::string::npos) << msg;

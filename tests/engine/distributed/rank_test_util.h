@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/backend/host/host_devices.h"
 #include "engine/core/error.h"
 #include "engine/device/runtime.h"
 #include "engine/distributed/distributed.h"
@@ -151,7 +152,7 @@ inline std::shared_ptr<distributed::ProcessGroup> join_job(
   HostDeviceOptions host;
   host.count = 1;
   host.compute_threads = 1;
-  Runtime::get().set_host_devices(host);
+  set_host_devices(host);
   auto store = std::make_shared<distributed::TCPStore>("127.0.0.1", port, false, timeout);
   return distributed::init_process_group("gloo", store, size, rank, timeout);
 }

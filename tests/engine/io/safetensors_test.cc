@@ -137,7 +137,7 @@ TEST_F(SafetensorsTest, MetadataRoundTrip) {
 }
 
 TEST_F(SafetensorsTest, SavesFromAnyDeviceAndViewsAndLoadsOntoAGivenDevice) {
-  if (Runtime::get().host_device_count() < 2) GTEST_SKIP() << "needs host:1";
+  if (Runtime::get().device_count(DeviceType::kHost) < 2) GTEST_SKIP() << "needs host:1";
   const Device host1 = Device::parse("host:1");
   const Tensor m = Tensor::from_vector(std::vector<float>{1, 2, 3, 4, 5, 6}, {2, 3}, host1);
   save_safetensors(path_, {{"t", m.permute({1, 0})}, {"row", m.narrow(0, 1, 1)}});
@@ -149,7 +149,7 @@ TEST_F(SafetensorsTest, SavesFromAnyDeviceAndViewsAndLoadsOntoAGivenDevice) {
 }
 
 TEST_F(SafetensorsTest, SavesFromAndLoadsOntoCuda) {
-  if (Runtime::get().cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  if (Runtime::get().device_count(DeviceType::kCuda) == 0) GTEST_SKIP() << "no CUDA device";
   const Device cuda0 = Device::parse("cuda:0");
   const StateDict saved = {{"w", Tensor::from_vector(std::vector<float>{1, 2, 3}, {3}, cuda0)},
                            {"n", Tensor::from_vector(std::vector<int64_t>{5}, Shape{}, cuda0)}};
@@ -273,7 +273,8 @@ TEST_F(SafetensorsTest, InvalidHeaders) {
        "the header nests deeper than 8 levels"},
       {R"({"a": {"dtype": "F32", "shape": [[[[[[1]]]]]], "data_offsets": [0, 8]}})", eight,
        "shape an array of 1 elements must hold"},
-      {R"({"a": ")" + std::string(5000, 'x') + R"("})", "", "expected an object, got a string of 5000"},
+      {R"({"a": ")" + std::string(5000, 'x') + R"("})", "",
+       "expected an object, got a string of 5000"},
       {R"({"a": {"dtype": "F32", "shape": [4611686018427387904, 3, 0], "data_offsets": [0, 0]}})",
        "", "tensor 'a': shape torch.Size([4611686018427387904, 3, 0]) is too large"},
       {R"({"a": {"dtype": "F32", "shape": [0, 4611686018427387904, 4611686018427387904],)"

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "engine/backend/host/host_devices.h"
 #include "engine/core/error.h"
 #include "engine/device/allocator.h"
 #include "engine/device/device_context.h"
@@ -16,7 +17,7 @@ const Device kH0 = Device::parse("host:0");
 const Device kH1 = Device::parse("host:1");
 const Device kH2 = Device::parse("host:2");
 
-void use_three_hosts() { Runtime::get().set_host_device_count(3); }
+void use_three_hosts() { set_host_device_count(3); }
 
 Tensor floats(std::vector<float> v, Device d) {
   const int64_t n = static_cast<int64_t>(v.size());

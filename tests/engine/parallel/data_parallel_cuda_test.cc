@@ -11,21 +11,32 @@
 namespace dpe {
 namespace {
 
-#define REQUIRE_TWO_GPUS(gpus)                                                              \
-  if ((gpus).size() < 2) {                                                                  \
-    GTEST_SKIP() << "no CUDA devices to run on: DataParallel on CUDA needs 2, found "       \
-                 << (gpus).size();                                                          \
+#define REQUIRE_TWO_GPUS(gpus)                                                        \
+  if ((gpus).size() < 2) {                                                            \
+    GTEST_SKIP() << "no CUDA devices to run on: DataParallel on CUDA needs 2, found " \
+                 << (gpus).size();                                                    \
   }
 
 TEST(DataParallelCudaTest, ToyModelMlpAndConvNetMatchOneGpu) {
-  const std::vector<Device> gpus = Runtime::get().cuda_devices();
+  const std::vector<Device> gpus = Runtime::get().devices(DeviceType::kCuda);
   REQUIRE_TWO_GPUS(gpus);
-  test::check_equivalence([] { Generator g(1); return std::make_shared<models::ToyModel>(g); },
-                          Shape{10}, 5, 30, gpus);
-  test::check_equivalence([] { Generator g(2); return std::make_shared<models::Mlp>(g); },
-                          Shape{1, 28, 28}, 10, 17, gpus);
   test::check_equivalence(
-      [] { Generator g(3); return std::make_shared<models::ConvNet>(g, false); },
+      [] {
+        Generator g(1);
+        return std::make_shared<models::ToyModel>(g);
+      },
+      Shape{10}, 5, 30, gpus);
+  test::check_equivalence(
+      [] {
+        Generator g(2);
+        return std::make_shared<models::Mlp>(g);
+      },
+      Shape{1, 28, 28}, 10, 17, gpus);
+  test::check_equivalence(
+      [] {
+        Generator g(3);
+        return std::make_shared<models::ConvNet>(g, false);
+      },
       Shape{1, 28, 28}, 10, 10, gpus);
 }
 

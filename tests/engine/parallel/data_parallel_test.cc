@@ -9,6 +9,7 @@
 
 #include "engine/autograd/engine.h"
 #include "engine/autograd/ops.h"
+#include "engine/backend/host/host_devices.h"
 #include "engine/core/error.h"
 #include "engine/device/runtime.h"
 #include "engine/device/worker.h"
@@ -29,7 +30,7 @@ using test::rel_error;
 const Device kH0 = Device::parse("host:0");
 
 std::vector<Device> hosts(int n) {
-  Runtime::get().set_host_device_count(std::max(n, 2));
+  set_host_device_count(std::max(n, 2));
   std::vector<Device> out;
   for (int i = 0; i < n; ++i) out.emplace_back(DeviceType::kHost, i);
   return out;
@@ -41,18 +42,30 @@ void check_equivalence(MakeModel make, const Shape& input_shape, int classes, in
 }
 
 TEST(DataParallelEquivalenceTest, ToyModel) {
-  check_equivalence([] { Generator g(1); return std::make_shared<models::ToyModel>(g); },
-                    Shape{10}, 5, 30);
+  check_equivalence(
+      [] {
+        Generator g(1);
+        return std::make_shared<models::ToyModel>(g);
+      },
+      Shape{10}, 5, 30);
 }
 
 TEST(DataParallelEquivalenceTest, Mlp) {
-  check_equivalence([] { Generator g(2); return std::make_shared<models::Mlp>(g); },
-                    Shape{1, 28, 28}, 10, 17);
+  check_equivalence(
+      [] {
+        Generator g(2);
+        return std::make_shared<models::Mlp>(g);
+      },
+      Shape{1, 28, 28}, 10, 17);
 }
 
 TEST(DataParallelEquivalenceTest, ConvNetWithoutBatchNorm) {
-  check_equivalence([] { Generator g(3); return std::make_shared<models::ConvNet>(g, false); },
-                    Shape{1, 28, 28}, 10, 10);
+  check_equivalence(
+      [] {
+        Generator g(3);
+        return std::make_shared<models::ConvNet>(g, false);
+      },
+      Shape{1, 28, 28}, 10, 10);
 }
 
 TEST(DataParallelTest, BatchNormRunningStatsAreThoseOfDeviceZerosChunk) {
@@ -64,11 +77,11 @@ TEST(DataParallelTest, BatchNormRunningStatsAreThoseOfDeviceZerosChunk) {
   DataParallel dp(model, devices);
   dp(x);
   (*reference)(x.narrow(0, 0, 4).contiguous());  // device 0's chunk alone
-  for (const char* name : {"layer1.1.running_mean", "layer1.1.running_var",
-                           "layer2.1.running_mean", "layer2.1.running_var"}) {
-    EXPECT_LT(rel_error(model->find(name).to_vector<float>(),
-                        reference->find(name).to_vector<float>()),
-              1e-5)
+  for (const char* name : {"layer1.1.running_mean", "layer1.1.running_var", "layer2.1.running_mean",
+                           "layer2.1.running_var"}) {
+    EXPECT_LT(
+        rel_error(model->find(name).to_vector<float>(), reference->find(name).to_vector<float>()),
+        1e-5)
         << name;
   }
   EXPECT_EQ(model->find("layer1.1.num_batches_tracked").to_vector<int64_t>()[0], 1);
@@ -105,7 +118,8 @@ TEST(DataParallelTest, DefaultsAndStateDictPrefix) {
   Generator g(6);
   auto fc = std::make_shared<nn::Linear>(5, 2, g);
   DataParallel dp(fc);
-  EXPECT_EQ(dp.device_ids().size(), static_cast<size_t>(Runtime::get().host_device_count()));
+  EXPECT_EQ(dp.device_ids().size(),
+            static_cast<size_t>(Runtime::get().device_count(DeviceType::kHost)));
   EXPECT_EQ(dp.output_device(), kH0);
   EXPECT_EQ(dp.dim(), 0);
   StateDict sd = dp.state_dict();
@@ -137,7 +151,9 @@ TEST(DataParallelTest, OneDeviceRunsTheModuleDirectly) {
 // A replica's output is one scalar: the sum of its chunk times w.
 class SumOfProducts : public Cloneable<SumOfProducts> {
  public:
-  SumOfProducts() { register_parameter("w", Tensor::from_vector(std::vector<float>{1, 2}, {2, 1})); }
+  SumOfProducts() {
+    register_parameter("w", Tensor::from_vector(std::vector<float>{1, 2}, {2, 1}));
+  }
   Tensor forward(const Tensor& x) override { return ops::sum(ops::matmul(x, param("w"))); }
   std::string repr() const override { return "SumOfProducts"; }
 };
@@ -213,9 +229,7 @@ TEST(DataParallelTest, AnEmptyBatchRunsOnEveryDeviceAndGathersEmpty) {
 // A module that fails on one device, to check failure isolation.
 class FailOn : public Cloneable<FailOn> {
  public:
-  explicit FailOn(Device bad) : bad_(bad) {
-    register_parameter("w", Tensor::ones({3, 3}));
-  }
+  explicit FailOn(Device bad) : bad_(bad) { register_parameter("w", Tensor::ones({3, 3})); }
   Tensor forward(const Tensor& x) override {
     if (x.device() == bad_ && armed_) throw std::runtime_error("injected failure");
     return ops::matmul(x, param("w"));
@@ -284,8 +298,7 @@ TEST(DataParallelTest, ParallelCriterionMatchesTheGatheredLoss) {
   backward(ref);
   EXPECT_NEAR(loss.item(), ref.item(), 1e-5);
   for (auto& [n, p] : model->named_parameters()) {
-    EXPECT_LT(rel_error(p.grad().to_vector<float>(), copy->find(n).grad().to_vector<float>()),
-              1e-5)
+    EXPECT_LT(rel_error(p.grad().to_vector<float>(), copy->find(n).grad().to_vector<float>()), 1e-5)
         << n;
   }
 }

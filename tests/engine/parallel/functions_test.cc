@@ -9,6 +9,7 @@
 #include "engine/autograd/grad_mode.h"
 #include "engine/autograd/node.h"
 #include "engine/autograd/ops.h"
+#include "engine/backend/host/host_devices.h"
 #include "engine/device/runtime.h"
 #include "tests/util/compare.h"
 
@@ -20,7 +21,7 @@ const Device kH1 = Device::parse("host:1");
 const Device kH2 = Device::parse("host:2");
 
 std::vector<Device> hosts() {
-  Runtime::get().set_host_device_count(3);
+  set_host_device_count(3);
   return {kH0, kH1, kH2};
 }
 

@@ -7,6 +7,7 @@
 #include "engine/autograd/engine.h"
 #include "engine/autograd/node.h"
 #include "engine/autograd/ops.h"
+#include "engine/backend/host/host_devices.h"
 #include "engine/core/error.h"
 #include "engine/device/runtime.h"
 
@@ -14,7 +15,7 @@ namespace dpe {
 namespace {
 
 std::vector<Device> hosts(int n) {
-  Runtime::get().set_host_device_count(std::max(n, 2));
+  set_host_device_count(std::max(n, 2));
   std::vector<Device> out;
   for (int i = 0; i < n; ++i) out.emplace_back(DeviceType::kHost, i);
   return out;
@@ -46,8 +47,7 @@ TEST(GatherTest, ListsAndDictsAreGatheredElementByElement) {
   Value out = gather({output(0), output(1)}, devices[0], 0);
   EXPECT_EQ(out.at("logits").tensor().to_vector<float>(), (std::vector<float>{1, 1, 2, 2}));
   EXPECT_EQ(out.at("logits").tensor().device(), devices[0]);
-  EXPECT_EQ(out.at("extra").list()[0].tensor().to_vector<float>(),
-            (std::vector<float>{10, 20}));
+  EXPECT_EQ(out.at("extra").list()[0].tensor().to_vector<float>(), (std::vector<float>{10, 20}));
   EXPECT_EQ(out.at("extra").list()[1].get<int64_t>(), 0);  // non-tensors: the first replica's
 }
 

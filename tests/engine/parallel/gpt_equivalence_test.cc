@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "engine/autograd/engine.h"
+#include "engine/backend/host/host_devices.h"
 #include "engine/device/runtime.h"
 #include "engine/parallel/data_parallel.h"
 #include "models/gpt.h"
@@ -22,7 +23,8 @@ GptConfig tiny() {
   return c;
 }
 
-test::StepResult lm_step(Module& model, Module& inner, const Tensor& tokens, const Tensor& targets) {
+test::StepResult lm_step(Module& model, Module& inner, const Tensor& tokens,
+                         const Tensor& targets) {
   optim::SgdOptions o;
   o.lr = 0.05f;
   o.momentum = 0.9f;
@@ -39,13 +41,14 @@ test::StepResult lm_step(Module& model, Module& inner, const Tensor& tokens, con
 
 TEST(GptDataParallelTest, OneStepEqualsTheSingleDeviceStep) {
   for (int n : {2, 3}) {
-    Runtime::get().set_host_device_count(n);
-    const auto devices = Runtime::get().host_devices();
+    set_host_device_count(n);
+    const auto devices = Runtime::get().devices(DeviceType::kHost);
     Generator gen(7);
     std::vector<int64_t> ids(5 * 9);  // batch 5: uneven chunks on 2 and 3 devices
     for (auto& t : ids) t = static_cast<int64_t>(gen.next_u64() % 50);
     const Tensor all = Tensor::from_vector(ids, {5, 9});
-    const Tensor tokens = all.narrow(1, 0, 8).contiguous(), targets = all.narrow(1, 1, 8).contiguous();
+    const Tensor tokens = all.narrow(1, 0, 8).contiguous(),
+                 targets = all.narrow(1, 1, 8).contiguous();
 
     Generator g1(3);
     auto single = std::make_shared<Gpt>(tiny(), g1);

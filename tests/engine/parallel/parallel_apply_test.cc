@@ -11,6 +11,7 @@
 
 #include "engine/autograd/grad_mode.h"
 #include "engine/autograd/ops.h"
+#include "engine/backend/host/host_devices.h"
 #include "engine/core/error.h"
 #include "engine/device/runtime.h"
 #include "engine/device/worker.h"
@@ -19,7 +20,7 @@ namespace dpe {
 namespace {
 
 std::vector<Device> hosts(int n) {
-  Runtime::get().set_host_device_count(std::max(n, 2));
+  set_host_device_count(std::max(n, 2));
   std::vector<Device> out;
   for (int i = 0; i < n; ++i) out.emplace_back(DeviceType::kHost, i);
   return out;
@@ -97,9 +98,8 @@ TEST(ParallelApplyTest, AnErrorIsRaisedOnlyAfterEveryWorkerJoined) {
 
 TEST(ParallelApplyTest, EveryWorkersErrorIsKept) {
   auto devices = hosts(2);
-  const auto errors = run_on_workers("test", devices, [](size_t k) {
-    throw std::runtime_error("boom " + std::to_string(k));
-  });
+  const auto errors = run_on_workers(
+      "test", devices, [](size_t k) { throw std::runtime_error("boom " + std::to_string(k)); });
   EXPECT_EQ(errors, (std::vector<std::string>{"boom 0", "boom 1"}));
 }
 

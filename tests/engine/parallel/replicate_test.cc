@@ -6,9 +6,10 @@
 #include <gtest/gtest.h>
 
 #include "engine/autograd/engine.h"
-#include "engine/autograd/node.h"
 #include "engine/autograd/grad_mode.h"
+#include "engine/autograd/node.h"
 #include "engine/autograd/ops.h"
+#include "engine/backend/host/host_devices.h"
 #include "engine/device/runtime.h"
 #include "tests/util/compare.h"
 
@@ -18,7 +19,7 @@ namespace {
 const Device kH0 = Device::parse("host:0");
 
 std::vector<Device> hosts(int n) {
-  Runtime::get().set_host_device_count(std::max(n, 2));
+  set_host_device_count(std::max(n, 2));
   std::vector<Device> out;
   for (int i = 0; i < n; ++i) out.emplace_back(DeviceType::kHost, i);
   return out;

@@ -4,6 +4,7 @@
 
 #include "engine/autograd/engine.h"
 #include "engine/autograd/ops.h"
+#include "engine/backend/host/host_devices.h"
 #include "engine/core/error.h"
 #include "engine/device/runtime.h"
 #include "engine/parallel/gather.h"
@@ -12,7 +13,7 @@ namespace dpe {
 namespace {
 
 std::vector<Device> hosts(int n) {
-  Runtime::get().set_host_device_count(std::max(n, 2));
+  set_host_device_count(std::max(n, 2));
   std::vector<Device> out;
   for (int i = 0; i < n; ++i) out.emplace_back(DeviceType::kHost, i);
   return out;

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "engine/autograd/ops.h"
+#include "engine/backend/host/host_devices.h"
 #include "engine/core/error.h"
 #include "engine/device/runtime.h"
 
@@ -21,7 +22,7 @@ const Device kH1 = Device::parse("host:1");
 int64_t busy(const DeviceStepStats& s, Phase p) { return s.busy_ns[static_cast<int>(p)]; }
 
 TEST(StepProfilerTest, ScopesChargeTheirDeviceAndPhase) {
-  Runtime::get().set_host_device_count(2);
+  set_host_device_count(2);
   StepProfiler prof;
   prof.begin_step({kH0, kH1});
   {
@@ -42,7 +43,7 @@ TEST(StepProfilerTest, ScopesChargeTheirDeviceAndPhase) {
 }
 
 TEST(StepProfilerTest, CopiesCountAsSentAndReceivedBytes) {
-  Runtime::get().set_host_device_count(2);
+  set_host_device_count(2);
   Tensor x = Tensor::zeros({100});
   StepProfiler prof;
   prof.begin_step({kH0, kH1});
@@ -57,7 +58,7 @@ TEST(StepProfilerTest, CopiesCountAsSentAndReceivedBytes) {
 }
 
 TEST(StepProfilerTest, BackwardIsChargedToTheDevicesThatRanIt) {
-  Runtime::get().set_host_device_count(2);
+  set_host_device_count(2);
   Tensor a = Tensor::ones({64, 64}, kH0), b = Tensor::ones({64, 64}, kH1);
   a.requires_grad_();
   b.requires_grad_();
@@ -72,7 +73,7 @@ TEST(StepProfilerTest, BackwardIsChargedToTheDevicesThatRanIt) {
 }
 
 TEST(StepProfilerTest, ScopesTagTheMemoryTheyAllocateAndThePeakIsBrokenDown) {
-  Runtime::get().set_host_device_count(2);
+  set_host_device_count(2);
   StepProfiler prof;
   prof.begin_step({kH0, kH1});
   Tensor outputs, grads;
@@ -95,7 +96,7 @@ TEST(StepProfilerTest, ScopesTagTheMemoryTheyAllocateAndThePeakIsBrokenDown) {
 }
 
 TEST(StepProfilerTest, NothingIsRecordedOutsideAStep) {
-  Runtime::get().set_host_device_count(2);
+  set_host_device_count(2);
   StepProfiler prof;
   EXPECT_FALSE(prof.active());
   EXPECT_THROW(prof.end_step(), Error);

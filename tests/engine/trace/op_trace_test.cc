@@ -11,8 +11,10 @@
 
 #include "engine/autograd/engine.h"
 #include "engine/autograd/ops.h"
+#include "engine/backend/dispatch.h"
 #include "engine/backend/host/host_devices.h"
 #include "engine/device/runtime.h"
+#include "engine/device/step_observer.h"
 #include "engine/parallel/data_parallel.h"
 #include "models/toy_model.h"
 
@@ -113,6 +115,44 @@ TEST(OpTraceTest, DataParallelsTransfersCarryTheirPhase) {
     if (e.name == "linear") ran.insert(e.device);
   }
   EXPECT_EQ(ran.size(), 2u);
+}
+
+// A trace is a layer put around the engine for its lifetime: once it stops (or is destroyed by an
+// exception) the op tables and the step observer are the engine's own again, ops compute, and
+// nothing is recorded; only one trace runs at a time.
+TEST(OpTraceTest, TracingOnAndOffLeavesTheEngineAsItWas) {
+  set_host_device_count(1);
+  const Device d(DeviceType::kHost, 0);
+  OpTable* table = find_op_table(DeviceType::kHost);
+  const Tensor a = Tensor::full({8}, 2.0f, d);
+  {
+    OpTrace trace({/*execute=*/false});
+    EXPECT_NE(find_op_table(DeviceType::kHost), table);
+    EXPECT_NE(step_observer(), nullptr);
+    EXPECT_THROW(OpTrace second, Error);  // one at a time
+    EXPECT_EQ(ops::mul(a, a).numel(), 8);
+    EXPECT_EQ(of_kind(trace.stop(), TraceKind::kOp).size(), 1u);
+    EXPECT_EQ(find_op_table(DeviceType::kHost), table);
+    EXPECT_THROW(trace.stop(), Error);
+  }
+  EXPECT_EQ(step_observer(), nullptr);
+  EXPECT_EQ(ops::mul(a, a).to_vector<float>(), std::vector<float>(8, 4.0f));  // computes again
+
+  try {
+    OpTrace trace;
+    ops::mul(a, a);
+    throw Error("the step failed");
+  } catch (const Error&) {
+  }
+  EXPECT_EQ(find_op_table(DeviceType::kHost), table);
+  EXPECT_EQ(step_observer(), nullptr);
+
+  OpTrace again;  // a new trace starts afresh
+  ops::mul(a, a);
+  const std::vector<TraceEvent> events = again.stop();
+  ASSERT_EQ(of_kind(events, TraceKind::kOp).size(), 1u);
+  EXPECT_EQ(events.front().seq, 0);
+  EXPECT_GT(of_kind(events, TraceKind::kOp)[0].duration_ns, 0);
 }
 
 }  // namespace

@@ -15,7 +15,7 @@ using testing::random_floats;
 
 // torch.optim.SGD's single-tensor step, in double.
 void sgd_reference(std::vector<double>& p, const std::vector<float>& g, std::vector<double>& buf,
-                   const SgdOptions& o, bool first) {
+                   const SgdStepParams& o, bool first) {
   for (size_t i = 0; i < p.size(); ++i) {
     double d = g[i] + double(o.weight_decay) * p[i];
     if (o.momentum != 0.0f) {
@@ -31,10 +31,12 @@ void sgd_reference(std::vector<double>& p, const std::vector<float>& g, std::vec
 TEST(OptimStepTest, SgdMatchesTorchFormulas) {
   HostContext ctx;
   for (int64_t n : {int64_t{1001}, kParallelGrain + 17}) {
-    for (SgdOptions o :
-         {SgdOptions{0.1f, 0.0f, 0.0f, 0.0f, false}, SgdOptions{0.1f, 0.0f, 0.0f, 1e-2f, false},
-          SgdOptions{0.1f, 0.9f, 0.0f, 0.0f, false}, SgdOptions{0.05f, 0.9f, 0.1f, 1e-2f, false},
-          SgdOptions{0.05f, 0.8f, 0.0f, 1e-3f, true}, SgdOptions{0.05f, 0.9f, 0.0f, 0.0f, true}}) {
+    for (SgdStepParams o : {SgdStepParams{0.1f, 0.0f, 0.0f, 0.0f, false},
+                            SgdStepParams{0.1f, 0.0f, 0.0f, 1e-2f, false},
+                            SgdStepParams{0.1f, 0.9f, 0.0f, 0.0f, false},
+                            SgdStepParams{0.05f, 0.9f, 0.1f, 1e-2f, false},
+                            SgdStepParams{0.05f, 0.8f, 0.0f, 1e-3f, true},
+                            SgdStepParams{0.05f, 0.9f, 0.0f, 0.0f, true}}) {
       auto p = random_floats(n, 1);
       std::vector<float> buf(n, 0.0f);
       std::vector<double> rp(p.begin(), p.end()), rbuf(n, 0.0);
@@ -52,9 +54,9 @@ TEST(OptimStepTest, SgdMatchesTorchFormulas) {
 TEST(OptimStepTest, AdamAndAdamWMatchTorchFormulas) {
   HostContext ctx;
   for (int64_t n : {int64_t{777}, kParallelGrain + 5}) {
-    for (AdamOptions o : {AdamOptions{1e-3f, 0.9, 0.999, 1e-8f, 0.0f, false},
-                          AdamOptions{1e-2f, 0.8, 0.99, 1e-6f, 1e-2f, false},
-                          AdamOptions{1e-2f, 0.9, 0.999, 1e-8f, 1e-1f, true}}) {
+    for (AdamStepParams o : {AdamStepParams{1e-3f, 0.9, 0.999, 1e-8f, 0.0f, false},
+                             AdamStepParams{1e-2f, 0.8, 0.99, 1e-6f, 1e-2f, false},
+                             AdamStepParams{1e-2f, 0.9, 0.999, 1e-8f, 1e-1f, true}}) {
       auto p = random_floats(n, 2);
       std::vector<float> m(n, 0.0f), v(n, 0.0f);
       std::vector<double> rp(p.begin(), p.end()), rm(n, 0.0), rv(n, 0.0);
@@ -89,7 +91,7 @@ TEST(OptimStepTest, AdamRoundsOneMinusBetaOnceFromDouble) {
   HostContext ctx;
   float p = 1.0f, m = 0.0f, v = 0.0f;
   const float g = 1.0f;
-  adam_step(ctx, &p, &g, &m, &v, AdamOptions{}, 1, 1);
+  adam_step(ctx, &p, &g, &m, &v, AdamStepParams{1e-3f, 0.9, 0.999, 1e-8f, 0.0f, false}, 1, 1);
   EXPECT_EQ(m, static_cast<float>(1.0 - 0.9));
   EXPECT_EQ(v, static_cast<float>(1.0 - 0.999));
 }

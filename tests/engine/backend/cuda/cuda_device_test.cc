@@ -20,8 +20,8 @@ const Device kCuda0 = Device::parse("cuda:0");
 class CudaDeviceTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (Runtime::get().cuda_device_count() == 0) {
-      GTEST_SKIP() << "no CUDA device: " << Runtime::get().cuda_status();
+    if (Runtime::get().device_count(DeviceType::kCuda) == 0) {
+      GTEST_SKIP() << "no CUDA device: " << Runtime::get().device_status(DeviceType::kCuda);
     }
   }
   // 0, 1, 2, ... shaped `shape` on host:0.

@@ -1,0 +1,46 @@
+// KernelTable<Kernels>: a device type's OpTable built from the prims' launches (prims.h), one
+// template for every device type whose kernels share the prims' signatures. `Kernels` is the
+// device type's policy:
+//   static constexpr const char* kName;       the device type ("host", "cuda");
+//   template <class Op> static constexpr bool implements;   false for an optional prim it lacks;
+//   class Call { explicit Call(const Tensor& t); KernelContext& ctx(); };   the kernels' context
+//       of t's device, held (locked) for one call.
+//
+// Threading contract: as OpTable's; Kernels::Call serialises calls on one device.
+#pragma once
+
+#include "engine/backend/op_table.h"
+#include "engine/core/error.h"
+
+namespace dpe {
+
+template <class Kernels>
+class KernelTable final : public OpTable {
+ public:
+#define DPE_KERNEL_TABLE_SLOT(Op) \
+  void run(const prim::Op& op) override { launch(op); }
+  DPE_PRIMS(DPE_KERNEL_TABLE_SLOT)
+#undef DPE_KERNEL_TABLE_SLOT
+
+  bool has(PrimId id) const override { return kHas[static_cast<int>(id)]; }
+
+ private:
+  template <class Op>
+  static void launch(const Op& op) {
+    if constexpr (Kernels::template implements<Op>) {
+      typename Kernels::Call call(op.first());
+      op.launch(call.ctx());
+    } else {
+      DPE_THROW(Op::kName << ": " << Kernels::kName << " devices have no kernel for it");
+    }
+  }
+
+  static constexpr bool kHas[] = {
+#define DPE_KERNEL_TABLE_HAS(Op) Kernels::template implements<prim::Op>,
+      DPE_PRIMS(DPE_KERNEL_TABLE_HAS)
+#undef DPE_KERNEL_TABLE_HAS
+  };
+  static_assert(sizeof(kHas) / sizeof(kHas[0]) == static_cast<size_t>(PrimId::kCount));
+};
+
+}  // namespace dpe

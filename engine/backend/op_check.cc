@@ -1,0 +1,44 @@
+#include "engine/backend/op_check.h"
+
+#include "engine/core/error.h"
+
+namespace dpe {
+
+OpCheck::OpCheck(const char* op, const Tensor& first) : op_(op) {
+  DPE_CHECK(first.defined(), op << ": the first tensor argument is undefined");
+  device_ = first.device();
+}
+
+void OpCheck::tensor(const Tensor& t, const char* what, DType dt) const {
+  DPE_CHECK(t.defined(), op_ << ": " << what << " is an undefined tensor");
+  DPE_CHECK(t.device() == device_, op_ << ": expected all tensors to be on the same device, "
+                                          "but found at least two devices, "
+                                       << device_ << " and " << t.device() << " (" << what << ")");
+  check_dtype(op_, t, dt, what);
+  DPE_CHECK(t.is_contiguous(),
+            op_ << ": " << what << " of shape " << t.shape() << " must be contiguous");
+}
+
+void OpCheck::shaped(const Tensor& t, const char* what, const Shape& want, const char* against,
+                     const Shape& from, DType dt) const {
+  tensor(t, what, dt);
+  DPE_CHECK(t.shape() == want, op_ << ": expected " << what << " of shape " << want << " for "
+                                   << against << " of shape " << from << ", but got " << t.shape());
+}
+
+void OpCheck::optional(const Tensor& t, const char* what, const Shape& want, const char* against,
+                       const Shape& from) const {
+  if (t.defined()) shaped(t, what, want, against, from);
+}
+
+void OpCheck::rank(const Tensor& t, const char* what, int64_t r) const {
+  tensor(t, what);
+  DPE_CHECK(t.dim() == r,
+            op_ << ": expected a " << r << "-D " << what << ", but got shape " << t.shape());
+}
+
+void OpCheck::channel(const Tensor& t, const char* what, int64_t c, const Tensor& x) const {
+  optional(t, what, Shape{c}, "input", x.shape());
+}
+
+}  // namespace dpe

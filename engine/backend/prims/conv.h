@@ -1,0 +1,93 @@
+// Convolution and pooling prims (NCHW). See prims.h for what a prim declares.
+#pragma once
+
+#include "engine/backend/op_check.h"
+#include "engine/backend/op_cost.h"
+#include "engine/backend/prims/views.h"
+#include "engine/tensor/tensor.h"
+#include "kernels/op_params.h"
+
+namespace dpe::prim {
+
+// x [N, C, H, W], w [O, C, kh, kw], b [O] or undefined, y [N, O, Ho, Wo]. An empty batch (N = 0)
+// needs no kernel.
+struct Conv2dForward {
+  static constexpr const char* kName = "conv2d";
+  const Tensor& x;
+  const Tensor& w;
+  const Tensor& b;
+  const Conv2dParams& p;
+  Tensor& y;
+
+  const Tensor& first() const { return x; }
+  void check(const OpCheck& c) const;
+  bool short_circuit() const { return x.size(0) == 0; }
+  OpCost cost() const;
+  template <class Ctx>
+  void launch(Ctx& ctx) const {
+    conv2d_forward(ctx, conv_view(x, w, p, y), x.data<float>(), w.data<float>(), data_or_null(b),
+                   y.data<float>());
+  }
+};
+
+// gy [N, O, Ho, Wo]; any of gx, gw, gb may be undefined: then it is not computed. An empty batch
+// contributes nothing: gw and gb are zeroed without a kernel.
+struct Conv2dBackward {
+  static constexpr const char* kName = "conv2d_backward";
+  const Tensor& x;
+  const Tensor& w;
+  const Tensor& gy;
+  const Conv2dParams& p;
+  Tensor& gx;
+  Tensor& gw;
+  Tensor& gb;
+
+  const Tensor& first() const { return x; }
+  void check(const OpCheck& c) const;
+  bool short_circuit() const;
+  OpCost cost() const;
+  template <class Ctx>
+  void launch(Ctx& ctx) const {
+    conv2d_backward(ctx, conv_view(x, w, p, gy), x.data<float>(), w.data<float>(), gy.data<float>(),
+                    data_or_null(gx), data_or_null(gw), data_or_null(gb));
+  }
+};
+
+// y [N, C, Ho, Wo]; `workspace` (int64, y's shape) receives the flat index within its (n, c)
+// plane of each output's maximum.
+struct MaxPool2dForward {
+  static constexpr const char* kName = "max_pool2d";
+  const Tensor& x;
+  const Pool2dParams& p;
+  Tensor& y;
+  Tensor& workspace;
+
+  const Tensor& first() const { return x; }
+  void check(const OpCheck& c) const;
+  OpCost cost() const;
+  template <class Ctx>
+  void launch(Ctx& ctx) const {
+    max_pool2d_forward(ctx, pool_view(x, p, y), x.data<float>(), y.data<float>(),
+                       workspace.data<int64_t>());
+  }
+};
+
+// Scatters gy through the forward's workspace into gx [N, C, H, W] (which gives the input shape).
+struct MaxPool2dBackward {
+  static constexpr const char* kName = "max_pool2d_backward";
+  const Tensor& gy;
+  const Tensor& workspace;
+  const Pool2dParams& p;
+  Tensor& gx;
+
+  const Tensor& first() const { return gy; }
+  void check(const OpCheck& c) const;
+  OpCost cost() const;
+  template <class Ctx>
+  void launch(Ctx& ctx) const {
+    max_pool2d_backward(ctx, pool_view(gx, p, gy), gy.data<float>(), workspace.data<int64_t>(),
+                        gx.data<float>());
+  }
+};
+
+}  // namespace dpe::prim

@@ -1,0 +1,174 @@
+#include "engine/backend/prims/norm.h"
+
+#include "engine/core/error.h"
+
+namespace dpe::prim {
+
+namespace {
+
+// x [N, C, ...] for the batch-norm family, viewed as [N, C, S].
+BatchNormShape checked_channels(const OpCheck& c, const Tensor& x) {
+  c.tensor(x, "input");
+  DPE_CHECK(x.dim() >= 2, c.op() << ": expected an input of at least 2 dimensions [N, C, ...], "
+                                    "but got shape "
+                                 << x.shape());
+  return channels_view(x);
+}
+
+// The training forward's arguments (plain and fused with a ReLU).
+void check_train(const OpCheck& c, const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                 const Tensor& y, const Tensor& mean, const Tensor& var) {
+  const BatchNormShape s = checked_channels(c, x);
+  DPE_CHECK(s.n * s.s > 1, c.op() << ": expected more than 1 value per channel when training, "
+                                     "got input size "
+                                  << x.shape());
+  c.channel(gamma, "weight", s.c, x);
+  c.channel(beta, "bias", s.c, x);
+  c.shaped(y, "output", x.shape(), "input", x.shape());
+  c.shaped(mean, "mean", Shape{s.c}, "input", x.shape());
+  c.shaped(var, "var", Shape{s.c}, "input", x.shape());
+}
+
+// The training backward's arguments (plain and fused with a ReLU); returns x's [N, C, S].
+BatchNormShape check_backward(const OpCheck& c, const Tensor& x, const Tensor& gy,
+                              const Tensor& gamma, const Tensor& mean, const Tensor& var,
+                              const Tensor& gx, const Tensor& ggamma, const Tensor& gbeta) {
+  const BatchNormShape s = checked_channels(c, x);
+  c.shaped(gy, "grad_output", x.shape(), "input", x.shape());
+  c.channel(gamma, "weight", s.c, x);
+  c.shaped(mean, "mean", Shape{s.c}, "input", x.shape());
+  c.shaped(var, "var", Shape{s.c}, "input", x.shape());
+  c.shaped(gx, "grad_input", x.shape(), "input", x.shape());
+  c.channel(ggamma, "grad_weight", s.c, x);
+  c.channel(gbeta, "grad_bias", s.c, x);
+  return s;
+}
+
+// x [..., D] for layer norm, viewed as [N, D].
+LayerNormShape checked_rows(const OpCheck& c, const Tensor& x) {
+  c.tensor(x, "input");
+  DPE_CHECK(x.dim() >= 1 && x.size(-1) > 0,
+            c.op() << ": expected an input [..., D] with D > 0, but got shape " << x.shape());
+  return rows_view(x);
+}
+
+}  // namespace
+
+void BatchNormForwardTrain::check(const OpCheck& c) const {
+  check_train(c, x, gamma, beta, y, mean, var);
+}
+OpCost BatchNormForwardTrain::cost() const {
+  return op_cost::make("norm", 8.0 * x.numel(), {&x, &x, &gamma, &beta}, {&y, &mean, &var});
+}
+
+void BatchNormForwardEval::check(const OpCheck& c) const {
+  const BatchNormShape s = checked_channels(c, x);
+  c.channel(gamma, "weight", s.c, x);
+  c.channel(beta, "bias", s.c, x);
+  c.shaped(mean, "running_mean", Shape{s.c}, "input", x.shape());
+  c.shaped(var, "running_var", Shape{s.c}, "input", x.shape());
+  c.shaped(y, "output", x.shape(), "input", x.shape());
+}
+OpCost BatchNormForwardEval::cost() const {
+  return op_cost::make("norm", 4.0 * x.numel(), {&x, &gamma, &beta, &mean, &var}, {&y});
+}
+
+void BatchNormBackward::check(const OpCheck& c) const {
+  check_backward(c, x, gy, gamma, mean, var, gx, ggamma, gbeta);
+}
+OpCost BatchNormBackward::cost() const {
+  return op_cost::make("norm", 12.0 * x.numel(), {&x, &gy, &x, &gy, &gamma, &mean, &var},
+                       {&gx, &ggamma, &gbeta});
+}
+
+void BatchNormReluForwardTrain::check(const OpCheck& c) const {
+  check_train(c, x, gamma, beta, y, mean, var);
+}
+OpCost BatchNormReluForwardTrain::cost() const {
+  return op_cost::make("norm", 9.0 * x.numel(), {&x, &x, &gamma, &beta}, {&y, &mean, &var});
+}
+
+void BatchNormReluBackward::check(const OpCheck& c) const {
+  const BatchNormShape s = check_backward(c, x, gy, gamma, mean, var, gx, ggamma, gbeta);
+  c.channel(beta, "bias", s.c, x);
+}
+OpCost BatchNormReluBackward::cost() const {
+  return op_cost::make("norm", 16.0 * x.numel(), {&x, &gy, &x, &gy, &gamma, &beta, &mean, &var},
+                       {&gx, &ggamma, &gbeta});
+}
+
+void ChannelSums::check(const OpCheck& c) const {
+  const BatchNormShape s = checked_channels(c, x);
+  c.shaped(sum, "sum", Shape{s.c}, "input", x.shape());
+  c.shaped(sumsq, "sumsq", Shape{s.c}, "input", x.shape());
+}
+OpCost ChannelSums::cost() const {
+  return op_cost::make("norm", 3.0 * x.numel(), {&x}, {&sum, &sumsq});
+}
+
+void ChannelGradSums::check(const OpCheck& c) const {
+  const BatchNormShape s = checked_channels(c, x);
+  c.shaped(gy, "grad_output", x.shape(), "input", x.shape());
+  c.shaped(mean, "mean", Shape{s.c}, "input", x.shape());
+  c.shaped(sum_gy, "sum_dy", Shape{s.c}, "input", x.shape());
+  c.shaped(sum_gy_xmu, "sum_dy_xmu", Shape{s.c}, "input", x.shape());
+}
+OpCost ChannelGradSums::cost() const {
+  return op_cost::make("norm", 4.0 * x.numel(), {&x, &gy, &mean}, {&sum_gy, &sum_gy_xmu});
+}
+
+void BatchNormApply::check(const OpCheck& c) const {
+  const BatchNormShape s = checked_channels(c, x);
+  c.shaped(mean, "mean", Shape{s.c}, "input", x.shape());
+  c.shaped(invstd, "invstd", Shape{s.c}, "input", x.shape());
+  c.channel(gamma, "weight", s.c, x);
+  c.channel(beta, "bias", s.c, x);
+  c.shaped(y, "output", x.shape(), "input", x.shape());
+}
+OpCost BatchNormApply::cost() const {
+  return op_cost::make("norm", 4.0 * x.numel(), {&x, &mean, &invstd, &gamma, &beta}, {&y});
+}
+
+void BatchNormBackwardElemt::check(const OpCheck& c) const {
+  const BatchNormShape s = checked_channels(c, x);
+  c.shaped(gy, "grad_output", x.shape(), "input", x.shape());
+  c.shaped(mean, "mean", Shape{s.c}, "input", x.shape());
+  c.shaped(invstd, "invstd", Shape{s.c}, "input", x.shape());
+  c.channel(gamma, "weight", s.c, x);
+  c.shaped(mean_gy, "mean_dy", Shape{s.c}, "input", x.shape());
+  c.shaped(mean_gy_xmu, "mean_dy_xmu", Shape{s.c}, "input", x.shape());
+  c.shaped(gx, "grad_input", x.shape(), "input", x.shape());
+}
+OpCost BatchNormBackwardElemt::cost() const {
+  return op_cost::make("norm", 8.0 * x.numel(),
+                       {&x, &gy, &mean, &invstd, &gamma, &mean_gy, &mean_gy_xmu}, {&gx});
+}
+
+void LayerNormForward::check(const OpCheck& c) const {
+  const LayerNormShape s = checked_rows(c, x);
+  c.optional(gamma, "weight", Shape{s.cols}, "input", x.shape());
+  c.optional(beta, "bias", Shape{s.cols}, "input", x.shape());
+  c.shaped(y, "output", x.shape(), "input", x.shape());
+  c.shaped(mean, "mean", Shape{s.rows}, "input", x.shape());
+  c.shaped(rstd, "rstd", Shape{s.rows}, "input", x.shape());
+}
+OpCost LayerNormForward::cost() const {
+  return op_cost::make("norm", 8.0 * x.numel(), {&x, &gamma, &beta}, {&y, &mean, &rstd});
+}
+
+void LayerNormBackward::check(const OpCheck& c) const {
+  const LayerNormShape s = checked_rows(c, x);
+  c.shaped(gy, "grad_output", x.shape(), "input", x.shape());
+  c.optional(gamma, "weight", Shape{s.cols}, "input", x.shape());
+  c.shaped(mean, "mean", Shape{s.rows}, "input", x.shape());
+  c.shaped(rstd, "rstd", Shape{s.rows}, "input", x.shape());
+  c.shaped(gx, "grad_input", x.shape(), "input", x.shape());
+  c.optional(ggamma, "grad_weight", Shape{s.cols}, "input", x.shape());
+  c.optional(gbeta, "grad_bias", Shape{s.cols}, "input", x.shape());
+}
+OpCost LayerNormBackward::cost() const {
+  return op_cost::make("norm", 12.0 * x.numel(), {&x, &gy, &gamma, &mean, &rstd},
+                       {&gx, &ggamma, &gbeta});
+}
+
+}  // namespace dpe::prim
