@@ -67,7 +67,6 @@ class TCPStore : public gloo::rendezvous::Store {
   int port() const { return port_; }
   const std::string& host() const { return host_; }
   std::chrono::milliseconds timeout() const { return timeout_; }
-  void set_timeout(std::chrono::milliseconds timeout) { timeout_ = timeout; }
 
   // --- gloo::rendezvous::Store ---
   void set(const std::string& key, const std::vector<char>& value) override;
