@@ -81,9 +81,6 @@ class DataLoader {
   // Abandons the pass in progress, if any; the next next() starts a new pass.
   void reset();
 
-  const Dataset& dataset() const { return *dataset_; }
-  const DataLoaderOptions& options() const { return options_; }
-
   // Input iterator over one pass; begin() abandons any pass in progress and starts a new one.
   class Iterator {
    public:
