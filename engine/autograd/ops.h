@@ -96,8 +96,8 @@ Tensor nll_loss(const Tensor& logp, const Tensor& target,
                 int64_t ignore_index = kDefaultIgnoreIndex);
 // cross_entropy(logits, target, ignore_index = -100): logits [N, C] with target [N], or
 // [B, T, V] with target [B, T] (flattened to [B*T, V]). A function object rather than a function
-// with a default argument, so `ops::cross_entropy` still converts to a two-argument Criterion
-// (parallel_criterion, the trainer) as it did before ignore_index existed.
+// with a default argument, so `ops::cross_entropy` converts to a two-argument Criterion
+// (parallel_criterion, the trainer).
 struct CrossEntropy {
   Tensor operator()(const Tensor& logits, const Tensor& target,
                     int64_t ignore_index = kDefaultIgnoreIndex) const;
