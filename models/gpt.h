@@ -44,7 +44,6 @@ class Gpt : public Cloneable<Gpt> {
   Gpt(const GptConfig& config, Generator& gen);
   Tensor forward(const Tensor& tokens) override;
   std::string repr() const override;
-  const GptConfig& config() const { return config_; }
   // Parameters counted once (the tied head adds none), as GPT-2's "124M".
   int64_t num_parameters() const;
 

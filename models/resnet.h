@@ -38,7 +38,6 @@ class ResNet : public Cloneable<ResNet> {
   // averages whatever is left after the five stride-2 stages (7x7 at 224, 1x1 at 32).
   Tensor forward(const Tensor& x) override;
   std::string repr() const override;
-  const ResNetConfig& config() const { return config_; }
   int64_t num_parameters() const;
 
  private:

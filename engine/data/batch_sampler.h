@@ -24,10 +24,6 @@ class BatchSampler {
   // Forwards to the wrapped sampler.
   void set_epoch(int64_t epoch) { sampler_->set_epoch(epoch); }
 
-  Sampler& sampler() const { return *sampler_; }
-  int64_t batch_size() const { return batch_size_; }
-  bool drop_last() const { return drop_last_; }
-
  private:
   std::shared_ptr<Sampler> sampler_;
   int64_t batch_size_;

@@ -46,8 +46,6 @@ void DataLoader::set_epoch(int64_t epoch) {
   batch_sampler_->set_epoch(epoch);
 }
 
-void DataLoader::reset() { stop_pass(); }
-
 DataLoader::Iterator DataLoader::begin() {
   stop_pass();
   return Iterator(this, next());

@@ -7,7 +7,7 @@
 // on, one background thread per pass calls Dataset::get_batch for the upcoming batches and keeps
 // up to prefetch_batches of them ready; an exception there is rethrown by the next() that would
 // have returned that batch (the batches before it are delivered first) and ends the pass.
-// Abandoning a pass (begin() again, reset(), or destroying the loader) stops and joins the thread.
+// Abandoning a pass (begin() again or destroying the loader) stops and joins the thread.
 //
 // Epochs: with shuffle=true the loader's own RandomSampler reshuffles every pass, as PyTorch's
 // does: pass k uses epoch e + k, where e is the last set_epoch() value (0 by default). A sampler
@@ -26,8 +26,8 @@
 //
 // Batches are created on host:0; callers move them where they are needed.
 //
-// Threading contract: a DataLoader is driven by one thread at a time (begin, next, reset,
-// set_epoch, the destructor). Its background thread only calls the dataset's const get_batch(),
+// Threading contract: a DataLoader is driven by one thread at a time (begin, next, set_epoch,
+// the destructor). Its background thread only calls the dataset's const get_batch(),
 // which must therefore be thread-safe (see dataset.h).
 #pragma once
 
@@ -78,11 +78,6 @@ class DataLoader {
   // The next batch of the current pass, starting a pass when none is in progress; std::nullopt
   // once at the end of each pass. Rethrows an exception raised while preparing the batch.
   std::optional<Batch> next();
-  // Abandons the pass in progress, if any; the next next() starts a new pass.
-  void reset();
-
-  const Dataset& dataset() const { return *dataset_; }
-  const DataLoaderOptions& options() const { return options_; }
 
   // Input iterator over one pass; begin() abandons any pass in progress and starts a new one.
   class Iterator {

@@ -13,8 +13,7 @@ DistributedSampler::DistributedSampler(int64_t dataset_size, int num_replicas, i
       num_replicas_(num_replicas),
       rank_(rank),
       shuffle_(shuffle),
-      seed_(seed),
-      drop_last_(drop_last) {
+      seed_(seed) {
   DPE_CHECK(dataset_size >= 0,
             "DistributedSampler: the dataset size must be non-negative, got " << dataset_size);
   DPE_CHECK(num_replicas >= 1,

@@ -42,7 +42,6 @@ class DistributedSampler : public Sampler {
   void set_epoch(int64_t epoch) override { epoch_ = epoch; }
 
   int64_t epoch() const { return epoch_; }
-  int64_t num_samples() const { return num_samples_; }
   int64_t total_size() const { return num_samples_ * num_replicas_; }
   int num_replicas() const { return num_replicas_; }
   int rank() const { return rank_; }
@@ -53,7 +52,6 @@ class DistributedSampler : public Sampler {
   int rank_;
   bool shuffle_;
   uint64_t seed_;
-  bool drop_last_;
   int64_t num_samples_;
   int64_t epoch_ = 0;
 };

@@ -27,10 +27,6 @@ class TextDataset : public Dataset {
   Example get(int64_t index) const override;
   Batch get_batch(const std::vector<int64_t>& indices) const override;
 
-  int64_t context() const { return context_; }
-  int64_t stride() const { return stride_; }
-  const Tensor& tokens() const { return tokens_; }
-
  private:
   Tensor tokens_;
   int64_t context_;

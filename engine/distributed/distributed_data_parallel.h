@@ -104,9 +104,7 @@ class DistributedDataParallel : public Cloneable<DistributedDataParallel> {
   std::string repr() const override;
 
   Module& module() const { return child("module"); }
-  const std::shared_ptr<distributed::ProcessGroup>& process_group() const { return group_; }
-  const DistributedDataParallelOptions& options() const { return options_; }
-  // What options().overlap resolved to: true when all-reduces start during backward.
+  // What the options' `overlap` resolved to: true when all-reduces start during backward.
   bool overlaps_backward() const { return overlap_; }
 
   // with ddp.no_sync(): backward passes inside the guard accumulate gradients locally with no

@@ -143,17 +143,6 @@ int MpiProcessGroup::world_size() {
   return size;
 }
 
-std::string MpiProcessGroup::library_version() {
-  init_mpi_once();
-  char text[MPI_MAX_LIBRARY_VERSION_STRING] = {0};
-  int len = 0;
-  call([&] { return MPI_Get_library_version(text, &len); });
-  std::string version(text, static_cast<size_t>(len));
-  version = version.substr(0, version.find(','));  // "Open MPI v4.1.4, package: ..." -> first part
-  return version + (g_thread_level >= MPI_THREAD_MULTIPLE ? ", MPI_THREAD_MULTIPLE"
-                                                          : ", MPI_THREAD_SERIALIZED");
-}
-
 MpiProcessGroup::MpiProcessGroup()
     : ProcessGroup(world_rank(), world_size()), comm_(std::make_unique<Comm>()) {
   // A communicator of its own: several groups may run collectives at once without mixing them.

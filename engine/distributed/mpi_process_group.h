@@ -46,8 +46,6 @@ class MpiProcessGroup : public ProcessGroup {
   // MPI's rank and world size, initialising MPI if needed (for init_process_group's checks).
   static int world_rank();
   static int world_size();
-  // The library and the thread level it granted, e.g. "Open MPI v4.1.4, MPI_THREAD_MULTIPLE".
-  static std::string library_version();
 
  protected:
   void run_all_reduce(Tensor& tensor, ReduceOp op) override;

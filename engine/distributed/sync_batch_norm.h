@@ -38,10 +38,6 @@ class SyncBatchNorm : public Cloneable<SyncBatchNorm> {
                          Device device = {});
   Tensor forward(const Tensor& x) override;
   std::string repr() const override;
-  int64_t num_features() const { return channels_; }
-  float eps() const { return eps_; }
-  float momentum() const { return momentum_; }
-  const std::shared_ptr<distributed::ProcessGroup>& process_group() const { return group_; }
 
   // Replaces every BatchNorm2d in `module`'s tree with a SyncBatchNorm that shares its weight,
   // bias and buffers (so optimizers and checkpoints keep working) and its train/eval mode.

@@ -66,12 +66,10 @@ class TCPStore : public gloo::rendezvous::Store {
 
   int port() const { return port_; }
   const std::string& host() const { return host_; }
-  std::chrono::milliseconds timeout() const { return timeout_; }
-  void set_timeout(std::chrono::milliseconds timeout) { timeout_ = timeout; }
 
   // --- gloo::rendezvous::Store ---
   void set(const std::string& key, const std::vector<char>& value) override;
-  // Waits up to timeout() for the key; throws dpe::Error naming the key and the timeout.
+  // Waits up to the constructor's `timeout` for the key; throws dpe::Error naming the key and the timeout.
   std::vector<char> get(const std::string& key) override;
   void wait(const std::vector<std::string>& keys) override;
   void wait(const std::vector<std::string>& keys,

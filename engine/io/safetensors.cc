@@ -27,7 +27,8 @@ using OrderedJson = nlohmann::ordered_json;
 constexpr uint64_t kMaxHeaderBytes = 100ull << 20;  // 100 MiB, the reference implementation's cap
 constexpr const char* kMetadataKey = "__metadata__";
 // A safetensors header nests three deep (header, entry, shape); deeper input is rejected before
-// the JSON parser sees it, so a crafted header cannot exhaust the stack (65 000 levels did).
+// the JSON parser sees it, so a crafted header cannot exhaust the stack (safetensors_test feeds
+// it 65 000 levels).
 constexpr int kMaxHeaderDepth = 8;
 
 // Throws unless `text` nests objects and arrays at most kMaxHeaderDepth deep (strings skipped).

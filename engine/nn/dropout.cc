@@ -10,11 +10,6 @@ Dropout::Dropout(float p, uint64_t seed) : p_(p), seeds_(std::make_shared<SeedSo
   seeds_->gen.manual_seed(seed);
 }
 
-void Dropout::reseed(uint64_t seed) {
-  std::lock_guard<std::mutex> lock(seeds_->mu);
-  seeds_->gen.manual_seed(seed);
-}
-
 Tensor Dropout::forward(const Tensor& x) {
   if (!is_training()) return x;
   uint64_t seed;

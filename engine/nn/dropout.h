@@ -19,7 +19,6 @@ class Dropout : public Cloneable<Dropout> {
   explicit Dropout(float p = 0.5f, uint64_t seed = 0);
   Tensor forward(const Tensor& x) override;
   std::string repr() const override;
-  void reseed(uint64_t seed);
 
  private:
   struct SeedSource {

@@ -35,7 +35,6 @@ class Value {
   Value(ValueList l) : v_(std::move(l)) {}  // NOLINT
   Value(ValueDict d) : v_(std::move(d)) {}  // NOLINT
 
-  bool is_none() const { return std::holds_alternative<std::monostate>(v_); }
   bool is_tensor() const { return std::holds_alternative<Tensor>(v_); }
   bool is_list() const { return std::holds_alternative<ValueList>(v_); }
   bool is_dict() const { return std::holds_alternative<ValueDict>(v_); }

@@ -51,8 +51,6 @@ class DataParallel : public Cloneable<DataParallel> {
   ReplicaOutputs forward_replicas(const Value& input);
   std::string repr() const override;
 
-  Module& module() const { return child("module"); }
-  std::shared_ptr<Module> module_ptr() const { return module_; }
   const std::vector<Device>& device_ids() const { return options_.device_ids; }
   Device output_device() const { return *options_.output_device; }
   int64_t dim() const { return options_.dim; }

@@ -19,7 +19,6 @@ class Generator {
   float uniform(float low, float high);
   float normal(float mean, float stddev);
   uint64_t next_u64() { return engine_(); }
-  std::mt19937_64& engine() { return engine_; }
 
  private:
   std::mt19937_64 engine_;

@@ -89,7 +89,6 @@ void one_rank_and_argument_errors_case() {
   RANK_CHECK(pg.size() == 1 && pg.rank() == 0, "a job without mpirun is a world of one");
   RANK_CHECK(pg.backend() == "mpi", pg.backend());
   test::expect_one_rank_and_argument_errors(pg);
-  std::cout << "library: " << MpiProcessGroup::library_version() << "\n";
 }
 
 void init_process_group_case() {
@@ -208,7 +207,6 @@ TEST(MpiProcessGroupSingleTest, OneRankAndArgumentErrors) {
   std::string out;
   const int rc = test::run_tool(g_self, "--rank-case one_rank_and_argument_errors", &out);
   EXPECT_EQ(rc, 0) << out;
-  EXPECT_TRUE(test::has(out, "library: Open MPI")) << out;
 }
 
 TEST(MpiProcessGroupSingleTest, ALauncherEnvironmentThatDisagreesWithMpiIsRefused) {

@@ -108,7 +108,7 @@ TEST(TCPStoreTest, SetGetAddCheck) {
   client.set("word", bytes("abc"));
   EXPECT_NE(error_of([&] { client.add("word", 1); }).find("not an integer"), std::string::npos);
   EXPECT_EQ(text(client.get("alpha")), "");
-  // An add past int64 is an error, not signed overflow (the fuzzer's finding), and changes nothing.
+  // An add past int64 is an error, not signed overflow, and changes nothing.
   EXPECT_EQ(client.add("big", INT64_MAX), INT64_MAX);
   EXPECT_NE(error_of([&] { client.add("big", 1); }).find("overflows int64"), std::string::npos);
   EXPECT_EQ(client.add("big", 0), INT64_MAX);
@@ -271,8 +271,8 @@ TEST(TCPStoreServerTest, ReapsFinishedConnections) {
   EXPECT_LE(status_field("Threads"), threads + 1);
 }
 
-// When accept() fails with EMFILE the server backs off and accepts again once fds are free (it
-// used to leave its accept loop for good, so no rank could join again).
+// When accept() fails with EMFILE the server backs off and accepts again once fds are free, so
+// ranks can still join after the shortage.
 TEST(TCPStoreServerTest, KeepsAcceptingAfterRunningOutOfFds) {
   TCPStoreServer server("127.0.0.1", 0);
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
@@ -331,8 +331,8 @@ TEST(TCPStoreServerTest, RefusesConnectionsBeyondTheCap) {
   EXPECT_EQ(text(d.get("k")), "v");
 }
 
-// A SET announcing 64 MiB that never sends them costs no memory (8 of them used to cost 512 MiB),
-// and a large value sent in pieces arrives whole.
+// A SET announcing 64 MiB that never sends them costs no memory (the server reads a value as it
+// arrives, not allocating what its length claims), and a large value sent in pieces arrives whole.
 TEST(TCPStoreServerTest, ValuesAreReadAsTheyArriveNotAllocatedFromTheirLength) {
   TCPStoreServer server("127.0.0.1", 0);
   TCPStore client("127.0.0.1", server.port(), false, milliseconds(5000));
@@ -376,8 +376,8 @@ TEST(TCPStoreServerTest, CapsStoredBytes) {
 }
 
 // With a token, a client that presents another (or none) is refused before it can do anything:
-// a stray HELLO can no longer claim rank 1 and have it marked lost. The right token, given or
-// read from DPE_STORE_TOKEN, is served as before.
+// a stray HELLO cannot claim rank 1 and have it marked lost. The right token, given or read from
+// DPE_STORE_TOKEN, is served normally.
 TEST(TCPStoreServerTest, AWrongTokenIsRefusedAndDoesNotAffectRanks) {
   TCPStoreOptions good;
   good.timeout = milliseconds(5000);

@@ -24,7 +24,8 @@ TEST(ShapeTest, ZeroSizesGiveNoElementsAndPyTorchsStrides) {
 }
 
 TEST(ShapeTest, SizesWhoseProductOverflowsAreRejectedNotUndefined) {
-  // A zero size made numel 0 while 2^62 * 3 overflowed (issue 12); both now throw.
+  // A zero size does not hide a product that overflows (2^62 * 3 * 0): numel() and
+  // contiguous_strides() throw (issue 12).
   const int64_t big = int64_t{1} << 62;
   for (const Shape& s : {Shape({big, 3, 0}), Shape({0, big, big}), Shape({big, big})}) {
     SCOPED_TRACE(s.str());
