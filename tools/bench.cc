@@ -3,9 +3,9 @@
 // included), speed-up over one device, each device's peak memory and busy share, achieved GFLOP/s
 // against the machine's measured single-thread GEMM peak; for the gpt models tokens per second
 // too; resnet-tiny on Fashion-MNIST, resnet50 on random 3 x 224 x 224 images (--image-size).
-// Prints a table, writes JSON and an SVG plot. Every host device (and every DDP process)
-// computes with one thread. Exit codes (tools/exit_codes.h): 0 done, 1 a run failed, 2 bad flags
-// or DPE_* environment values, 3 Fashion-MNIST files missing or corrupt.
+// Prints a table, writes JSON and an SVG plot. Every host device (and every DDP process) computes
+// with one thread. Exit codes (tools/common/exit_codes.h): 0 done, 1 a run failed, 2 bad flags or
+// DPE_* environment values, 3 Fashion-MNIST files missing or corrupt.
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -21,9 +21,9 @@
 #include "models/by_name.h"
 #include "tools/bench_plot.h"
 #include "tools/bench_runner.h"
-#include "tools/exit_codes.h"
-#include "tools/local_ranks.h"
-#include "tools/paths.h"
+#include "tools/common/exit_codes.h"
+#include "tools/common/local_ranks.h"
+#include "tools/common/paths.h"
 
 namespace {
 

@@ -30,8 +30,8 @@
 #include "models/by_name.h"
 #include "models/gpt.h"
 #include "models/resnet.h"
-#include "tools/local_ranks.h"
-#include "tools/train_distributed.h"
+#include "tools/common/local_ranks.h"
+#include "tools/common/train_distributed.h"
 
 namespace dpe::tools {
 

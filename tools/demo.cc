@@ -21,10 +21,10 @@
 #include "engine/parallel/imbalance_report.h"
 #include "models/by_name.h"
 #include "models/demo_model.h"
-#include "tools/exit_codes.h"
+#include "tools/common/exit_codes.h"
+#include "tools/common/local_ranks.h"
+#include "tools/common/paths.h"
 #include "tools/lm_imbalance.h"
-#include "tools/local_ranks.h"
-#include "tools/paths.h"
 
 namespace {
 

@@ -9,9 +9,10 @@
 // its workers a fresh random one, so only they can use the rendezvous store (README, "The
 // rendezvous store: threat model"); --rdzv-timeout sets their DPE_RDZV_TIMEOUT.
 //
-// Exit status (tools/exit_codes.h): 0 when every worker exited with 0; 2 for a bad launcher flag;
-// otherwise the exit code of the first worker that failed (128 + signal for a worker killed by a
-// signal, 127 for a program that cannot be run), or 128 + the signal that stopped the launcher.
+// Exit status (tools/common/exit_codes.h): 0 when every worker exited with 0; 2 for a bad launcher
+// flag; otherwise the exit code of the first worker that failed (128 + signal for a worker killed
+// by a signal, 127 for a program that cannot be run), or 128 + the signal that stopped the
+// launcher.
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -32,7 +33,7 @@
 #include <thread>
 #include <vector>
 
-#include "tools/exit_codes.h"
+#include "tools/common/exit_codes.h"
 
 namespace {
 

@@ -16,8 +16,8 @@
 #include "engine/optim/adam.h"
 #include "engine/optim/clip_grad.h"
 #include "engine/parallel/data_parallel.h"
-#include "tools/local_ranks.h"
-#include "tools/train_distributed.h"
+#include "tools/common/local_ranks.h"
+#include "tools/common/train_distributed.h"
 
 namespace dpe::tools {
 namespace {

@@ -2,7 +2,7 @@
 // training step of a model on host devices (the engine's real schedule, without the arithmetic),
 // then replays it on a described cluster for 1, 2, 4, 8 GPUs (and two nodes): step time of
 // DataParallel and DDP, speed-ups, per-GPU peak memory, device 0's extra, the limiting phase.
-// Exit codes (tools/exit_codes.h): 0 done, 1 a run failed, 2 bad flags.
+// Exit codes (tools/common/exit_codes.h): 0 done, 1 a run failed, 2 bad flags.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
@@ -12,12 +12,12 @@
 #include <vector>
 
 #include "models/by_name.h"
+#include "tools/common/exit_codes.h"
+#include "tools/common/paths.h"
 #include "tools/cost_model/cluster.h"
 #include "tools/cost_model/replay.h"
 #include "tools/cost_model/sim_plot.h"
 #include "tools/cost_model/step_trace.h"
-#include "tools/exit_codes.h"
-#include "tools/paths.h"
 
 namespace {
 

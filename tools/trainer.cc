@@ -37,10 +37,10 @@
 #include "engine/parallel/data_parallel.h"
 #include "models/by_name.h"
 #include "models/gpt.h"
-#include "tools/exit_codes.h"
+#include "tools/common/exit_codes.h"
+#include "tools/common/train_distributed.h"
 #include "tools/progress.h"
 #include "tools/toy_dataset.h"
-#include "tools/train_distributed.h"
 
 namespace dpe::tools {
 

@@ -25,7 +25,7 @@
 
 #include "engine/core/error.h"
 #include "engine/io/safetensors.h"
-#include "tools/exit_codes.h"
+#include "tools/common/exit_codes.h"
 
 namespace dpe::tools {
 namespace {
