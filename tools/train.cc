@@ -18,7 +18,7 @@
 #include "models/by_name.h"
 #include "tools/common/exit_codes.h"
 #include "tools/common/paths.h"
-#include "tools/trainer.h"
+#include "tools/train_lib/trainer.h"
 
 namespace {
 

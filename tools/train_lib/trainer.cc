@@ -1,4 +1,4 @@
-#include "tools/trainer.h"
+#include "tools/train_lib/trainer.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -39,8 +39,8 @@
 #include "models/gpt.h"
 #include "tools/common/exit_codes.h"
 #include "tools/common/train_distributed.h"
-#include "tools/progress.h"
-#include "tools/toy_dataset.h"
+#include "tools/train_lib/progress.h"
+#include "tools/train_lib/toy_dataset.h"
 
 namespace dpe::tools {
 
