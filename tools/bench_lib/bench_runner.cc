@@ -1,4 +1,4 @@
-#include "tools/bench_runner.h"
+#include "tools/bench_lib/bench_runner.h"
 
 #include <time.h>
 #include <unistd.h>
