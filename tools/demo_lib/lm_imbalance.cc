@@ -1,4 +1,4 @@
-#include "tools/lm_imbalance.h"
+#include "tools/demo_lib/lm_imbalance.h"
 
 #include <stdlib.h>
 #include <unistd.h>
