@@ -3,9 +3,9 @@
 // included), speed-up over one device, each device's peak memory and busy share, achieved GFLOP/s
 // against the machine's measured single-thread GEMM peak; for the gpt models tokens per second
 // too; resnet-tiny on Fashion-MNIST, resnet50 on random 3 x 224 x 224 images (--image-size).
-// Prints a table, writes JSON and an SVG plot. Every host device (and every DDP process)
-// computes with one thread. Exit codes (tools/exit_codes.h): 0 done, 1 a run failed, 2 bad flags
-// or DPE_* environment values, 3 Fashion-MNIST files missing or corrupt.
+// Prints a table, writes JSON and an SVG plot. Every host device (and every DDP process) computes
+// with one thread. Exit codes (tools/common/exit_codes.h): 0 done, 1 a run failed, 2 bad flags or
+// DPE_* environment values, 3 Fashion-MNIST files missing or corrupt.
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -20,11 +20,11 @@
 #include "engine/device/memory_stats.h"
 #include "engine/device/runtime.h"
 #include "models/by_name.h"
-#include "tools/bench_plot.h"
-#include "tools/bench_runner.h"
-#include "tools/exit_codes.h"
-#include "tools/local_ranks.h"
-#include "tools/paths.h"
+#include "tools/bench_lib/bench_plot.h"
+#include "tools/bench_lib/bench_runner.h"
+#include "tools/common/exit_codes.h"
+#include "tools/common/local_ranks.h"
+#include "tools/common/paths.h"
 
 namespace {
 
@@ -74,19 +74,55 @@ nlohmann::json to_json(const BenchResult& r, double speedup, double peak_gflops)
   return j;
 }
 
-}  // namespace
+// parse_options' and check_inputs' answer when the bench goes on.
+constexpr int kRun = -1;
 
-int main(int argc, char** argv) {
+struct Options {
   std::vector<std::string> models{"toy", "mlp", "convnet"};
   std::vector<int> device_counts{1, 2, 4};
   std::vector<int64_t> batches{256};
   std::vector<std::string> ddp_backends{BenchConfig().ddp_backend};
   BenchConfig base;
-  std::string json_path = "bench.json", svg_path = "bench.svg", worker_result;
+  std::string json_path = "bench.json", svg_path = "bench.svg";
+  std::string worker_result;  // --ddp-worker: run as one DDP rank, writing here
+  // Whether the flag was given: the heavy models' smaller defaults apply only where it was not.
+  bool batches_given = false, warmup_given = false, steps_given = false;
+};
+
+// The options of how each step runs: DDP's process groups and buckets, and fusion.
+void add_step_options(CLI::App& app, Options& o) {
+  BenchConfig& base = o.base;
+  app.add_option("--ddp-backends", o.ddp_backends,
+                 "process groups to run DDP over, each a row: mpi (ranks started by mpirun, "
+                 "shared memory) or gloo (ranks as child processes, TCP over loopback)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"gloo", "mpi"}))
+      ->capture_default_str();
+  app.add_option("--bucket-view", base.bucket_view,
+                 "DDP's gradient_as_bucket_view: the gradients are views of the all-reduce "
+                 "buckets, and linear layers write theirs straight into them (false: PyTorch's "
+                 "default, copies into and out of the buckets)")
+      ->capture_default_str();
+  app.add_option("--overlap", base.overlap,
+                 "when DDP's bucket all-reduces start: during backward (PyTorch's way), after it, "
+                 "or auto: after it on host devices whose ranks fill the cores over MPI, during "
+                 "it elsewhere")
+      ->check(CLI::IsMember({"auto", "during", "after"}))
+      ->capture_default_str();
+  app.add_option("--fuse", base.fuse,
+                 "run a BatchNorm2d followed by a ReLU as one op (false: the two ops, as "
+                 "PyTorch's eager mode; the ConvNet and the ResNets have such pairs)")
+      ->capture_default_str();
+}
+
+// Reads the command line into `o`. Returns kRun, or the exit code when there is nothing to run
+// (--help, or a bad flag: CLI11 has printed why).
+int parse_options(int argc, char** argv, Options& o) {
+  BenchConfig& base = o.base;
   CLI::App app{
       "dpe bench: DataParallel against DDP on host devices (one thread per device unless "
       "--threads)"};
-  app.add_option("--models", models,
+  app.add_option("--models", o.models,
                  "models to run: toy, mlp, convnet, resnet-tiny (Fashion-MNIST, 1 input channel), "
                  "resnet50 (torchvision's, random 3-channel images, see --image-size), gpt-small, "
                  "gpt2")
@@ -94,12 +130,12 @@ int main(int argc, char** argv) {
       ->check(
           CLI::IsMember({"toy", "mlp", "convnet", "resnet-tiny", "resnet50", "gpt-small", "gpt2"}))
       ->capture_default_str();
-  app.add_option("--devices", device_counts, "device counts")
+  app.add_option("--devices", o.device_counts, "device counts")
       ->delimiter(',')
       ->check(CLI::Range(1, 64))
       ->capture_default_str();
   CLI::Option* batches_opt =
-      app.add_option("--batches", batches,
+      app.add_option("--batches", o.batches,
                      "global batch sizes (default 256; 8 windows for gpt, 8 images for "
                      "resnet50); a list given applies to every model: resnet50 at 224 holds "
                      "about 150 MiB per image, so run it on its own with a small batch")
@@ -124,37 +160,181 @@ int main(int argc, char** argv) {
                  "share of the single-thread peak)")
       ->check(CLI::Range(1, 256))
       ->capture_default_str();
-  app.add_option("--ddp-backends", ddp_backends,
-                 "process groups to run DDP over, each a row: mpi (ranks started by mpirun, "
-                 "shared memory) or gloo (ranks as child processes, TCP over loopback)")
-      ->delimiter(',')
-      ->check(CLI::IsMember({"gloo", "mpi"}))
-      ->capture_default_str();
-  app.add_option("--bucket-view", base.bucket_view,
-                 "DDP's gradient_as_bucket_view: the gradients are views of the all-reduce "
-                 "buckets, and linear layers write theirs straight into them (false: PyTorch's "
-                 "default, copies into and out of the buckets)")
-      ->capture_default_str();
-  app.add_option("--overlap", base.overlap,
-                 "when DDP's bucket all-reduces start: during backward (PyTorch's way), after it, "
-                 "or auto: after it on host devices whose ranks fill the cores over MPI, during "
-                 "it elsewhere")
-      ->check(CLI::IsMember({"auto", "during", "after"}))
-      ->capture_default_str();
-  app.add_option("--fuse", base.fuse,
-                 "run a BatchNorm2d followed by a ReLU as one op (false: the two ops, as "
-                 "PyTorch's eager mode; the ConvNet and the ResNets have such pairs)")
-      ->capture_default_str();
-  app.add_option("--json", json_path, "where to write the results")->capture_default_str();
-  app.add_option("--svg", svg_path, "where to draw the plot")->capture_default_str();
+  add_step_options(app, o);
+  app.add_option("--json", o.json_path, "where to write the results")->capture_default_str();
+  app.add_option("--svg", o.svg_path, "where to draw the plot")->capture_default_str();
   app.add_option("--data-dir", base.data_dir, "Fashion-MNIST folder");
-  app.add_option("--ddp-worker", worker_result, "internal: run as one DDP worker")->group("");
+  app.add_option("--ddp-worker", o.worker_result, "internal: run as one DDP worker")->group("");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     const int code = app.exit(e);
     return code == 0 ? dpe::tools::kExitOk : dpe::tools::kExitUsage;
   }
+  o.batches_given = batches_opt->count() > 0;
+  o.warmup_given = warmup_opt->count() > 0;
+  o.steps_given = steps_opt->count() > 0;
+  return kRun;
+}
+
+// One DDP rank of a run_ddp started by the bench itself (--ddp-worker).
+void run_ddp_worker(const Options& o) {
+  BenchConfig c = o.base;
+  c.model = o.models.at(0);
+  c.global_batch = o.batches.at(0);  // run_ddp passes the model's batch explicitly
+  c.ddp_backend = o.ddp_backends.at(0);
+  dpe::tools::ddp_worker(c, o.worker_result);
+}
+
+// Checks what would fail every run before any starts: each model's --context (a usage error) and
+// the Fashion-MNIST files when a model reads them (a data error). Returns kRun or the exit code.
+int check_inputs(const Options& o) {
+  for (const std::string& model : o.models) {
+    try {
+      dpe::tools::bench_context(model, o.base.context);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "bench: %s\n", e.what());
+      return dpe::tools::kExitUsage;
+    }
+  }
+  for (const std::string& model : o.models) {
+    if (model != "mlp" && model != "convnet" && model != "resnet-tiny") continue;
+    try {
+      dpe::FashionMnist(o.base.data_dir.empty() ? dpe::FashionMnist::kDefaultRoot : o.base.data_dir,
+                        true);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "bench: %s\n", e.what());
+      return dpe::tools::kExitData;
+    }
+    break;
+  }
+  return kRun;
+}
+
+// The machine, how the figures are measured, and the table's header.
+void print_preamble(const Options& o, unsigned cores, double peak) {
+  const BenchConfig& base = o.base;
+  std::printf("machine: %u cores; single-thread SGEMM (oneDNN, 1024^3) peak %.1f GFLOP/s\n", cores,
+              peak);
+  std::printf(
+      "every device/process computes with %d thread%s; samples/s = global batch / median "
+      "step time over %d steps after %d warm-up steps (gpt, resnet50: %d after %d "
+      "unless --steps/--warmup say otherwise); tokens/s = samples/s x context; ddp/B: DDP "
+      "over process group B, gradient_as_bucket_view=%s, all-reduces start %s; batch norm + "
+      "ReLU %s\n",
+      base.threads, base.threads == 1 ? "" : "s", base.steps, base.warmup,
+      o.steps_given ? base.steps : 3, o.warmup_given ? base.warmup : 1,
+      base.bucket_view ? "true" : "false",
+      base.overlap == "auto"     ? "as --overlap auto decides (JSON: overlap_during_backward)"
+      : base.overlap == "during" ? "during backward"
+                                 : "after backward",
+      base.fuse ? "fused" : "unfused (--fuse false)");
+  for (int n : o.device_counts) {
+    if (n * base.threads > static_cast<int>(cores)) {
+      std::printf(
+          "note: %d devices x %d threads oversubscribe the %u cores: their figures "
+          "share the CPU\n",
+          n, base.threads, cores);
+    }
+  }
+  std::printf("\n%-11s %6s %8s %4s %9s %10s %9s %7s %8s %6s %9s  %s\n", "model", "batch", "mode",
+              "dev", "step ms", "samples/s", "tokens/s", "speedup", "GFLOP/s", "%peak", "DP ovh us",
+              "per device: peak memory / busy share");
+}
+
+// One row of the table: the run `r` of configuration `c`.
+void print_row(const BenchConfig& c, const BenchResult& r, double speedup, double peak) {
+  std::string per_device;
+  for (const auto& d : r.devices) {
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "%s %s/%.0f%%  ", d.device.c_str(),
+                  dpe::format_bytes(static_cast<int64_t>(d.peak_bytes)).c_str(),
+                  100 * d.busy_share);
+    per_device += buf;
+  }
+  // DataParallel's own work per step on device 0: replicate, scatter, gather and reduce-add
+  // (StepProfiler phases 0, 1, 3 and 6).
+  const double overhead_us =
+      c.mode == "dp" ? 1000 * (r.phase_ms[0] + r.phase_ms[1] + r.phase_ms[3] + r.phase_ms[6]) : 0;
+  if (c.mode == "dp") {
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "hand-offs %.0f/step, %.0f us each", r.handoffs_per_step,
+                  r.handoff_wait_us);
+    per_device += buf;
+  }
+  char overhead[16] = "-";
+  if (c.mode == "dp") std::snprintf(overhead, sizeof overhead, "%.0f", overhead_us);
+  char tokens[24] = "-";
+  if (r.tokens_per_second > 0) {
+    std::snprintf(tokens, sizeof tokens, "%.0f", r.tokens_per_second);
+  }
+  const std::string label = dpe::tools::mode_label(c);
+  std::printf("%-11s %6lld %8s %4d %9.2f %10.1f %9s %7.2f %8.1f %5.0f%% %9s  %s\n", c.model.c_str(),
+              static_cast<long long>(c.global_batch), label.c_str(), c.devices, r.step_ms,
+              r.samples_per_second, tokens, speedup, r.gflops,
+              100 * r.gflops / (peak * c.devices * c.threads), overhead, per_device.c_str());
+  std::fflush(stdout);
+}
+
+// Every run's result and its JSON, in the table's order.
+struct Runs {
+  nlohmann::json all = nlohmann::json::array();
+  std::vector<BenchResult> results;
+};
+
+// Runs `model` at each of its batches and device counts: one device, then DataParallel and DDP
+// over each backend; prints a row for each run and adds it to `runs`.
+void run_model(const Options& o, const std::string& model, double peak, Runs& runs) {
+  // The gpt models' and resnet50's steps take seconds here: smaller defaults keep a run short.
+  const bool heavy = dpe::models::is_language_model(model) || model == "resnet50";
+  BenchConfig model_base = o.base;
+  if (heavy && !o.warmup_given) model_base.warmup = 1;
+  if (heavy && !o.steps_given) model_base.steps = 3;
+  const std::vector<int64_t> model_batches =
+      heavy && !o.batches_given ? std::vector<int64_t>{8} : o.batches;
+  for (int64_t batch : model_batches) {
+    double one_device = 0;
+    for (int n : o.device_counts) {
+      std::vector<std::pair<std::string, std::string>> modes{{"dp", ""}};  // mode, backend
+      for (const std::string& b : o.ddp_backends) modes.emplace_back("ddp", b);
+      for (const auto& [mode, backend] : modes) {
+        if (n == 1 && mode == "ddp") continue;  // one device: the same step
+        BenchConfig c = model_base;
+        c.model = model;
+        c.global_batch = batch;
+        c.devices = n;
+        c.mode = n == 1 ? "single" : mode;
+        if (c.mode == "ddp") c.ddp_backend = backend;
+        BenchResult r = c.mode == "ddp" ? dpe::tools::run_ddp(c, dpe::tools::self_executable())
+                                        : dpe::tools::run_in_process(c);
+        if (n == 1) one_device = r.samples_per_second;
+        const double speedup = one_device > 0 ? r.samples_per_second / one_device : 0;
+        print_row(c, r, speedup, peak);
+        runs.all.push_back(to_json(r, speedup, peak));
+        runs.results.push_back(r);
+      }
+    }
+  }
+}
+
+// Writes the JSON of every run and the plot, and says where.
+void write_outputs(const Options& o, unsigned cores, double peak, const Runs& runs) {
+  nlohmann::json doc;
+  doc["gemm_peak_gflops_1_thread"] = peak;
+  doc["cores"] = cores;
+  doc["warmup"] = o.base.warmup;
+  doc["steps"] = o.base.steps;
+  doc["results"] = runs.all;
+  std::ofstream(o.json_path) << doc.dump(2) << "\n";
+  dpe::tools::write_bench_svg(o.svg_path, runs.results);
+  std::printf("\nwrote %s and %s\n", o.json_path.c_str(), o.svg_path.c_str());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  if (const int code = parse_options(argc, argv, o); code != kRun) return code;
   try {
     dpe::host_options_from_env();
   } catch (const std::exception& e) {
@@ -162,139 +342,20 @@ int main(int argc, char** argv) {
     return dpe::tools::kExitUsage;
   }
   try {
-    if (!worker_result.empty()) {
-      base.model = models.at(0);
-      base.global_batch = batches.at(0);  // run_ddp passes the model's batch explicitly
-      base.ddp_backend = ddp_backends.at(0);
-      dpe::tools::ddp_worker(base, worker_result);
+    if (!o.worker_result.empty()) {
+      run_ddp_worker(o);
       return 0;
     }
-    json_path = dpe::tools::user_path(json_path);
-    svg_path = dpe::tools::user_path(svg_path);
-    base.data_dir = dpe::tools::user_path(base.data_dir);
-    for (const std::string& model : models) {
-      try {
-        dpe::tools::bench_context(model, base.context);  // a bad --context fails before any run
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "bench: %s\n", e.what());
-        return dpe::tools::kExitUsage;
-      }
-    }
-    for (const std::string& model : models) {
-      if (model != "mlp" && model != "convnet" && model != "resnet-tiny") continue;
-      // The Fashion-MNIST files are read once before any run: a bad one is a data error.
-      try {
-        dpe::FashionMnist(base.data_dir.empty() ? dpe::FashionMnist::kDefaultRoot : base.data_dir,
-                          true);
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "bench: %s\n", e.what());
-        return dpe::tools::kExitData;
-      }
-      break;
-    }
+    o.json_path = dpe::tools::user_path(o.json_path);
+    o.svg_path = dpe::tools::user_path(o.svg_path);
+    o.base.data_dir = dpe::tools::user_path(o.base.data_dir);
+    if (const int code = check_inputs(o); code != kRun) return code;
     const unsigned cores = std::thread::hardware_concurrency();
     const double peak = dpe::tools::measure_gemm_gflops(1024, 5);
-    std::printf("machine: %u cores; single-thread SGEMM (oneDNN, 1024^3) peak %.1f GFLOP/s\n",
-                cores, peak);
-    std::printf(
-        "every device/process computes with %d thread%s; samples/s = global batch / median "
-        "step time over %d steps after %d warm-up steps (gpt, resnet50: %d after %d "
-        "unless --steps/--warmup say otherwise); tokens/s = samples/s x context; ddp/B: DDP "
-        "over process group B, gradient_as_bucket_view=%s, all-reduces start %s; batch norm + "
-        "ReLU %s\n",
-        base.threads, base.threads == 1 ? "" : "s", base.steps, base.warmup,
-        steps_opt->count() ? base.steps : 3, warmup_opt->count() ? base.warmup : 1,
-        base.bucket_view ? "true" : "false",
-        base.overlap == "auto"     ? "as --overlap auto decides (JSON: overlap_during_backward)"
-        : base.overlap == "during" ? "during backward"
-                                   : "after backward",
-        base.fuse ? "fused" : "unfused (--fuse false)");
-    for (int n : device_counts) {
-      if (n * base.threads > static_cast<int>(cores)) {
-        std::printf(
-            "note: %d devices x %d threads oversubscribe the %u cores: their figures "
-            "share the CPU\n",
-            n, base.threads, cores);
-      }
-    }
-    std::printf("\n%-11s %6s %8s %4s %9s %10s %9s %7s %8s %6s %9s  %s\n", "model", "batch", "mode",
-                "dev", "step ms", "samples/s", "tokens/s", "speedup", "GFLOP/s", "%peak",
-                "DP ovh us", "per device: peak memory / busy share");
-    nlohmann::json all = nlohmann::json::array();
-    std::vector<BenchResult> results;
-    for (const std::string& model : models) {
-      // The gpt models' and resnet50's steps take seconds here: smaller defaults keep a run
-      // short.
-      const bool heavy = dpe::models::is_language_model(model) || model == "resnet50";
-      BenchConfig model_base = base;
-      if (heavy && warmup_opt->count() == 0) model_base.warmup = 1;
-      if (heavy && steps_opt->count() == 0) model_base.steps = 3;
-      const std::vector<int64_t> model_batches =
-          heavy && batches_opt->count() == 0 ? std::vector<int64_t>{8} : batches;
-      for (int64_t batch : model_batches) {
-        double one_device = 0;
-        for (int n : device_counts) {
-          std::vector<std::pair<std::string, std::string>> runs{{"dp", ""}};  // mode, backend
-          for (const std::string& b : ddp_backends) runs.emplace_back("ddp", b);
-          for (const auto& [mode, backend] : runs) {
-            if (n == 1 && mode == "ddp") continue;  // one device: the same step
-            BenchConfig c = model_base;
-            c.model = model;
-            c.global_batch = batch;
-            c.devices = n;
-            c.mode = n == 1 ? "single" : mode;
-            if (c.mode == "ddp") c.ddp_backend = backend;
-            BenchResult r = c.mode == "ddp" ? dpe::tools::run_ddp(c, dpe::tools::self_executable())
-                                            : dpe::tools::run_in_process(c);
-            if (n == 1) one_device = r.samples_per_second;
-            const double speedup = one_device > 0 ? r.samples_per_second / one_device : 0;
-            std::string per_device;
-            for (const auto& d : r.devices) {
-              char buf[96];
-              std::snprintf(buf, sizeof buf, "%s %s/%.0f%%  ", d.device.c_str(),
-                            dpe::format_bytes(static_cast<int64_t>(d.peak_bytes)).c_str(),
-                            100 * d.busy_share);
-              per_device += buf;
-            }
-            // DataParallel's own work per step on device 0: replicate, scatter, gather and
-            // reduce-add (StepProfiler phases 0, 1, 3 and 6).
-            const double overhead_us =
-                c.mode == "dp"
-                    ? 1000 * (r.phase_ms[0] + r.phase_ms[1] + r.phase_ms[3] + r.phase_ms[6])
-                    : 0;
-            if (c.mode == "dp") {
-              char buf[96];
-              std::snprintf(buf, sizeof buf, "hand-offs %.0f/step, %.0f us each",
-                            r.handoffs_per_step, r.handoff_wait_us);
-              per_device += buf;
-            }
-            char overhead[16] = "-";
-            if (c.mode == "dp") std::snprintf(overhead, sizeof overhead, "%.0f", overhead_us);
-            char tokens[24] = "-";
-            if (r.tokens_per_second > 0) {
-              std::snprintf(tokens, sizeof tokens, "%.0f", r.tokens_per_second);
-            }
-            const std::string label = dpe::tools::mode_label(c);
-            std::printf("%-11s %6lld %8s %4d %9.2f %10.1f %9s %7.2f %8.1f %5.0f%% %9s  %s\n",
-                        model.c_str(), static_cast<long long>(batch), label.c_str(), n, r.step_ms,
-                        r.samples_per_second, tokens, speedup, r.gflops,
-                        100 * r.gflops / (peak * n * c.threads), overhead, per_device.c_str());
-            std::fflush(stdout);
-            all.push_back(to_json(r, speedup, peak));
-            results.push_back(r);
-          }
-        }
-      }
-    }
-    nlohmann::json doc;
-    doc["gemm_peak_gflops_1_thread"] = peak;
-    doc["cores"] = cores;
-    doc["warmup"] = base.warmup;
-    doc["steps"] = base.steps;
-    doc["results"] = all;
-    std::ofstream(json_path) << doc.dump(2) << "\n";
-    dpe::tools::write_bench_svg(svg_path, results);
-    std::printf("\nwrote %s and %s\n", json_path.c_str(), svg_path.c_str());
+    print_preamble(o, cores, peak);
+    Runs runs;
+    for (const std::string& model : o.models) run_model(o, model, peak, runs);
+    write_outputs(o, cores, peak, runs);
     return dpe::tools::kExitOk;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench: %s\n", e.what());

@@ -1,8 +1,9 @@
-// The main demo: the seeds' DataParallel example on host devices — a Linear(5, 2) model wrapped
-// in DataParallel, a RandomDataset of 100 samples of size 5, batch 30 — printing what each
-// replica receives, then the imbalance DataParallel causes on device 0 where users meet it: the
-// small GPT language model on 2 and 4 host devices, plain DataParallel against its two ways out
-// (tools/lm_imbalance.h). `--model convnet|mlp|toy` profiles one of the seeds' models instead.
+// The main demo: the seeds' DataParallel example on host devices — a Linear(5, 2) model wrapped in
+// DataParallel, a RandomDataset of 100 samples of size 5, batch 30 — printing what each replica
+// receives, then the imbalance DataParallel causes on device 0 where users meet it: the small GPT
+// language model on 2 and 4 host devices, plain DataParallel against its two ways out
+// (tools/demo_lib/lm_imbalance.h). `--model convnet|mlp|toy` profiles one of the seeds' models
+// instead.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <cstdlib>
@@ -22,10 +23,10 @@
 #include "engine/parallel/imbalance_report.h"
 #include "models/by_name.h"
 #include "models/demo_model.h"
-#include "tools/exit_codes.h"
-#include "tools/lm_imbalance.h"
-#include "tools/local_ranks.h"
-#include "tools/paths.h"
+#include "tools/common/exit_codes.h"
+#include "tools/common/local_ranks.h"
+#include "tools/common/paths.h"
+#include "tools/demo_lib/lm_imbalance.h"
 
 namespace {
 
@@ -135,7 +136,7 @@ dpe::tools::LmImbalanceOptions lm_options(const Flags& f) {
   return o;
 }
 
-// The flags that make a DDP rank run the same configuration (tools/lm_imbalance.h).
+// The flags that make a DDP rank run the same configuration (tools/demo_lib/lm_imbalance.h).
 std::vector<std::string> lm_worker_argv(const Flags& f, int64_t global_batch) {
   return {dpe::tools::self_executable(),
           "--model",

@@ -9,9 +9,10 @@
 // its workers a fresh random one, so only they can use the rendezvous store (README, "The
 // rendezvous store: threat model"); --rdzv-timeout sets their DPE_RDZV_TIMEOUT.
 //
-// Exit status (tools/exit_codes.h): 0 when every worker exited with 0; 2 for a bad launcher flag;
-// otherwise the exit code of the first worker that failed (128 + signal for a worker killed by a
-// signal, 127 for a program that cannot be run), or 128 + the signal that stopped the launcher.
+// Exit status (tools/common/exit_codes.h): 0 when every worker exited with 0; 2 for a bad launcher
+// flag; otherwise the exit code of the first worker that failed (128 + signal for a worker killed
+// by a signal, 127 for a program that cannot be run), or 128 + the signal that stopped the
+// launcher.
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -32,7 +33,7 @@
 #include <thread>
 #include <vector>
 
-#include "tools/exit_codes.h"
+#include "tools/common/exit_codes.h"
 
 namespace {
 
@@ -150,30 +151,43 @@ std::string random_token() {
   return token;
 }
 
-}  // namespace
+using Clock = std::chrono::steady_clock;
+using dpe::tools::kExitFailure;
+using dpe::tools::kExitOk;
+using dpe::tools::kExitUsage;
 
-int main(int argc, char** argv) {
-  CLI::App app{
-      "dpe-launch: starts one process per device, like torchrun.\n"
-      "Usage: dpe-launch [options] program [program arguments...]"};
+// parse_options' answer when the launcher goes on to start the workers.
+constexpr int kRun = -1;
+
+struct Options {
   int nproc_per_node = 1;
   int nnodes = 1;
   int node_rank = 0;
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
   double grace_s = 5.0;
+  std::string rdzv_timeout;          // the workers' DPE_RDZV_TIMEOUT; empty: left as it is
+  std::vector<std::string> command;  // the program and its arguments
+};
+
+// Reads the command line into `o`. Returns kRun, or the exit code when there is nothing to run
+// (--help, or a bad flag: CLI11 or the launcher has printed why).
+int parse_options(int argc, char** argv, Options& o) {
+  CLI::App app{
+      "dpe-launch: starts one process per device, like torchrun.\n"
+      "Usage: dpe-launch [options] program [program arguments...]"};
   double rdzv_timeout_s = 0;
-  app.add_option("--nproc_per_node,--nproc-per-node", nproc_per_node,
+  app.add_option("--nproc_per_node,--nproc-per-node", o.nproc_per_node,
                  "processes (workers) on this node, one per device")
       ->check(CLI::Range(1, 4096));
-  app.add_option("--nnodes", nnodes, "number of nodes")->check(CLI::Range(1, 1 << 16));
-  app.add_option("--node_rank,--node-rank", node_rank, "rank of this node, 0..nnodes-1")
+  app.add_option("--nnodes", o.nnodes, "number of nodes")->check(CLI::Range(1, 1 << 16));
+  app.add_option("--node_rank,--node-rank", o.node_rank, "rank of this node, 0..nnodes-1")
       ->check(CLI::NonNegativeNumber);
-  app.add_option("--master_addr,--master-addr", master_addr,
+  app.add_option("--master_addr,--master-addr", o.master_addr,
                  "address of the node that runs rank 0 (it serves the rendezvous store)");
-  app.add_option("--master_port,--master-port", master_port, "port of the rendezvous store")
+  app.add_option("--master_port,--master-port", o.master_port, "port of the rendezvous store")
       ->check(CLI::Range(1, 65535));
-  app.add_option("--grace", grace_s,
+  app.add_option("--grace", o.grace_s,
                  "seconds the other workers get after SIGTERM, once one has failed, before "
                  "SIGKILL")
       ->check(finite_range(0, 3600));
@@ -188,47 +202,54 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     const int code = app.exit(e);  // prints help or the error
-    return code == 0 ? dpe::tools::kExitOk : dpe::tools::kExitUsage;
+    return code == 0 ? kExitOk : kExitUsage;
   }
-  std::vector<std::string> command = app.remaining();
-  if (command.empty()) {
+  o.command = app.remaining();
+  if (o.command.empty()) {
     std::cerr << "dpe-launch: no program given\n" << app.help();
-    return dpe::tools::kExitUsage;
+    return kExitUsage;
   }
-  if (node_rank >= nnodes) {
-    std::cerr << "dpe-launch: --node_rank " << node_rank << " must be below --nnodes " << nnodes
+  if (o.node_rank >= o.nnodes) {
+    std::cerr << "dpe-launch: --node_rank " << o.node_rank << " must be below --nnodes " << o.nnodes
               << "\n";
-    return dpe::tools::kExitUsage;
+    return kExitUsage;
   }
-  char rdzv_timeout_text[32] = "";
   if (rdzv_timeout->count() > 0) {
-    std::snprintf(rdzv_timeout_text, sizeof rdzv_timeout_text, "%.17g", rdzv_timeout_s);
+    char text[32];
+    std::snprintf(text, sizeof text, "%.17g", rdzv_timeout_s);
+    o.rdzv_timeout = text;
   }
-  // One node, no token given: a fresh secret for this job's store. Several nodes must share one,
-  // so there the user sets DPE_STORE_TOKEN (the launchers of different nodes cannot agree on a
-  // random one).
-  std::string store_token;
+  return kRun;
+}
+
+// The DPE_STORE_TOKEN to give the workers, in `*token`: empty when they keep their own. One node,
+// no token given: a fresh secret for this job's store. Several nodes must share one, so there the
+// user sets DPE_STORE_TOKEN (the launchers of different nodes cannot agree on a random one).
+// False, said on stderr, when the kernel's generator cannot be read.
+bool make_store_token(int nnodes, std::string* token) {
   if (const char* t = std::getenv("DPE_STORE_TOKEN"); t == nullptr && nnodes == 1) {
-    store_token = random_token();
-    if (store_token.empty()) {
+    *token = random_token();
+    if (token->empty()) {
       std::fprintf(stderr, "dpe-launch: cannot read /dev/urandom for DPE_STORE_TOKEN: %s\n",
                    std::strerror(errno));
-      return dpe::tools::kExitFailure;
+      return false;
     }
   }
-  const int world_size = nproc_per_node * nnodes;
-  // Under `bazel run`, paths on the command line (the program, its files) are the user's.
+  return true;
+}
+
+// Under `bazel run`, paths on the command line (the program, its files) are the user's.
+void enter_user_directory() {
   if (const char* wd = std::getenv("BUILD_WORKING_DIRECTORY"); wd != nullptr && *wd != '\0') {
     if (::chdir(wd) != 0) std::perror("dpe-launch: chdir to BUILD_WORKING_DIRECTORY");
   }
-  // The node's cores are shared by its workers: each device computes with its share.
-  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  const std::string threads_per_worker =
-      std::to_string(std::max(1u, cores / static_cast<unsigned>(nproc_per_node)));
+}
 
+// SIGINT, SIGTERM and SIGCHLD become bytes on g_signal_pipe, read by the supervising loop.
+bool install_signal_handlers() {
   if (::pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
     std::perror("dpe-launch: pipe");
-    return dpe::tools::kExitFailure;
+    return false;
   }
   struct sigaction sa {};
   sa.sa_handler = on_signal;
@@ -237,77 +258,210 @@ int main(int argc, char** argv) {
   ::sigaction(SIGINT, &sa, nullptr);
   ::sigaction(SIGTERM, &sa, nullptr);
   ::sigaction(SIGCHLD, &sa, nullptr);
+  return true;
+}
 
-  std::vector<Worker> workers(static_cast<size_t>(nproc_per_node));
+// What every worker of this node is started with.
+struct Job {
+  Options options;
+  int world_size = 1;
+  std::string threads_per_worker;  // DPE_HOST_THREADS
+  std::string store_token;         // DPE_STORE_TOKEN; empty: the inherited one
+};
+
+// The child's side of the fork: becomes worker `w` running the job's program; never returns.
+[[noreturn]] void exec_worker(const Job& job, const Worker& w, int out_fd, int err_fd,
+                              pid_t launcher_pid) {
+  const Options& o = job.options;
+  // Die with the launcher, kill -9 included. The launcher may have died between fork and
+  // prctl, before the signal was armed: then this process was already re-parented.
+  if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || ::getppid() != launcher_pid) ::_exit(1);
+  ::dup2(out_fd, STDOUT_FILENO);
+  ::dup2(err_fd, STDERR_FILENO);
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  ::sigaction(SIGINT, &dfl, nullptr);
+  ::sigaction(SIGTERM, &dfl, nullptr);
+  ::sigaction(SIGCHLD, &dfl, nullptr);
+  ::setenv("RANK", std::to_string(w.rank).c_str(), 1);
+  ::setenv("LOCAL_RANK", std::to_string(w.local_rank).c_str(), 1);
+  ::setenv("WORLD_SIZE", std::to_string(job.world_size).c_str(), 1);
+  ::setenv("LOCAL_WORLD_SIZE", std::to_string(o.nproc_per_node).c_str(), 1);
+  ::setenv("GROUP_RANK", std::to_string(o.node_rank).c_str(), 1);
+  ::setenv("MASTER_ADDR", o.master_addr.c_str(), 1);
+  ::setenv("MASTER_PORT", std::to_string(o.master_port).c_str(), 1);
+  // Each worker drives one host device; several workers on one node share its cores.
+  ::setenv("DPE_HOST_DEVICES", "1", 0);
+  ::setenv("DPE_HOST_THREADS", job.threads_per_worker.c_str(), 0);
+  if (o.nproc_per_node > 1) ::setenv("OMP_NUM_THREADS", "1", 0);
+  if (!job.store_token.empty()) ::setenv("DPE_STORE_TOKEN", job.store_token.c_str(), 0);
+  if (!o.rdzv_timeout.empty()) ::setenv("DPE_RDZV_TIMEOUT", o.rdzv_timeout.c_str(), 1);
+  std::vector<char*> args;
+  // execvp does not write through argv; its signature predates const.
+  for (const auto& a : o.command) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  ::execvp(args[0], args.data());
+  std::fprintf(stderr, "dpe-launch: cannot run '%s': %s\n", args[0], std::strerror(errno));
+  std::fflush(stderr);
+  ::_exit(127);
+}
+
+// Forks the node's workers, their stdout and stderr piped to the launcher. False, said on
+// stderr, when a pipe or a fork fails (a failed fork kills the workers already started).
+bool start_workers(const Job& job, std::vector<Worker>& workers) {
+  const Options& o = job.options;
   std::fflush(nullptr);
   const pid_t launcher_pid = ::getpid();
-  for (int local = 0; local < nproc_per_node; ++local) {
+  for (int local = 0; local < o.nproc_per_node; ++local) {
     Worker& w = workers[local];
     w.local_rank = local;
-    w.rank = nproc_per_node * node_rank + local;
+    w.rank = o.nproc_per_node * o.node_rank + local;
     int out_pipe[2];
     int err_pipe[2];
     if (::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0) {
       std::perror("dpe-launch: pipe");
-      return dpe::tools::kExitFailure;
+      return false;
     }
     const pid_t pid = ::fork();
     if (pid < 0) {
       std::perror("dpe-launch: fork");
-      for (auto& o : workers)
-        if (o.pid > 0) ::kill(o.pid, SIGKILL);
-      return dpe::tools::kExitFailure;
+      for (auto& other : workers)
+        if (other.pid > 0) ::kill(other.pid, SIGKILL);
+      return false;
     }
-    if (pid == 0) {
-      // Die with the launcher, kill -9 included. The launcher may have died between fork and
-      // prctl, before the signal was armed: then this process was already re-parented.
-      if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || ::getppid() != launcher_pid) ::_exit(1);
-      ::dup2(out_pipe[1], STDOUT_FILENO);
-      ::dup2(err_pipe[1], STDERR_FILENO);
-      struct sigaction dfl {};
-      dfl.sa_handler = SIG_DFL;
-      sigemptyset(&dfl.sa_mask);
-      ::sigaction(SIGINT, &dfl, nullptr);
-      ::sigaction(SIGTERM, &dfl, nullptr);
-      ::sigaction(SIGCHLD, &dfl, nullptr);
-      ::setenv("RANK", std::to_string(w.rank).c_str(), 1);
-      ::setenv("LOCAL_RANK", std::to_string(local).c_str(), 1);
-      ::setenv("WORLD_SIZE", std::to_string(world_size).c_str(), 1);
-      ::setenv("LOCAL_WORLD_SIZE", std::to_string(nproc_per_node).c_str(), 1);
-      ::setenv("GROUP_RANK", std::to_string(node_rank).c_str(), 1);
-      ::setenv("MASTER_ADDR", master_addr.c_str(), 1);
-      ::setenv("MASTER_PORT", std::to_string(master_port).c_str(), 1);
-      // Each worker drives one host device; several workers on one node share its cores.
-      ::setenv("DPE_HOST_DEVICES", "1", 0);
-      ::setenv("DPE_HOST_THREADS", threads_per_worker.c_str(), 0);
-      if (nproc_per_node > 1) ::setenv("OMP_NUM_THREADS", "1", 0);
-      if (!store_token.empty()) ::setenv("DPE_STORE_TOKEN", store_token.c_str(), 0);
-      if (rdzv_timeout_text[0] != '\0') ::setenv("DPE_RDZV_TIMEOUT", rdzv_timeout_text, 1);
-      std::vector<char*> args;
-      for (auto& a : command) args.push_back(a.data());
-      args.push_back(nullptr);
-      ::execvp(args[0], args.data());
-      std::fprintf(stderr, "dpe-launch: cannot run '%s': %s\n", args[0], std::strerror(errno));
-      std::fflush(stderr);
-      ::_exit(127);
-    }
+    if (pid == 0) exec_worker(job, w, out_pipe[1], err_pipe[1], launcher_pid);
     ::close(out_pipe[1]);
     ::close(err_pipe[1]);
     w.pid = pid;
     w.streams[0] = Stream{out_pipe[0], "", stdout};
     w.streams[1] = Stream{err_pipe[0], "", stderr};
   }
+  return true;
+}
 
-  using Clock = std::chrono::steady_clock;
+// The job as the supervising loop sees it, beyond each worker's own state.
+struct JobState {
   int failed = -1;      // index of the first worker that failed
   int stop_signal = 0;  // the signal that stopped the launcher
-  auto kill_deadline = Clock::time_point::max();
-  const auto grace = std::chrono::milliseconds(static_cast<int64_t>(grace_s * 1000));
-  const auto stop_all = [&](int sig) {
-    for (auto& w : workers)
-      if (!w.exited) ::kill(w.pid, sig);
-  };
+  Clock::time_point kill_deadline = Clock::time_point::max();
+  std::chrono::milliseconds grace{0};
+};
 
+void stop_all(std::vector<Worker>& workers, int sig) {
+  for (auto& w : workers)
+    if (!w.exited) ::kill(w.pid, sig);
+}
+
+// Reads the signals the launcher received: the first SIGINT or SIGTERM stops the workers.
+void handle_signals(std::vector<Worker>& workers, JobState& job) {
+  unsigned char sig = 0;
+  while (::read(g_signal_pipe[0], &sig, 1) == 1) {
+    if ((sig == SIGINT || sig == SIGTERM) && job.stop_signal == 0) {
+      job.stop_signal = sig;
+      std::fprintf(stderr, "dpe-launch: received %s; stopping the workers\n", strsignal(sig));
+      stop_all(workers, SIGTERM);
+      job.kill_deadline = Clock::now() + job.grace;
+    }
+  }
+}
+
+// Waits up to 100 ms (200 once every worker has exited) for the workers' output and the
+// launcher's signals, and handles what came. False, said on stderr, when poll fails.
+bool handle_events(std::vector<Worker>& workers, bool running, JobState& job) {
+  std::vector<pollfd> fds;
+  std::vector<std::pair<Worker*, Stream*>> owners;
+  fds.push_back(pollfd{g_signal_pipe[0], POLLIN, 0});
+  owners.emplace_back(nullptr, nullptr);
+  for (auto& w : workers) {
+    for (auto& s : w.streams) {
+      if (s.fd < 0) continue;
+      fds.push_back(pollfd{s.fd, POLLIN, 0});
+      owners.emplace_back(&w, &s);
+    }
+  }
+  // Once every worker has exited, a grandchild may still hold a pipe open: don't wait on it.
+  const int timeout_ms = running ? 100 : 200;
+  const int rc = ::poll(fds.data(), fds.size(), timeout_ms);
+  if (rc < 0 && errno != EINTR) {
+    std::perror("dpe-launch: poll");
+    return false;
+  }
+  if (rc == 0 && !running) {
+    for (auto& w : workers)
+      for (auto& s : w.streams) close_stream(w, s);
+    return true;
+  }
+  for (size_t i = 0; rc > 0 && i < fds.size(); ++i) {
+    if (fds[i].revents == 0) continue;
+    if (owners[i].first == nullptr) {
+      handle_signals(workers, job);
+      continue;
+    }
+    char buf[65536];
+    const ssize_t k = ::read(fds[i].fd, buf, sizeof(buf));
+    if (k > 0) {
+      forward(*owners[i].first, *owners[i].second, buf, static_cast<size_t>(k));
+    } else if (k == 0 || (errno != EINTR && errno != EAGAIN)) {
+      close_stream(*owners[i].first, *owners[i].second);
+    }
+  }
+  return true;
+}
+
+// Reaps the workers that have exited; the first failure stops the others.
+void reap_workers(std::vector<Worker>& workers, JobState& job) {
+  for (size_t i = 0; i < workers.size(); ++i) {
+    Worker& w = workers[i];
+    if (w.exited) continue;
+    int status = 0;
+    const pid_t pid = ::waitpid(w.pid, &status, WNOHANG);
+    if (pid == 0 || (pid < 0 && errno == EINTR)) continue;
+    w.exited = true;
+    w.status = status;
+    const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    if (!ok && job.failed < 0 && job.stop_signal == 0) {
+      job.failed = static_cast<int>(i);
+      std::fprintf(stderr, "dpe-launch: worker rank %d (pid %d) %s; stopping the others\n", w.rank,
+                   static_cast<int>(w.pid), describe(status).c_str());
+      stop_all(workers, SIGTERM);
+      job.kill_deadline = Clock::now() + job.grace;
+    }
+  }
+}
+
+// Once the grace after SIGTERM is over, SIGKILL for the workers still running.
+void kill_after_grace(std::vector<Worker>& workers, JobState& job) {
+  if (Clock::now() < job.kill_deadline) return;
+  for (auto& w : workers) {
+    if (w.exited) continue;
+    std::fprintf(stderr,
+                 "dpe-launch: worker rank %d (pid %d) did not stop after SIGTERM; "
+                 "sending SIGKILL\n",
+                 w.rank, static_cast<int>(w.pid));
+    ::kill(w.pid, SIGKILL);
+  }
+  job.kill_deadline = Clock::time_point::max();
+}
+
+// The launcher's exit status (file comment, "Exit status") once every worker has exited.
+int exit_status(const std::vector<Worker>& workers, const JobState& job) {
+  if (job.stop_signal != 0) return 128 + job.stop_signal;
+  if (job.failed >= 0) {
+    const Worker& w = workers[job.failed];
+    std::fprintf(stderr, "dpe-launch: worker rank %d (pid %d) %s\n", w.rank,
+                 static_cast<int>(w.pid), describe(w.status).c_str());
+    const int code = exit_code_of(w.status);
+    return code == 0 ? kExitFailure : code;
+  }
+  return 0;
+}
+
+// Forwards the workers' output and reaps them until every one has exited and closed its
+// streams; returns the launcher's exit status.
+int supervise(std::vector<Worker>& workers, double grace_s) {
+  JobState job;
+  job.grace = std::chrono::milliseconds(static_cast<int64_t>(grace_s * 1000));
   while (true) {
     bool open_streams = false;
     bool running = false;
@@ -316,91 +470,31 @@ int main(int argc, char** argv) {
       for (auto& s : w.streams) open_streams = open_streams || s.fd >= 0;
     }
     if (!running && !open_streams) break;
-
-    std::vector<pollfd> fds;
-    std::vector<std::pair<Worker*, Stream*>> owners;
-    fds.push_back(pollfd{g_signal_pipe[0], POLLIN, 0});
-    owners.emplace_back(nullptr, nullptr);
-    for (auto& w : workers) {
-      for (auto& s : w.streams) {
-        if (s.fd < 0) continue;
-        fds.push_back(pollfd{s.fd, POLLIN, 0});
-        owners.emplace_back(&w, &s);
-      }
+    if (!handle_events(workers, running, job)) {
+      stop_all(workers, SIGKILL);
+      return kExitFailure;
     }
-    // Once every worker has exited, a grandchild may still hold a pipe open: don't wait on it.
-    const int timeout_ms = running ? 100 : 200;
-    const int rc = ::poll(fds.data(), fds.size(), timeout_ms);
-    if (rc < 0 && errno != EINTR) {
-      std::perror("dpe-launch: poll");
-      stop_all(SIGKILL);
-      return dpe::tools::kExitFailure;
-    }
-    if (rc == 0 && !running) {
-      for (auto& w : workers)
-        for (auto& s : w.streams) close_stream(w, s);
-      continue;
-    }
-    for (size_t i = 0; rc > 0 && i < fds.size(); ++i) {
-      if (fds[i].revents == 0) continue;
-      if (owners[i].first == nullptr) {
-        unsigned char sig = 0;
-        while (::read(g_signal_pipe[0], &sig, 1) == 1) {
-          if ((sig == SIGINT || sig == SIGTERM) && stop_signal == 0) {
-            stop_signal = sig;
-            std::fprintf(stderr, "dpe-launch: received %s; stopping the workers\n", strsignal(sig));
-            stop_all(SIGTERM);
-            kill_deadline = Clock::now() + grace;
-          }
-        }
-        continue;
-      }
-      char buf[65536];
-      const ssize_t k = ::read(fds[i].fd, buf, sizeof(buf));
-      if (k > 0) {
-        forward(*owners[i].first, *owners[i].second, buf, static_cast<size_t>(k));
-      } else if (k == 0 || (errno != EINTR && errno != EAGAIN)) {
-        close_stream(*owners[i].first, *owners[i].second);
-      }
-    }
-    // Reap the workers that have exited.
-    for (size_t i = 0; i < workers.size(); ++i) {
-      Worker& w = workers[i];
-      if (w.exited) continue;
-      int status = 0;
-      const pid_t pid = ::waitpid(w.pid, &status, WNOHANG);
-      if (pid == 0 || (pid < 0 && errno == EINTR)) continue;
-      w.exited = true;
-      w.status = status;
-      const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-      if (!ok && failed < 0 && stop_signal == 0) {
-        failed = static_cast<int>(i);
-        std::fprintf(stderr, "dpe-launch: worker rank %d (pid %d) %s; stopping the others\n",
-                     w.rank, static_cast<int>(w.pid), describe(status).c_str());
-        stop_all(SIGTERM);
-        kill_deadline = Clock::now() + grace;
-      }
-    }
-    if (Clock::now() >= kill_deadline) {
-      for (auto& w : workers) {
-        if (w.exited) continue;
-        std::fprintf(stderr,
-                     "dpe-launch: worker rank %d (pid %d) did not stop after SIGTERM; "
-                     "sending SIGKILL\n",
-                     w.rank, static_cast<int>(w.pid));
-        ::kill(w.pid, SIGKILL);
-      }
-      kill_deadline = Clock::time_point::max();
-    }
+    reap_workers(workers, job);
+    kill_after_grace(workers, job);
   }
+  return exit_status(workers, job);
+}
 
-  if (stop_signal != 0) return 128 + stop_signal;
-  if (failed >= 0) {
-    const Worker& w = workers[failed];
-    std::fprintf(stderr, "dpe-launch: worker rank %d (pid %d) %s\n", w.rank,
-                 static_cast<int>(w.pid), describe(w.status).c_str());
-    const int code = exit_code_of(w.status);
-    return code == 0 ? dpe::tools::kExitFailure : code;
-  }
-  return 0;
+}  // namespace
+
+int main(int argc, char** argv) {
+  Job job;
+  if (const int code = parse_options(argc, argv, job.options); code != kRun) return code;
+  const Options& o = job.options;
+  if (!make_store_token(o.nnodes, &job.store_token)) return kExitFailure;
+  job.world_size = o.nproc_per_node * o.nnodes;
+  enter_user_directory();
+  // The node's cores are shared by its workers: each device computes with its share.
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  job.threads_per_worker =
+      std::to_string(std::max(1u, cores / static_cast<unsigned>(o.nproc_per_node)));
+  if (!install_signal_handlers()) return kExitFailure;
+  std::vector<Worker> workers(static_cast<size_t>(o.nproc_per_node));
+  if (!start_workers(job, workers)) return kExitFailure;
+  return supervise(workers, o.grace_s);
 }

@@ -2,22 +2,23 @@
 // training step of a model on host devices (the engine's real schedule, without the arithmetic),
 // then replays it on a described cluster for 1, 2, 4, 8 GPUs (and two nodes): step time of
 // DataParallel and DDP, speed-ups, per-GPU peak memory, device 0's extra, the limiting phase.
-// Exit codes (tools/exit_codes.h): 0 done, 1 a run failed, 2 bad flags.
+// Exit codes (tools/common/exit_codes.h): 0 done, 1 a run failed, 2 bad flags.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "models/by_name.h"
+#include "tools/common/exit_codes.h"
+#include "tools/common/paths.h"
 #include "tools/cost_model/cluster.h"
 #include "tools/cost_model/replay.h"
 #include "tools/cost_model/sim_plot.h"
 #include "tools/cost_model/step_trace.h"
-#include "tools/exit_codes.h"
-#include "tools/paths.h"
 
 namespace {
 
@@ -49,15 +50,22 @@ std::string fmt(const char* f, double v) {
   return buf;
 }
 
-}  // namespace
+// parse_options' answer when sim goes on to predict.
+constexpr int kRun = -1;
 
-int main(int argc, char** argv) {
+struct Options {
   dpe::sim::StepSpec spec;
   std::string cluster_name = "dgx-a100", framework_name = "pytorch", precision = "fp32";
   std::string topo_file, json_path = "sim.json", svg_path = "sim.svg";
   std::vector<int> gpu_counts{1, 2, 4, 8};
   int nodes = 0;
   std::string loss = "device0";
+};
+
+// Reads the command line into `o`. Returns kRun, or the exit code when there is nothing to run
+// (--help, or a bad flag: CLI11 has printed why).
+int parse_options(int argc, char** argv, Options& o) {
+  dpe::sim::StepSpec& spec = o.spec;
   CLI::App app{"dpe sim: DataParallel against DDP on GPUs, predicted from the model's ops"};
   app.add_option("--model", spec.model, "model")
       ->check(
@@ -76,7 +84,7 @@ int main(int argc, char** argv) {
   app.add_option("--image", spec.image, "resnet: image height and width")
       ->check(CLI::Range(int64_t{32}, int64_t{4096}))
       ->capture_default_str();
-  app.add_option("--loss", loss,
+  app.add_option("--loss", o.loss,
                  "DataParallel's loss: device0 (PyTorch's default: outputs gathered, loss on "
                  "device 0) or replicas (parallel_criterion, or a model that returns its loss)")
       ->check(CLI::IsMember({"device0", "replicas"}))
@@ -85,137 +93,185 @@ int main(int argc, char** argv) {
                "with --loss replicas: the outputs are gathered too (Hugging Face's Trainer)");
   app.add_option("--optimizer", spec.optimizer, "adamw or sgd (default: adamw for gpt, else sgd)")
       ->check(CLI::IsMember({"", "adamw", "sgd"}));
-  app.add_option("--cluster", cluster_name, "preset")
+  app.add_option("--cluster", o.cluster_name, "preset")
       ->check(CLI::IsMember(dpe::sim::cluster_preset_names()))
       ->capture_default_str();
-  app.add_option("--topology", topo_file,
+  app.add_option("--topology", o.topo_file,
                  "a file with `nvidia-smi topo -m` output: replaces the preset's node (its GPU "
                  "type and network stay)");
-  app.add_option("--gpus", gpu_counts, "GPU counts (beyond one node: DDP only)")
+  app.add_option("--gpus", o.gpu_counts, "GPU counts (beyond one node: DDP only)")
       ->delimiter(',')
       ->check(CLI::Range(1, 1024))
       ->capture_default_str();
-  app.add_option("--nodes", nodes, "nodes (default: enough for the largest --gpus)")
+  app.add_option("--nodes", o.nodes, "nodes (default: enough for the largest --gpus)")
       ->check(CLI::Range(1, 128));
-  app.add_option("--precision", precision, "GEMM math: fp32, tf32, fp16 (mixed)")
+  app.add_option("--precision", o.precision, "GEMM math: fp32, tf32, fp16 (mixed)")
       ->check(CLI::IsMember({"fp32", "tf32", "fp16"}))
       ->capture_default_str();
-  app.add_option("--framework", framework_name, "CPU-side costs: pytorch or dpe")
+  app.add_option("--framework", o.framework_name, "CPU-side costs: pytorch or dpe")
       ->check(CLI::IsMember({"pytorch", "dpe"}))
       ->capture_default_str();
-  app.add_option("--json", json_path, "where to write the results")->capture_default_str();
-  app.add_option("--svg", svg_path, "where to draw the plot")->capture_default_str();
+  app.add_option("--json", o.json_path, "where to write the results")->capture_default_str();
+  app.add_option("--svg", o.svg_path, "where to draw the plot")->capture_default_str();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     const int code = app.exit(e);
     return code == 0 ? dpe::tools::kExitOk : dpe::tools::kExitUsage;
   }
-  spec.loss_on_replicas = loss == "replicas";
-  try {
-    int per_node = dpe::sim::cluster_preset_node_gpus(cluster_name);
-    const dpe::sim::Cluster probe = dpe::sim::cluster_preset(cluster_name, per_node, 1);
-    dpe::sim::NodeTopology topology;
-    if (!topo_file.empty()) {
-      std::ifstream in(dpe::tools::user_path(topo_file));
-      if (!in) {
-        std::fprintf(stderr, "sim: cannot read %s\n", topo_file.c_str());
-        return dpe::tools::kExitUsage;
-      }
-      topology = dpe::sim::parse_topology(
-          std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()));
-      per_node = topology.gpus;
-    }
-    const int most = *std::max_element(gpu_counts.begin(), gpu_counts.end());
-    if (nodes == 0) nodes = (most + per_node - 1) / per_node;
-    dpe::sim::Cluster cluster =
-        topo_file.empty() ? dpe::sim::cluster_preset(cluster_name, per_node, nodes)
-                          : dpe::sim::make_cluster(probe.gpu.name, topology, nodes, probe.network);
-    if (most > cluster.total_gpus()) {
-      std::fprintf(stderr, "sim: %d GPUs asked, the cluster has %d\n", most, cluster.total_gpus());
-      return dpe::tools::kExitUsage;
-    }
-    dpe::sim::ReplayOptions options;
-    options.framework = dpe::sim::framework(framework_name);
-    options.precision = precision == "tf32"   ? dpe::sim::Precision::kTf32
-                        : precision == "fp16" ? dpe::sim::Precision::kFp16
-                                              : dpe::sim::Precision::kFp32;
+  spec.loss_on_replicas = o.loss == "replicas";
+  return kRun;
+}
 
-    std::printf("dpe sim: %s, %lld %s per GPU, %s, %s framework costs\n", spec.model.c_str(),
-                static_cast<long long>(spec.batch_per_device),
-                dpe::models::is_language_model(spec.model) ? "sequences" : "images",
-                precision.c_str(), framework_name.c_str());
-    if (spec.gpu0_batch >= 0) {
-      std::printf("DataParallel: device 0 takes %lld, the others %lld each\n",
-                  static_cast<long long>(spec.gpu0_batch),
-                  static_cast<long long>(spec.batch_per_device));
+// The cluster to replay on: the preset, or its GPU and network with the node of --topology, with
+// enough nodes for the largest --gpus unless --nodes says. Empty, said on stderr, when the
+// topology file cannot be read or the cluster has too few GPUs (a usage error).
+std::optional<dpe::sim::Cluster> build_cluster(const Options& o) {
+  int per_node = dpe::sim::cluster_preset_node_gpus(o.cluster_name);
+  const dpe::sim::Cluster probe = dpe::sim::cluster_preset(o.cluster_name, per_node, 1);
+  dpe::sim::NodeTopology topology;
+  if (!o.topo_file.empty()) {
+    std::ifstream in(dpe::tools::user_path(o.topo_file));
+    if (!in) {
+      std::fprintf(stderr, "sim: cannot read %s\n", o.topo_file.c_str());
+      return std::nullopt;
     }
-    std::printf("cluster: %s, %d nodes of %d x %s\n%s\n", cluster.name.c_str(), cluster.nodes,
-                cluster.topology.gpus, cluster.gpu.name.c_str(),
-                dpe::sim::format_topology(cluster.topology).c_str());
-    const dpe::sim::TracedStep ddp_trace = dpe::sim::trace_ddp_step(spec);
-    std::vector<Prediction> dp, ddp;
-    for (int g : gpu_counts) {
-      if (g <= cluster.topology.gpus) {
-        dp.push_back(dpe::sim::replay_dp(dpe::sim::trace_dp_step(spec, g), cluster, options));
-      } else {
-        dp.push_back(dpe::sim::dp_across_nodes(g));  // not traced: it cannot run
-      }
-      ddp.push_back(dpe::sim::replay_ddp(ddp_trace, g, cluster, options));
+    topology = dpe::sim::parse_topology(
+        std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()));
+    per_node = topology.gpus;
+  }
+  const int most = *std::max_element(o.gpu_counts.begin(), o.gpu_counts.end());
+  const int nodes = o.nodes == 0 ? (most + per_node - 1) / per_node : o.nodes;
+  dpe::sim::Cluster cluster =
+      o.topo_file.empty() ? dpe::sim::cluster_preset(o.cluster_name, per_node, nodes)
+                          : dpe::sim::make_cluster(probe.gpu.name, topology, nodes, probe.network);
+  if (most > cluster.total_gpus()) {
+    std::fprintf(stderr, "sim: %d GPUs asked, the cluster has %d\n", most, cluster.total_gpus());
+    return std::nullopt;
+  }
+  return cluster;
+}
+
+dpe::sim::ReplayOptions replay_options(const Options& o) {
+  dpe::sim::ReplayOptions options;
+  options.framework = dpe::sim::framework(o.framework_name);
+  options.precision = o.precision == "tf32"   ? dpe::sim::Precision::kTf32
+                      : o.precision == "fp16" ? dpe::sim::Precision::kFp16
+                                              : dpe::sim::Precision::kFp32;
+  return options;
+}
+
+void print_setup(const Options& o, const dpe::sim::Cluster& cluster) {
+  const dpe::sim::StepSpec& spec = o.spec;
+  std::printf("dpe sim: %s, %lld %s per GPU, %s, %s framework costs\n", spec.model.c_str(),
+              static_cast<long long>(spec.batch_per_device),
+              dpe::models::is_language_model(spec.model) ? "sequences" : "images",
+              o.precision.c_str(), o.framework_name.c_str());
+  if (spec.gpu0_batch >= 0) {
+    std::printf("DataParallel: device 0 takes %lld, the others %lld each\n",
+                static_cast<long long>(spec.gpu0_batch),
+                static_cast<long long>(spec.batch_per_device));
+  }
+  std::printf("cluster: %s, %d nodes of %d x %s\n%s\n", cluster.name.c_str(), cluster.nodes,
+              cluster.topology.gpus, cluster.gpu.name.c_str(),
+              dpe::sim::format_topology(cluster.topology).c_str());
+}
+
+// DataParallel's and DDP's predictions, one of each per GPU count.
+struct Predictions {
+  std::vector<Prediction> dp, ddp;
+};
+
+Predictions predict(const Options& o, const dpe::sim::Cluster& cluster,
+                    const dpe::sim::ReplayOptions& options) {
+  const dpe::sim::TracedStep ddp_trace = dpe::sim::trace_ddp_step(o.spec);
+  Predictions p;
+  for (int g : o.gpu_counts) {
+    if (g <= cluster.topology.gpus) {
+      p.dp.push_back(dpe::sim::replay_dp(dpe::sim::trace_dp_step(o.spec, g), cluster, options));
+    } else {
+      p.dp.push_back(dpe::sim::dp_across_nodes(g));  // not traced: it cannot run
     }
-    // x: samples per ms against one GPU's (the first count's, per GPU), as DataParallel's batch
-    // is uneven with --gpu0-batch. dp1, ddp1: ms per sample on one GPU.
-    const int first = gpu_counts.front();
-    const double dp1 =
-        dp.front().step_ms * first / static_cast<double>(dp_global_batch(spec, first));
-    const double ddp1 = ddp.front().step_ms / static_cast<double>(spec.batch_per_device);
-    std::printf("%5s %9s %9s %8s %8s %10s %10s %9s  %-12s %-12s\n", "GPUs", "DP ms", "DDP ms",
-                "DP x", "DDP x", "DP dev0", "DP others", "DDP each", "DP limit", "DDP limit");
-    for (size_t i = 0; i < gpu_counts.size(); ++i) {
-      const Prediction& a = dp[i];
-      const Prediction& b = ddp[i];
-      const int g = gpu_counts[i];
-      std::string others = "-";
-      if (a.possible && a.peak_gib.size() > 1) {
-        double sum = 0;
-        for (size_t k = 1; k < a.peak_gib.size(); ++k) sum += a.peak_gib[k];
-        others = fmt("%.2f GiB", sum / static_cast<double>(a.peak_gib.size() - 1));
-      }
-      std::printf(
-          "%5d %9s %9.1f %8s %8.2f %10s %10s %9s  %-12s %-12s\n", g,
-          a.possible ? fmt("%.1f", a.step_ms).c_str() : "-", b.step_ms,
-          a.possible ? fmt("%.2f", dp_global_batch(spec, g) * dp1 / a.step_ms).c_str() : "-",
-          g * spec.batch_per_device * ddp1 / b.step_ms,
-          a.possible ? fmt("%.2f GiB", a.peak_gib[0]).c_str() : "-", others.c_str(),
-          fmt("%.2f GiB", b.peak_gib[0]).c_str(), a.possible ? a.limiting.c_str() : "-",
-          b.limiting.c_str());
+    p.ddp.push_back(dpe::sim::replay_ddp(ddp_trace, g, cluster, options));
+  }
+  return p;
+}
+
+void print_table(const Options& o, const Predictions& p, const dpe::sim::Cluster& cluster,
+                 const dpe::sim::ReplayOptions& options) {
+  const dpe::sim::StepSpec& spec = o.spec;
+  // x: samples per ms against one GPU's (the first count's, per GPU), as DataParallel's batch
+  // is uneven with --gpu0-batch. dp1, ddp1: ms per sample on one GPU.
+  const int first = o.gpu_counts.front();
+  const double dp1 =
+      p.dp.front().step_ms * first / static_cast<double>(dp_global_batch(spec, first));
+  const double ddp1 = p.ddp.front().step_ms / static_cast<double>(spec.batch_per_device);
+  std::printf("%5s %9s %9s %8s %8s %10s %10s %9s  %-12s %-12s\n", "GPUs", "DP ms", "DDP ms", "DP x",
+              "DDP x", "DP dev0", "DP others", "DDP each", "DP limit", "DDP limit");
+  for (size_t i = 0; i < o.gpu_counts.size(); ++i) {
+    const Prediction& a = p.dp[i];
+    const Prediction& b = p.ddp[i];
+    const int g = o.gpu_counts[i];
+    std::string others = "-";
+    if (a.possible && a.peak_gib.size() > 1) {
+      double sum = 0;
+      for (size_t k = 1; k < a.peak_gib.size(); ++k) sum += a.peak_gib[k];
+      others = fmt("%.2f GiB", sum / static_cast<double>(a.peak_gib.size() - 1));
     }
-    std::printf(
-        "(x: throughput against one GPU; memory: the trace's allocator peak + %.1f GiB of "
-        "CUDA context per GPU; %s has %.0f GiB)\n",
-        options.context_gib, cluster.gpu.name.c_str(), cluster.gpu.mem_gib);
-    nlohmann::json j;
-    j["model"] = spec.model;
-    j["batch_per_gpu"] = spec.batch_per_device;
-    j["gpu0_batch"] = spec.gpu0_batch;
-    j["seq"] = spec.seq;
-    j["image"] = spec.image;
-    j["loss"] = loss;
-    j["gather_outputs"] = spec.gather_outputs;
-    j["precision"] = precision;
-    j["framework"] = framework_name;
-    j["cluster"] = cluster.name;
-    j["gpu"] = cluster.gpu.name;
-    j["nodes"] = cluster.nodes;
-    j["topology"] = dpe::sim::format_topology(cluster.topology);
-    for (size_t i = 0; i < gpu_counts.size(); ++i) {
-      j["runs"].push_back(to_json(dp[i]));
-      j["runs"].push_back(to_json(ddp[i]));
-    }
-    std::ofstream(dpe::tools::user_path(json_path)) << j.dump(2) << "\n";
-    dpe::sim::write_sim_svg(dpe::tools::user_path(svg_path), spec.model + " on " + cluster.name, dp,
-                            ddp);
-    std::printf("wrote %s and %s\n", json_path.c_str(), svg_path.c_str());
+    std::printf("%5d %9s %9.1f %8s %8.2f %10s %10s %9s  %-12s %-12s\n", g,
+                a.possible ? fmt("%.1f", a.step_ms).c_str() : "-", b.step_ms,
+                a.possible ? fmt("%.2f", dp_global_batch(spec, g) * dp1 / a.step_ms).c_str() : "-",
+                g * spec.batch_per_device * ddp1 / b.step_ms,
+                a.possible ? fmt("%.2f GiB", a.peak_gib[0]).c_str() : "-", others.c_str(),
+                fmt("%.2f GiB", b.peak_gib[0]).c_str(), a.possible ? a.limiting.c_str() : "-",
+                b.limiting.c_str());
+  }
+  std::printf(
+      "(x: throughput against one GPU; memory: the trace's allocator peak + %.1f GiB of "
+      "CUDA context per GPU; %s has %.0f GiB)\n",
+      options.context_gib, cluster.gpu.name.c_str(), cluster.gpu.mem_gib);
+}
+
+// Writes the JSON of the run and its plot, and says where.
+void write_outputs(const Options& o, const Predictions& p, const dpe::sim::Cluster& cluster) {
+  const dpe::sim::StepSpec& spec = o.spec;
+  nlohmann::json j;
+  j["model"] = spec.model;
+  j["batch_per_gpu"] = spec.batch_per_device;
+  j["gpu0_batch"] = spec.gpu0_batch;
+  j["seq"] = spec.seq;
+  j["image"] = spec.image;
+  j["loss"] = o.loss;
+  j["gather_outputs"] = spec.gather_outputs;
+  j["precision"] = o.precision;
+  j["framework"] = o.framework_name;
+  j["cluster"] = cluster.name;
+  j["gpu"] = cluster.gpu.name;
+  j["nodes"] = cluster.nodes;
+  j["topology"] = dpe::sim::format_topology(cluster.topology);
+  for (size_t i = 0; i < o.gpu_counts.size(); ++i) {
+    j["runs"].push_back(to_json(p.dp[i]));
+    j["runs"].push_back(to_json(p.ddp[i]));
+  }
+  std::ofstream(dpe::tools::user_path(o.json_path)) << j.dump(2) << "\n";
+  dpe::sim::write_sim_svg(dpe::tools::user_path(o.svg_path), spec.model + " on " + cluster.name,
+                          p.dp, p.ddp);
+  std::printf("wrote %s and %s\n", o.json_path.c_str(), o.svg_path.c_str());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  if (const int code = parse_options(argc, argv, o); code != kRun) return code;
+  try {
+    const std::optional<dpe::sim::Cluster> cluster = build_cluster(o);
+    if (!cluster) return dpe::tools::kExitUsage;
+    const dpe::sim::ReplayOptions options = replay_options(o);
+    print_setup(o, *cluster);
+    const Predictions p = predict(o, *cluster, options);
+    print_table(o, p, *cluster, options);
+    write_outputs(o, p, *cluster);
     return dpe::tools::kExitOk;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "sim: %s\n", e.what());

@@ -1,7 +1,7 @@
 // //tools:train — train the seeds' models on Fashion-MNIST, or a GPT on the language-model corpus,
-// on one host device (--mode single), with DataParallel over several (--mode dp), or as one
-// process of a DDP job started by //tools:launch (--mode ddp). Exit codes (tools/exit_codes.h):
-// 0 done, 1 training failed, 2 bad flags or DPE_* environment values, 3 data or checkpoint files
+// on one host device (--mode single), with DataParallel over several (--mode dp), or as one process
+// of a DDP job started by //tools:launch (--mode ddp). Exit codes (tools/common/exit_codes.h): 0
+// done, 1 training failed, 2 bad flags or DPE_* environment values, 3 data or checkpoint files
 // missing, corrupt or not fitting.
 #include <sys/stat.h>
 
@@ -16,9 +16,9 @@
 #include "engine/core/error.h"
 #include "engine/data/fashion_mnist.h"
 #include "models/by_name.h"
-#include "tools/exit_codes.h"
-#include "tools/paths.h"
-#include "tools/trainer.h"
+#include "tools/common/exit_codes.h"
+#include "tools/common/paths.h"
+#include "tools/train_lib/trainer.h"
 
 namespace {
 

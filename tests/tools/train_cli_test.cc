@@ -219,7 +219,8 @@ TEST(TrainCliTest, DataErrorsExitWith3) {
 
 // SIGKILL at spread-out moments of a run whose epochs (one toy step each) take milliseconds, so
 // that kills land in checkpoint writes too: every time, the next --resume finds one whole set
-// (design note "checkpoint set" in tools/trainer.h) and gets as far as being killed itself.
+// (design note "checkpoint set" in tools/train_lib/trainer.h) and gets as far as being killed
+// itself.
 TEST(TrainCliTest, AKilledRunAlwaysResumes) {
   std::string out;
   const std::string ck = tmp_path("killed_runs");

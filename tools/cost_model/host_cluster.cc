@@ -25,7 +25,7 @@
 #include "engine/device/runtime.h"
 #include "engine/distributed/distributed.h"
 #include "engine/tensor/random.h"
-#include "tools/local_ranks.h"
+#include "tools/common/local_ranks.h"
 
 namespace dpe::sim {
 

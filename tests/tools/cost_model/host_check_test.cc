@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "tools/bench_runner.h"
+#include "tools/bench_lib/bench_runner.h"
 #include "tools/cost_model/host_cluster.h"
 #include "tools/cost_model/replay.h"
 #include "tools/cost_model/step_trace.h"

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "tools/bench_runner.h"
+#include "tools/bench_lib/bench_runner.h"
 
 namespace dpe::tools {
 

@@ -1,4 +1,4 @@
-#include "tools/trainer.h"
+#include "tools/train_lib/trainer.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -38,10 +38,10 @@
 #include "engine/parallel/data_parallel.h"
 #include "models/by_name.h"
 #include "models/gpt.h"
-#include "tools/exit_codes.h"
-#include "tools/progress.h"
-#include "tools/toy_dataset.h"
-#include "tools/train_distributed.h"
+#include "tools/common/exit_codes.h"
+#include "tools/common/train_distributed.h"
+#include "tools/train_lib/progress.h"
+#include "tools/train_lib/toy_dataset.h"
 
 namespace dpe::tools {
 
@@ -703,9 +703,9 @@ void check_environment(const TrainConfig& c) {
   }
 }
 
-}  // namespace
-
-TrainResult train(const TrainConfig& config, FILE* out) {
+// `config` with the model's defaults filled in, once every flag value, flag combination and DPE_*
+// environment value is found usable: a UsageError otherwise, before any work.
+TrainConfig checked_config(const TrainConfig& config) {
   DPE_TOOLS_CHECK(UsageError,
                   config.mode == "single" || config.mode == "dp" || config.mode == "ddp",
                   "unknown mode '" << config.mode << "' (expected single, dp or ddp)");
@@ -729,30 +729,35 @@ TrainResult train(const TrainConfig& config, FILE* out) {
                     name << " " << value << " must be a finite number >= 0");
   }
   check_environment(c);
+  return c;
+}
 
-  // One process drives `devices` (dp) or one device (single, ddp: one device per process). In
-  // dp, --devices wins over DPE_HOST_DEVICES and says so when they differ.
-  Runtime& rt = Runtime::get();
-  if (c.mode == "dp") {
-    const char* env = std::getenv("DPE_HOST_DEVICES");
-    if (env != nullptr && *env != '\0' && std::to_string(c.devices) != env) {
-      std::fprintf(stderr, "train: --devices %d overrides DPE_HOST_DEVICES=%s\n", c.devices, env);
-    }
-    if (rt.device_count(DeviceType::kHost) < c.devices) set_host_device_count(c.devices);
+// One process drives `devices` (dp) or one device (single, ddp: one device per process). In dp,
+// --devices wins over DPE_HOST_DEVICES and says so when they differ.
+void set_dp_device_count(const TrainConfig& c) {
+  Runtime& rt = Runtime::get();  // in every mode: the runtime exists before the process group
+  if (c.mode != "dp") return;
+  const char* env = std::getenv("DPE_HOST_DEVICES");
+  if (env != nullptr && *env != '\0' && std::to_string(c.devices) != env) {
+    std::fprintf(stderr, "train: --devices %d overrides DPE_HOST_DEVICES=%s\n", c.devices, env);
   }
-  Distributed dist = c.mode == "ddp" ? Distributed::init(c.backend) : Distributed::single();
-  const Device home = Device();  // host:0 in this process
-  const bool main = dist.rank == 0;
-  // The main process finishes a checkpoint whose commit a kill interrupted and removes what
-  // killed writes left, before any process reads the checkpoint.
+  if (rt.device_count(DeviceType::kHost) < c.devices) set_host_device_count(c.devices);
+}
+
+// The generation of the next checkpoint set. The main process first finishes a checkpoint whose
+// commit a kill interrupted and removes what killed writes left, before any process reads it.
+int64_t recover_checkpoints(const TrainConfig& c, const Distributed& dist, FILE* out) {
   int64_t generation = 1;
   if (!c.checkpoint_dir.empty()) {
-    if (main) generation = recover_checkpoint_dir(c.checkpoint_dir, out);
+    if (dist.rank == 0) generation = recover_checkpoint_dir(c.checkpoint_dir, out);
     dist.barrier();
   }
+  return generation;
+}
 
-  // The gpt models' vocabulary comes from the tokenizer, so the data is loaded first. A data set
-  // that cannot be read is a data error (exit 3), a missing --data-dir a usage error (exit 2).
+// The run's data, neither split empty. A data set that cannot be read is a data error (exit 3),
+// a missing --data-dir a usage error (exit 2).
+Data load_checked_data(const TrainConfig& c, FILE* out, bool main) {
   Data data;
   try {
     data = load_data(c, out, main);
@@ -765,6 +770,13 @@ TrainResult train(const TrainConfig& config, FILE* out) {
                   "the " << (data.train->size() == 0 ? "training" : "test")
                          << " set is empty: nothing to "
                          << (data.train->size() == 0 ? "train on" : "evaluate"));
+  return data;
+}
+
+// The bare model, seeded by --seed, its BatchNorms synchronised across ranks with --sync-bn. The
+// gpt models' vocabulary comes from the tokenizer, hence from `data`.
+std::shared_ptr<Module> build_model(const TrainConfig& c, const Data& data,
+                                    const Distributed& dist) {
   Generator gen(c.seed);
   models::ModelOptions mo;
   mo.vocab_size = data.vocab_size;
@@ -772,160 +784,233 @@ TrainResult train(const TrainConfig& config, FILE* out) {
   if (!data.language_model && c.model != "toy") mo.in_channels = 1;
   std::shared_ptr<Module> model = models::make_model(c.model, gen, mo);
   if (c.sync_bn) model = dist.convert_sync_batchnorm(model);
-  std::shared_ptr<Module> net = model;
-  std::vector<Device> devices{home};
+  return model;
+}
+
+// What forward runs for the mode: `model` itself (single), DataParallel over --devices, or DDP.
+std::shared_ptr<Module> wrap_for_mode(const TrainConfig& c, std::shared_ptr<Module> model,
+                                      const Distributed& dist) {
   if (c.mode == "dp") {
-    devices.clear();
+    std::vector<Device> devices;
     for (int i = 0; i < c.devices; ++i) devices.emplace_back(DeviceType::kHost, i);
-    net = std::make_shared<DataParallel>(model, devices);
-  } else if (c.mode == "ddp") {
-    net = dist.wrap(model, c.gradient_as_bucket_view);
+    return std::make_shared<DataParallel>(model, devices);
   }
+  if (c.mode == "ddp") return dist.wrap(model, c.gradient_as_bucket_view);
+  return model;
+}
 
-  const int scale = c.mode == "dp" ? c.devices : dist.world;
-  const float lr = c.scale_lr ? c.lr * static_cast<float>(scale) : c.lr;
-  std::unique_ptr<optim::Optimizer> opt = make_optimizer(c, model->parameters(), lr);
-
-  int start_epoch = 0;
-  if (c.resume) {
-    std::string from;
-    start_epoch = resume(c, data.language_model, *model, *opt, &from) + 1;
-    if (main) {
-      std::fprintf(out, "resumed from %s after epoch %d\n", from.c_str(), start_epoch - 1);
-      trim_metrics(metrics_path(c.checkpoint_dir), start_epoch - 1, out);
-    }
+// Loads --checkpoint-dir's checkpoint into `model` and `opt` and returns the first epoch still to
+// train; the main process says where it resumed from and trims metrics.jsonl to match.
+int resume_training(const TrainConfig& c, const Data& data, Module& model, optim::Optimizer& opt,
+                    bool main, FILE* out) {
+  std::string from;
+  const int start_epoch = resume(c, data.language_model, model, opt, &from) + 1;
+  if (main) {
+    std::fprintf(out, "resumed from %s after epoch %d\n", from.c_str(), start_epoch - 1);
+    trim_metrics(metrics_path(c.checkpoint_dir), start_epoch - 1, out);
   }
+  return start_epoch;
+}
 
-  std::shared_ptr<Sampler> sampler;
+// The training set's order: each rank's shard in ddp, the whole set shuffled otherwise; a
+// function of --seed and the epoch.
+std::shared_ptr<Sampler> make_train_sampler(const TrainConfig& c, const Data& data,
+                                            const Distributed& dist) {
   if (c.mode == "ddp") {
-    sampler = std::make_shared<DistributedSampler>(data.train->size(), dist.world, dist.rank, true,
-                                                   c.seed);
-  } else {
-    sampler = std::make_shared<RandomSampler>(data.train->size(), c.seed);
+    return std::make_shared<DistributedSampler>(data.train->size(), dist.world, dist.rank, true,
+                                                c.seed);
   }
-  DataLoaderOptions lo;
-  lo.batch_size = c.batch_size;
-  lo.sampler = sampler;
-  DataLoader loader(data.train, lo);
+  return std::make_shared<RandomSampler>(data.train->size(), c.seed);
+}
+
+// The test set in order, 1000 images (or --batch-size windows) a batch; each rank's shard in ddp.
+DataLoaderOptions test_loader_options(const TrainConfig& c, const Data& data,
+                                      const Distributed& dist) {
   DataLoaderOptions eo;
   eo.batch_size = data.language_model ? c.batch_size : 1000;
   if (c.mode == "ddp") {
     eo.sampler =
         std::make_shared<DistributedSampler>(data.test->size(), dist.world, dist.rank, false, 0);
   }
-  DataLoader test_loader(data.test, eo);
+  return eo;
+}
 
-  if (main) {
-    std::fprintf(out, "training %s, mode %s (%d %s), batch %lld %s, %s lr %g, %d epoch(s)\n",
-                 c.model.c_str(), c.mode.c_str(), c.mode == "dp" ? c.devices : dist.world,
-                 c.mode == "dp" ? "devices" : "process(es)", static_cast<long long>(c.batch_size),
-                 c.mode == "ddp" ? "per process" : "global", c.optimizer.c_str(), lr, c.epochs);
-    if (data.language_model) {
-      std::fprintf(
-          out,
-          "language-model corpus: %lld training / %lld validation windows of %lld tokens; "
-          "%s, %lld parameters; clip_grad_norm %g\n",
-          static_cast<long long>(data.train->size()), static_cast<long long>(data.test->size()),
-          static_cast<long long>(c.context), model->repr().c_str(),
-          static_cast<long long>(dynamic_cast<const models::Gpt&>(*model).num_parameters()),
-          c.clip_grad_norm);
+// The main process's first lines: the run's configuration (and the corpus and model for gpt).
+void print_run(const TrainConfig& c, const Data& data, const Module& model, const Distributed& dist,
+               float lr, FILE* out) {
+  std::fprintf(out, "training %s, mode %s (%d %s), batch %lld %s, %s lr %g, %d epoch(s)\n",
+               c.model.c_str(), c.mode.c_str(), c.mode == "dp" ? c.devices : dist.world,
+               c.mode == "dp" ? "devices" : "process(es)", static_cast<long long>(c.batch_size),
+               c.mode == "ddp" ? "per process" : "global", c.optimizer.c_str(), lr, c.epochs);
+  if (data.language_model) {
+    std::fprintf(out,
+                 "language-model corpus: %lld training / %lld validation windows of %lld tokens; "
+                 "%s, %lld parameters; clip_grad_norm %g\n",
+                 static_cast<long long>(data.train->size()),
+                 static_cast<long long>(data.test->size()), static_cast<long long>(c.context),
+                 model.repr().c_str(),
+                 static_cast<long long>(dynamic_cast<const models::Gpt&>(model).num_parameters()),
+                 c.clip_grad_norm);
+  }
+}
+
+// What an epoch works on; train() owns each of them.
+struct Run {
+  const TrainConfig& c;
+  const Distributed& dist;
+  const Data& data;
+  Module& model;  // the bare model: its parameters are clipped, stepped and saved
+  Module& net;    // what forward runs: the model, DataParallel or DDP
+  optim::Optimizer& opt;
+  bool main;  // rank 0: prints, writes checkpoints
+  FILE* out;
+};
+
+// One pass over the training set (at most --max-steps batches) with a progress line on the main
+// process; returns the epoch's steps, mean training loss and throughput. A non-finite loss stops
+// the run.
+EpochMetrics train_epoch(const Run& run, int epoch, Sampler& sampler, DataLoader& loader) {
+  const TrainConfig& c = run.c;
+  run.net.train();
+  sampler.set_epoch(epoch);
+  int64_t batches = loader.size();
+  if (c.max_steps > 0) batches = std::min(batches, c.max_steps);
+  Progress progress("epoch " + std::to_string(epoch), batches, run.out, run.main && c.progress);
+  int64_t step = 0;
+  while (step < batches) {
+    std::optional<Batch> b = loader.next();
+    if (!b) break;
+    Tensor output = run.net.forward(b->input);
+    Tensor loss = loss_of(output, b->target.to(output.device()), run.data);
+    DPE_CHECK(ops::all_finite(loss), "non-finite loss ("
+                                         << loss.item() << ") at epoch " << epoch << ", step "
+                                         << step << "; stopping. The last good checkpoint"
+                                         << (c.checkpoint_dir.empty()
+                                                 ? " (none: no --checkpoint-dir)"
+                                                 : " in " + c.checkpoint_dir + " is intact"));
+    run.opt.zero_grad();
+    backward(loss);
+    // DataParallel: the gradients were reduced onto device 0's parameters, clipped there; DDP:
+    // each rank clips its all-reduced (identical) gradients.
+    if (c.clip_grad_norm > 0) optim::clip_grad_norm_(run.model.parameters(), c.clip_grad_norm);
+    run.opt.step();
+    // The line shows the whole job: every rank's samples and the loss averaged over ranks.
+    progress.update(b->input.size(0) * run.dist.world, run.dist.reduce_mean(loss.item()));
+    ++step;
+  }
+  // Drain the rest of the pass when max_steps cut it short, so the next epoch starts afresh.
+  while (loader.next()) {
+  }
+  EpochMetrics m;
+  m.epoch = epoch;
+  m.steps = step;
+  m.train_loss = progress.mean_loss();
+  m.samples_per_second = progress.finish();
+  if (run.data.language_model) m.tokens_per_second = m.samples_per_second * c.context;
+  return m;
+}
+
+// Test: loss and accuracy (perplexity for gpt) over the whole test set, every rank's shard
+// reduced, into `m`.
+void evaluate(const Run& run, DataLoader& test_loader, EpochMetrics& m) {
+  const Data& data = run.data;
+  run.net.eval();
+  double loss_sum = 0, correct = 0, count = 0;
+  {
+    NoGradGuard no_grad;
+    for (Batch& tb : test_loader) {
+      Tensor o = run.net.forward(tb.input);
+      Tensor t = tb.target.to(o.device());
+      const double n = static_cast<double>(tb.input.size(0));
+      loss_sum += loss_of(o, t, data).item() * n;
+      count += n;
+      if (data.classification) {
+        const auto pred = ops::argmax_rows(o).to_vector<int64_t>();
+        const auto truth = t.to_vector<int64_t>();
+        for (size_t i = 0; i < pred.size(); ++i) correct += pred[i] == truth[i];
+      }
     }
   }
+  const std::vector<double> sums = run.dist.sum({loss_sum, correct, count});
+  m.test_loss = sums[0] / std::max(sums[2], 1.0);
+  if (data.classification) m.test_accuracy = sums[1] / std::max(sums[2], 1.0);
+  if (data.language_model) {
+    // Every window has `context` targets, so the mean over windows is the mean over tokens.
+    m.perplexity = std::exp(m.test_loss);
+    m.unigram_perplexity = data.unigram_perplexity;
+  }
+}
+
+void print_epoch(const EpochMetrics& m, bool language_model, FILE* out) {
+  if (language_model) {
+    std::fprintf(out,
+                 "epoch %d: train loss %.4f, val loss %.4f, val perplexity %.1f (unigram "
+                 "baseline %.1f), %.0f tokens/s\n",
+                 m.epoch, m.train_loss, m.test_loss, m.perplexity, m.unigram_perplexity,
+                 m.tokens_per_second);
+  } else {
+    std::fprintf(out, "epoch %d: train loss %.4f, test loss %.4f", m.epoch, m.train_loss,
+                 m.test_loss);
+    if (m.test_accuracy >= 0) std::fprintf(out, ", test accuracy %.2f%%", 100 * m.test_accuracy);
+    std::fprintf(out, ", %.0f samples/s\n", m.samples_per_second);
+  }
+}
+
+// The main process commits the epoch's checkpoint set (generation `*generation`, then the next)
+// with its metrics line; every rank waits for it.
+void save_checkpoint(const Run& run, const EpochMetrics& m, int64_t* generation) {
+  const TrainConfig& c = run.c;
+  if (run.main) {
+    nlohmann::ordered_json state = {{"format", kTrainingStateFormat},
+                                    {"generation", *generation},
+                                    {"epoch", m.epoch},
+                                    {"model", c.model},
+                                    {"mode", c.mode},
+                                    {"optimizer", c.optimizer},
+                                    {"seed", c.seed}};
+    if (run.data.language_model) state["context"] = c.context;
+    // The metrics line before the manifest's rename: a kill between the two leaves a line
+    // without its checkpoint, which resume drops, never a checkpoint without its line.
+    write_checkpoint(
+        c.checkpoint_dir, (*generation)++, run.model.state_dict(), run.opt.state_dict(), state,
+        [&] { append_metrics(metrics_path(c.checkpoint_dir), c, m, run.dist.world); }, run.out);
+  }
+  run.dist.barrier();
+}
+
+}  // namespace
+
+TrainResult train(const TrainConfig& config, FILE* out) {
+  const TrainConfig c = checked_config(config);
+  set_dp_device_count(c);
+  Distributed dist = c.mode == "ddp" ? Distributed::init(c.backend) : Distributed::single();
+  const Device home = Device();  // host:0 in this process
+  const bool main = dist.rank == 0;
+  int64_t generation = recover_checkpoints(c, dist, out);
+  // The data comes before the model: the gpt models' vocabulary is the tokenizer's.
+  const Data data = load_checked_data(c, out, main);
+  std::shared_ptr<Module> model = build_model(c, data, dist);
+  std::shared_ptr<Module> net = wrap_for_mode(c, model, dist);
+  const int scale = c.mode == "dp" ? c.devices : dist.world;
+  const float lr = c.scale_lr ? c.lr * static_cast<float>(scale) : c.lr;
+  std::unique_ptr<optim::Optimizer> opt = make_optimizer(c, model->parameters(), lr);
+  const int start_epoch = c.resume ? resume_training(c, data, *model, *opt, main, out) : 0;
+
+  std::shared_ptr<Sampler> sampler = make_train_sampler(c, data, dist);
+  DataLoaderOptions lo;
+  lo.batch_size = c.batch_size;
+  lo.sampler = sampler;
+  DataLoader loader(data.train, lo);
+  DataLoader test_loader(data.test, test_loader_options(c, data, dist));
+  if (main) print_run(c, data, *model, dist, lr, out);
+
+  const Run run{c, dist, data, *model, *net, *opt, main, out};
   TrainResult result;
   for (int epoch = start_epoch; epoch < c.epochs; ++epoch) {
-    net->train();
-    sampler->set_epoch(epoch);
-    int64_t batches = loader.size();
-    if (c.max_steps > 0) batches = std::min(batches, c.max_steps);
-    Progress progress("epoch " + std::to_string(epoch), batches, out, main && c.progress);
-    int64_t step = 0;
-    while (step < batches) {
-      std::optional<Batch> b = loader.next();
-      if (!b) break;
-      Tensor output = net->forward(b->input);
-      Tensor loss = loss_of(output, b->target.to(output.device()), data);
-      DPE_CHECK(ops::all_finite(loss),
-                "non-finite loss ("
-                    << loss.item() << ") at epoch " << epoch << ", step " << step
-                    << "; stopping. The last good checkpoint"
-                    << (c.checkpoint_dir.empty() ? " (none: no --checkpoint-dir)"
-                                                 : " in " + c.checkpoint_dir + " is intact"));
-      opt->zero_grad();
-      backward(loss);
-      // DataParallel: the gradients were reduced onto device 0's parameters, clipped there; DDP:
-      // each rank clips its all-reduced (identical) gradients.
-      if (c.clip_grad_norm > 0) optim::clip_grad_norm_(model->parameters(), c.clip_grad_norm);
-      opt->step();
-      // The line shows the whole job: every rank's samples and the loss averaged over ranks.
-      progress.update(b->input.size(0) * dist.world, dist.reduce_mean(loss.item()));
-      ++step;
-    }
-    // Drain the rest of the pass when max_steps cut it short, so the next epoch starts afresh.
-    while (loader.next()) {
-    }
-    EpochMetrics m;
-    m.epoch = epoch;
-    m.steps = step;
-    m.train_loss = progress.mean_loss();
-    m.samples_per_second = progress.finish();
-    if (data.language_model) m.tokens_per_second = m.samples_per_second * c.context;
-
-    // Test: loss and accuracy over the whole test set (every rank's shard, reduced).
-    net->eval();
-    double loss_sum = 0, correct = 0, count = 0;
-    {
-      NoGradGuard no_grad;
-      for (Batch& tb : test_loader) {
-        Tensor o = net->forward(tb.input);
-        Tensor t = tb.target.to(o.device());
-        const double n = static_cast<double>(tb.input.size(0));
-        loss_sum += loss_of(o, t, data).item() * n;
-        count += n;
-        if (data.classification) {
-          const auto pred = ops::argmax_rows(o).to_vector<int64_t>();
-          const auto truth = t.to_vector<int64_t>();
-          for (size_t i = 0; i < pred.size(); ++i) correct += pred[i] == truth[i];
-        }
-      }
-    }
-    const std::vector<double> sums = dist.sum({loss_sum, correct, count});
-    m.test_loss = sums[0] / std::max(sums[2], 1.0);
-    if (data.classification) m.test_accuracy = sums[1] / std::max(sums[2], 1.0);
-    if (data.language_model) {
-      // Every window has `context` targets, so the mean over windows is the mean over tokens.
-      m.perplexity = std::exp(m.test_loss);
-      m.unigram_perplexity = data.unigram_perplexity;
-    }
-    if (main && data.language_model) {
-      std::fprintf(out,
-                   "epoch %d: train loss %.4f, val loss %.4f, val perplexity %.1f (unigram "
-                   "baseline %.1f), %.0f tokens/s\n",
-                   epoch, m.train_loss, m.test_loss, m.perplexity, m.unigram_perplexity,
-                   m.tokens_per_second);
-    } else if (main) {
-      std::fprintf(out, "epoch %d: train loss %.4f, test loss %.4f", epoch, m.train_loss,
-                   m.test_loss);
-      if (m.test_accuracy >= 0) std::fprintf(out, ", test accuracy %.2f%%", 100 * m.test_accuracy);
-      std::fprintf(out, ", %.0f samples/s\n", m.samples_per_second);
-    }
-    if (!c.checkpoint_dir.empty()) {
-      if (main) {
-        nlohmann::ordered_json state = {{"format", kTrainingStateFormat},
-                                        {"generation", generation},
-                                        {"epoch", epoch},
-                                        {"model", c.model},
-                                        {"mode", c.mode},
-                                        {"optimizer", c.optimizer},
-                                        {"seed", c.seed}};
-        if (data.language_model) state["context"] = c.context;
-        // The metrics line before the manifest's rename: a kill between the two leaves a line
-        // without its checkpoint, which resume drops, never a checkpoint without its line.
-        write_checkpoint(
-            c.checkpoint_dir, generation++, model->state_dict(), opt->state_dict(), state,
-            [&] { append_metrics(metrics_path(c.checkpoint_dir), c, m, dist.world); }, out);
-      }
-      dist.barrier();
-    }
+    EpochMetrics m = train_epoch(run, epoch, *sampler, loader);
+    evaluate(run, test_loader, m);
+    if (main) print_epoch(m, data.language_model, out);
+    if (!c.checkpoint_dir.empty()) save_checkpoint(run, m, &generation);
     result.epochs.push_back(m);
   }
   for (auto& [k, v] : model->state_dict()) result.final_state.emplace_back(k, v.to(home).clone());

@@ -50,8 +50,8 @@ LmImbalanceRun profile_lm_dp(const LmImbalanceOptions& options, const std::vecto
                              DpVariant variant);
 
 // DDP on `world` ranks: runs `worker_argv` plus {"--lm-ddp-worker", <a temporary folder>} as the
-// ranks (tools/local_ranks.h); the program must then call lm_ddp_worker with the same options.
-// The run's devices are host:0..world-1, standing for the ranks' devices.
+// ranks (tools/common/local_ranks.h); the program must then call lm_ddp_worker with the same
+// options. The run's devices are host:0..world-1, standing for the ranks' devices.
 LmImbalanceRun profile_lm_ddp(const LmImbalanceOptions& options, int world,
                               std::vector<std::string> worker_argv);
 

@@ -79,9 +79,9 @@ struct TrainResult {
   StateDict final_state;  // the bare model's parameters and buffers (host copies)
 };
 
-// Throws dpe::Error naming the problem: a UsageError (tools/exit_codes.h) for a bad flag value,
-// flag combination or DPE_* environment value, a DataError for a data set or checkpoint that is
-// missing, corrupt or does not fit (every checkpoint metadata value is validated, the message
+// Throws dpe::Error naming the problem: a UsageError (tools/common/exit_codes.h) for a bad flag
+// value, flag combination or DPE_* environment value, a DataError for a data set or checkpoint that
+// is missing, corrupt or does not fit (every checkpoint metadata value is validated, the message
 // names the file and the key), a plain dpe::Error when the run fails (a non-finite loss, a lost
 // rank). With checkpoint_dir, the main process first finishes a checkpoint whose commit a kill
 // interrupted and removes what killed writes left (design note "checkpoint set"), and on resume

@@ -3,7 +3,7 @@
 #include <exception>
 #include <string>
 
-#include "tests/tools/lm_imbalance_tiny.h"
+#include "tests/tools/demo_lib/lm_imbalance_tiny.h"
 
 int main(int argc, char** argv) {
   if (argc != 3 || std::string(argv[1]) != "--lm-ddp-worker") {

@@ -1,4 +1,4 @@
-#include "tools/local_ranks.h"
+#include "tools/common/local_ranks.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

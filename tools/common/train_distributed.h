@@ -1,5 +1,6 @@
-// The process-group side of //tools:train: one process of a DDP job (rank, world size, DDP
-// wrapping, SyncBatchNorm, reductions of metrics), or a stand-in for a single process.
+// The process-group side of a training process (//tools:train, and the DDP ranks of bench and
+// demo): one process of a DDP job (rank, world size, DDP wrapping, SyncBatchNorm, reductions of
+// metrics), or a stand-in for a single process.
 #pragma once
 
 #include <memory>

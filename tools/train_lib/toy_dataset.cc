@@ -1,4 +1,4 @@
-#include "tools/toy_dataset.h"
+#include "tools/train_lib/toy_dataset.h"
 
 #include "engine/tensor/random.h"
 

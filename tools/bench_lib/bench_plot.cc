@@ -1,4 +1,4 @@
-#include "tools/bench_plot.h"
+#include "tools/bench_lib/bench_plot.h"
 
 #include <algorithm>
 #include <cstdio>

@@ -1,4 +1,4 @@
-#include "tools/train_distributed.h"
+#include "tools/common/train_distributed.h"
 
 #include <cstdlib>
 

@@ -1,4 +1,4 @@
-#include "tools/bench_runner.h"
+#include "tools/bench_lib/bench_runner.h"
 
 #include <time.h>
 #include <unistd.h>
@@ -31,8 +31,8 @@
 #include "models/by_name.h"
 #include "models/gpt.h"
 #include "models/resnet.h"
-#include "tools/local_ranks.h"
-#include "tools/train_distributed.h"
+#include "tools/common/local_ranks.h"
+#include "tools/common/train_distributed.h"
 
 namespace dpe::tools {
 

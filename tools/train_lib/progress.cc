@@ -1,4 +1,4 @@
-#include "tools/progress.h"
+#include "tools/train_lib/progress.h"
 
 #include <unistd.h>
 

@@ -6,7 +6,7 @@
 // the epoch and step named and leaves the last checkpoint intact; the gpt models train on a tiny
 // slice of the language-model corpus (a 400-piece tokenizer trained in the test's own cache in
 // about a second; no network) in single and dp modes.
-#include "tools/trainer.h"
+#include "tools/train_lib/trainer.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -25,7 +25,7 @@
 
 #include "engine/core/error.h"
 #include "engine/io/safetensors.h"
-#include "tools/exit_codes.h"
+#include "tools/common/exit_codes.h"
 
 namespace dpe::tools {
 namespace {

@@ -2,7 +2,7 @@
 // puts the loss's memory on device 0, parallel_criterion removes most of it, and device 0's extra
 // is fully accounted for by the memory categories; DDP's ranks train the same steps as
 // DataParallel and hold the same memory.
-#include "tools/lm_imbalance.h"
+#include "tools/demo_lib/lm_imbalance.h"
 
 #include <gtest/gtest.h>
 
@@ -12,7 +12,7 @@
 #include "engine/backend/host/host_devices.h"
 #include "engine/core/error.h"
 #include "engine/device/runtime.h"
-#include "tests/tools/lm_imbalance_tiny.h"
+#include "tests/tools/demo_lib/lm_imbalance_tiny.h"
 
 namespace dpe::tools {
 namespace {

@@ -2,7 +2,7 @@
 // (logits dominate, as in a real language model), a few short sequences.
 #pragma once
 
-#include "tools/lm_imbalance.h"
+#include "tools/demo_lib/lm_imbalance.h"
 
 namespace dpe::tools {
 

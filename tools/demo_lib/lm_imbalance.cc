@@ -1,4 +1,4 @@
-#include "tools/lm_imbalance.h"
+#include "tools/demo_lib/lm_imbalance.h"
 
 #include <stdlib.h>
 #include <unistd.h>
@@ -16,8 +16,8 @@
 #include "engine/optim/adam.h"
 #include "engine/optim/clip_grad.h"
 #include "engine/parallel/data_parallel.h"
-#include "tools/local_ranks.h"
-#include "tools/train_distributed.h"
+#include "tools/common/local_ranks.h"
+#include "tools/common/train_distributed.h"
 
 namespace dpe::tools {
 namespace {
