@@ -28,7 +28,7 @@ class Tokenizer {
   static constexpr const char* kNewline = "\xE2\x90\xA4";  // U+2424 SYMBOL FOR NEWLINE
 
   struct TrainOptions {
-    int64_t vocab_size = 32000;  // issue 11: at least 32 k, so the logits weigh what real LMs' do
+    int64_t vocab_size = 32000;  // at least 32 k, so the logits weigh what real LMs' do
     std::string model_type = "bpe";
     // The trainer's options as SentencePiece flags: the exact command (spm_train plus these and
     // --input) that makes the same model, and part of the cache key. Threads are not in it:

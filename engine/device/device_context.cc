@@ -30,7 +30,7 @@ DeviceContext::DeviceContext(Device device, std::unique_ptr<Allocator> allocator
 
 Worker& DeviceContext::worker() {
   std::call_once(worker_once_, [this] {
-    worker_ = std::make_unique<Worker>(this, compute_threads_, worker_spin_);
+    worker_ = std::make_unique<Worker>(this, worker_spin_);
   });
   return *worker_;
 }

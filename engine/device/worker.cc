@@ -25,11 +25,8 @@ int64_t Worker::busy_ns() const {
   return busy_ns_ + running;
 }
 
-Worker::Worker(DeviceContext* context, int compute_threads, std::chrono::nanoseconds spin)
-    : context_(context),
-      compute_threads_(compute_threads),
-      spin_(spin),
-      thread_([this] { loop(); }) {}
+Worker::Worker(DeviceContext* context, std::chrono::nanoseconds spin)
+    : context_(context), spin_(spin), thread_([this] { loop(); }) {}
 
 bool Worker::on_worker_thread() const {
   return tls_running_here == this || std::this_thread::get_id() == thread_.get_id();

@@ -14,6 +14,8 @@
 // outnumber the cores, since a spinning thread would then take a core from one computing).
 #pragma once
 
+#include <tbb/concurrent_queue.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -21,8 +23,6 @@
 #include <future>
 #include <mutex>
 #include <thread>
-
-#include <tbb/concurrent_queue.h>
 
 namespace dpe {
 
@@ -50,7 +50,7 @@ class DeviceContext;
 
 class Worker {
  public:
-  Worker(DeviceContext* context, int compute_threads, std::chrono::nanoseconds spin);
+  Worker(DeviceContext* context, std::chrono::nanoseconds spin);
   ~Worker();  // drains queued tasks, then joins
   Worker(const Worker&) = delete;
   Worker& operator=(const Worker&) = delete;
@@ -69,7 +69,6 @@ class Worker {
   // How long this worker, and those waiting on its tasks, spin before sleeping.
   std::chrono::nanoseconds spin() const { return spin_; }
 
-  int compute_threads() const { return compute_threads_; }
   // Total time spent running tasks, for the busy-time report, including the running task's time
   // so far: a task may signal its caller before it returns (the backward engine does), and the
   // caller's reading must already count it.
@@ -88,11 +87,10 @@ class Worker {
   void end_busy();
 
   DeviceContext* const context_;
-  const int compute_threads_;
   const std::chrono::nanoseconds spin_;
   std::atomic<int64_t> pending_{0};  // tasks submitted and not finished
   std::mutex run_mu_;                // held by whoever runs this device's task: one at a time
-  mutable std::mutex busy_mu_;  // busy_ns_ and running_since_ns_ change together
+  mutable std::mutex busy_mu_;       // busy_ns_ and running_since_ns_ change together
   int64_t busy_ns_ = 0;
   int64_t running_since_ns_ = 0;  // steady-clock start of the running task; 0: idle
   std::atomic<int64_t> handoffs_{0};

@@ -48,10 +48,9 @@ class NcclProcessGroup : public ProcessGroup {
   ~NcclProcessGroup() override;
 
   std::string backend() const override { return "nccl"; }
-  Device device() const { return device_; }
 
  protected:
-  // float32 (sum, avg, max, min) or int64 (sum, max, min), contiguous, on device().
+  // float32 (sum, avg, max, min) or int64 (sum, max, min), contiguous, on the group's device.
   void run_all_reduce(Tensor& tensor, ReduceOp op) override;
   void run_broadcast(Tensor& tensor, int root) override;
   void run_all_gather(const Tensor& input, Tensor& gathered) override;

@@ -13,7 +13,7 @@
 // ("<BatchNorm2d(...)>+ReLU" instead of "relu"), the op trace's names (batch_norm_relu, no relu),
 // lower peak memory, and which in-place writes the saved-tensor check catches: the fused node
 // saves batch norm's bias (for the mask) and not the ReLU's output, so writing the bias in place
-// between forward and backward fails, and writing the output in place no longer does. In
+// between forward and backward fails, and writing the output in place does not. In
 // evaluation the two ops run as they are.
 //
 // Only those exact classes fuse: a subclass, or another module in either place (SyncBatchNorm

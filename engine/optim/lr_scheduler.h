@@ -15,7 +15,6 @@ class LRScheduler {
     ++epoch_;
     opt_.set_lr(lr_at(epoch_));
   }
-  int64_t last_epoch() const { return epoch_; }
   // For resume: jump to a given epoch count.
   void set_epoch(int64_t epoch) {
     epoch_ = epoch;

@@ -22,7 +22,6 @@ class Optimizer {
 
   float lr() const { return lr_; }
   void set_lr(float lr) { lr_ = lr; }
-  const std::vector<Tensor>& params() const { return params_; }
 
   // Per-parameter state ("state.3.momentum_buffer", "state.3.step"), for checkpoints.
   virtual StateDict state_dict() const = 0;

@@ -55,7 +55,7 @@ inline void take(float v, int64_t i, float& best, int64_t& best_i) {
 
 // The ConvNet's 2x2 windows with stride 2 and no padding: always in bounds, no clamping.
 // Both versions below keep take()'s rule as selects, with no branch per element: after a ReLU
-// half the inputs are 0, and the branch it replaced mispredicted so often that the op took 5x its
+// half the inputs are 0, and a branch per element mispredicts so often that the op takes 5x its
 // memory-bound time. Later elements of a window win when larger or NaN, in window order.
 #if defined(__AVX512F__)
 // A NaN or a larger value replaces the running maximum.

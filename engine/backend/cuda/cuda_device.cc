@@ -60,7 +60,7 @@ class CudaCachingAllocator final : public Allocator {
  protected:
   void* raw_allocate(size_t bytes) override {
     const size_t block = size_class(bytes);
-    // cudaMalloc made the device current, and callers came to rely on it (Tensor::fill_ launches
+    // cudaMalloc makes the device current, and callers rely on it (Tensor::fill_ launches
     // on the current device right after allocating): keep doing so when the cache serves.
     set_device(device().index());
     std::lock_guard<std::mutex> lock(mu_);

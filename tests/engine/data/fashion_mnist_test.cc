@@ -188,7 +188,7 @@ TEST_F(FashionMnistTest, CountsThatDisagreeWithTheData) {
 }
 
 TEST_F(FashionMnistTest, AHeaderClaimingMillionsOfImagesAllocatesOnlyWhatTheFileHolds) {
-  // 16 bytes claiming 10 000 000 images (within the count limit): 7.8 GB if believed (issue 12).
+  // 16 bytes claiming 10 000 000 images (within the count limit): 7.8 GB if believed.
   Bytes header;
   put_u32(header, 0x00000803);
   put_u32(header, 10'000'000);

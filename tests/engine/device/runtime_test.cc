@@ -8,22 +8,19 @@
 
 #include "engine/backend/host/host_devices.h"
 #include "engine/core/error.h"
+#include "engine/device/device_registry.h"
 #include "engine/tensor/tensor.h"
 
 namespace dpe {
 namespace {
 
-TEST(RuntimeTest, DefaultsToTwoHostDevicesFromTheEnvironment) {
-  unsetenv("DPE_HOST_DEVICES");
-  EXPECT_EQ(host_options_from_env().count, 2);
-  setenv("DPE_HOST_DEVICES", "3", 1);
-  EXPECT_EQ(host_options_from_env().count, 3);
-  setenv("DPE_HOST_DEVICES", "three", 1);
-  EXPECT_THROW(host_options_from_env(), Error);
-  unsetenv("DPE_HOST_DEVICES");
-  setenv("DPE_HOST_DEVICE_MEMORY", "512MiB", 1);
-  EXPECT_EQ(host_options_from_env().capacity_bytes, 512LL << 20);
-  unsetenv("DPE_HOST_DEVICE_MEMORY");
+// The Runtime knows device types only through the registry: both are linked into every program.
+TEST(RuntimeTest, DeviceTypesAreThoseThatRegistered) {
+  ASSERT_NE(find_device_type(DeviceType::kHost), nullptr);
+  ASSERT_NE(find_device_type(DeviceType::kCuda), nullptr);
+  EXPECT_EQ(Runtime::get().device_count(DeviceType::kHost),
+            find_device_type(DeviceType::kHost)->device_count());
+  EXPECT_EQ(Runtime::get().device_status(DeviceType::kHost), "ok");
 }
 
 TEST(RuntimeTest, OutOfRangeDeviceNamesTheRange) {

@@ -234,7 +234,7 @@ TEST(DdpModelParallelTest, TwoRanksOfTwoDevicesEqualOneProcessOnTheGlobalBatch) 
 // the first layers' gradients to compute: fewer hooks had fired than the backward fires in all.
 // The claims are about order (how many gradient hooks had fired at each launch), never about
 // time; the rendezvous and Gloo timeouts are generous so a loaded machine (ASan, TSan, a busy CI)
-// cannot fail it: join_job's default of 5 s is too short there (issue 12, item 10).
+// cannot fail it: join_job's default of 5 s is too short there.
 TEST(DdpBucketsTest, FirstBucketLaunchesBeforeBackwardEnds) {
   test::StoreServerProcess server;
   const int port = server.port();

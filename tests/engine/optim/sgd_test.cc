@@ -10,6 +10,17 @@ namespace {
 using testing::param;
 using testing::set_grad;
 
+TEST(SgdTest, DefaultsArePyTorchs) {
+  // torch.optim.SGD: momentum 0, dampening 0, weight_decay 0, nesterov False (lr has no default
+  // there; dpe's is 0.01).
+  const SgdOptions o;
+  EXPECT_EQ(o.lr, 0.01f);
+  EXPECT_EQ(o.momentum, 0.0f);
+  EXPECT_EQ(o.dampening, 0.0f);
+  EXPECT_EQ(o.weight_decay, 0.0f);
+  EXPECT_FALSE(o.nesterov);
+}
+
 TEST(SgdTest, MomentumDampeningWeightDecayNesterov) {
   for (bool nesterov : {false, true}) {
     Tensor p = param({1.0f, -2.0f});

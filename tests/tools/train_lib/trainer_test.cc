@@ -396,9 +396,8 @@ std::string resume_error(const std::string& dir) {
   return "";
 }
 
-// Issue 12, item 3, in the older single-file layout: every metadata value train reads on resume
-// is checked; "2147483647" no longer overflows stoi(...) + 1 into epochs near INT_MIN, "-3" no
-// longer trains epochs -2..1; the message names the file and the key, and the error is a
+// Every metadata value train reads on resume is checked: "2147483647" does not overflow
+// stoi(...) + 1 into epochs near INT_MIN, "-3" does not train epochs -2..1; the message names the file and the key, and the error is a
 // DataError (exit code 3).
 TEST(TrainerTest, CheckpointMetadataIsValidated) {
   const std::string dir = tmpdir("bad_metadata");
