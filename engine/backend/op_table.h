@@ -14,9 +14,6 @@
 // initialisation; replace_op_table while no op runs.
 #pragma once
 
-#include <array>
-#include <cstddef>
-
 #include "engine/backend/prims.h"
 #include "engine/device/device.h"
 

@@ -19,6 +19,8 @@
 // line in DPE_PRIMS below, its kernels, and the differentiable op in engine/autograd.
 #pragma once
 
+#include <type_traits>
+
 #include "engine/backend/prims/conv.h"
 #include "engine/backend/prims/dense.h"
 #include "engine/backend/prims/elementwise.h"

@@ -18,7 +18,8 @@ namespace dpe {
 class DeviceTypeImpl {
  public:
   virtual ~DeviceTypeImpl() = default;
-  // Devices of this type visible now (0 where none exists; never throws).
+  // Devices of this type visible now (0 where none exists). Throws only for a bad setting (the
+  // host type's DPE_HOST_DEVICES).
   virtual int device_count() = 0;
   // Why the count is what it is ("ok", "CUDA driver version is insufficient ...").
   virtual std::string status() = 0;

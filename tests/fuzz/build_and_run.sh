@@ -49,8 +49,10 @@ CXXFLAGS=(-std=c++17 -O1 -g -fno-omit-frame-pointer -fopenmp -I. "${SAN[@]}")
 # The engine sources each target needs (the transitive srcs of its Bazel deps, CUDA off).
 tensor_srcs=(engine/device/device.cc engine/device/memory_category.cc
   engine/device/memory_stats.cc engine/device/allocator.cc engine/device/device_context.cc
-  engine/device/device_guard.cc engine/device/worker.cc engine/device/runtime.cc engine/device/op_trace.cc
+  engine/device/device_guard.cc engine/device/worker.cc engine/device/runtime.cc
+  engine/device/device_registry.cc engine/device/step_observer.cc
   engine/backend/host/host_allocator.cc engine/backend/host/host_device.cc
+  engine/backend/host/host_device_type.cc engine/backend/cuda/cuda_devices.cc
   engine/backend/cuda/cuda_device_stub.cc kernels/host/copy.cc kernels/host/host_context.cc
   engine/tensor/shape.cc engine/tensor/tensor.cc)
 declare -A srcs libs
