@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -22,6 +23,7 @@
 #include "models/by_name.h"
 #include "tools/bench_lib/bench_plot.h"
 #include "tools/bench_lib/bench_runner.h"
+#include "tools/common/devices.h"
 #include "tools/common/exit_codes.h"
 #include "tools/common/local_ranks.h"
 #include "tools/common/paths.h"
@@ -83,6 +85,7 @@ struct Options {
   std::vector<int64_t> batches{256};
   std::vector<std::string> ddp_backends{BenchConfig().ddp_backend};
   BenchConfig base;
+  CLI::Option* ddp_backends_option = nullptr;
   std::string json_path = "bench.json", svg_path = "bench.svg";
   std::string worker_result;  // --ddp-worker: run as one DDP rank, writing here
   // Whether the flag was given: the heavy models' smaller defaults apply only where it was not.
@@ -92,12 +95,15 @@ struct Options {
 // The options of how each step runs: DDP's process groups and buckets, and fusion.
 void add_step_options(CLI::App& app, Options& o) {
   BenchConfig& base = o.base;
-  app.add_option("--ddp-backends", o.ddp_backends,
-                 "process groups to run DDP over, each a row: mpi (ranks started by mpirun, "
-                 "shared memory) or gloo (ranks as child processes, TCP over loopback)")
-      ->delimiter(',')
-      ->check(CLI::IsMember({"gloo", "mpi"}))
-      ->capture_default_str();
+  o.ddp_backends_option =
+      app.add_option("--ddp-backends", o.ddp_backends,
+                     "process groups to run DDP over, each a row: mpi (ranks started by mpirun, "
+                     "shared memory) or gloo (ranks as child processes, TCP over loopback) on host "
+                     "devices; nccl (ranks as child processes, one GPU each; the default with "
+                     "--device cuda) on CUDA devices")
+          ->delimiter(',')
+          ->check(CLI::IsMember({"gloo", "mpi", "nccl"}))
+          ->capture_default_str();
   app.add_option("--bucket-view", base.bucket_view,
                  "DDP's gradient_as_bucket_view: the gradients are views of the all-reduce "
                  "buckets, and linear layers write theirs straight into them (false: PyTorch's "
@@ -129,6 +135,11 @@ int parse_options(int argc, char** argv, Options& o) {
       ->delimiter(',')
       ->check(
           CLI::IsMember({"toy", "mlp", "convnet", "resnet-tiny", "resnet50", "gpt-small", "gpt2"}))
+      ->capture_default_str();
+  app.add_option("--device", base.device,
+                 "host (the default: host devices) or cuda (CUDA devices cuda:0..N-1; with "
+                 "DPE_CUDA_LOGICAL_DEVICES=N one GPU is N devices)")
+      ->check(CLI::IsMember({"host", "cuda"}))
       ->capture_default_str();
   app.add_option("--devices", o.device_counts, "device counts")
       ->delimiter(',')
@@ -171,6 +182,8 @@ int parse_options(int argc, char** argv, Options& o) {
     const int code = app.exit(e);
     return code == 0 ? dpe::tools::kExitOk : dpe::tools::kExitUsage;
   }
+  // DDP on CUDA devices runs over NCCL unless told otherwise.
+  if (base.device == "cuda" && o.ddp_backends_option->count() == 0) o.ddp_backends = {"nccl"};
   o.batches_given = batches_opt->count() > 0;
   o.warmup_given = warmup_opt->count() > 0;
   o.steps_given = steps_opt->count() > 0;
@@ -189,6 +202,21 @@ void run_ddp_worker(const Options& o) {
 // Checks what would fail every run before any starts: each model's --context (a usage error) and
 // the Fashion-MNIST files when a model reads them (a data error). Returns kRun or the exit code.
 int check_inputs(const Options& o) {
+  try {
+    const dpe::DeviceType type = dpe::tools::parse_device_type(o.base.device);
+    for (const std::string& b : o.ddp_backends) {
+      DPE_TOOLS_CHECK(dpe::tools::UsageError, (b == "nccl") == (type == dpe::DeviceType::kCuda),
+                      "bench: --ddp-backends " << b << " does not run on --device " << o.base.device
+                                               << " (nccl: cuda; gloo, mpi: host)");
+    }
+    if (type == dpe::DeviceType::kCuda) {
+      dpe::tools::tool_devices(type,
+                               *std::max_element(o.device_counts.begin(), o.device_counts.end()));
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench: %s\n", e.what());
+    return dpe::tools::exit_code_for(e);
+  }
   for (const std::string& model : o.models) {
     try {
       dpe::tools::bench_context(model, o.base.context);
@@ -214,8 +242,13 @@ int check_inputs(const Options& o) {
 // The machine, how the figures are measured, and the table's header.
 void print_preamble(const Options& o, unsigned cores, double peak) {
   const BenchConfig& base = o.base;
-  std::printf("machine: %u cores; single-thread SGEMM (oneDNN, 1024^3) peak %.1f GFLOP/s\n", cores,
-              peak);
+  if (base.device == "cuda") {
+    std::printf("machine: %u cores; cuda:0 SGEMM (cuBLAS, fp32, 4096^3) peak %.1f GFLOP/s\n", cores,
+                peak);
+  } else {
+    std::printf("machine: %u cores; single-thread SGEMM (oneDNN, 1024^3) peak %.1f GFLOP/s\n",
+                cores, peak);
+  }
   std::printf(
       "every device/process computes with %d thread%s; samples/s = global batch / median "
       "step time over %d steps after %d warm-up steps (gpt, resnet50: %d after %d "
@@ -320,7 +353,8 @@ void run_model(const Options& o, const std::string& model, double peak, Runs& ru
 // Writes the JSON of every run and the plot, and says where.
 void write_outputs(const Options& o, unsigned cores, double peak, const Runs& runs) {
   nlohmann::json doc;
-  doc["gemm_peak_gflops_1_thread"] = peak;
+  doc["device"] = o.base.device;
+  doc["gemm_peak_gflops_1_thread"] = peak;  // cuda: the GPU's
   doc["cores"] = cores;
   doc["warmup"] = o.base.warmup;
   doc["steps"] = o.base.steps;
@@ -351,7 +385,9 @@ int main(int argc, char** argv) {
     o.base.data_dir = dpe::tools::user_path(o.base.data_dir);
     if (const int code = check_inputs(o); code != kRun) return code;
     const unsigned cores = std::thread::hardware_concurrency();
-    const double peak = dpe::tools::measure_gemm_gflops(1024, 5);
+    const double peak = o.base.device == "cuda"
+                            ? dpe::tools::measure_gemm_gflops(4096, 5, dpe::Device::parse("cuda:0"))
+                            : dpe::tools::measure_gemm_gflops(1024, 5);
     print_preamble(o, cores, peak);
     Runs runs;
     for (const std::string& model : o.models) run_model(o, model, peak, runs);

@@ -5,6 +5,7 @@
 // (tools/demo_lib/lm_imbalance.h). `--model convnet|mlp|toy` profiles one of the seeds' models
 // instead.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -23,6 +24,7 @@
 #include "engine/parallel/imbalance_report.h"
 #include "models/by_name.h"
 #include "models/demo_model.h"
+#include "tools/common/devices.h"
 #include "tools/common/exit_codes.h"
 #include "tools/common/local_ranks.h"
 #include "tools/common/paths.h"
@@ -31,7 +33,8 @@
 namespace {
 
 struct Flags {
-  int devices = 0;  // 0: DPE_HOST_DEVICES (default 2)
+  std::string device = "host";  // host | cuda
+  int devices = 0;              // 0: DPE_HOST_DEVICES (default 2), or every CUDA device
   int input_size = 5, output_size = 2, batch_size = 30, data_size = 100;
   std::string model = "gpt-small";
   std::vector<int> lm_devices = {2, 4};
@@ -52,6 +55,7 @@ void seeds_demo(const Flags& f, const std::vector<dpe::Device>& devices) {
     std::lock_guard<std::mutex> lock(print_mu);
     std::printf("%s\n", line.c_str());
   });
+  model->to(devices[0]);  // built on host:0
   std::shared_ptr<dpe::Module> net = model;
   if (devices.size() > 1) {
     std::printf("Let's use %zu devices!\n", devices.size());
@@ -63,7 +67,11 @@ void seeds_demo(const Flags& f, const std::vector<dpe::Device>& devices) {
   o.shuffle = true;
   dpe::DataLoader loader(data, o);
   for (dpe::Batch& batch : loader) {
-    dpe::Tensor output = net->forward(batch.input);
+    // One device computes on its own memory; DataParallel scatters from wherever the batch is.
+    const dpe::Tensor input = devices.size() == 1 && batch.input.device() != devices[0]
+                                  ? batch.input.to(devices[0])
+                                  : batch.input;
+    dpe::Tensor output = net->forward(input);
     std::printf("Outside: input size %s output_size %s\n", batch.input.shape().str().c_str(),
                 output.shape().str().c_str());
   }
@@ -75,6 +83,7 @@ void imbalance_demo(const Flags& f, const std::vector<dpe::Device>& devices) {
               f.model.c_str(), devices.size(), f.train_batch, f.steps);
   dpe::Generator gen(1);
   auto model = dpe::models::make_model(f.model, gen);
+  model->to(devices[0]);
   dpe::DataParallel dp(model, devices);
   dpe::StepProfiler prof;
   dp.set_profiler(&prof);
@@ -103,6 +112,7 @@ void imbalance_demo(const Flags& f, const std::vector<dpe::Device>& devices) {
     images = b.input;
     labels = b.target;
   }
+  if (labels.device() != devices[0]) labels = labels.to(devices[0]);  // the loss is on device 0
   std::vector<dpe::StepStats> stats;
   for (int step = 0; step < f.steps; ++step) {
     prof.begin_step(devices);
@@ -149,20 +159,25 @@ std::vector<std::string> lm_worker_argv(const Flags& f, int64_t global_batch) {
           std::to_string(f.lm_steps)};
 }
 
-void lm_demo(const Flags& f) {
+void lm_demo(const Flags& f, dpe::DeviceType type) {
   dpe::tools::LmImbalanceOptions o = lm_options(f);
   std::printf(
-      "\n%s (%lld-token vocabulary) trained with AdamW on host devices, %lld sequences of "
+      "\n%s (%lld-token vocabulary) trained with AdamW on %s devices, %lld sequences of "
       "%lld tokens (random) per device,\nmedians of %d step(s) after %d warm-up step(s) of "
       "one sequence per device; memory in MiB at each device's peak:\n",
-      f.model.c_str(), static_cast<long long>(o.config.vocab_size),
+      f.model.c_str(), static_cast<long long>(o.config.vocab_size), dpe::device_type_name(type),
       static_cast<long long>(f.lm_batch_per_device), static_cast<long long>(o.context), o.steps,
       o.warmup_steps);
   dpe::Runtime& rt = dpe::Runtime::get();
   std::vector<dpe::tools::LmImbalanceRun> runs;
+  // DDP's ranks beside DataParallel run on host devices: NCCL, the CUDA process group, wants a
+  // GPU of its own per rank, which logical devices on one GPU are not.
+  const bool ddp = f.lm_ddp && type == dpe::DeviceType::kHost;
+  if (f.lm_ddp && !ddp) std::printf("(DDP's rows are left out on CUDA devices)\n");
   for (int n : f.lm_devices) {
-    dpe::set_host_device_count(n);
-    const auto devices = rt.devices(dpe::DeviceType::kHost);
+    if (type == dpe::DeviceType::kHost) dpe::set_host_device_count(n);
+    const auto devices = type == dpe::DeviceType::kHost ? rt.devices(dpe::DeviceType::kHost)
+                                                        : dpe::tools::tool_devices(type, n);
     o.batch = f.lm_batch_per_device * n;
     for (auto v : {dpe::tools::DpVariant::kPlain, dpe::tools::DpVariant::kChunkWeights,
                    dpe::tools::DpVariant::kParallelLoss}) {
@@ -173,7 +188,7 @@ void lm_demo(const Flags& f) {
       std::printf("\nplain DataParallel on %d devices, what each device held at its peak:\n%s", n,
                   runs[runs.size() - 3].report.memory_breakdown().c_str());
     }
-    if (f.lm_ddp) runs.push_back(dpe::tools::profile_lm_ddp(o, n, lm_worker_argv(f, o.batch)));
+    if (ddp) runs.push_back(dpe::tools::profile_lm_ddp(o, n, lm_worker_argv(f, o.batch)));
   }
   std::printf("\n%s", dpe::tools::lm_imbalance_table(runs).c_str());
 }
@@ -185,7 +200,14 @@ int main(int argc, char** argv) {
   CLI::App app{
       "dpe demo: the seeds' DataParallel example on host devices, then the imbalance "
       "DataParallel causes on device 0"};
-  app.add_option("--devices", f.devices, "number of host devices (default: DPE_HOST_DEVICES or 2)")
+  app.add_option("--device", f.device,
+                 "host (the default: host devices) or cuda (CUDA devices; with "
+                 "DPE_CUDA_LOGICAL_DEVICES=N one GPU is N devices)")
+      ->check(CLI::IsMember({"host", "cuda"}))
+      ->capture_default_str();
+  app.add_option("--devices", f.devices,
+                 "number of devices (default: DPE_HOST_DEVICES or 2 host devices; every CUDA "
+                 "device)")
       ->check(CLI::Range(1, 64));
   app.add_option("--batch-size", f.batch_size, "batch size of the seeds' demo")
       ->check(CLI::Range(1, 1 << 20));
@@ -239,11 +261,21 @@ int main(int argc, char** argv) {
                     !needs_data || std::filesystem::is_directory(f.data_dir),
                     "--data-dir " << f.data_dir << " is not a folder");
     dpe::Runtime& rt = dpe::Runtime::get();
-    if (f.devices > 0) dpe::set_host_device_count(f.devices);
-    const auto devices = rt.devices(dpe::DeviceType::kHost);
+    const dpe::DeviceType type = dpe::tools::parse_device_type(f.device);
+    std::vector<dpe::Device> devices;
+    if (type == dpe::DeviceType::kHost) {
+      if (f.devices > 0) dpe::set_host_device_count(f.devices);
+      devices = rt.devices(dpe::DeviceType::kHost);
+    } else {
+      const int lm_max = *std::max_element(f.lm_devices.begin(), f.lm_devices.end());
+      const bool lm = f.steps > 0 && f.model.rfind("gpt", 0) == 0;
+      devices = dpe::tools::tool_devices(
+          type, f.devices > 0 ? f.devices : std::max(1, rt.device_count(type)));
+      if (lm) dpe::tools::tool_devices(type, lm_max);  // exit 2 before any work
+    }
     seeds_demo(f, devices);
     if (f.steps > 0 && f.model.rfind("gpt", 0) == 0)
-      lm_demo(f);
+      lm_demo(f, type);
     else if (f.steps > 0)
       imbalance_demo(f, devices);
     return 0;

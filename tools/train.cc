@@ -57,7 +57,7 @@ int main(int argc, char** argv) {
   CLI::App app{
       "Train toy, mlp, convnet or resnet-tiny on Fashion-MNIST, or gpt-small or gpt2 on the\n"
       "language-model corpus (fortunes + the Jargon File, 32k BPE), with dpe.\n"
-      "  single: one host device.   dp: DataParallel over --devices host devices.\n"
+      "  single: one device.   dp: DataParallel over --devices devices (--device host or cuda).\n"
       "  ddp: one process per device; start it with the launcher, e.g.\n"
       "    tools/bazelw run //tools:launch -- --nproc_per_node=2 bazel-bin/tools/train --mode ddp\n"
       "  or with Open MPI (shared memory on one host, the faster there):\n"
@@ -65,10 +65,16 @@ int main(int argc, char** argv) {
   app.add_option("--mode", c.mode, "single | dp | ddp")
       ->check(CLI::IsMember({"single", "dp", "ddp"}))
       ->capture_default_str();
+  app.add_option("--device", c.device,
+                 "host (the default: host devices) or cuda (CUDA devices: cuda:0 for single, "
+                 "cuda:0..N-1 for dp, cuda:LOCAL_RANK for ddp)")
+      ->check(CLI::IsMember({"host", "cuda"}))
+      ->capture_default_str();
   app.add_option("--backend", c.backend,
                  "ddp's process group: mpi (start with mpirun -np N), gloo (start with "
-                 "//tools:launch), auto: mpi under mpirun, else gloo")
-      ->check(CLI::IsMember({"auto", "gloo", "mpi"}))
+                 "//tools:launch), nccl (CUDA devices), auto: nccl with --device cuda, else mpi "
+                 "under mpirun, else gloo")
+      ->check(CLI::IsMember({"auto", "gloo", "mpi", "nccl"}))
       ->capture_default_str();
   CLI::Option* devices =
       app.add_option("--devices", c.devices,

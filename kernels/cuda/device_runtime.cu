@@ -49,4 +49,11 @@ void synchronize(int device) {
   DPE_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
+size_t total_memory(int device) {
+  set_device(device);
+  size_t free_bytes = 0, total_bytes = 0;
+  DPE_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  return total_bytes;
+}
+
 }  // namespace dpe::cuda

@@ -17,5 +17,7 @@ void free_on(int device, void* ptr);
 // Copies between host memory (device < 0) and device memory, or between two devices.
 void memcpy_between(void* dst, int dst_device, const void* src, int src_device, size_t bytes);
 void synchronize(int device);
+// The device's total memory in bytes.
+size_t total_memory(int device);
 
 }  // namespace dpe::cuda

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <cstdio>
@@ -44,6 +45,19 @@ TEST(BenchCliTest, MissingDataExitsWith3) {
     EXPECT_EQ(run(std::string("--models ") + model + " --data-dir " + dir, &out), 3) << out;
     EXPECT_TRUE(has(out, dir + "/train-")) << out;
   }
+}
+
+// --device cuda where no CUDA device exists (this machine, or a build without CUDA): exit 2, and
+// the message says how many were needed and why there are none. Skipped where a GPU is present.
+TEST(BenchCliTest, CudaWithoutAGpuIsAUsageError) {
+  if (::access("/dev/nvidia0", F_OK) == 0) GTEST_SKIP() << "a GPU is present";
+  std::string out;
+  EXPECT_EQ(run("--device cuda --models toy --devices 1,2", &out), 2) << out;
+  EXPECT_TRUE(out.find("--device cuda needs 2 CUDA device") != std::string::npos) << out;
+  EXPECT_EQ(run("--device cuda --models toy --ddp-backends gloo", &out), 2);
+  EXPECT_TRUE(out.find("gloo does not run on --device cuda") != std::string::npos) << out;
+  EXPECT_EQ(run("--models toy --ddp-backends nccl", &out), 2);  // host devices
+  EXPECT_TRUE(out.find("nccl does not run on --device host") != std::string::npos) << out;
 }
 
 }  // namespace

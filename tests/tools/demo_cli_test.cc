@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <cstdio>
@@ -49,6 +50,15 @@ TEST(DemoCliTest, DevicesOverridingTheEnvironmentSaysSo) {
   EXPECT_EQ(run("--devices 3 --steps 0", &out, "DPE_HOST_DEVICES=2"), 0) << out;
   EXPECT_TRUE(has(out, "--devices 3 overrides DPE_HOST_DEVICES=2")) << out;
   EXPECT_TRUE(has(out, "Let's use 3 devices!")) << out;
+}
+
+// --device cuda where no CUDA device exists (this machine, or a build without CUDA): exit 2, and
+// the message says how many were needed and why there are none. Skipped where a GPU is present.
+TEST(DemoCliTest, CudaWithoutAGpuIsAUsageError) {
+  if (::access("/dev/nvidia0", F_OK) == 0) GTEST_SKIP() << "a GPU is present";
+  std::string out;
+  EXPECT_EQ(run("--device cuda --steps 0", &out), 2) << out;
+  EXPECT_TRUE(out.find("--device cuda needs 1 CUDA device") != std::string::npos) << out;
 }
 
 }  // namespace

@@ -91,11 +91,10 @@ TEST(SimCliTest, Gpu0BatchIsDeviceZerosChunkAndCountsInTheSpeedup) {
 
 TEST(SimCliTest, BadFlagsExitWith2) {
   std::string out;
-  for (const char* args :
-       {"--model foo", "--cluster nowhere", "--gpus 0", "--batch 0", "--precision fp8", "--bogus",
-        "--gpu0-batch -1",
-        "--cluster titanrtx-nvlink --gpus 2 "
-        "--nodes 1 --gpus 4"}) {
+  for (const char* args : {"--model foo", "--cluster nowhere", "--gpus 0", "--batch 0",
+                           "--precision fp8", "--bogus", "--gpu0-batch -1",
+                           "--cluster titanrtx-nvlink --gpus 2 "
+                           "--nodes 1 --gpus 4"}) {
     EXPECT_EQ(run(args, &out), 2) << args << ": " << out;
   }
 }

@@ -374,6 +374,20 @@ TEST(TrainCliTest, DdpOverMpiTrainsAsDdpOverGloo) {
   EXPECT_EQ(epochs(views), epochs(mpi)) << "views:\n" << views << "\nmpi:\n" << mpi;
 }
 
+// --device cuda where no CUDA device exists (this machine, or a build without CUDA): exit 2, and
+// the message says how many were needed and why there are none. Skipped where a GPU is present.
+TEST(TrainCliTest, CudaWithoutAGpuIsAUsageError) {
+  if (::access("/dev/nvidia0", F_OK) == 0) GTEST_SKIP() << "a GPU is present";
+  std::string out;
+  EXPECT_EQ(run("--device cuda --model toy", &out), 2) << out;
+  EXPECT_TRUE(out.find("--device cuda needs 1 CUDA device") != std::string::npos) << out;
+  EXPECT_EQ(run("--device cuda --mode dp --devices 2 --model toy", &out), 2) << out;
+  EXPECT_TRUE(out.find("--device cuda needs 2 CUDA device") != std::string::npos) << out;
+  EXPECT_EQ(run("--mode ddp --backend nccl --model toy", &out), 2);  // NCCL reduces CUDA tensors
+  EXPECT_TRUE(out.find("--backend nccl needs --device cuda") != std::string::npos) << out;
+  EXPECT_EQ(run("--device gpu", &out), 2);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {

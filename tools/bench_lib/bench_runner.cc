@@ -21,6 +21,7 @@
 #include "engine/data/fashion_mnist.h"
 #include "engine/device/device_guard.h"
 #include "engine/device/runtime.h"
+#include "engine/distributed/distributed.h"
 #include "engine/distributed/distributed_data_parallel.h"
 #include "engine/nn/fusion.h"
 #include "engine/optim/adam.h"
@@ -31,6 +32,7 @@
 #include "models/by_name.h"
 #include "models/gpt.h"
 #include "models/resnet.h"
+#include "tools/common/devices.h"
 #include "tools/common/local_ranks.h"
 #include "tools/common/train_distributed.h"
 
@@ -161,6 +163,21 @@ double resnet_forward_macs(const models::ResNetConfig& rc, int64_t in_channels, 
   return macs + static_cast<double>(in * rc.num_classes);  // fc
 }
 
+// The batch where the step takes it: host:0 is where it is made.
+std::pair<Tensor, Tensor> on_device(std::pair<Tensor, Tensor> batch, Device device) {
+  if (batch.first.device() != device) batch.first = batch.first.to(device);
+  if (batch.second.device() != device) batch.second = batch.second.to(device);
+  return batch;
+}
+
+// Waits for what the devices queued (CUDA returns before its kernels finish; host devices have
+// finished already), so that a step's time is its work's.
+void finish_queued_work(const std::vector<Device>& devices) {
+  for (const Device& d : devices) {
+    if (!d.is_host()) Runtime::get().context(d).synchronize();
+  }
+}
+
 double thread_cpu_seconds() {
   timespec ts{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
@@ -216,19 +233,20 @@ double training_flops_per_sample(const std::string& model, int64_t context, int6
 BenchResult run_in_process(const BenchConfig& c) {
   DPE_CHECK(c.mode == "single" || c.mode == "dp", "run_in_process: mode " << c.mode);
   const nn::FusionScope fusion(c.fuse);
-  set_host_devices({std::max(c.devices, 2), c.threads, 0});
-  std::vector<Device> devices;
-  for (int i = 0; i < c.devices; ++i) devices.emplace_back(DeviceType::kHost, i);
+  const DeviceType type = parse_device_type(c.device);
+  if (type == DeviceType::kHost) set_host_devices({std::max(c.devices, 2), c.threads, 0});
+  const std::vector<Device> devices = tool_devices(type, c.devices);
 
   Generator gen(0);
   std::shared_ptr<Module> model = bench_model(c.model, gen);
+  model->to(devices[0]);
   std::shared_ptr<DataParallel> dp;
   if (c.mode == "dp") dp = std::make_shared<DataParallel>(model, devices);
   Module& net = dp ? static_cast<Module&>(*dp) : *model;
   StepProfiler prof;
   if (dp) dp->set_profiler(&prof);
   std::unique_ptr<optim::Optimizer> opt = bench_optimizer(c.model, *model);
-  auto [x, y] = make_batch(c, c.global_batch, 0);
+  auto [x, y] = on_device(make_batch(c, c.global_batch, 0), devices[0]);
 
   std::vector<double> times;
   std::vector<StepStats> stats;
@@ -246,6 +264,7 @@ BenchResult run_in_process(const BenchConfig& c) {
       StepProfiler::Scope scope(&prof, devices[0], Phase::kStep);
       optimizer_step(c.model, *model, *opt);
     }
+    finish_queued_work(devices);
     StepStats st = prof.end_step();
     const double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
     if (s >= c.warmup) {
@@ -285,19 +304,24 @@ BenchResult run_in_process(const BenchConfig& c) {
 
 void ddp_worker(const BenchConfig& c, const std::string& result_path) {
   const nn::FusionScope fusion(c.fuse);
-  set_host_devices({1, c.threads, 0});
+  const DeviceType type = parse_device_type(c.device);
+  if (type == DeviceType::kHost) set_host_devices({1, c.threads, 0});
   Distributed dist = Distributed::init(c.ddp_backend);
+  // One device per rank: host:0 of this process, or cuda:LOCAL_RANK as torchrun's ranks use.
+  const Device device =
+      type == DeviceType::kHost ? Device() : tool_cuda_device(distributed::get_local_rank());
   DPE_CHECK(
       c.global_batch % dist.world == 0,
       "the global batch " << c.global_batch << " must divide by the world size " << dist.world);
   const int64_t per_rank = c.global_batch / dist.world;
   Generator gen(0);
   std::shared_ptr<Module> model = bench_model(c.model, gen);
+  model->to(device);
   std::shared_ptr<Module> ddp = dist.wrap(model, c.bucket_view, c.overlap);
   const bool overlap = std::static_pointer_cast<DistributedDataParallel>(ddp)->overlaps_backward();
   std::unique_ptr<optim::Optimizer> opt = bench_optimizer(c.model, *model);
-  auto [x, y] = make_batch(c, per_rank, per_rank * dist.rank);
-  DeviceContext& ctx = Runtime::get().context(Device());
+  auto [x, y] = on_device(make_batch(c, per_rank, per_rank * dist.rank), device);
+  DeviceContext& ctx = Runtime::get().context(device);
   std::vector<double> times, busy;
   for (int s = 0; s < c.warmup + c.steps; ++s) {
     dist.barrier();  // every rank starts the step together
@@ -307,6 +331,7 @@ void ddp_worker(const BenchConfig& c, const std::string& result_path) {
     Tensor out = ddp->forward(x);
     backward(loss_for(c.model, out, y));
     optimizer_step(c.model, *model, *opt);
+    finish_queued_work({device});
     const double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
     if (s >= c.warmup) {
       times.push_back(ms);
@@ -324,7 +349,8 @@ void ddp_worker(const BenchConfig& c, const std::string& result_path) {
     j["step_ms"] = median(times);
     j["overlap_during_backward"] = overlap;
     for (int r = 0; r < dist.world; ++r) {
-      j["devices"].push_back({{"device", "rank" + std::to_string(r) + ":host:0"},
+      const std::string name = type == DeviceType::kHost ? "host:0" : "cuda:" + std::to_string(r);
+      j["devices"].push_back({{"device", "rank" + std::to_string(r) + ":" + name},
                               {"peak_bytes", all[2 * r]},
                               {"busy_share", all[2 * r + 1]}});
     }
@@ -351,12 +377,14 @@ BenchResult run_ddp(const BenchConfig& c, const std::string& self_exe) {
       {"--context", context},
       {"--image-size", image},
       {"--ddp-backends", c.ddp_backend},
+      {"--device", c.device},
       {"--threads", std::to_string(c.threads)},
       {"--bucket-view", c.bucket_view ? "true" : "false"},
       {"--overlap", c.overlap},
       {"--fuse", c.fuse ? "true" : "false"}};
   std::vector<std::string> argv{self_exe};
   for (const auto& [flag, value] : flags) argv.insert(argv.end(), {flag, value});
+  // gloo and nccl: child processes with torchrun's variables (LOCAL_RANK picks the GPU).
   const int failed =
       c.ddp_backend == "mpi" ? run_mpi_ranks(argv, c.devices) : run_local_ranks(argv, c.devices);
   DPE_CHECK(failed == 0, "bench: DDP workers (" << c.ddp_backend << ") failed for " << c.model
@@ -378,16 +406,19 @@ BenchResult run_ddp(const BenchConfig& c, const std::string& self_exe) {
   return r;
 }
 
-double measure_gemm_gflops(int64_t n, int reps) {
+double measure_gemm_gflops(int64_t n, int reps, Device device) {
   Runtime& rt = Runtime::get();
-  set_host_devices({2, 1, 0});
+  if (device.is_host()) set_host_devices({2, 1, 0});
   Generator g(0);
-  Tensor a = randn({n, n}, g), b = randn({n, n}, g), c = Tensor::empty({n, n});
-  DeviceGuard guard(&rt.context(Device()));
+  Tensor a = randn({n, n}, g).to(device), b = randn({n, n}, g).to(device);
+  Tensor c = Tensor::empty({n, n}, DType::kFloat32, device);
+  DeviceContext& ctx = rt.context(device);
+  DeviceGuard guard(&ctx);
   std::vector<double> times;
   for (int i = 0; i < reps + 1; ++i) {
     const auto start = Clock::now();
     dispatch(prim::Matmul{a, b, c});
+    ctx.synchronize();  // CUDA returns before the product is done
     if (i > 0) times.push_back(std::chrono::duration<double>(Clock::now() - start).count());
   }
   return 2.0 * static_cast<double>(n) * n * n / median(times) / 1e9;

@@ -12,12 +12,15 @@
 #include <string>
 #include <vector>
 
+#include "engine/device/device.h"
+
 namespace dpe::tools {
 
 struct BenchConfig {
   std::string model = "convnet";  // toy | mlp | convnet | resnet-tiny | resnet50 | gpt-small | gpt2
   std::string mode = "dp";        // single | dp | ddp
-  std::string ddp_backend = "mpi";  // ddp: gloo (dpe-launch's way) | mpi (mpirun's)
+  std::string device = "host";    // host | cuda: the devices each run computes on
+  std::string ddp_backend = "mpi";  // ddp: gloo (dpe-launch's way) | mpi (mpirun's) | nccl (cuda)
   bool bucket_view = true;          // ddp: gradient_as_bucket_view
   std::string overlap = "auto";     // ddp: when all-reduces start: auto | during | after
   bool fuse = true;                 // BatchNorm2d + ReLU as one op (engine/nn/fusion.h)
@@ -73,7 +76,8 @@ inline std::string mode_label(const BenchConfig& c) {
   return c.mode == "ddp" ? "ddp/" + c.ddp_backend : c.mode;
 }
 
-// Runs single or dp in this process (host devices with config.threads compute threads each).
+// Runs single or dp in this process: host devices with config.threads compute threads each, or
+// CUDA devices (cuda:0..devices-1; each step ends when every device has finished its work).
 BenchResult run_in_process(const BenchConfig& config);
 
 // Runs ddp: re-executes `self_exe` as `devices` worker processes (one host device of
@@ -85,7 +89,8 @@ BenchResult run_ddp(const BenchConfig& config, const std::string& self_exe);
 // result to `result_path`.
 void ddp_worker(const BenchConfig& config, const std::string& result_path);
 
-// One oneDNN SGEMM (n x n x n) on one thread; returns GFLOP/s (median of `reps`).
-double measure_gemm_gflops(int64_t n, int reps);
+// One SGEMM (n x n x n) on `device` (host: oneDNN on one thread; cuda: cuBLAS); returns GFLOP/s
+// (median of `reps`).
+double measure_gemm_gflops(int64_t n, int reps, Device device = Device());
 
 }  // namespace dpe::tools

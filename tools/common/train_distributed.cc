@@ -12,8 +12,9 @@ namespace dpe::tools {
 Distributed Distributed::init(const std::string& backend) {
   Distributed d;
   const bool under_mpirun = std::getenv("OMPI_COMM_WORLD_RANK") != nullptr;
-  d.group = distributed::init_process_group(
-      backend == "auto" ? (under_mpirun ? "mpi" : "gloo") : backend, "env://");
+  const std::string name = backend == "auto" ? (under_mpirun ? "mpi" : "gloo") : backend;
+  d.group = distributed::init_process_group(name, "env://");
+  if (name == "nccl") d.device = Device(DeviceType::kCuda, distributed::get_local_rank());
   d.rank = d.group->rank();
   d.world = d.group->size();
   return d;
@@ -48,7 +49,7 @@ std::vector<double> Distributed::sum(std::vector<double> values) const {
   if (!group) return values;
   // float64 is not a dpe dtype; float32 is plenty for metrics.
   std::vector<float> f(values.begin(), values.end());
-  Tensor t = Tensor::from_vector(f, {static_cast<int64_t>(f.size())});
+  Tensor t = Tensor::from_vector(f, {static_cast<int64_t>(f.size())}, device);
   group->all_reduce(t, distributed::ReduceOp::kSum);
   const auto r = t.to_vector<float>();
   return std::vector<double>(r.begin(), r.end());

@@ -15,6 +15,7 @@ namespace dpe::tools {
 struct Distributed {
   int rank = 0;
   int world = 1;
+  Device device;  // where the group's collectives take tensors: cuda:LOCAL_RANK for nccl
   std::shared_ptr<distributed::ProcessGroup> group;  // null for a single process
 
   static Distributed single() { return {}; }

@@ -67,6 +67,7 @@ LmImbalanceRun profile_lm_dp(const LmImbalanceOptions& o, const std::vector<Devi
   {
     MemoryCategoryScope category(MemoryCategory::kParameters);
     model = std::make_shared<models::Gpt>(o.config, gen);
+    model->to(devices[0]);  // built on host:0; DataParallel's module lives on device_ids[0]
   }
   DataParallelOptions dpo;
   dpo.device_ids = devices;
@@ -89,7 +90,9 @@ LmImbalanceRun profile_lm_dp(const LmImbalanceOptions& o, const std::vector<Devi
                               : o.batch;
     const Tensor tokens = random_tokens(batch, o.context + 1, o.config.vocab_size, gen);
     const Tensor input = tokens.narrow(1, 0, o.context).contiguous();
-    const Tensor target = tokens.narrow(1, 1, o.context).contiguous();
+    Tensor target = tokens.narrow(1, 1, o.context).contiguous();
+    // The loss runs on device 0 (or beside each replica), where the targets must be.
+    if (target.device() != devices[0]) target = target.to(devices[0]);
     prof.begin_step(devices);
     Tensor loss;
     if (variant == DpVariant::kParallelLoss) {

@@ -15,6 +15,7 @@
 #include <iterator>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 
 #include "engine/autograd/engine.h"
@@ -38,6 +39,7 @@
 #include "engine/parallel/data_parallel.h"
 #include "models/by_name.h"
 #include "models/gpt.h"
+#include "tools/common/devices.h"
 #include "tools/common/exit_codes.h"
 #include "tools/common/train_distributed.h"
 #include "tools/train_lib/progress.h"
@@ -687,6 +689,33 @@ int resume(const TrainConfig& c, bool language_model, Module& model, optim::Opti
   return resume_set(c, language_model, model, opt);
 }
 
+// The ddp backend --backend auto stands for: NCCL on CUDA devices (as PyTorch's choice for GPUs),
+// else MPI when mpirun started the job, else Gloo.
+std::string ddp_backend(const TrainConfig& c) {
+  if (c.backend != "auto") return c.backend;
+  if (c.device == "cuda") return "nccl";
+  return std::getenv("OMPI_COMM_WORLD_RANK") != nullptr ? "mpi" : "gloo";
+}
+
+// --device cuda on a build or machine without (enough) CUDA devices, and backends that cannot
+// serve the device type, are usage errors found before any work.
+void check_device(const TrainConfig& c) {
+  const DeviceType type = parse_device_type(c.device);
+  const std::string backend = ddp_backend(c);
+  DPE_TOOLS_CHECK(UsageError, c.mode != "ddp" || type == DeviceType::kCuda || backend != "nccl",
+                  "--backend nccl needs --device cuda (NCCL reduces CUDA tensors)");
+  DPE_TOOLS_CHECK(UsageError, c.mode != "ddp" || type == DeviceType::kHost || backend == "nccl",
+                  "--device cuda with --mode ddp needs --backend nccl (or auto), not " << backend);
+  if (type != DeviceType::kCuda) return;
+  if (c.mode == "dp") {
+    tool_devices(type, c.devices);
+  } else if (c.mode == "ddp") {
+    tool_cuda_device(distributed::get_local_rank());
+  } else {
+    tool_devices(type, 1);
+  }
+}
+
 // Bad DPE_HOST_*, RANK/WORLD_SIZE or DPE_RDZV_* values are usage errors, found before any work.
 void check_environment(const TrainConfig& c) {
   try {
@@ -729,6 +758,7 @@ TrainConfig checked_config(const TrainConfig& config) {
                     name << " " << value << " must be a finite number >= 0");
   }
   check_environment(c);
+  check_device(c);
   return c;
 }
 
@@ -736,7 +766,7 @@ TrainConfig checked_config(const TrainConfig& config) {
 // --devices wins over DPE_HOST_DEVICES and says so when they differ.
 void set_dp_device_count(const TrainConfig& c) {
   Runtime& rt = Runtime::get();  // in every mode: the runtime exists before the process group
-  if (c.mode != "dp") return;
+  if (c.mode != "dp" || c.device != "host") return;
   const char* env = std::getenv("DPE_HOST_DEVICES");
   if (env != nullptr && *env != '\0' && std::to_string(c.devices) != env) {
     std::fprintf(stderr, "train: --devices %d overrides DPE_HOST_DEVICES=%s\n", c.devices, env);
@@ -787,14 +817,24 @@ std::shared_ptr<Module> build_model(const TrainConfig& c, const Data& data,
   return model;
 }
 
-// What forward runs for the mode: `model` itself (single), DataParallel over --devices, or DDP.
+// The device a single or ddp process computes on, where its batches go before forward (host:0, or
+// cuda:0 / cuda:LOCAL_RANK); none in dp, whose scatter sends each device its chunk.
+std::optional<Device> compute_device(const TrainConfig& c) {
+  if (c.mode == "dp") return std::nullopt;
+  if (c.device != "cuda") return Device();
+  return Device(DeviceType::kCuda, c.mode == "ddp" ? distributed::get_local_rank() : 0);
+}
+
+// What forward runs for the mode: `model` itself (single), DataParallel over --devices, or DDP;
+// the model is on its compute device (dp: device_ids[0]) first.
 std::shared_ptr<Module> wrap_for_mode(const TrainConfig& c, std::shared_ptr<Module> model,
                                       const Distributed& dist) {
   if (c.mode == "dp") {
-    std::vector<Device> devices;
-    for (int i = 0; i < c.devices; ++i) devices.emplace_back(DeviceType::kHost, i);
+    const std::vector<Device> devices = tool_devices(parse_device_type(c.device), c.devices);
+    model->to(devices[0]);
     return std::make_shared<DataParallel>(model, devices);
   }
+  model->to(*compute_device(c));
   if (c.mode == "ddp") return dist.wrap(model, c.gradient_as_bucket_view);
   return model;
 }
@@ -857,6 +897,7 @@ void print_run(const TrainConfig& c, const Data& data, const Module& model, cons
 // What an epoch works on; train() owns each of them.
 struct Run {
   const TrainConfig& c;
+  std::optional<Device> input_device;  // where batches go before forward (compute_device)
   const Distributed& dist;
   const Data& data;
   Module& model;  // the bare model: its parameters are clipped, stepped and saved
@@ -865,6 +906,12 @@ struct Run {
   bool main;  // rank 0: prints, writes checkpoints
   FILE* out;
 };
+
+// `input` where the run's forward takes it: a batch is loaded on host:0.
+Tensor on_input_device(const Run& run, const Tensor& input) {
+  return run.input_device && input.device() != *run.input_device ? input.to(*run.input_device)
+                                                                 : input;
+}
 
 // One pass over the training set (at most --max-steps batches) with a progress line on the main
 // process; returns the epoch's steps, mean training loss and throughput. A non-finite loss stops
@@ -880,7 +927,7 @@ EpochMetrics train_epoch(const Run& run, int epoch, Sampler& sampler, DataLoader
   while (step < batches) {
     std::optional<Batch> b = loader.next();
     if (!b) break;
-    Tensor output = run.net.forward(b->input);
+    Tensor output = run.net.forward(on_input_device(run, b->input));
     Tensor loss = loss_of(output, b->target.to(output.device()), run.data);
     DPE_CHECK(ops::all_finite(loss), "non-finite loss ("
                                          << loss.item() << ") at epoch " << epoch << ", step "
@@ -919,7 +966,7 @@ void evaluate(const Run& run, DataLoader& test_loader, EpochMetrics& m) {
   {
     NoGradGuard no_grad;
     for (Batch& tb : test_loader) {
-      Tensor o = run.net.forward(tb.input);
+      Tensor o = run.net.forward(on_input_device(run, tb.input));
       Tensor t = tb.target.to(o.device());
       const double n = static_cast<double>(tb.input.size(0));
       loss_sum += loss_of(o, t, data).item() * n;
@@ -983,7 +1030,7 @@ void save_checkpoint(const Run& run, const EpochMetrics& m, int64_t* generation)
 TrainResult train(const TrainConfig& config, FILE* out) {
   const TrainConfig c = checked_config(config);
   set_dp_device_count(c);
-  Distributed dist = c.mode == "ddp" ? Distributed::init(c.backend) : Distributed::single();
+  Distributed dist = c.mode == "ddp" ? Distributed::init(ddp_backend(c)) : Distributed::single();
   const Device home = Device();  // host:0 in this process
   const bool main = dist.rank == 0;
   int64_t generation = recover_checkpoints(c, dist, out);
@@ -1004,7 +1051,7 @@ TrainResult train(const TrainConfig& config, FILE* out) {
   DataLoader test_loader(data.test, test_loader_options(c, data, dist));
   if (main) print_run(c, data, *model, dist, lr, out);
 
-  const Run run{c, dist, data, *model, *net, *opt, main, out};
+  const Run run{c, compute_device(c), dist, data, *model, *net, *opt, main, out};
   TrainResult result;
   for (int epoch = start_epoch; epoch < c.epochs; ++epoch) {
     EpochMetrics m = train_epoch(run, epoch, *sampler, loader);

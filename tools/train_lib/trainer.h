@@ -25,8 +25,10 @@ constexpr int kMaxEpochs = 1000000;
 
 struct TrainConfig {
   std::string mode = "single";    // single | dp | ddp
-  std::string backend = "auto";   // ddp: gloo | mpi | auto (mpi under mpirun, else gloo)
-  int devices = 2;                // dp: host devices to use
+  std::string device = "host";    // host | cuda: the devices the run computes on
+  // ddp: gloo | mpi | nccl | auto (nccl with --device cuda; else mpi under mpirun, else gloo)
+  std::string backend = "auto";
+  int devices = 2;                // dp: devices to use (host:0.. or cuda:0..)
   std::string model = "convnet";  // toy | mlp | convnet | resnet-tiny | gpt-small | gpt2
   int epochs = 1;
   int64_t batch_size = 0;   // global for dp, per process for ddp (as PyTorch); 0: the model's

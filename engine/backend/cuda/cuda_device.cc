@@ -37,7 +37,9 @@ size_t size_class(size_t bytes) {
 // work queued by its previous owner.
 class CudaCachingAllocator final : public Allocator {
  public:
-  using Allocator::Allocator;
+  // Allocates on physical GPU `physical` for logical device `device`.
+  CudaCachingAllocator(Device device, int physical, int64_t capacity_bytes)
+      : Allocator(device, capacity_bytes), physical_(physical) {}
 
   ~CudaCachingAllocator() override {
     // Runs at exit; the CUDA runtime may already be unloading, so errors are ignored.
@@ -62,7 +64,7 @@ class CudaCachingAllocator final : public Allocator {
     const size_t block = size_class(bytes);
     // cudaMalloc makes the device current, and callers rely on it (Tensor::fill_ launches
     // on the current device right after allocating): keep doing so when the cache serves.
-    set_device(device().index());
+    set_device(physical_);
     std::lock_guard<std::mutex> lock(mu_);
     auto it = free_.find(block);
     if (it != free_.end() && !it->second.empty()) {
@@ -71,12 +73,12 @@ class CudaCachingAllocator final : public Allocator {
       cached_ -= block;
       return p;
     }
-    void* p = malloc_on(device().index(), block);
+    void* p = malloc_on(physical_, block);
     if (p == nullptr) {
       // Out of memory: give the cached blocks back to the driver and try once more.
       const size_t released = cached_;
       release_locked();
-      p = malloc_on(device().index(), block);
+      p = malloc_on(physical_, block);
       DPE_CHECK(p != nullptr, "out of memory on "
                                   << device() << ": tried to allocate " << bytes << " bytes ("
                                   << format_bytes(static_cast<int64_t>(bytes))
@@ -100,15 +102,16 @@ class CudaCachingAllocator final : public Allocator {
   void release_locked() {
     if (cached_ == 0) return;
     // Blocks freed by the host may still be read by queued kernels: let them finish first.
-    synchronize(device().index());
+    synchronize(physical_);
     for (auto& [block, ptrs] : free_) {
-      for (void* p : ptrs) free_on(device().index(), p);
+      for (void* p : ptrs) free_on(physical_, p);
       ptrs.clear();
     }
     free_.clear();
     cached_ = 0;
   }
 
+  const int physical_;
   mutable std::mutex mu_;
   std::map<size_t, std::vector<void*>> free_;  // size class -> free blocks
   size_t cached_ = 0;                          // bytes in free_
@@ -116,33 +119,39 @@ class CudaCachingAllocator final : public Allocator {
 
 CudaCachingAllocator& caching(Allocator& a) { return static_cast<CudaCachingAllocator&>(a); }
 
-int index_or_host(Device d) { return d.is_cuda() ? d.index() : -1; }
+// The physical GPU of a context, or -1 for host memory.
+int physical_or_host(DeviceContext& ctx) {
+  return ctx.device().is_cuda() ? as_cuda(ctx).physical() : -1;
+}
 
 }  // namespace
 
-CudaDeviceContext::CudaDeviceContext(int index)
+CudaDeviceContext::CudaDeviceContext(int index, int physical, int64_t capacity_bytes)
     : DeviceContext(Device(DeviceType::kCuda, index),
-                    std::make_unique<CudaCachingAllocator>(Device(DeviceType::kCuda, index), 0), 1),
-      kernels_(std::make_unique<CudaContext>(index)) {}
+                    std::make_unique<CudaCachingAllocator>(Device(DeviceType::kCuda, index),
+                                                           physical, capacity_bytes),
+                    1),
+      physical_(physical),
+      kernels_(std::make_unique<CudaContext>(physical)) {}
 
 CudaDeviceContext::~CudaDeviceContext() { stop_worker(); }
 
 void CudaDeviceContext::activate_on_this_thread() {
-  set_device(device().index());
+  set_device(physical_);
   std::call_once(peer_once_, [this] {
     // Best effort: without peer access cudaMemcpyPeer still works (staged by the driver), so a
     // refusal must not make entering the device fail.
     try {
-      enable_peer_access_from(device().index());
+      enable_peer_access_from(physical_);
     } catch (const Error&) {
     }
   });
 }
 
-void CudaDeviceContext::synchronize() { cuda::synchronize(device().index()); }
+void CudaDeviceContext::synchronize() { cuda::synchronize(physical_); }
 
 void CudaDeviceContext::fill(void* dst, const void* value, size_t elem_size, int64_t n) {
-  set_device(device().index());
+  set_device(physical_);
   cuda::fill(kernels_->stream(), dst, value, elem_size, n);
 }
 
@@ -154,21 +163,21 @@ bool CudaDeviceContext::copy(DeviceContext& dst_ctx, void* dst, DeviceContext& s
   if (bytes == 0) return true;
   const int rank = static_cast<int>(src.sizes.size());
   if (src.is_contiguous()) {
-    memcpy_between(dst, index_or_host(d), src.data, index_or_host(s), bytes);
+    memcpy_between(dst, physical_or_host(dst_ctx), src.data, physical_or_host(src_ctx), bytes);
     return true;
   }
   if (s.is_host()) {  // a host view: gather it in host memory, then one copy to the device
     std::vector<char> packed(bytes);
     host::strided_copy(packed.data(), src.data, src.elem_size, rank, src.sizes.data(),
                        src.strides.data());
-    memcpy_between(dst, index_or_host(d), packed.data(), -1, bytes);
+    memcpy_between(dst, physical_or_host(dst_ctx), packed.data(), -1, bytes);
     return true;
   }
   // A view on a CUDA device: gather it with a kernel on that device's compute stream (a blocking
   // stream, so the synchronous copy below starts after it), straight into dst when dst is on the
   // same device, else into a temporary block of the source device.
   CudaDeviceContext& source = as_cuda(src_ctx);
-  set_device(s.index());
+  set_device(source.physical());
   if (d == s) {
     strided_copy(source.kernels().stream(), dst, src.data, src.elem_size, rank, src.sizes.data(),
                  src.strides.data());
@@ -178,7 +187,7 @@ bool CudaDeviceContext::copy(DeviceContext& dst_ctx, void* dst, DeviceContext& s
   try {
     strided_copy(source.kernels().stream(), packed, src.data, src.elem_size, rank, src.sizes.data(),
                  src.strides.data());
-    memcpy_between(dst, index_or_host(d), packed, s.index(), bytes);
+    memcpy_between(dst, physical_or_host(dst_ctx), packed, source.physical(), bytes);
   } catch (...) {
     source.allocator().deallocate(packed, bytes);
     throw;
@@ -190,7 +199,7 @@ bool CudaDeviceContext::copy(DeviceContext& dst_ctx, void* dst, DeviceContext& s
 std::unique_lock<std::mutex> CudaDeviceContext::lock_kernels() {
   // Launches, cuBLAS and cuDNN use the calling thread's current device: make it this one (a
   // DeviceGuard may not be active on the calling thread).
-  set_device(device().index());
+  set_device(physical_);
   return std::unique_lock<std::mutex>(kernels_mu_);
 }
 
@@ -214,8 +223,11 @@ std::string device_count_status() {
   return status;
 }
 
-std::unique_ptr<DeviceContext> make_device_context(int index) {
-  return std::make_unique<CudaDeviceContext>(index);
+int64_t physical_memory(int physical) { return static_cast<int64_t>(total_memory(physical)); }
+
+std::unique_ptr<DeviceContext> make_device_context(int index, int physical,
+                                                   int64_t capacity_bytes) {
+  return std::make_unique<CudaDeviceContext>(index, physical, capacity_bytes);
 }
 
 }  // namespace dpe::cuda

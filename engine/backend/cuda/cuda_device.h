@@ -27,15 +27,19 @@ namespace dpe::cuda {
 
 class CudaContext;  // kernels/cuda/cuda_context.h: streams and library handles, no CUDA types
 
-// Visible CUDA devices; 0 on a machine without a GPU (never throws).
+// Visible physical CUDA devices; 0 on a machine without a GPU (never throws).
 int visible_device_count();
 // Why the count is what it is ("CUDA driver version is insufficient...", "built without CUDA").
 std::string device_count_status();
-std::unique_ptr<DeviceContext> make_device_context(int index);
+// The total memory of physical device `physical`, in bytes.
+int64_t physical_memory(int physical);
+// The context of cuda:`index`, which runs on physical device `physical` (the same unless logical
+// devices share a GPU, cuda_devices.cc) with at most `capacity_bytes` held by tensors (0: no cap).
+std::unique_ptr<DeviceContext> make_device_context(int index, int physical, int64_t capacity_bytes);
 
 class CudaDeviceContext final : public DeviceContext {
  public:
-  explicit CudaDeviceContext(int index);
+  CudaDeviceContext(int index, int physical, int64_t capacity_bytes);
   ~CudaDeviceContext() override;
 
   void activate_on_this_thread() override;
@@ -55,7 +59,11 @@ class CudaDeviceContext final : public DeviceContext {
   int64_t cached_bytes() const;
   void empty_cache() override;
 
+  // The physical GPU this device runs on: cuda:N's own index unless logical devices share GPUs.
+  int physical() const { return physical_; }
+
  private:
+  const int physical_;
   std::unique_ptr<CudaContext> kernels_;
   std::mutex kernels_mu_;
   std::once_flag peer_once_;

@@ -9,7 +9,9 @@ int visible_device_count() { return 0; }
 
 std::string device_count_status() { return "dpe was built without CUDA (--config=nocuda)"; }
 
-std::unique_ptr<DeviceContext> make_device_context(int index) {
+int64_t physical_memory(int physical) { DPE_THROW(device_count_status()); }
+
+std::unique_ptr<DeviceContext> make_device_context(int index, int, int64_t) {
   DPE_THROW("cuda:" << index << " is not available: " << device_count_status());
 }
 
