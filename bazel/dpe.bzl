@@ -41,11 +41,29 @@ def dpe_cc_binary(name, copts = [], linkopts = [], **kwargs):
         **kwargs
     )
 
-def dpe_cc_test(name, srcs = [], copts = [], linkopts = [], deps = [], size = "small", **kwargs):
+def dpe_cc_test(name, srcs = [], copts = [], linkopts = [], deps = [], size = "small",
+                in_gpu_bundle = False, **kwargs):
     """A GoogleTest test; tag GPU tests with "gpu": they skip themselves without a device.
 
+    Tests tagged "gpu" are left out of `bazel test //...` (.bazelrc's tag filter) and run from the
+    GPU bundle's one test binary, //tests/gpu:gpu_tests (tools/gpu/README.md). Their cases (and
+    those of a test with `in_gpu_bundle`, one whose cases also run on CUDA devices where there
+    are some) are compiled once into `<name>_cases`, which both the test and that binary link.
     Every test carries the ThreadSanitizer suppressions in its own executable, where TSan looks.
     """
+    if in_gpu_bundle or "gpu" in kwargs.get("tags", []):
+        native.cc_library(
+            name = name + "_cases",
+            testonly = True,
+            alwayslink = True,
+            srcs = srcs,
+            copts = DPE_COPTS + copts,
+            linkopts = DPE_LINKOPTS + linkopts,
+            deps = deps + ["@gtest"],
+            visibility = ["//tests/gpu:__pkg__"],
+        )
+        srcs = []
+        deps = [":" + name + "_cases"]
     native.cc_test(
         name = name,
         srcs = srcs + ["//tests:tsan_suppressions.cc"],

@@ -1,10 +1,15 @@
 // DistributedDataParallel over NCCL, one GPU per rank: one DDP step equals one single-process step
-// on the global batch (the Gloo test's check, on CUDA). Skips without two GPUs.
+// on the global batch (the Gloo test's check, on CUDA), on 2 ranks where there are 2 GPUs and on
+// one rank (the reducer's buckets all-reduced by NCCL over a world of one) on a single GPU. NCCL
+// refuses two ranks on one GPU, so logical devices (DPE_CUDA_LOGICAL_DEVICES) do not count.
+// Skips without a GPU.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <string>
 
 #include "engine/autograd/engine.h"
 #include "engine/autograd/ops.h"
@@ -42,21 +47,24 @@ std::vector<std::vector<float>> grads_after_step(Module& model, Module& inner, c
 }
 
 TEST(DdpNcclTest, OneStepEqualsOneProcessOnTheGlobalBatch) {
-  const int gpus = count_gpus_in_a_child();
-  if (gpus < 2) GTEST_SKIP() << "no CUDA devices to run on: DDP over NCCL needs 2, found " << gpus;
+  if (const char* logical = std::getenv("DPE_CUDA_LOGICAL_DEVICES"); logical && *logical)
+    GTEST_SKIP() << "DPE_CUDA_LOGICAL_DEVICES=" << logical << ": NCCL needs one GPU per rank";
+  const int world = std::min(count_gpus_in_a_child(), 2);
+  if (world < 1) GTEST_SKIP() << "no CUDA device to run on";
+  const int64_t per_rank = 8 / world;
   test::StoreServerProcess server;
   const int port = server.port();
   distributed::spawn(
       [&](int rank) {
         // What the launcher would set: the group reads LOCAL_RANK to pick cuda:LOCAL_RANK.
         setenv("RANK", std::to_string(rank).c_str(), 1);
-        setenv("WORLD_SIZE", "2", 1);
+        setenv("WORLD_SIZE", std::to_string(world).c_str(), 1);
         setenv("LOCAL_RANK", std::to_string(rank).c_str(), 1);
         const Device gpu(DeviceType::kCuda, rank);
         auto store = std::make_shared<distributed::TCPStore>("127.0.0.1", port, false,
                                                              std::chrono::seconds(30));
         auto group =
-            distributed::init_process_group("nccl", store, 2, rank, std::chrono::seconds(30));
+            distributed::init_process_group("nccl", store, world, rank, std::chrono::seconds(30));
         Generator data(7);
         Tensor x = randn({8, 784}, data, gpu);
         std::vector<int64_t> labels(8);
@@ -70,15 +78,16 @@ TEST(DdpNcclTest, OneStepEqualsOneProcessOnTheGlobalBatch) {
         auto model = std::make_shared<models::Mlp>(gr);
         model->to(gpu);
         DistributedDataParallel ddp(model, group);
-        const auto got = grads_after_step(ddp, *model, x.narrow(0, 4 * rank, 4).contiguous(),
-                                          y.narrow(0, 4 * rank, 4).contiguous());
+        const auto got =
+            grads_after_step(ddp, *model, x.narrow(0, per_rank * rank, per_rank).contiguous(),
+                             y.narrow(0, per_rank * rank, per_rank).contiguous());
         for (size_t i = 0; i < ref.size(); ++i) {
           const double e = test::rel_error(got[i], ref[i]);
           RANK_CHECK(e < 1e-5, "gradient " << i << " relative error " << e);
         }
         distributed::destroy_process_group();
       },
-      2);
+      world);
 }
 
 }  // namespace

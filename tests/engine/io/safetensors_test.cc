@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 
@@ -20,11 +21,18 @@ using Bytes = std::string;
 class SafetensorsTest : public testing::Test {
  protected:
   void SetUp() override {
+    // A fresh folder per test, also outside Bazel (the GPU bundle runs this binary by hand, where
+    // /tmp keeps what an earlier run left).
     const char* tmp = std::getenv("TEST_TMPDIR");
-    dir_ = std::string(tmp ? tmp : "/tmp") + "/safetensors_test_" +
-           testing::UnitTest::GetInstance()->current_test_info()->name();
-    ::mkdir(dir_.c_str(), 0755);
+    std::string templ = std::string(tmp ? tmp : "/tmp") + "/safetensors_test_" +
+                        testing::UnitTest::GetInstance()->current_test_info()->name() + "_XXXXXX";
+    ASSERT_NE(::mkdtemp(templ.data()), nullptr) << templ;
+    dir_ = templ;
     path_ = dir_ + "/model.safetensors";
+  }
+  void TearDown() override {
+    std::error_code ignored;
+    std::filesystem::remove_all(dir_, ignored);
   }
 
   static Bytes read_file(const std::string& path) {
