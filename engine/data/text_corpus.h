@@ -1,7 +1,7 @@
 // The language-model corpus: English text that Debian packages ship, read into documents, and
 // its deterministic train/validation split.
 //
-// Which text, and why (README, "The language-model corpus"): every fortune of `fortunes`
+// Which text, and why (docs/corpus.md): every fortune of `fortunes`
 // (/usr/share/games/fortunes: quotes, jokes, poems; BSD licence) and the Jargon File 4.4.7 of
 // `jargon-text` (public domain prose: chapters, lexicon entries, appendices). They are the
 // largest English prose in Debian main shipped as plain text (the KJV of bible-kjv-text is

@@ -3,7 +3,7 @@
 // and world size are the MPI library's own: no store, no MASTER_ADDR. Within a node Open MPI moves
 // data through shared memory (its vader transport, single-copy where the kernel allows), across
 // nodes over the fabric it finds; that is why it exists beside Gloo, whose TCP loopback costs
-// milliseconds per megabyte on one host (README, "Which backend on one host").
+// milliseconds per megabyte on one host (docs/performance.md, "Which backend on one host").
 //
 // Design note "MPI in threads": MPI is initialised once per process, asking for
 // MPI_THREAD_MULTIPLE; each group duplicates MPI_COMM_WORLD and calls MPI only from its own

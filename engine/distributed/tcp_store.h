@@ -37,7 +37,7 @@ namespace distributed {
 struct TCPStoreOptions {
   // How long a client retries connecting, and the default for get() and wait().
   std::chrono::milliseconds timeout = std::chrono::seconds(30);
-  // The shared secret (design note "store threat model" in the README). nullopt: the environment
+  // The shared secret (docs/distributed.md, "The rendezvous store: threat model"). nullopt: the environment
   // variable DPE_STORE_TOKEN, or none when it is unset or empty. A server with a token refuses
   // clients without it; a server without one accepts every client, as PyTorch's TCPStore.
   std::optional<std::string> token;

@@ -2,7 +2,7 @@
 // key-value map, blocking GET/WAIT answered within the client's timeout, counters, and the ranks
 // whose connection dropped without a goodbye. Protocol: design note "store protocol", tcp_store.h.
 //
-// Limits (design note "store threat model", README): at most max_connections live connections
+// Limits (docs/distributed.md, "The rendezvous store: threat model"): at most max_connections live connections
 // (the extra get an ERROR reply naming the limit and are closed), at most max_stored_bytes of keys
 // and values (a SET or ADD beyond it gets an ERROR reply, its connection stays usable), values read
 // in kValueChunkBytes chunks as they arrive, finished connections reaped (fd closed, thread

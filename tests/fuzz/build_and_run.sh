@@ -105,7 +105,7 @@ status=0
 for t in "${targets[@]}"; do
   mkdir -p "$out/corpus/$t" "$out/crashes/$t"
   echo "fuzz: running ${t}_fuzz for ${seconds}s" >&2
-  # -rss_limit_mb: a reader that allocates what a header claims (issue 12, item 4) is a finding.
+  # -rss_limit_mb: a reader that allocates what a header claims is a finding.
   # -timeout: one input taking 10 s is a finding (a hang or quadratic parse).
   log="$out/${t}.log"
   # $out persists between runs: list only this run's reproducers.

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""PyTorch's side of tests/tools/pytorch_interop_test.cc (issue 13, item 5), for PyTorch 1.13
+"""PyTorch's side of tests/tools/pytorch_interop_test.cc, for PyTorch 1.13
 (Debian's python3-torch; Debian has no python3-safetensors, so the safetensors format is read and
 written here with json + struct: 8-byte little-endian header length, JSON header, raw data).
 

@@ -1,4 +1,4 @@
-// Interop with PyTorch (issue 13, item 5): //tools:train writes DIR/model.safetensors, PyTorch
+// Interop with PyTorch: //tools:train writes DIR/model.safetensors, PyTorch
 // loads it with load_state_dict(strict=True) into the same model written in PyTorch
 // (pytorch_interop.py) and gets dpe's logits on Fashion-MNIST test images; the reverse: a PyTorch
 // state_dict saved as safetensors loads strict into dpe's model (also without BatchNorm's

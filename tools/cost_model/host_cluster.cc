@@ -354,7 +354,7 @@ Cluster host_ddp_cluster(int ranks, const HostRates& r) {
 ReplayOptions host_replay_options() {
   ReplayOptions o;
   o.framework = framework("dpe");
-  // The README's bench on this 2-core host: DataParallel's wake-ups and joins of the device
+  // The bench (docs/performance.md) on a 2-core host: DataParallel's wake-ups and joins of the device
   // workers cost ~185 µs per 2-device step (three threads on two cores).
   o.framework.dp_per_device_us = 185.0 / 2;
   o.framework.name = "dpe (host)";

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""PyTorch 1.13's training throughput on dpe's gpt-small, for the side-by-side in README.md.
+"""PyTorch 1.13's training throughput on dpe's gpt-small, for the side-by-side in docs/performance.md.
 
 The same architecture as models/gpt.cc (GPT-2: pre-LayerNorm blocks, causal attention as two
 batched matmuls and a masked softmax, GELU tanh, tied head; Conv1D weights [in, out]), trained

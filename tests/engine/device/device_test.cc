@@ -39,7 +39,7 @@ TEST(MemorySizeTest, ParsesUnits) {
   EXPECT_EQ(parse_memory_size("100MB", "x"), 100000000);
   EXPECT_EQ(parse_memory_size("4096", "x"), 4096);
   EXPECT_THROW(parse_memory_size("12 parsecs", "DPE_HOST_DEVICE_MEMORY"), Error);
-  // 999999999999999 GiB overflowed into a negative size that meant "unlimited" (issue 12).
+  // 999999999999999 GiB overflowed into a negative size that meant "unlimited".
   try {
     parse_memory_size("999999999999999GiB", "DPE_HOST_DEVICE_MEMORY");
     FAIL() << "an overflowing size was accepted";

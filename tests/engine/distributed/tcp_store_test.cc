@@ -219,7 +219,7 @@ TEST(TCPStoreTest, RefusesOversizedKeysOnTheClientSide) {
   EXPECT_NE(error_of([&] { server.set("", bytes("v")); }).find("key length 0"), std::string::npos);
 }
 
-// --- The server's defences (issue 12, item 2) ---
+// --- The server's defences against hostile clients ---
 
 int count_fds() {
   int n = 0;

@@ -274,7 +274,7 @@ TEST_F(SafetensorsTest, InvalidHeaders) {
       {R"({"__metadata__": {"epoch": 3}})", "", "__metadata__ must map strings to strings"},
       {R"({"__metadata__": "x"})", "", "__metadata__ must be an object"},
       {R"({"a": 5})", "", "tensor 'a': expected an object"},
-      // Hostile headers (issue 12): nesting deep enough to overflow the stack of the parser and
+      // Hostile headers: nesting deep enough to overflow the stack of the parser and
       // of the messages; unbounded values printed into messages; sizes whose product overflows
       // once a zero size stops hiding it.
       {"{\"a\": " + std::string(65000, '[') + std::string(65000, ']') + "}", "",

@@ -25,7 +25,7 @@ TEST(ShapeTest, ZeroSizesGiveNoElementsAndPyTorchsStrides) {
 
 TEST(ShapeTest, SizesWhoseProductOverflowsAreRejectedNotUndefined) {
   // A zero size does not hide a product that overflows (2^62 * 3 * 0): numel() and
-  // contiguous_strides() throw (issue 12).
+  // contiguous_strides() throw.
   const int64_t big = int64_t{1} << 62;
   for (const Shape& s : {Shape({big, 3, 0}), Shape({0, big, big}), Shape({big, big})}) {
     SCOPED_TRACE(s.str());

@@ -34,7 +34,7 @@ namespace {
 
 std::string g_bench;  // the path of //tools:bench (argv[1])
 
-constexpr int64_t kBatch = 256;  // global batch, as the README's bench rows
+constexpr int64_t kBatch = 256;  // global batch, as docs/performance.md's bench rows
 constexpr int kRounds = 5;       // rates, single, dp, ddp measured in turn, kRounds times
 
 // The best of `v`: its largest value for a rate, its smallest for a time.
