@@ -322,8 +322,8 @@ std::vector<Framework> make_frameworks() {
   dpe.dp_forward_serialized = false;
   dpe.ddp_per_tensor_us = 2;
   dpe.source =
-      "dpe's bench (docs/performance.md; toy model, 2-core host): device 0's replicate+scatter+gather+reduce-add "
-      "21-22 us on 2 devices, 34-35 us on 4 (8.5 us + 6.5 us/device), single-device step 37-54 "
+      "dpe's bench (docs/performance.md; toy model, 2-core host): device 0's "
+      "replicate+scatter+gather+reduce-add 21-22 us on 2 devices, 34-35 us on 4 (8.5 us + 6.5 us/device), single-device step 37-54 "
       "us; +10 us/device worker hand-off, per-tensor and DDP values are assumptions";
   return {pytorch, dpe};
 }
