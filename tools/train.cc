@@ -22,6 +22,20 @@
 
 namespace {
 
+// --model's help: every model train takes (tools/train_lib/trainer.h), with the registry's summary
+// and the data it trains on.
+std::string model_help() {
+  std::string help = "the model (models/registry.h):";
+  for (const std::string& name : dpe::tools::trainable_models()) {
+    const dpe::models::ModelInfo info = dpe::models::model_info(name);
+    const char* data = info.task == dpe::models::ModelTask::kLanguageModel ? "language model"
+                       : info.task == dpe::models::ModelTask::kRegression  ? "synthetic data"
+                                                                           : "--data-dir images";
+    help += "\n" + name + ": " + info.summary + " (" + data + ")";
+  }
+  return help;
+}
+
 // A finite number of at least `min` (CLI11's NonNegativeNumber lets nan and inf through).
 CLI::Validator finite_at_least(double min, bool strict) {
   char shown[32];
@@ -81,12 +95,8 @@ int main(int argc, char** argv) {
                      "host devices for --mode dp (default DPE_HOST_DEVICES when set, else 2; "
                      "the flag wins over the variable and says so)")
           ->check(CLI::Range(1, 64));
-  app.add_option("--model", c.model,
-                 "toy (synthetic regression) | mlp | convnet | resnet-tiny (Fashion-MNIST; "
-                 "resnet-tiny: torchvision's ResNet-50 layout cut to one Bottleneck per stage, "
-                 "width 8, 10 classes, 1 input channel for the grayscale images: 130 k "
-                 "parameters) | gpt-small | gpt2 (language-model corpus)")
-      ->check(CLI::IsMember({"toy", "mlp", "convnet", "resnet-tiny", "gpt-small", "gpt2"}))
+  app.add_option("--model", c.model, model_help())
+      ->check(CLI::IsMember(dpe::tools::trainable_models()))
       ->capture_default_str();
   app.add_option("--epochs", c.epochs, "epochs to train")
       ->check(CLI::Range(1, dpe::tools::kMaxEpochs))
@@ -179,7 +189,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "train: %s\n", e.what());
     return dpe::tools::kExitUsage;
   }
-  if (c.model != "toy" && !dpe::models::is_language_model(c.model)) {
+  if (dpe::models::model_info(c.model).task == dpe::models::ModelTask::kImageClassification) {
     struct stat st {};
     if (stat(c.data_dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
       std::fprintf(stderr,

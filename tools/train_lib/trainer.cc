@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cmath>
@@ -109,9 +110,10 @@ Data load_lm_data(const TrainConfig& c, FILE* out, bool main) {
 }
 
 Data load_data(const TrainConfig& c, FILE* out, bool main) {
-  if (models::is_language_model(c.model)) return load_lm_data(c, out, main);
+  const models::ModelTask task = models::model_info(c.model).task;
+  if (task == models::ModelTask::kLanguageModel) return load_lm_data(c, out, main);
   Data d;
-  if (c.model == "toy") {
+  if (task == models::ModelTask::kRegression) {
     d.train = std::make_shared<ToyDataset>(c.train_samples > 0 ? c.train_samples : 4096, 0);
     d.test = std::make_shared<ToyDataset>(c.test_samples > 0 ? c.test_samples : 1024, 1);
     d.classification = false;
@@ -485,8 +487,26 @@ std::string legacy_checkpoint_path(const std::string& dir) {
 }
 std::string metrics_path(const std::string& dir) { return dir + "/metrics.jsonl"; }
 
+std::vector<std::string> trainable_models() {
+  std::vector<std::string> names;
+  for (const std::string& name : models::model_names()) {
+    const models::ModelInfo info = models::model_info(name);
+    if (info.task != models::ModelTask::kImageClassification ||
+        info.image_size == FashionMnist::kRows) {
+      names.push_back(name);
+    }
+  }
+  return names;
+}
+
 TrainConfig resolve_defaults(const TrainConfig& config) {
   TrainConfig c = config;
+  const std::vector<std::string> models = trainable_models();
+  if (std::find(models.begin(), models.end(), c.model) == models.end()) {
+    std::string names;
+    for (const std::string& name : models) names += (names.empty() ? "" : ", ") + name;
+    DPE_TOOLS_CHECK(UsageError, false, "--model " << c.model << ": train takes one of " << names);
+  }
   const bool lm = models::is_language_model(c.model);
   if (c.optimizer.empty()) c.optimizer = lm ? "adamw" : "sgd";
   DPE_TOOLS_CHECK(UsageError, c.optimizer == "sgd" || c.optimizer == "adamw",
@@ -499,11 +519,11 @@ TrainConfig resolve_defaults(const TrainConfig& config) {
   if (c.clip_grad_norm < 0) c.clip_grad_norm = lm ? 1.0f : 0.0f;
   if (c.batch_size == 0) c.batch_size = lm ? 16 : 100;
   if (lm) {
-    const models::GptConfig g = models::gpt_config(c.model);
-    DPE_TOOLS_CHECK(UsageError, c.context >= 0 && c.context <= g.block_size,
+    const int64_t block_size = models::model_info(c.model).block_size;
+    DPE_TOOLS_CHECK(UsageError, c.context >= 0 && c.context <= block_size,
                     "--context " << c.context << " must be between 1 and " << c.model
-                                 << "'s block size " << g.block_size);
-    if (c.context == 0) c.context = g.block_size;
+                                 << "'s block size " << block_size);
+    if (c.context == 0) c.context = block_size;
     DPE_TOOLS_CHECK(UsageError, c.vocab_size >= 2,
                     "--vocab-size " << c.vocab_size << " is too small");
     DPE_TOOLS_CHECK(UsageError, !c.sync_bn,
@@ -811,7 +831,9 @@ std::shared_ptr<Module> build_model(const TrainConfig& c, const Data& data,
   models::ModelOptions mo;
   mo.vocab_size = data.vocab_size;
   // The resnets are torchvision's, 3 channels; Fashion-MNIST's images [N, 1, 28, 28] have one.
-  if (!data.language_model && c.model != "toy") mo.in_channels = 1;
+  if (models::model_info(c.model).task == models::ModelTask::kImageClassification) {
+    mo.in_channels = 1;
+  }
   std::shared_ptr<Module> model = models::make_model(c.model, gen, mo);
   if (c.sync_bn) model = dist.convert_sync_batchnorm(model);
   return model;
@@ -883,14 +905,14 @@ void print_run(const TrainConfig& c, const Data& data, const Module& model, cons
                c.mode == "dp" ? "devices" : "process(es)", static_cast<long long>(c.batch_size),
                c.mode == "ddp" ? "per process" : "global", c.optimizer.c_str(), lr, c.epochs);
   if (data.language_model) {
+    int64_t parameters = 0;
+    for (const auto& [name, p] : model.named_parameters()) parameters += p.numel();
     std::fprintf(out,
                  "language-model corpus: %lld training / %lld validation windows of %lld tokens; "
                  "%s, %lld parameters; clip_grad_norm %g\n",
                  static_cast<long long>(data.train->size()),
                  static_cast<long long>(data.test->size()), static_cast<long long>(c.context),
-                 model.repr().c_str(),
-                 static_cast<long long>(dynamic_cast<const models::Gpt&>(model).num_parameters()),
-                 c.clip_grad_norm);
+                 model.repr().c_str(), static_cast<long long>(parameters), c.clip_grad_norm);
   }
 }
 
