@@ -2,7 +2,8 @@
 // on one host device (--mode single), with DataParallel over several (--mode dp), or as one process
 // of a DDP job started by //tools:launch (--mode ddp). Exit codes (tools/common/exit_codes.h): 0
 // done, 1 training failed, 2 bad flags or DPE_* environment values, 3 data or checkpoint files
-// missing, corrupt or not fitting.
+// missing, corrupt or not fitting. The user's own data: --data-dir takes any IDX set of 28x28
+// images (MNIST's too), --text a UTF-8 text file or folder for the language models.
 #include <sys/stat.h>
 
 #include <CLI/CLI.hpp>
@@ -70,7 +71,7 @@ int main(int argc, char** argv) {
   c.data_dir = dpe::FashionMnist::kDefaultRoot;
   CLI::App app{
       "Train toy, mlp, convnet or resnet-tiny on Fashion-MNIST, or gpt-small or gpt2 on the\n"
-      "language-model corpus (fortunes + the Jargon File, 32k BPE), with dpe.\n"
+      "language-model corpus (fortunes + the Jargon File, 32k BPE) or your own text (--text).\n"
       "  single: one device.   dp: DataParallel over --devices devices (--device host or cuda).\n"
       "  ddp: one process per device; start it with the launcher, e.g.\n"
       "    tools/bazelw run //tools:launch -- --nproc_per_node=2 bazel-bin/tools/train --mode ddp\n"
@@ -138,8 +139,14 @@ int main(int argc, char** argv) {
   app.add_flag("--resume", c.resume,
                "continue from the checkpoint in --checkpoint-dir (also reads the older "
                "single-file checkpoint.safetensors)");
-  app.add_option("--data-dir", c.data_dir, "folder with the Fashion-MNIST IDX .gz files")
+  app.add_option("--data-dir", c.data_dir,
+                 "folder with the Fashion-MNIST IDX .gz files (or any set of 28x28 images and "
+                 "labels 0-9 under the same four names, e.g. MNIST's)")
       ->capture_default_str();
+  app.add_option("--text", c.text,
+                 "gpt: train on this UTF-8 text file, or every file in this folder (recursively, "
+                 "hidden names skipped), instead of the built-in corpus; its tokenizer is "
+                 "trained once and cached in --cache-dir");
   app.add_option("--context", c.context,
                  "gpt: tokens per training window (stride = context); default the model's block "
                  "size (gpt-small 128, gpt2 1024)")
@@ -180,6 +187,7 @@ int main(int argc, char** argv) {
   c.data_dir = dpe::tools::user_path(c.data_dir);
   c.checkpoint_dir = dpe::tools::user_path(c.checkpoint_dir);
   c.cache_dir = dpe::tools::user_path(c.cache_dir);
+  c.text = dpe::tools::user_path(c.text);
   try {
     const dpe::tools::TrainConfig resolved = dpe::tools::resolve_defaults(c);
     DPE_CHECK(momentum->count() == 0 || resolved.optimizer == "sgd",

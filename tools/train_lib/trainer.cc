@@ -30,6 +30,7 @@
 #include "engine/data/random_sampler.h"
 #include "engine/data/text_corpus.h"
 #include "engine/data/text_dataset.h"
+#include "engine/data/text_files.h"
 #include "engine/data/token_cache.h"
 #include "engine/device/runtime.h"
 #include "engine/distributed/distributed.h"
@@ -76,31 +77,67 @@ struct Data {
   bool language_model = false;
   int64_t vocab_size = 0;          // language model: the tokenizer's
   double unigram_perplexity = -1;  // language model: the validation split's baseline
+  std::string text_source;         // language model: "language-model corpus", or --text's
 };
 
-// The language-model corpus's windows: the tokenizer is trained once and cached (token_cache.h);
-// every DDP rank loads the same files. The tokenizer's messages go to `out` on the main process.
-Data load_lm_data(const TrainConfig& c, FILE* out, bool main) {
-  std::vector<std::string> docs = load_language_model_corpus();
+// The documents a run learns from: the built-in corpus, or --text's files (text_files.h), the
+// first --corpus-documents of them when given; `source` says which for the run's first lines.
+std::vector<std::string> lm_documents(const TrainConfig& c, std::string* source) {
+  std::vector<std::string> docs;
+  if (c.text.empty()) {
+    docs = load_language_model_corpus();
+    *source = "language-model corpus";
+  } else {
+    TextFiles text = read_text_files(c.text);
+    std::ostringstream s;
+    s << "text " << c.text << " (" << text.files.size() << " file"
+      << (text.files.size() == 1 ? "" : "s") << ", " << text.bytes << " bytes in "
+      << text.documents.size() << " documents of at most " << text.target_bytes << " bytes)";
+    *source = s.str();
+    docs = std::move(text.documents);
+  }
   if (c.corpus_documents > 0 && c.corpus_documents < static_cast<int64_t>(docs.size())) {
     docs.resize(static_cast<size_t>(c.corpus_documents));
   }
+  if (!c.text.empty()) {
+    // split_documents makes every 20th document validation text.
+    DPE_CHECK(docs.size() >= 20,
+              "--text " << c.text << ": " << corpus_bytes(docs) << " bytes of text make "
+                        << docs.size() << " document(s), too few for a validation split (every "
+                        << "20th document): give at least 20 files, or about 5 KB of text in "
+                        << "one (a file is cut into documents of 256 bytes and up)");
+  }
+  return docs;
+}
+
+// The language model's windows: the tokenizer is trained once and cached (token_cache.h), the
+// built-in corpus and --text each under their own name; every DDP rank loads the same files.
+// The tokenizer's messages go to `out` on the main process. A text too small for --vocab-size
+// pieces gets a smaller vocabulary, and the log says so.
+Data load_lm_data(const TrainConfig& c, FILE* out, bool main) {
+  Data d;
+  const std::vector<std::string> docs = lm_documents(c, &d.text_source);
   Tokenizer::TrainOptions options;
   options.vocab_size = c.vocab_size;
+  options.hard_vocab_limit = c.text.empty();
   std::ostringstream log;
-  const TokenizedCorpus corpus = load_tokenized_corpus(
-      docs, c.cache_dir.empty() ? default_cache_dir() : c.cache_dir, options, &log);
+  const TokenizedCorpus corpus =
+      load_tokenized_corpus(docs, c.cache_dir.empty() ? default_cache_dir() : c.cache_dir, options,
+                            &log, c.text.empty() ? kCorpusCacheName : kTextCacheName);
   if (main && !log.str().empty()) std::fprintf(out, "%s", log.str().c_str());
-  Data d;
   d.classification = false;
   d.language_model = true;
   d.vocab_size = corpus.tokenizer.vocab_size();
   d.unigram_perplexity =
       unigram_perplexity(corpus.train_tokens, corpus.validation_tokens, d.vocab_size);
+  const std::string whose = c.text.empty() ? "the corpus's" : "--text " + c.text + ":";
   auto windows = [&](const Tensor& tokens, const char* split) {
     DPE_CHECK(tokens.numel() > c.context,
-              "the corpus's " << split << " split has " << tokens.numel()
-                              << " tokens, too few for one window of --context " << c.context);
+              whose << " " << split << " split has " << tokens.numel()
+                    << " tokens, too few for one window of --context " << c.context
+                    << (c.text.empty() ? ""
+                                       : ": give more text (the validation split is every 20th "
+                                         "document) or a smaller --context"));
     return std::make_shared<TextDataset>(tokens, c.context, c.context);
   };
   d.train = std::make_shared<Prefix>(windows(corpus.train_tokens, "training"), c.train_samples);
@@ -487,6 +524,19 @@ std::string legacy_checkpoint_path(const std::string& dir) {
 }
 std::string metrics_path(const std::string& dir) { return dir + "/metrics.jsonl"; }
 
+namespace {
+
+// The registered language models, "gpt-small, gpt2".
+std::string language_model_list() {
+  std::string names;
+  for (const std::string& name : trainable_models()) {
+    if (models::is_language_model(name)) names += (names.empty() ? "" : ", ") + name;
+  }
+  return names;
+}
+
+}  // namespace
+
 std::vector<std::string> trainable_models() {
   std::vector<std::string> names;
   for (const std::string& name : models::model_names()) {
@@ -531,6 +581,9 @@ TrainConfig resolve_defaults(const TrainConfig& config) {
   } else {
     DPE_TOOLS_CHECK(UsageError, c.context == 0,
                     "--context applies to the gpt models only, not " << c.model);
+    DPE_TOOLS_CHECK(UsageError, c.text.empty(),
+                    "--text is the language models' data (" << language_model_list() << "), not "
+                                                            << c.model << "'s");
   }
   return c;
 }
@@ -908,9 +961,9 @@ void print_run(const TrainConfig& c, const Data& data, const Module& model, cons
     int64_t parameters = 0;
     for (const auto& [name, p] : model.named_parameters()) parameters += p.numel();
     std::fprintf(out,
-                 "language-model corpus: %lld training / %lld validation windows of %lld tokens; "
+                 "%s: %lld training / %lld validation windows of %lld tokens; "
                  "%s, %lld parameters; clip_grad_norm %g\n",
-                 static_cast<long long>(data.train->size()),
+                 data.text_source.c_str(), static_cast<long long>(data.train->size()),
                  static_cast<long long>(data.test->size()), static_cast<long long>(c.context),
                  model.repr().c_str(), static_cast<long long>(parameters), c.clip_grad_norm);
   }
