@@ -1,6 +1,7 @@
 // //tools:train on the user's own data: --text (a file or a folder of UTF-8 text) for the
 // language models, its tokenizer trained once and reused, and its errors (exit 3 naming the file,
-// exit 2 for --text with a model that is not a language model).
+// exit 2 for --text with a model that is not a language model); --data-dir with another IDX set
+// of 28x28 images (MNIST's names and format), and the error for images of another size.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
@@ -150,6 +151,71 @@ TEST(TrainDataCliTest, TextErrorsNameTheFile) {
         << out;
     EXPECT_TRUE(has(out, "--text is the language models' data (gpt-small, gpt2)")) << out;
   }
+}
+
+using Bytes = std::vector<unsigned char>;
+
+void put_u32(Bytes& out, uint32_t v) {
+  for (int shift = 24; shift >= 0; shift -= 8)
+    out.push_back(static_cast<unsigned char>(v >> shift));
+}
+
+// An IDX set of `count` side x side images: label i % 10, drawn as a bright bar at row 2 * label
+// on a dark, noisy background, which an MLP tells apart in a few steps.
+void write_idx_set(const std::string& dir, const std::string& prefix, uint32_t count, uint32_t side,
+                   const std::string& suffix) {
+  Bytes images, labels;
+  put_u32(images, 2051);
+  put_u32(images, count);
+  put_u32(images, side);
+  put_u32(images, side);
+  put_u32(labels, 2049);
+  put_u32(labels, count);
+  uint64_t x = count;
+  for (uint32_t i = 0; i < count; ++i) {
+    const uint32_t label = i % 10;
+    labels.push_back(static_cast<unsigned char>(label));
+    for (uint32_t r = 0; r < side; ++r) {
+      for (uint32_t c = 0; c < side; ++c) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        const bool bar = r / 2 == label + 2;
+        images.push_back(static_cast<unsigned char>(bar ? 200 + (x >> 60) : (x >> 59)));
+      }
+    }
+  }
+  for (const auto& [name, bytes] :
+       {std::pair<std::string, const Bytes*>{"-images-idx3-ubyte", &images},
+        {"-labels-idx1-ubyte", &labels}}) {
+    std::ofstream out(dir + "/" + prefix + name + suffix, std::ios::binary | std::ios::trunc);
+    out.write(reinterpret_cast<const char*>(bytes->data()),
+              static_cast<std::streamsize>(bytes->size()));
+  }
+}
+
+// Any set of 28x28 images with labels 0-9 under MNIST's file names (which are Fashion-MNIST's)
+// trains, packed (.gz names) or unpacked; images of another size are named in the error.
+TEST(TrainDataCliTest, AnotherIdxSetOf28x28ImagesTrains) {
+  const std::string mlp =
+      "--model mlp --batch-size 50 --epochs 2 --lr 0.05 --no-progress --data-dir ";
+  std::string out;
+  for (const char* suffix : {"", ".gz"}) {  // plain bytes: the reader takes gzip or not
+    const std::string dir = make_dir(std::string("bars") + (*suffix ? "_gz" : ""));
+    write_idx_set(dir, "train", 1000, 28, suffix);
+    write_idx_set(dir, "t10k", 200, 28, suffix);
+    ASSERT_EQ(run(mlp + dir, &out), 0) << out;
+    const size_t at = out.find("epoch 1: ");
+    ASSERT_NE(at, std::string::npos) << out;
+    const size_t acc = out.find("test accuracy ", at);
+    ASSERT_NE(acc, std::string::npos) << out;
+    EXPECT_GT(std::atof(out.c_str() + acc + 14), 80.0) << out;
+  }
+  const std::string big = make_dir("bars_32");
+  write_idx_set(big, "train", 20, 32, ".gz");
+  write_idx_set(big, "t10k", 20, 32, ".gz");
+  EXPECT_EQ(run(mlp + big, &out), 3) << out;
+  EXPECT_TRUE(has(out, big + "/t10k-images-idx3-ubyte.gz holds 32x32 images, expected 28x28") ||
+              has(out, big + "/train-images-idx3-ubyte.gz holds 32x32 images, expected 28x28"))
+      << out;
 }
 
 }  // namespace
