@@ -7,6 +7,7 @@
 #include "engine/nn/conv2d.h"
 #include "engine/nn/linear.h"
 #include "engine/nn/sequential.h"
+#include "models/registry.h"
 
 namespace dpe::models {
 
@@ -33,5 +34,14 @@ Tensor ConvNet::forward(const Tensor& x) {
   Tensor h = child("layer2").forward(child("layer1").forward(x));
   return child("fc").forward(ops::flatten(h, 1));
 }
+
+namespace {
+std::shared_ptr<Module> make_convnet(Generator& gen, const ModelOptions&) {
+  return std::make_shared<ConvNet>(gen);
+}
+}  // namespace
+
+DPE_REGISTER_MODEL("convnet", make_convnet,
+                   image_classifier("two conv-BN-ReLU-pool layers and a linear head", 28));
 
 }  // namespace dpe::models

@@ -12,6 +12,7 @@
 #include "engine/nn/embedding.h"
 #include "engine/nn/layer_norm.h"
 #include "engine/nn/sequential.h"
+#include "models/registry.h"
 
 namespace dpe::models {
 namespace {
@@ -205,5 +206,27 @@ Tensor lm_loss(const Tensor& logits, const Tensor& targets, int64_t ignore_index
   return ops::cross_entropy(ops::reshape(logits, Shape{n, logits.size(2)}),
                             targets.reshape(Shape{n}), ignore_index);
 }
+
+namespace {
+// gpt_config(name), with options.vocab_size tokens when given.
+std::shared_ptr<Module> make_gpt(const std::string& name, Generator& gen,
+                                 const ModelOptions& options) {
+  GptConfig config = gpt_config(name);
+  if (options.vocab_size > 0) config.vocab_size = options.vocab_size;
+  return std::make_shared<Gpt>(config, gen);
+}
+std::shared_ptr<Module> make_gpt_small(Generator& gen, const ModelOptions& options) {
+  return make_gpt("gpt-small", gen, options);
+}
+std::shared_ptr<Module> make_gpt2(Generator& gen, const ModelOptions& options) {
+  return make_gpt("gpt2", gen, options);
+}
+}  // namespace
+
+DPE_REGISTER_MODEL("gpt-small", make_gpt_small,
+                   language_model("4 layers, d 256, 4 heads", gpt_config("gpt-small").block_size));
+DPE_REGISTER_MODEL("gpt2", make_gpt2,
+                   language_model("GPT-2 124 M: 12 layers, d 768, 12 heads",
+                                  gpt_config("gpt2").block_size));
 
 }  // namespace dpe::models

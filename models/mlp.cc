@@ -4,6 +4,7 @@
 #include "engine/nn/flatten.h"
 #include "engine/nn/linear.h"
 #include "engine/nn/sequential.h"
+#include "models/registry.h"
 
 namespace dpe::models {
 
@@ -19,5 +20,13 @@ Mlp::Mlp(Generator& gen) {
 }
 
 Tensor Mlp::forward(const Tensor& x) { return child("layers").forward(x); }
+
+namespace {
+std::shared_ptr<Module> make_mlp(Generator& gen, const ModelOptions&) {
+  return std::make_shared<Mlp>(gen);
+}
+}  // namespace
+
+DPE_REGISTER_MODEL("mlp", make_mlp, image_classifier("784-512-512-10 perceptron", 28));
 
 }  // namespace dpe::models

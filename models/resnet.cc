@@ -13,6 +13,7 @@
 #include "engine/nn/linear.h"
 #include "engine/nn/pooling.h"
 #include "engine/nn/sequential.h"
+#include "models/registry.h"
 
 namespace dpe::models {
 namespace {
@@ -138,5 +139,28 @@ std::shared_ptr<ResNet> resnet50(Generator& gen, int64_t num_classes) {
   c.num_classes = num_classes;
   return std::make_shared<ResNet>(c, gen);
 }
+
+namespace {
+// resnet_config(name), with options.in_channels input channels when given.
+std::shared_ptr<Module> make_resnet(const std::string& name, Generator& gen,
+                                    const ModelOptions& options) {
+  ResNetConfig config = resnet_config(name);
+  if (options.in_channels > 0) config.in_channels = options.in_channels;
+  return std::make_shared<ResNet>(config, gen);
+}
+std::shared_ptr<Module> make_resnet50(Generator& gen, const ModelOptions& options) {
+  return make_resnet("resnet50", gen, options);
+}
+std::shared_ptr<Module> make_resnet_tiny(Generator& gen, const ModelOptions& options) {
+  return make_resnet("resnet-tiny", gen, options);
+}
+}  // namespace
+
+DPE_REGISTER_MODEL("resnet50", make_resnet50,
+                   image_classifier("torchvision's ResNet-50, 1000 classes", 224));
+DPE_REGISTER_MODEL("resnet-tiny", make_resnet_tiny,
+                   image_classifier("ResNet-50's layout cut to one Bottleneck per stage, width 8, "
+                                    "10 classes: 130 k parameters",
+                                    28));
 
 }  // namespace dpe::models

@@ -2,6 +2,7 @@
 
 #include "engine/nn/activation.h"
 #include "engine/nn/linear.h"
+#include "models/registry.h"
 
 namespace dpe::models {
 
@@ -14,5 +15,13 @@ ToyModel::ToyModel(Generator& gen) {
 Tensor ToyModel::forward(const Tensor& x) {
   return child("net2").forward(child("relu").forward(child("net1").forward(x)));
 }
+
+namespace {
+std::shared_ptr<Module> make_toy(Generator& gen, const ModelOptions&) {
+  return std::make_shared<ToyModel>(gen);
+}
+}  // namespace
+
+DPE_REGISTER_MODEL("toy", make_toy, regression("synthetic regression, Linear-ReLU-Linear"));
 
 }  // namespace dpe::models

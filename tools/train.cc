@@ -2,7 +2,8 @@
 // on one host device (--mode single), with DataParallel over several (--mode dp), or as one process
 // of a DDP job started by //tools:launch (--mode ddp). Exit codes (tools/common/exit_codes.h): 0
 // done, 1 training failed, 2 bad flags or DPE_* environment values, 3 data or checkpoint files
-// missing, corrupt or not fitting.
+// missing, corrupt or not fitting. The user's own data: --data-dir takes any IDX set of 28x28
+// images (MNIST's too), --text a UTF-8 text file or folder for the language models.
 #include <sys/stat.h>
 
 #include <CLI/CLI.hpp>
@@ -21,6 +22,20 @@
 #include "tools/train_lib/trainer.h"
 
 namespace {
+
+// --model's help: every model train takes (tools/train_lib/trainer.h), with the registry's summary
+// and the data it trains on.
+std::string model_help() {
+  std::string help = "the model (models/registry.h):";
+  for (const std::string& name : dpe::tools::trainable_models()) {
+    const dpe::models::ModelInfo info = dpe::models::model_info(name);
+    const char* data = info.task == dpe::models::ModelTask::kLanguageModel ? "language model"
+                       : info.task == dpe::models::ModelTask::kRegression  ? "synthetic data"
+                                                                           : "--data-dir images";
+    help += "\n" + name + ": " + info.summary + " (" + data + ")";
+  }
+  return help;
+}
 
 // A finite number of at least `min` (CLI11's NonNegativeNumber lets nan and inf through).
 CLI::Validator finite_at_least(double min, bool strict) {
@@ -56,7 +71,7 @@ int main(int argc, char** argv) {
   c.data_dir = dpe::FashionMnist::kDefaultRoot;
   CLI::App app{
       "Train toy, mlp, convnet or resnet-tiny on Fashion-MNIST, or gpt-small or gpt2 on the\n"
-      "language-model corpus (fortunes + the Jargon File, 32k BPE), with dpe.\n"
+      "language-model corpus (fortunes + the Jargon File, 32k BPE) or your own text (--text).\n"
       "  single: one device.   dp: DataParallel over --devices devices (--device host or cuda).\n"
       "  ddp: one process per device; start it with the launcher, e.g.\n"
       "    tools/bazelw run //tools:launch -- --nproc_per_node=2 bazel-bin/tools/train --mode ddp\n"
@@ -81,12 +96,8 @@ int main(int argc, char** argv) {
                      "host devices for --mode dp (default DPE_HOST_DEVICES when set, else 2; "
                      "the flag wins over the variable and says so)")
           ->check(CLI::Range(1, 64));
-  app.add_option("--model", c.model,
-                 "toy (synthetic regression) | mlp | convnet | resnet-tiny (Fashion-MNIST; "
-                 "resnet-tiny: torchvision's ResNet-50 layout cut to one Bottleneck per stage, "
-                 "width 8, 10 classes, 1 input channel for the grayscale images: 130 k "
-                 "parameters) | gpt-small | gpt2 (language-model corpus)")
-      ->check(CLI::IsMember({"toy", "mlp", "convnet", "resnet-tiny", "gpt-small", "gpt2"}))
+  app.add_option("--model", c.model, model_help())
+      ->check(CLI::IsMember(dpe::tools::trainable_models()))
       ->capture_default_str();
   app.add_option("--epochs", c.epochs, "epochs to train")
       ->check(CLI::Range(1, dpe::tools::kMaxEpochs))
@@ -128,8 +139,14 @@ int main(int argc, char** argv) {
   app.add_flag("--resume", c.resume,
                "continue from the checkpoint in --checkpoint-dir (also reads the older "
                "single-file checkpoint.safetensors)");
-  app.add_option("--data-dir", c.data_dir, "folder with the Fashion-MNIST IDX .gz files")
+  app.add_option("--data-dir", c.data_dir,
+                 "folder with the Fashion-MNIST IDX .gz files (or any set of 28x28 images and "
+                 "labels 0-9 under the same four names, e.g. MNIST's)")
       ->capture_default_str();
+  app.add_option("--text", c.text,
+                 "gpt: train on this UTF-8 text file, or every file in this folder (recursively, "
+                 "hidden names skipped), instead of the built-in corpus; its tokenizer is "
+                 "trained once and cached in --cache-dir");
   app.add_option("--context", c.context,
                  "gpt: tokens per training window (stride = context); default the model's block "
                  "size (gpt-small 128, gpt2 1024)")
@@ -170,6 +187,7 @@ int main(int argc, char** argv) {
   c.data_dir = dpe::tools::user_path(c.data_dir);
   c.checkpoint_dir = dpe::tools::user_path(c.checkpoint_dir);
   c.cache_dir = dpe::tools::user_path(c.cache_dir);
+  c.text = dpe::tools::user_path(c.text);
   try {
     const dpe::tools::TrainConfig resolved = dpe::tools::resolve_defaults(c);
     DPE_CHECK(momentum->count() == 0 || resolved.optimizer == "sgd",
@@ -179,7 +197,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "train: %s\n", e.what());
     return dpe::tools::kExitUsage;
   }
-  if (c.model != "toy" && !dpe::models::is_language_model(c.model)) {
+  if (dpe::models::model_info(c.model).task == dpe::models::ModelTask::kImageClassification) {
     struct stat st {};
     if (stat(c.data_dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
       std::fprintf(stderr,

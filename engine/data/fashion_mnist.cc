@@ -122,8 +122,13 @@ void check_count(const std::string& path, uint32_t count) {
                                                  << " a valid file can hold");
 }
 
-std::string join(const std::string& root, const char* name) {
-  return root.empty() || root.back() == '/' ? root + name : root + "/" + name;
+// <root>/<name>.gz, or <root>/<name> when only that exists (an unpacked download).
+std::string idx_path(const std::string& root, const std::string& name) {
+  const std::string base = root.empty() || root.back() == '/' ? root + name : root + "/" + name;
+  struct stat st;
+  const bool plain_only =
+      ::stat((base + ".gz").c_str(), &st) != 0 && ::stat(base.c_str(), &st) == 0;
+  return plain_only ? base : base + ".gz";
 }
 
 }  // namespace
@@ -137,7 +142,9 @@ Tensor read_idx_images(const std::string& path, bool normalize) {
   const uint32_t cols = file.read_u32_be("the column count");
   DPE_CHECK(rows == FashionMnist::kRows && cols == FashionMnist::kCols,
             "FashionMnist: " << path << " holds " << rows << "x" << cols << " images, expected "
-                             << FashionMnist::kRows << "x" << FashionMnist::kCols);
+                             << FashionMnist::kRows << "x" << FashionMnist::kCols
+                             << " (the Fashion-MNIST and MNIST layout, which the image models "
+                                "take): resize them to that");
   const size_t pixels = size_t{count} * rows * cols;
   std::vector<unsigned char> raw;
   file.read_growing(raw, pixels, "pixels");
@@ -177,8 +184,8 @@ Tensor read_idx_labels(const std::string& path) {
 
 FashionMnist::FashionMnist(const std::string& root, bool train, bool normalize) {
   const std::string prefix = train ? "train" : "t10k";
-  const std::string images_path = join(root, (prefix + "-images-idx3-ubyte.gz").c_str());
-  const std::string labels_path = join(root, (prefix + "-labels-idx1-ubyte.gz").c_str());
+  const std::string images_path = idx_path(root, prefix + "-images-idx3-ubyte");
+  const std::string labels_path = idx_path(root, prefix + "-labels-idx1-ubyte");
   labels_ = read_idx_labels(labels_path);  // small: fails fast before the images are decoded
   images_ = read_idx_images(images_path, normalize);
   DPE_CHECK(images_.size(0) == labels_.size(0),

@@ -25,9 +25,11 @@ class FashionMnist : public Dataset {
   static constexpr int64_t kCols = 28;
 
   // Reads <root>/train-images-idx3-ubyte.gz and train-labels-idx1-ubyte.gz (train), or the
-  // t10k-... pair (test). Throws dpe::Error naming the file and what is wrong when a file is
-  // missing, truncated, corrupt, has a wrong magic number or image size, or when the image and
-  // label counts differ, or when they hold no images.
+  // t10k-... pair (test); a file missing with .gz is read without it when that exists (the names
+  // and format are MNIST's too, so any such set of 28x28 images with labels 0-9 reads). Throws
+  // dpe::Error naming the file and what is wrong when a file is missing, truncated, corrupt, has a
+  // wrong magic number or image size, or when the image and label counts differ, or when they hold
+  // no images.
   explicit FashionMnist(const std::string& root = kDefaultRoot, bool train = true,
                         bool normalize = true);
 

@@ -136,14 +136,17 @@ void read_token_file(const std::string& path, int64_t vocab_size, Tensor* train,
 
 TokenizedCorpus load_tokenized_corpus(const std::vector<std::string>& documents,
                                       const std::string& cache_dir,
-                                      const Tokenizer::TrainOptions& options, std::ostream* log) {
+                                      const Tokenizer::TrainOptions& options, std::ostream* log,
+                                      const std::string& name) {
   const TextSplit split = split_documents(documents);
   DPE_CHECK(!split.train.empty() && !split.validation.empty(),
             "load_tokenized_corpus: " << documents.size()
                                       << " documents are too few for a validation split");
   const uint64_t key = fnv1a(options.flags() + "|" + kTokenCacheVersion,
                              corpus_checksum(documents));
-  const std::string stem = cache_dir + "/lm-corpus-" + hex64(key);
+  DPE_CHECK(!name.empty() && name.find('/') == std::string::npos,
+            "load_tokenized_corpus: bad cache name '" << name << "'");
+  const std::string stem = cache_dir + "/" + name + "-" + hex64(key);
   const std::string model_path = stem + ".model";
   const std::string tokens_path = stem + ".tokens";
   make_dirs(cache_dir);
@@ -159,11 +162,24 @@ TokenizedCorpus load_tokenized_corpus(const std::vector<std::string>& documents,
     }
   }
   Tokenizer tokenizer = Tokenizer::load(model_path);
+  if (log && !trained) {
+    *log << "tokenizer: reused " << model_path << " (" << tokenizer.vocab_size()
+         << " pieces, trained by an earlier run on the same text)\n";
+  }
+  if (log && tokenizer.vocab_size() < options.vocab_size) {
+    *log << "tokenizer: " << tokenizer.vocab_size() << " pieces, fewer than the "
+         << options.vocab_size << " asked for: the text has no more to merge (more text gives "
+         << "more); the model's vocabulary is " << tokenizer.vocab_size() << "\n";
+  }
   Tensor train, validation;
   // A token file made with another model of the same key is impossible unless the model was
   // just retrained (the old one deleted): re-encode then.
   if (!trained && exists(tokens_path)) {
     read_token_file(tokens_path, tokenizer.vocab_size(), &train, &validation);
+    if (log) {
+      *log << "tokenizer: reused " << tokens_path << " (" << train.numel() + validation.numel()
+           << " tokens)\n";
+    }
   } else {
     const auto encode_start = std::chrono::steady_clock::now();
     train = encode_documents(tokenizer, split.train);
@@ -178,6 +194,7 @@ TokenizedCorpus load_tokenized_corpus(const std::vector<std::string>& documents,
                          static_cast<int64_t>(split.train.size()),
                          static_cast<int64_t>(split.validation.size()),
                          corpus_bytes(documents), hex64(key), model_path, tokens_path};
+  corpus.trained = trained;
   return corpus;
 }
 

@@ -4,10 +4,12 @@
 // Training the 32 k BPE tokenizer takes about 20 s here and encoding the corpus a few seconds;
 // both are deterministic functions of the documents, the trainer flags and kTokenCacheVersion,
 // so the files are named by a key hashed from exactly those (a new Debian release of the corpus,
-// new flags or a new version string make a new key, never a stale hit):
-//   <cache_dir>/lm-corpus-<key>.model   the SentencePiece model (spm_encode reads it too)
-//   <cache_dir>/lm-corpus-<key>.tokens  "DPETOKS1", u64 train count, u64 validation count,
-//                                       int32 ids: train then validation (native byte order)
+// new flags or a new version string make a new key, never a stale hit), after a name saying
+// whose text it is: "lm-corpus" for the built-in corpus, "text" for a user's (--text), so the
+// two never share a file:
+//   <cache_dir>/<name>-<key>.model   the SentencePiece model (spm_encode reads it too)
+//   <cache_dir>/<name>-<key>.tokens  "DPETOKS1", u64 train count, u64 validation count,
+//                                    int32 ids: train then validation (native byte order)
 // Files are written to a temporary name and renamed, so processes that race (DDP ranks) each
 // leave a complete file.
 //
@@ -28,6 +30,10 @@ namespace dpe {
 // Bump when the corpus reader, the newline escaping or the token file format change meaning.
 inline constexpr const char* kTokenCacheVersion = "lm-corpus-1";
 
+// The cache names: the built-in corpus's and a user's text's.
+inline constexpr const char* kCorpusCacheName = "lm-corpus";
+inline constexpr const char* kTextCacheName = "text";
+
 // $DPE_CACHE_DIR, else $XDG_CACHE_HOME/dpe, else $HOME/.cache/dpe.
 std::string default_cache_dir();
 
@@ -40,18 +46,21 @@ struct TokenizedCorpus {
   int64_t validation_documents = 0;
   uint64_t bytes = 0;       // of the documents (both splits)
   std::string key;          // the cache key (hex)
-  std::string model_path;   // <cache_dir>/lm-corpus-<key>.model
-  std::string tokens_path;  // <cache_dir>/lm-corpus-<key>.tokens
+  std::string model_path;   // <cache_dir>/<name>-<key>.model
+  std::string tokens_path;  // <cache_dir>/<name>-<key>.tokens
+  bool trained = false;     // the tokenizer was trained now, not read from the cache
 };
 
 // Splits `documents` (split_documents), then loads the tokenizer and tokens from `cache_dir`, or
-// trains, encodes and writes them there (creating the directory). `log`, when given, hears what
-// was trained or loaded. Throws dpe::Error naming the file when a cached file is corrupt
-// (delete it to rebuild) or cannot be written.
+// trains, encodes and writes them there (creating the directory), under `name`. `log`, when
+// given, hears what was trained, encoded or reused, and when the tokenizer has fewer pieces than
+// options.vocab_size (options.hard_vocab_limit false). Throws dpe::Error naming the file when a
+// cached file is corrupt (delete it to rebuild) or cannot be written.
 TokenizedCorpus load_tokenized_corpus(const std::vector<std::string>& documents,
                                       const std::string& cache_dir = default_cache_dir(),
                                       const Tokenizer::TrainOptions& options = {},
-                                      std::ostream* log = nullptr);
+                                      std::ostream* log = nullptr,
+                                      const std::string& name = kCorpusCacheName);
 
 // Each document's tokens followed by eos, as int64 [N] on host.
 Tensor encode_documents(const Tokenizer& tokenizer, const std::vector<std::string>& documents);

@@ -101,6 +101,7 @@ std::string Tokenizer::TrainOptions::flags() const {
   out << "--model_type=" << model_type << " --vocab_size=" << vocab_size
       << " --character_coverage=1.0 --byte_fallback=true --max_sentence_length=65536"
       << " --user_defined_symbols=" << kNewline;
+  if (!hard_vocab_limit) out << " --hard_vocab_limit=false";
   return out.str();
 }
 
@@ -121,7 +122,20 @@ Tokenizer Tokenizer::train(const std::vector<std::string>& documents, const Trai
   const std::string args = options.flags() + " --num_threads=" + std::to_string(num_threads) +
                            " --minloglevel=2";
   const auto status = sentencepiece::SentencePieceTrainer::Train(args, &lines, &serialized);
-  DPE_CHECK(status.ok(), "Tokenizer::train (" << options.flags() << "): " << status.ToString());
+  if (!status.ok()) {
+    // SentencePiece says "Vocabulary size is smaller than required_chars. 200 vs 299."
+    const std::string message = status.ToString();
+    const size_t at = message.find("smaller than required_chars. ");
+    long long asked = 0, needed = 0;
+    if (at != std::string::npos &&
+        std::sscanf(message.c_str() + at + 29, "%lld vs %lld", &asked, &needed) == 2) {
+      DPE_THROW("Tokenizer::train: a vocabulary of " << asked << " is too small for this text: it "
+                                                     << "needs at least " << needed
+                                                     << " pieces (256 byte pieces, the special "
+                                                        "pieces and one per character it uses)");
+    }
+    DPE_THROW("Tokenizer::train (" << options.flags() << "): " << message);
+  }
   return Tokenizer(std::move(serialized), "(trained in memory)");
 }
 

@@ -30,6 +30,10 @@ class Tokenizer {
   struct TrainOptions {
     int64_t vocab_size = 32000;  // at least 32 k, so the logits weigh what real LMs' do
     std::string model_type = "bpe";
+    // false: a text too small for vocab_size pieces gets as many as BPE finds in it (fewer)
+    // instead of an error (SentencePiece's --hard_vocab_limit). The flag is in flags() only
+    // when false, so models trained with the default keep their cache key.
+    bool hard_vocab_limit = true;
     // The trainer's options as SentencePiece flags: the exact command (spm_train plus these and
     // --input) that makes the same model, and part of the cache key. Threads are not in it:
     // the pieces do not depend on them (checked: 1 and 2 threads give the same vocabulary).
@@ -37,7 +41,9 @@ class Tokenizer {
   };
 
   // Trains on `documents`, one SentencePiece sentence per line. Deterministic for the same
-  // documents and options. Throws dpe::Error with SentencePiece's message on failure.
+  // documents and options. Throws dpe::Error with SentencePiece's message on failure; when
+  // vocab_size is below what the text needs (the 256 byte pieces, the special pieces and one per
+  // character), the message says how many that is.
   static Tokenizer train(const std::vector<std::string>& documents, const TrainOptions& options,
                          int num_threads = 2);
   // Loads a .model file. Throws dpe::Error naming `path` when it is missing or not a model.

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cmath>
@@ -29,6 +30,7 @@
 #include "engine/data/random_sampler.h"
 #include "engine/data/text_corpus.h"
 #include "engine/data/text_dataset.h"
+#include "engine/data/text_files.h"
 #include "engine/data/token_cache.h"
 #include "engine/device/runtime.h"
 #include "engine/distributed/distributed.h"
@@ -75,31 +77,67 @@ struct Data {
   bool language_model = false;
   int64_t vocab_size = 0;          // language model: the tokenizer's
   double unigram_perplexity = -1;  // language model: the validation split's baseline
+  std::string text_source;         // language model: "language-model corpus", or --text's
 };
 
-// The language-model corpus's windows: the tokenizer is trained once and cached (token_cache.h);
-// every DDP rank loads the same files. The tokenizer's messages go to `out` on the main process.
-Data load_lm_data(const TrainConfig& c, FILE* out, bool main) {
-  std::vector<std::string> docs = load_language_model_corpus();
+// The documents a run learns from: the built-in corpus, or --text's files (text_files.h), the
+// first --corpus-documents of them when given; `source` says which for the run's first lines.
+std::vector<std::string> lm_documents(const TrainConfig& c, std::string* source) {
+  std::vector<std::string> docs;
+  if (c.text.empty()) {
+    docs = load_language_model_corpus();
+    *source = "language-model corpus";
+  } else {
+    TextFiles text = read_text_files(c.text);
+    std::ostringstream s;
+    s << "text " << c.text << " (" << text.files.size() << " file"
+      << (text.files.size() == 1 ? "" : "s") << ", " << text.bytes << " bytes in "
+      << text.documents.size() << " documents of at most " << text.target_bytes << " bytes)";
+    *source = s.str();
+    docs = std::move(text.documents);
+  }
   if (c.corpus_documents > 0 && c.corpus_documents < static_cast<int64_t>(docs.size())) {
     docs.resize(static_cast<size_t>(c.corpus_documents));
   }
+  if (!c.text.empty()) {
+    // split_documents makes every 20th document validation text.
+    DPE_CHECK(docs.size() >= 20,
+              "--text " << c.text << ": " << corpus_bytes(docs) << " bytes of text make "
+                        << docs.size() << " document(s), too few for a validation split (every "
+                        << "20th document): give at least 20 files, or about 5 KB of text in "
+                        << "one (a file is cut into documents of 256 bytes and up)");
+  }
+  return docs;
+}
+
+// The language model's windows: the tokenizer is trained once and cached (token_cache.h), the
+// built-in corpus and --text each under their own name; every DDP rank loads the same files.
+// The tokenizer's messages go to `out` on the main process. A text too small for --vocab-size
+// pieces gets a smaller vocabulary, and the log says so.
+Data load_lm_data(const TrainConfig& c, FILE* out, bool main) {
+  Data d;
+  const std::vector<std::string> docs = lm_documents(c, &d.text_source);
   Tokenizer::TrainOptions options;
   options.vocab_size = c.vocab_size;
+  options.hard_vocab_limit = c.text.empty();
   std::ostringstream log;
-  const TokenizedCorpus corpus = load_tokenized_corpus(
-      docs, c.cache_dir.empty() ? default_cache_dir() : c.cache_dir, options, &log);
+  const TokenizedCorpus corpus =
+      load_tokenized_corpus(docs, c.cache_dir.empty() ? default_cache_dir() : c.cache_dir, options,
+                            &log, c.text.empty() ? kCorpusCacheName : kTextCacheName);
   if (main && !log.str().empty()) std::fprintf(out, "%s", log.str().c_str());
-  Data d;
   d.classification = false;
   d.language_model = true;
   d.vocab_size = corpus.tokenizer.vocab_size();
   d.unigram_perplexity =
       unigram_perplexity(corpus.train_tokens, corpus.validation_tokens, d.vocab_size);
+  const std::string whose = c.text.empty() ? "the corpus's" : "--text " + c.text + ":";
   auto windows = [&](const Tensor& tokens, const char* split) {
     DPE_CHECK(tokens.numel() > c.context,
-              "the corpus's " << split << " split has " << tokens.numel()
-                              << " tokens, too few for one window of --context " << c.context);
+              whose << " " << split << " split has " << tokens.numel()
+                    << " tokens, too few for one window of --context " << c.context
+                    << (c.text.empty() ? ""
+                                       : ": give more text (the validation split is every 20th "
+                                         "document) or a smaller --context"));
     return std::make_shared<TextDataset>(tokens, c.context, c.context);
   };
   d.train = std::make_shared<Prefix>(windows(corpus.train_tokens, "training"), c.train_samples);
@@ -109,9 +147,10 @@ Data load_lm_data(const TrainConfig& c, FILE* out, bool main) {
 }
 
 Data load_data(const TrainConfig& c, FILE* out, bool main) {
-  if (models::is_language_model(c.model)) return load_lm_data(c, out, main);
+  const models::ModelTask task = models::model_info(c.model).task;
+  if (task == models::ModelTask::kLanguageModel) return load_lm_data(c, out, main);
   Data d;
-  if (c.model == "toy") {
+  if (task == models::ModelTask::kRegression) {
     d.train = std::make_shared<ToyDataset>(c.train_samples > 0 ? c.train_samples : 4096, 0);
     d.test = std::make_shared<ToyDataset>(c.test_samples > 0 ? c.test_samples : 1024, 1);
     d.classification = false;
@@ -485,8 +524,39 @@ std::string legacy_checkpoint_path(const std::string& dir) {
 }
 std::string metrics_path(const std::string& dir) { return dir + "/metrics.jsonl"; }
 
+namespace {
+
+// The registered language models, "gpt-small, gpt2".
+std::string language_model_list() {
+  std::string names;
+  for (const std::string& name : trainable_models()) {
+    if (models::is_language_model(name)) names += (names.empty() ? "" : ", ") + name;
+  }
+  return names;
+}
+
+}  // namespace
+
+std::vector<std::string> trainable_models() {
+  std::vector<std::string> names;
+  for (const std::string& name : models::model_names()) {
+    const models::ModelInfo info = models::model_info(name);
+    if (info.task != models::ModelTask::kImageClassification ||
+        info.image_size == FashionMnist::kRows) {
+      names.push_back(name);
+    }
+  }
+  return names;
+}
+
 TrainConfig resolve_defaults(const TrainConfig& config) {
   TrainConfig c = config;
+  const std::vector<std::string> models = trainable_models();
+  if (std::find(models.begin(), models.end(), c.model) == models.end()) {
+    std::string names;
+    for (const std::string& name : models) names += (names.empty() ? "" : ", ") + name;
+    DPE_TOOLS_CHECK(UsageError, false, "--model " << c.model << ": train takes one of " << names);
+  }
   const bool lm = models::is_language_model(c.model);
   if (c.optimizer.empty()) c.optimizer = lm ? "adamw" : "sgd";
   DPE_TOOLS_CHECK(UsageError, c.optimizer == "sgd" || c.optimizer == "adamw",
@@ -499,11 +569,11 @@ TrainConfig resolve_defaults(const TrainConfig& config) {
   if (c.clip_grad_norm < 0) c.clip_grad_norm = lm ? 1.0f : 0.0f;
   if (c.batch_size == 0) c.batch_size = lm ? 16 : 100;
   if (lm) {
-    const models::GptConfig g = models::gpt_config(c.model);
-    DPE_TOOLS_CHECK(UsageError, c.context >= 0 && c.context <= g.block_size,
+    const int64_t block_size = models::model_info(c.model).block_size;
+    DPE_TOOLS_CHECK(UsageError, c.context >= 0 && c.context <= block_size,
                     "--context " << c.context << " must be between 1 and " << c.model
-                                 << "'s block size " << g.block_size);
-    if (c.context == 0) c.context = g.block_size;
+                                 << "'s block size " << block_size);
+    if (c.context == 0) c.context = block_size;
     DPE_TOOLS_CHECK(UsageError, c.vocab_size >= 2,
                     "--vocab-size " << c.vocab_size << " is too small");
     DPE_TOOLS_CHECK(UsageError, !c.sync_bn,
@@ -511,6 +581,9 @@ TrainConfig resolve_defaults(const TrainConfig& config) {
   } else {
     DPE_TOOLS_CHECK(UsageError, c.context == 0,
                     "--context applies to the gpt models only, not " << c.model);
+    DPE_TOOLS_CHECK(UsageError, c.text.empty(),
+                    "--text is the language models' data (" << language_model_list() << "), not "
+                                                            << c.model << "'s");
   }
   return c;
 }
@@ -811,7 +884,9 @@ std::shared_ptr<Module> build_model(const TrainConfig& c, const Data& data,
   models::ModelOptions mo;
   mo.vocab_size = data.vocab_size;
   // The resnets are torchvision's, 3 channels; Fashion-MNIST's images [N, 1, 28, 28] have one.
-  if (!data.language_model && c.model != "toy") mo.in_channels = 1;
+  if (models::model_info(c.model).task == models::ModelTask::kImageClassification) {
+    mo.in_channels = 1;
+  }
   std::shared_ptr<Module> model = models::make_model(c.model, gen, mo);
   if (c.sync_bn) model = dist.convert_sync_batchnorm(model);
   return model;
@@ -883,14 +958,14 @@ void print_run(const TrainConfig& c, const Data& data, const Module& model, cons
                c.mode == "dp" ? "devices" : "process(es)", static_cast<long long>(c.batch_size),
                c.mode == "ddp" ? "per process" : "global", c.optimizer.c_str(), lr, c.epochs);
   if (data.language_model) {
+    int64_t parameters = 0;
+    for (const auto& [name, p] : model.named_parameters()) parameters += p.numel();
     std::fprintf(out,
-                 "language-model corpus: %lld training / %lld validation windows of %lld tokens; "
+                 "%s: %lld training / %lld validation windows of %lld tokens; "
                  "%s, %lld parameters; clip_grad_norm %g\n",
-                 static_cast<long long>(data.train->size()),
+                 data.text_source.c_str(), static_cast<long long>(data.train->size()),
                  static_cast<long long>(data.test->size()), static_cast<long long>(c.context),
-                 model.repr().c_str(),
-                 static_cast<long long>(dynamic_cast<const models::Gpt&>(model).num_parameters()),
-                 c.clip_grad_norm);
+                 model.repr().c_str(), static_cast<long long>(parameters), c.clip_grad_norm);
   }
 }
 

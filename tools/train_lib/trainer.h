@@ -1,9 +1,11 @@
 // Trainer: the training loop behind //tools:train, for one device, DataParallel, or DDP (one
-// process per device, started by //tools:launch). The Fashion-MNIST models (mlp, convnet,
-// resnet-tiny: a ResNet with one input channel) and the toy regression train with SGD and report
-// test loss (and accuracy); the GPT models (gpt-small, gpt2) train on the language-model corpus's
-// windows (engine/data/text_dataset.h) with AdamW, the LM loss and gradient clipping, and report
-// validation loss and perplexity beside the unigram baseline.
+// process per device, started by //tools:launch). The models come from the model registry
+// (models/registry.h) by task: the image classifiers (mlp, convnet, resnet-tiny: a ResNet with one
+// input channel) on Fashion-MNIST or another IDX set of 28x28 images, and the toy regression,
+// train with SGD and report test loss (and accuracy); the language models (gpt-small, gpt2) train
+// on the windows (engine/data/text_dataset.h) of the built-in corpus or of the user's text
+// (--text) with AdamW, the LM loss and gradient clipping, and report validation loss and
+// perplexity beside the unigram baseline.
 // Per epoch: train with a progress line on the main process, evaluate (reduced over ranks in
 // DDP), append a JSON line of metrics and then commit a checkpoint set (rank 0; design note
 // "checkpoint set" below). A non-finite loss stops the run with an error naming the epoch and
@@ -57,11 +59,21 @@ struct TrainConfig {
   int64_t vocab_size = 32000;
   std::string cache_dir;
   int64_t corpus_documents = 0;
+  // The language models' text instead of the built-in corpus: a UTF-8 file or a folder of them
+  // (engine/data/text_files.h), its tokenizer cached under its own name by a hash of the text
+  // and the tokenizer's options. A text too small for vocab_size pieces gets fewer. Empty: the
+  // built-in corpus.
+  std::string text;
 };
 
+// The models train takes, from the model registry (models/registry.h): the regression, the
+// language models, and the image classifiers made for 28x28 images (Fashion-MNIST's layout, which
+// --data-dir's IDX files must have), regression first, each task's by name.
+std::vector<std::string> trainable_models();
+
 // `config` with every "model's default" above filled in for config.model; throws dpe::Error
-// naming a flag that does not fit the model (--context above the block size or without a gpt
-// model, an unknown optimizer).
+// naming a flag that does not fit the model (a model train does not take, --context above the
+// block size or without a gpt model, --text without one, an unknown optimizer).
 TrainConfig resolve_defaults(const TrainConfig& config);
 
 struct EpochMetrics {

@@ -145,6 +145,16 @@ TEST_F(FashionMnistTest, GetAndGetBatch) {
   EXPECT_THROW(data.get_batch({0, -1}), Error);
 }
 
+// MNIST's files have Fashion-MNIST's names and format; an unpacked download (no .gz) reads too,
+// and a .gz file wins where both exist.
+TEST_F(FashionMnistTest, ReadsUnpackedFilesUnderTheSameNames) {
+  write_raw("train-images-idx3-ubyte", idx_images(4));
+  write_raw("train-labels-idx1-ubyte", idx_labels(4));
+  EXPECT_EQ(FashionMnist(root_, true).size(), 4);
+  write_split("train", 2, 2);
+  EXPECT_EQ(FashionMnist(root_, true).size(), 2);
+}
+
 TEST_F(FashionMnistTest, MissingFile) {
   write_gz("train-labels-idx1-ubyte.gz", idx_labels(2));
   const std::string msg = error_of([&] { FashionMnist data(root_); });
@@ -165,7 +175,7 @@ TEST_F(FashionMnistTest, WrongMagicNumbers) {
 TEST_F(FashionMnistTest, WrongImageSize) {
   write_gz("img.gz", idx_images(2, 32, 32));
   EXPECT_MENTIONS(error_of([&] { read_idx_images(path("img.gz")); }),
-                  "holds 32x32 images, expected 28x28");
+                  "holds 32x32 images, expected 28x28 (the Fashion-MNIST and MNIST layout");
 }
 
 TEST_F(FashionMnistTest, CountsThatDisagreeWithTheData) {

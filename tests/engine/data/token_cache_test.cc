@@ -38,7 +38,15 @@ TEST(LoadTokenizedCorpus, TrainsOnceThenLoadsTheSameTokensFromTheCache) {
   EXPECT_EQ(first.bytes, corpus_bytes(docs));
 
   const TokenizedCorpus second = load_tokenized_corpus(docs, dir, tiny_options(), &second_log);
-  EXPECT_EQ(second_log.str(), "");  // nothing trained or encoded
+  // Nothing trained or encoded, and the log says what was reused.
+  EXPECT_EQ(second_log.str().find("trained on"), std::string::npos) << second_log.str();
+  EXPECT_EQ(second_log.str().find("encoded"), std::string::npos) << second_log.str();
+  EXPECT_NE(second_log.str().find("tokenizer: reused " + first.model_path), std::string::npos)
+      << second_log.str();
+  EXPECT_NE(second_log.str().find("tokenizer: reused " + first.tokens_path), std::string::npos)
+      << second_log.str();
+  EXPECT_FALSE(second.trained);
+  EXPECT_TRUE(first.trained);
   EXPECT_EQ(second.key, first.key);
   EXPECT_EQ(second.train_tokens.to_vector<int64_t>(), first.train_tokens.to_vector<int64_t>());
   EXPECT_EQ(second.validation_tokens.to_vector<int64_t>(),
@@ -62,6 +70,48 @@ TEST(LoadTokenizedCorpus, KeyChangesWithTheTextAndTheOptions) {
   Tokenizer::TrainOptions options = tiny_options();
   options.vocab_size = 420;
   EXPECT_NE(load_tokenized_corpus(small_documents(), dir, options).key, key);
+}
+
+// A user's text (--text) is cached under its own name: the same documents as the built-in
+// corpus's would share no file with it.
+TEST(LoadTokenizedCorpus, TheNameKeepsTheCorpusAndAUsersTextApart) {
+  const std::string dir = scratch_dir("cache");
+  std::ostringstream corpus_log, text_log;
+  const TokenizedCorpus corpus =
+      load_tokenized_corpus(small_documents(), dir, tiny_options(), &corpus_log);
+  const TokenizedCorpus text =
+      load_tokenized_corpus(small_documents(), dir, tiny_options(), &text_log, kTextCacheName);
+  EXPECT_EQ(corpus.model_path, dir + "/lm-corpus-" + corpus.key + ".model");
+  EXPECT_EQ(text.model_path, dir + "/text-" + text.key + ".model");
+  EXPECT_EQ(text.tokens_path, dir + "/text-" + text.key + ".tokens");
+  EXPECT_TRUE(corpus.trained);
+  EXPECT_TRUE(text.trained) << text_log.str();
+  EXPECT_EQ(::access(text.tokens_path.c_str(), R_OK), 0);
+  EXPECT_NE(text_log.str().find("trained on"), std::string::npos) << text_log.str();
+}
+
+// Without the hard limit, a text too small for the vocabulary asked for gets the pieces it has,
+// and the log says so, on the run that trains and on the one that reuses the model.
+TEST(LoadTokenizedCorpus, ASmallTextLowersTheVocabularyAndSaysSo) {
+  const std::string dir = scratch_dir("cache");
+  Tokenizer::TrainOptions options;
+  options.vocab_size = 32000;
+  options.hard_vocab_limit = false;
+  for (int run = 0; run < 2; ++run) {
+    std::ostringstream log;
+    const TokenizedCorpus c =
+        load_tokenized_corpus(small_documents(), dir, options, &log, kTextCacheName);
+    EXPECT_EQ(c.trained, run == 0);
+    EXPECT_GT(c.tokenizer.vocab_size(), 260);  // the byte pieces, the specials, some merges
+    EXPECT_LT(c.tokenizer.vocab_size(), 1000);
+    EXPECT_NE(log.str().find("fewer than the 32000 asked for"), std::string::npos) << log.str();
+  }
+  // With the hard limit (the default) SentencePiece refuses instead.
+  options.hard_vocab_limit = true;
+  EXPECT_NE(error_of([&] {
+              load_tokenized_corpus(small_documents(), dir, options);
+            }).find("Vocabulary size too high"),
+            std::string::npos);
 }
 
 TEST(LoadTokenizedCorpus, CorruptCachedFilesAreNamedInTheError) {

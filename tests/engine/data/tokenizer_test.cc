@@ -99,6 +99,22 @@ TEST(Tokenizer, FlagsAreTheTrainerCommandAndOmitThreads) {
   EXPECT_NE(flags.find("--model_type=bpe"), std::string::npos) << flags;
   EXPECT_NE(flags.find("--vocab_size=32000"), std::string::npos) << flags;
   EXPECT_EQ(flags.find("threads"), std::string::npos) << flags;
+  // The soft vocabulary limit is in the flags (hence the cache key) only when asked for.
+  EXPECT_EQ(flags.find("hard_vocab_limit"), std::string::npos) << flags;
+  Tokenizer::TrainOptions soft;
+  soft.hard_vocab_limit = false;
+  EXPECT_NE(soft.flags().find("--hard_vocab_limit=false"), std::string::npos) << soft.flags();
+}
+
+// A vocabulary below the byte pieces, the specials and the text's characters: the message says
+// how many pieces the text needs.
+TEST(Tokenizer, TooSmallAVocabularySaysWhatTheTextNeeds) {
+  Tokenizer::TrainOptions options;
+  options.vocab_size = 100;
+  const std::string msg = error_of([&] { Tokenizer::train(small_documents(), options, 1); });
+  EXPECT_NE(msg.find("a vocabulary of 100 is too small for this text: it needs at least "),
+            std::string::npos)
+      << msg;
 }
 
 }  // namespace
