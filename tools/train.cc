@@ -143,7 +143,13 @@ int main(int argc, char** argv) {
   app.add_option("--corpus-documents", c.corpus_documents,
                  "gpt: use only the corpus's first N documents (0: all; for quick tests)")
       ->check(CLI::Range(int64_t{0}, INT64_MAX));
-  app.add_option("--max-steps", c.max_steps, "stop each epoch after this many steps (0: all)")
+  app.add_option("--max-steps", c.max_steps,
+                 "optimizer steps in all, over every epoch and the steps before a --resume "
+                 "(Hugging Face's max_steps): the run stops after that many and takes as many "
+                 "epochs as they need, whatever --epochs says (0: --epochs decides)")
+      ->check(CLI::Range(int64_t{0}, INT64_MAX));
+  app.add_option("--max-steps-per-epoch", c.max_steps_per_epoch,
+                 "end each epoch after this many steps (0: the whole pass)")
       ->check(CLI::Range(int64_t{0}, INT64_MAX));
   app.add_option("--train-samples", c.train_samples,
                  "use only the first N training samples (gpt: windows) (0: all)")
