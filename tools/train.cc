@@ -118,9 +118,17 @@ int main(int argc, char** argv) {
   app.add_option("--seed", c.seed, "seed of the initial weights and the shuffling")
       ->capture_default_str();
   app.add_flag("--sync-bn", c.sync_bn, "SyncBatchNorm across ranks (ddp only)");
-  app.add_flag("--gradient-as-bucket-view", c.gradient_as_bucket_view,
-               "DDP's gradient_as_bucket_view: gradients are views of the all-reduce buckets, and "
-               "linear layers write theirs straight into them (ddp only)");
+  CLI::Option* bucket_view =
+      app.add_option("--gradient-as-bucket-view", c.gradient_as_bucket_view,
+                     "ddp only; true or false (alone: true): DDP's gradient_as_bucket_view, the "
+                     "gradients are views of the all-reduce buckets and linear layers write theirs "
+                     "straight into them; false (PyTorch's default) copies into and out of the "
+                     "buckets. Default true, as bench's. DDP's other settings are PyTorch's "
+                     "defaults and bench's: bucket_cap_mb 25, broadcast_buffers, no "
+                     "find_unused_parameters, all-reduces overlapping backward as bench's "
+                     "--overlap auto decides")
+          ->expected(0, 1)
+          ->default_str("true");
   app.add_option("--checkpoint-dir", c.checkpoint_dir,
                  "after every epoch write model.safetensors (the model's state_dict, PyTorch's "
                  "names), optimizer.safetensors and training_state.json here, committed together "
@@ -169,6 +177,10 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     const int code = app.exit(e);  // prints help or the error
     return code == 0 ? dpe::tools::kExitOk : dpe::tools::kExitUsage;
+  }
+  if (bucket_view->count() > 0 && c.mode != "ddp") {
+    std::fprintf(stderr, "train: --gradient-as-bucket-view needs --mode ddp\n");
+    return dpe::tools::kExitUsage;
   }
   c.progress = !quiet;
   if (devices->count() == 0) c.devices = devices_from_env(c.devices);

@@ -51,6 +51,10 @@ TEST(TrainCliTest, BadValues) {
   EXPECT_NE(out.find("many"), std::string::npos) << out;
   EXPECT_EQ(run("--gradient-as-bucket-view", &out), 2);  // a DDP option, given to a single run
   EXPECT_NE(out.find("--gradient-as-bucket-view needs --mode ddp"), std::string::npos) << out;
+  EXPECT_EQ(run("--gradient-as-bucket-view false", &out), 2);
+  EXPECT_NE(out.find("--gradient-as-bucket-view needs --mode ddp"), std::string::npos) << out;
+  EXPECT_EQ(run("--mode ddp --gradient-as-bucket-view maybe", &out), 2);
+  EXPECT_NE(out.find("maybe"), std::string::npos) << out;
 }
 
 TEST(TrainCliTest, MissingDataDir) {
@@ -65,6 +69,8 @@ TEST(TrainCliTest, HelpSaysWhichBatchSizeIsGlobal) {
   EXPECT_EQ(run("--help", &out), 0);
   EXPECT_NE(out.find("GLOBAL for single and dp"), std::string::npos) << out;
   EXPECT_NE(out.find("PER PROCESS for"), std::string::npos) << out;
+  // DDP's defaults are bench's, and the help says so.
+  EXPECT_NE(out.find("Default true, as bench's"), std::string::npos) << out;
 }
 
 // The gpt models' tiny configuration: a slice of the corpus and a small tokenizer cached in the
@@ -412,16 +418,19 @@ TEST(TrainCliTest, DdpOverMpiTrainsAsDdpOverGloo) {
   };
   EXPECT_FALSE(epochs(mpi).empty()) << mpi;
   EXPECT_EQ(epochs(mpi), epochs(gloo)) << "mpi:\n" << mpi << "\ngloo:\n" << gloo;
-  // With the buckets as the gradients (the linear layers writing into them, divided by 2 in the
-  // GEMM: exact for two ranks) every figure is the same again.
-  std::string views;
-  ASSERT_EQ(dpe::test::run_tool("mpirun",
-                                "--oversubscribe --bind-to none -np 2 " + g_train + " " + args +
-                                    " --gradient-as-bucket-view",
-                                &views, dpe::test::mpirun_env() + " DPE_HOST_DEVICES=1"),
-            0)
-      << views;
-  EXPECT_EQ(epochs(views), epochs(mpi)) << "views:\n" << views << "\nmpi:\n" << mpi;
+  // The runs above take the buckets as the gradients (--gradient-as-bucket-view defaults to true:
+  // the linear layers write into them, divided by 2 in the GEMM, exact for two ranks). With
+  // PyTorch's default, copies into and out of the buckets, every figure is the same again; the
+  // flag alone means true.
+  for (const char* view : {" --gradient-as-bucket-view false", " --gradient-as-bucket-view"}) {
+    std::string other;
+    ASSERT_EQ(dpe::test::run_tool(
+                  "mpirun", "--oversubscribe --bind-to none -np 2 " + g_train + " " + args + view,
+                  &other, dpe::test::mpirun_env() + " DPE_HOST_DEVICES=1"),
+              0)
+        << other;
+    EXPECT_EQ(epochs(other), epochs(mpi)) << view << ":\n" << other << "\nmpi:\n" << mpi;
+  }
 }
 
 // --device cuda where no CUDA device exists (this machine, or a build without CUDA): exit 2, and

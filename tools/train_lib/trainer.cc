@@ -774,8 +774,6 @@ TrainConfig checked_config(const TrainConfig& config) {
   DPE_TOOLS_CHECK(UsageError, c.max_steps >= 0 && c.max_steps_per_epoch >= 0,
                   "--max-steps and --max-steps-per-epoch must be at least 0");
   DPE_TOOLS_CHECK(UsageError, !c.sync_bn || c.mode == "ddp", "--sync-bn needs --mode ddp");
-  DPE_TOOLS_CHECK(UsageError, !c.gradient_as_bucket_view || c.mode == "ddp",
-                  "--gradient-as-bucket-view needs --mode ddp");
   for (const auto& [name, value] : {std::pair<const char*, float>{"--lr", c.lr},
                                     {"--momentum", c.momentum},
                                     {"--weight-decay", c.weight_decay},

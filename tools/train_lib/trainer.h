@@ -44,7 +44,9 @@ struct TrainConfig {
   float clip_grad_norm = -1;  // max global gradient 2-norm; 0: none; < 0: 1.0 for gpt, else none
   uint64_t seed = 0;
   bool sync_bn = false;
-  bool gradient_as_bucket_view = false;  // ddp: PyTorch's DDP option of that name
+  // ddp (ignored otherwise): PyTorch's DDP option of that name, whose default is false; true as
+  // //tools:bench's
+  bool gradient_as_bucket_view = true;
   std::string checkpoint_dir;  // empty: no checkpoints
   bool resume = false;
   std::string data_dir;       // Fashion-MNIST
