@@ -150,7 +150,8 @@ int main(int argc, char** argv) {
                  "$XDG_CACHE_HOME/dpe or ~/.cache/dpe)");
   app.add_option("--corpus-documents", c.corpus_documents,
                  "gpt: use only the corpus's first N documents (0: all; for quick tests)")
-      ->check(CLI::Range(int64_t{0}, INT64_MAX));
+      ->check(CLI::Range(int64_t{0}, INT64_MAX))
+      ->group("");  // a test knob: it works, --help leaves it out
   app.add_option("--max-steps", c.max_steps,
                  "optimizer steps in all, over every epoch and the steps before a --resume "
                  "(Hugging Face's max_steps): the run stops after that many and takes as many "

@@ -71,6 +71,7 @@ TEST(TrainCliTest, HelpSaysWhichBatchSizeIsGlobal) {
   EXPECT_NE(out.find("PER PROCESS for"), std::string::npos) << out;
   // DDP's defaults are bench's, and the help says so.
   EXPECT_NE(out.find("Default true, as bench's"), std::string::npos) << out;
+  EXPECT_EQ(out.find("--corpus-documents"), std::string::npos) << "a test knob: " << out;
 }
 
 // The gpt models' tiny configuration: a slice of the corpus and a small tokenizer cached in the
