@@ -78,8 +78,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   CLI::Option* devices =
       app.add_option("--devices", c.devices,
-                     "host devices for --mode dp (default DPE_HOST_DEVICES when set, else 2; "
-                     "the flag wins over the variable and says so)")
+                     "how many devices --mode dp runs on, a COUNT: host:0..N-1, or cuda:0..N-1 "
+                     "with --device cuda (default DPE_HOST_DEVICES when set, else 2; the flag wins "
+                     "over the variable and says so)")
           ->check(CLI::Range(1, 64));
   app.add_option("--model", c.model,
                  "toy (synthetic regression) | mlp | convnet | resnet-tiny (Fashion-MNIST; "

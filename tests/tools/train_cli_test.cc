@@ -69,6 +69,7 @@ TEST(TrainCliTest, HelpSaysWhichBatchSizeIsGlobal) {
   EXPECT_EQ(run("--help", &out), 0);
   EXPECT_NE(out.find("GLOBAL for single and dp"), std::string::npos) << out;
   EXPECT_NE(out.find("PER PROCESS for"), std::string::npos) << out;
+  EXPECT_NE(out.find("how many devices --mode dp runs on, a COUNT"), std::string::npos) << out;
   // DDP's defaults are bench's, and the help says so.
   EXPECT_NE(out.find("Default true, as bench's"), std::string::npos) << out;
   EXPECT_EQ(out.find("--corpus-documents"), std::string::npos) << "a test knob: " << out;
