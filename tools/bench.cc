@@ -82,17 +82,19 @@ constexpr int kRun = -1;
 struct Options {
   std::vector<std::string> models{"toy", "mlp", "convnet"};
   std::vector<int> device_counts{1, 2, 4};
-  std::vector<int64_t> batches{256};
+  std::vector<int64_t> batch_sizes{256};  // global
   std::vector<std::string> ddp_backends{BenchConfig().ddp_backend};
   BenchConfig base;
   CLI::Option* ddp_backends_option = nullptr;
   std::string json_path = "bench.json", svg_path = "bench.svg";
   std::string worker_result;  // --ddp-worker: run as one DDP rank, writing here
   // Whether the flag was given: the heavy models' smaller defaults apply only where it was not.
-  bool batches_given = false, warmup_given = false, steps_given = false;
+  bool batch_sizes_given = false, warmup_given = false, steps_given = false;
 };
 
-// The options of how each step runs: DDP's process groups and buckets, and fusion.
+// The options of how each step runs: DDP's process groups and buckets, and fusion. DDP's
+// defaults are train's (gradient_as_bucket_view, overlap, and PyTorch's bucket_cap_mb 25,
+// broadcast_buffers, find_unused_parameters false), except the process group (see its help).
 void add_step_options(CLI::App& app, Options& o) {
   BenchConfig& base = o.base;
   o.ddp_backends_option =
@@ -100,19 +102,24 @@ void add_step_options(CLI::App& app, Options& o) {
                      "process groups to run DDP over, each a row: mpi (ranks started by mpirun, "
                      "shared memory) or gloo (ranks as child processes, TCP over loopback) on host "
                      "devices; nccl (ranks as child processes, one GPU each; the default with "
-                     "--device cuda) on CUDA devices")
+                     "--device cuda) on CUDA devices. The default on host devices is mpi, not "
+                     "train's --backend auto (gloo unless mpirun started it): the bench starts its "
+                     "ranks itself, and MPI's shared memory is the faster on one machine")
           ->delimiter(',')
           ->check(CLI::IsMember({"gloo", "mpi", "nccl"}))
           ->capture_default_str();
-  app.add_option("--bucket-view", base.bucket_view,
-                 "DDP's gradient_as_bucket_view: the gradients are views of the all-reduce "
-                 "buckets, and linear layers write theirs straight into them (false: PyTorch's "
-                 "default, copies into and out of the buckets)")
-      ->capture_default_str();
+  // --bucket-view, the older spelling, keeps working.
+  app.add_option("--gradient-as-bucket-view,--bucket-view", base.bucket_view,
+                 "true or false (alone: true): DDP's gradient_as_bucket_view, the gradients are "
+                 "views of the all-reduce buckets and linear layers write theirs straight into "
+                 "them; false (PyTorch's default) copies into and out of the buckets. Default "
+                 "true, as train's")
+      ->expected(0, 1)
+      ->default_str("true");
   app.add_option("--overlap", base.overlap,
                  "when DDP's bucket all-reduces start: during backward (PyTorch's way), after it, "
-                 "or auto: after it on host devices whose ranks fill the cores over MPI, during "
-                 "it elsewhere")
+                 "or auto (as train's DDP): after it on host devices whose ranks fill the cores "
+                 "over MPI, during it elsewhere")
       ->check(CLI::IsMember({"auto", "during", "after"}))
       ->capture_default_str();
   app.add_option("--fuse", base.fuse,
@@ -141,15 +148,20 @@ int parse_options(int argc, char** argv, Options& o) {
                  "DPE_CUDA_LOGICAL_DEVICES=N one GPU is N devices)")
       ->check(CLI::IsMember({"host", "cuda"}))
       ->capture_default_str();
-  app.add_option("--devices", o.device_counts, "device counts")
+  app.add_option("--devices", o.device_counts,
+                 "device COUNTS, a list (a row each): DataParallel over that many devices, DDP "
+                 "over that many processes of one device each")
       ->delimiter(',')
       ->check(CLI::Range(1, 64))
       ->capture_default_str();
-  CLI::Option* batches_opt =
-      app.add_option("--batches", o.batches,
-                     "global batch sizes (default 256; 8 windows for gpt, 8 images for "
-                     "resnet50); a list given applies to every model: resnet50 at 224 holds "
-                     "about 150 MiB per image, so run it on its own with a small batch")
+  // --batches, the older spelling, keeps working.
+  CLI::Option* batch_sizes_opt =
+      app.add_option("--batch-size,--batches", o.batch_sizes,
+                     "GLOBAL batch sizes, a list (a row each; DataParallel splits the batch over "
+                     "its devices, DDP gives each rank batch / devices). Default 256; 8 windows "
+                     "for gpt, 8 images for resnet50; a list given applies to every model: "
+                     "resnet50 at 224 holds about 150 MiB per image, so run it on its own with a "
+                     "small batch")
           ->delimiter(',')
           ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
   CLI::Option* warmup_opt =
@@ -184,7 +196,7 @@ int parse_options(int argc, char** argv, Options& o) {
   }
   // DDP on CUDA devices runs over NCCL unless told otherwise.
   if (base.device == "cuda" && o.ddp_backends_option->count() == 0) o.ddp_backends = {"nccl"};
-  o.batches_given = batches_opt->count() > 0;
+  o.batch_sizes_given = batch_sizes_opt->count() > 0;
   o.warmup_given = warmup_opt->count() > 0;
   o.steps_given = steps_opt->count() > 0;
   return kRun;
@@ -194,7 +206,7 @@ int parse_options(int argc, char** argv, Options& o) {
 void run_ddp_worker(const Options& o) {
   BenchConfig c = o.base;
   c.model = o.models.at(0);
-  c.global_batch = o.batches.at(0);  // run_ddp passes the model's batch explicitly
+  c.global_batch = o.batch_sizes.at(0);  // run_ddp passes the model's batch explicitly
   c.ddp_backend = o.ddp_backends.at(0);
   dpe::tools::ddp_worker(c, o.worker_result);
 }
@@ -324,7 +336,7 @@ void run_model(const Options& o, const std::string& model, double peak, Runs& ru
   if (heavy && !o.warmup_given) model_base.warmup = 1;
   if (heavy && !o.steps_given) model_base.steps = 3;
   const std::vector<int64_t> model_batches =
-      heavy && !o.batches_given ? std::vector<int64_t>{8} : o.batches;
+      heavy && !o.batch_sizes_given ? std::vector<int64_t>{8} : o.batch_sizes;
   for (int64_t batch : model_batches) {
     double one_device = 0;
     for (int n : o.device_counts) {

@@ -38,12 +38,12 @@ struct Flags {
   int input_size = 5, output_size = 2, batch_size = 30, data_size = 100;
   std::string model = "gpt-small";
   std::vector<int> lm_devices = {2, 4};
-  int64_t lm_batch_per_device = 6, lm_context = 128;
+  int64_t lm_batch_per_device = 6, context = 128;
   int lm_steps = 1;
   bool lm_ddp = true;
   std::string lm_ddp_worker;  // internal: run as one DDP rank, writing into this folder
   int steps = 8;
-  int train_batch = 256;
+  int train_batch = 256;  // global
   std::string data_dir = dpe::FashionMnist::kDefaultRoot;
 };
 
@@ -141,22 +141,33 @@ void imbalance_demo(const Flags& f, const std::vector<dpe::Device>& devices) {
 dpe::tools::LmImbalanceOptions lm_options(const Flags& f) {
   dpe::tools::LmImbalanceOptions o;
   o.config = dpe::models::gpt_config(f.model);
-  o.context = std::min<int64_t>(f.lm_context, o.config.block_size);
+  o.context = std::min<int64_t>(f.context, o.config.block_size);
   o.steps = f.lm_steps;
   return o;
 }
 
 // The flags that make a DDP rank run the same configuration (tools/demo_lib/lm_imbalance.h).
-std::vector<std::string> lm_worker_argv(const Flags& f, int64_t global_batch) {
+std::vector<std::string> lm_worker_argv(const Flags& f) {
   return {dpe::tools::self_executable(),
           "--model",
           f.model,
-          "--lm-batch",
-          std::to_string(global_batch),
-          "--lm-context",
-          std::to_string(f.lm_context),
+          "--lm-batch-size",
+          std::to_string(f.lm_batch_per_device),
+          "--context",
+          std::to_string(f.context),
           "--lm-steps",
           std::to_string(f.lm_steps)};
+}
+
+// A DDP rank's global batch: --lm-batch-size per device, as in the parent, times WORLD_SIZE (set
+// by run_local_ranks).
+int64_t worker_global_batch(const Flags& f) {
+  const char* text = std::getenv("WORLD_SIZE");
+  char* end = nullptr;
+  const long world = text != nullptr ? std::strtol(text, &end, 10) : 0;
+  DPE_TOOLS_CHECK(dpe::tools::UsageError, text != nullptr && *end == '\0' && world >= 1,
+                  "--lm-ddp-worker needs WORLD_SIZE (run_local_ranks sets it)");
+  return f.lm_batch_per_device * world;
 }
 
 void lm_demo(const Flags& f, dpe::DeviceType type) {
@@ -188,7 +199,7 @@ void lm_demo(const Flags& f, dpe::DeviceType type) {
       std::printf("\nplain DataParallel on %d devices, what each device held at its peak:\n%s", n,
                   runs[runs.size() - 3].report.memory_breakdown().c_str());
     }
-    if (ddp) runs.push_back(dpe::tools::profile_lm_ddp(o, n, lm_worker_argv(f, o.batch)));
+    if (ddp) runs.push_back(dpe::tools::profile_lm_ddp(o, n, lm_worker_argv(f)));
   }
   std::printf("\n%s", dpe::tools::lm_imbalance_table(runs).c_str());
 }
@@ -209,26 +220,34 @@ int main(int argc, char** argv) {
                  "number of devices (default: DPE_HOST_DEVICES or 2 host devices; every CUDA "
                  "device)")
       ->check(CLI::Range(1, 64));
-  app.add_option("--batch-size", f.batch_size, "batch size of the seeds' demo")
+  app.add_option("--batch-size", f.batch_size,
+                 "GLOBAL batch size of the seeds' demo (DataParallel splits it over the devices)")
       ->check(CLI::Range(1, 1 << 20));
   app.add_option("--data-size", f.data_size, "samples in the RandomDataset")
       ->check(CLI::Range(1, 1 << 20));
   app.add_option("--model", f.model, "model for the imbalance part")
       ->check(CLI::IsMember({"gpt-small", "gpt2", "toy", "mlp", "convnet"}));
-  app.add_option("--lm-devices", f.lm_devices, "device counts of the language-model part")
+  app.add_option("--lm-devices", f.lm_devices,
+                 "device counts of the language-model part, a row each")
       ->check(CLI::Range(2, 64));
-  app.add_option("--lm-batch", f.lm_batch_per_device,
-                 "sequences per device in the language-model part")
+  // The older spellings (--lm-batch, --lm-context, --train-batch) keep working.
+  app.add_option("--lm-batch-size,--lm-batch", f.lm_batch_per_device,
+                 "batch size PER DEVICE of the language-model part: sequences on each device, "
+                 "for DataParallel and DDP alike (the global batch is this x the device count)")
       ->check(CLI::Range(1, 1 << 20));
   app.add_option("--lm-steps", f.lm_steps, "profiled steps per run of the language-model part")
       ->check(CLI::Range(1, 1 << 20));
-  app.add_option("--lm-context", f.lm_context, "tokens per sequence of the language-model part")
+  app.add_option("--context,--lm-context", f.context,
+                 "tokens per sequence of the language-model part (capped at the model's "
+                 "block size)")
       ->check(CLI::Range(1, 1 << 20));
   app.add_flag("!--no-lm-ddp", f.lm_ddp, "leave DDP's ranks out of the language-model part");
   app.add_option("--lm-ddp-worker", f.lm_ddp_worker, "internal: run as one DDP rank")->group("");
   app.add_option("--steps", f.steps, "training steps to profile (0 skips the training part)")
       ->check(CLI::Range(0, 1 << 20));
-  app.add_option("--train-batch", f.train_batch, "global batch of the training part")
+  app.add_option("--train-batch-size,--train-batch", f.train_batch,
+                 "GLOBAL batch size of the training part (DataParallel splits it over the "
+                 "devices)")
       ->check(CLI::Range(1, 1 << 20));
   app.add_option("--data-dir", f.data_dir, "Fashion-MNIST folder");
   try {
@@ -249,9 +268,9 @@ int main(int argc, char** argv) {
                  env_devices);
   }
   try {
-    if (!f.lm_ddp_worker.empty()) {  // --lm-batch is the global batch here
+    if (!f.lm_ddp_worker.empty()) {
       dpe::tools::LmImbalanceOptions o = lm_options(f);
-      o.batch = f.lm_batch_per_device;
+      o.batch = worker_global_batch(f);
       dpe::tools::lm_ddp_worker(o, f.lm_ddp_worker);
       return 0;
     }

@@ -3,6 +3,13 @@
 // lines with their rank, and stops them all when one fails (or when the launcher is interrupted).
 //
 //   tools/dpe-launch --nproc_per_node=2 bazel-bin/tools/train --epochs 3
+//   tools/dpe-launch --standalone --nproc-per-node=2 bazel-bin/tools/train --mode ddp
+//
+// Rendezvous is torchrun's "static" backend: rank 0 serves the store at --rdzv-endpoint (or
+// --master-addr:--master-port), every node says which it is with --node-rank. --standalone picks
+// a free port on 127.0.0.1 and a fresh job id for one node. --rdzv-id names the job: the workers
+// get it as TORCHELASTIC_RUN_ID, and init_process_group refuses a rank whose id differs from rank
+// 0's (design note "job id" in engine/distributed/distributed.h).
 //
 // Workers die with their launcher: each is sent SIGKILL when the launcher ends, however it ends
 // (PR_SET_PDEATHSIG), kill -9 included. Unless DPE_STORE_TOKEN is already set, the launcher gives
@@ -22,6 +29,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -34,6 +42,7 @@
 #include <vector>
 
 #include "tools/common/exit_codes.h"
+#include "tools/common/local_ranks.h"
 
 namespace {
 
@@ -167,8 +176,150 @@ struct Options {
   int master_port = 29500;
   double grace_s = 5.0;
   std::string rdzv_timeout;          // the workers' DPE_RDZV_TIMEOUT; empty: left as it is
+  std::string rdzv_id;               // the workers' TORCHELASTIC_RUN_ID; empty: left as it is
   std::vector<std::string> command;  // the program and its arguments
 };
+
+// The flags of the rendezvous as given, before parse_options turns them into master_addr,
+// master_port and rdzv_id.
+struct RendezvousFlags {
+  bool standalone = false;
+  std::string endpoint;
+  std::string backend = "static";
+  CLI::Option* endpoint_option = nullptr;
+  CLI::Option* id_option = nullptr;
+  CLI::Option* backend_option = nullptr;
+  CLI::Option* addr_option = nullptr;
+  CLI::Option* port_option = nullptr;
+};
+
+// "HOST:PORT", "HOST" (the port stays `*port`), "[IPv6]:PORT" or "[IPv6]" into `*host` and
+// `*port`; false, said in `*why`, when it is none of those.
+bool parse_endpoint(const std::string& text, std::string* host, int* port, std::string* why) {
+  std::string h = text, p;
+  if (!text.empty() && text.front() == '[') {
+    const size_t close = text.find(']');
+    if (close == std::string::npos || close == 1) {
+      *why = "an IPv6 address goes in brackets: [::1]:29500";
+      return false;
+    }
+    h = text.substr(1, close - 1);
+    const std::string rest = text.substr(close + 1);
+    if (!rest.empty() && rest.front() != ':') {
+      *why = "expected ':PORT' after ']'";
+      return false;
+    }
+    if (!rest.empty()) p = rest.substr(1);
+    if (!rest.empty() && p.empty()) {
+      *why = "no port after ':'";
+      return false;
+    }
+  } else {
+    const size_t colon = text.find(':');
+    if (colon != std::string::npos && text.find(':', colon + 1) != std::string::npos) {
+      *why = "an IPv6 address goes in brackets: [" + text + "]:29500";
+      return false;
+    }
+    if (colon != std::string::npos) {
+      h = text.substr(0, colon);
+      p = text.substr(colon + 1);
+      if (p.empty()) {
+        *why = "no port after ':'";
+        return false;
+      }
+    }
+  }
+  if (h.empty()) {
+    *why = "no host";
+    return false;
+  }
+  if (!p.empty()) {
+    char* end = nullptr;
+    const long v = std::strtol(p.c_str(), &end, 10);
+    if (!std::isdigit(static_cast<unsigned char>(p[0])) || *end != '\0' || v < 1 || v > 65535) {
+      *why = "port '" + p + "' is not a number from 1 to 65535";
+      return false;
+    }
+    *port = static_cast<int>(v);
+  }
+  *host = h;
+  return true;
+}
+
+// A job id: 1 to 128 printable characters (it travels in the environment and in messages).
+bool valid_run_id(const std::string& id) {
+  if (id.empty() || id.size() > 128) return false;
+  for (char ch : id) {
+    if (!std::isprint(static_cast<unsigned char>(ch))) return false;
+  }
+  return true;
+}
+
+// Turns the rendezvous flags into o.master_addr, o.master_port and o.rdzv_id. Returns kRun, or
+// kExitUsage after saying on stderr what does not fit; kExitFailure when no free port is found.
+int resolve_rendezvous(const RendezvousFlags& f, Options& o) {
+  if (f.standalone) {
+    // torchrun --standalone: one node, a local endpoint on a free port, a fresh id; the
+    // rendezvous flags given beside it are ignored, as torchrun ignores them.
+    if (o.nnodes != 1) {
+      std::cerr << "dpe-launch: --standalone is one node, not --nnodes " << o.nnodes << "\n";
+      return kExitUsage;
+    }
+    for (const CLI::Option* given :
+         {f.endpoint_option, f.id_option, f.backend_option, f.addr_option, f.port_option}) {
+      if (given->count() > 0) {
+        std::cerr << "dpe-launch: --standalone picks the rendezvous itself; ignoring "
+                  << given->get_name() << "\n";
+      }
+    }
+    o.master_addr = "127.0.0.1";
+    try {
+      o.master_port = dpe::tools::free_local_port();
+    } catch (const std::exception& e) {
+      std::cerr << "dpe-launch: --standalone: " << e.what() << "\n";
+      return kExitFailure;
+    }
+    o.rdzv_id = random_token();
+    if (o.rdzv_id.empty()) {
+      std::cerr << "dpe-launch: cannot read /dev/urandom for the job id: " << std::strerror(errno)
+                << "\n";
+      return kExitFailure;
+    }
+    return kRun;
+  }
+  if (f.backend != "static" && f.backend != "c10d") {
+    std::cerr << "dpe-launch: --rdzv-backend " << f.backend
+              << " is not supported: dpe-launch's rendezvous is static (rank 0 serves the store "
+                 "at --rdzv-endpoint, each node gives --node-rank); use --rdzv-backend static\n";
+    return kExitUsage;
+  }
+  if (f.backend == "c10d" && o.nnodes > 1) {
+    // On one node c10d and static give the same ranks; across nodes c10d assigns node ranks as
+    // the nodes arrive, which this launcher does not.
+    std::cerr << "dpe-launch: --rdzv-backend c10d with --nnodes " << o.nnodes
+              << ": dpe-launch has no dynamic rendezvous (node ranks given as nodes arrive); give "
+                 "each node its --node-rank and use --rdzv-backend static\n";
+    return kExitUsage;
+  }
+  if (f.endpoint_option->count() > 0) {
+    if (f.addr_option->count() > 0 || f.port_option->count() > 0) {
+      std::cerr << "dpe-launch: --rdzv-endpoint sets the master's address and port: give it or "
+                   "--master-addr/--master-port, not both\n";
+      return kExitUsage;
+    }
+    std::string why;
+    if (!parse_endpoint(f.endpoint, &o.master_addr, &o.master_port, &why)) {
+      std::cerr << "dpe-launch: --rdzv-endpoint '" << f.endpoint << "' is not HOST[:PORT]: " << why
+                << "\n";
+      return kExitUsage;
+    }
+  }
+  if (f.id_option->count() > 0 && !valid_run_id(o.rdzv_id)) {
+    std::cerr << "dpe-launch: --rdzv-id must be 1 to 128 printable characters\n";
+    return kExitUsage;
+  }
+  return kRun;
+}
 
 // Reads the command line into `o`. Returns kRun, or the exit code when there is nothing to run
 // (--help, or a bad flag: CLI11 or the launcher has printed why).
@@ -177,16 +328,35 @@ int parse_options(int argc, char** argv, Options& o) {
       "dpe-launch: starts one process per device, like torchrun.\n"
       "Usage: dpe-launch [options] program [program arguments...]"};
   double rdzv_timeout_s = 0;
+  RendezvousFlags rdzv;
   app.add_option("--nproc_per_node,--nproc-per-node", o.nproc_per_node,
-                 "processes (workers) on this node, one per device")
+                 "processes (workers) on this node, one per device: a COUNT")
       ->check(CLI::Range(1, 4096));
   app.add_option("--nnodes", o.nnodes, "number of nodes")->check(CLI::Range(1, 1 << 16));
   app.add_option("--node_rank,--node-rank", o.node_rank, "rank of this node, 0..nnodes-1")
       ->check(CLI::NonNegativeNumber);
-  app.add_option("--master_addr,--master-addr", o.master_addr,
-                 "address of the node that runs rank 0 (it serves the rendezvous store)");
-  app.add_option("--master_port,--master-port", o.master_port, "port of the rendezvous store")
-      ->check(CLI::Range(1, 65535));
+  rdzv.addr_option =
+      app.add_option("--master_addr,--master-addr", o.master_addr,
+                     "address of the node that runs rank 0 (it serves the rendezvous store)");
+  rdzv.port_option =
+      app.add_option("--master_port,--master-port", o.master_port, "port of the rendezvous store")
+          ->check(CLI::Range(1, 65535));
+  app.add_flag("--standalone", rdzv.standalone,
+               "one node: the store on 127.0.0.1 at a port the kernel says is free, a fresh "
+               "--rdzv-id (as torchrun --standalone; rendezvous flags beside it are ignored)");
+  rdzv.endpoint_option = app.add_option(
+      "--rdzv-endpoint,--rdzv_endpoint", rdzv.endpoint,
+      "HOST[:PORT] where rank 0 serves the rendezvous store: the workers' MASTER_ADDR and "
+      "MASTER_PORT (an IPv6 address in brackets, [::1]:29500; no port: --master-port's). "
+      "Instead of --master-addr and --master-port");
+  rdzv.id_option = app.add_option(
+      "--rdzv-id,--rdzv_id", o.rdzv_id,
+      "the job's id, given alike to every node: the workers get it as TORCHELASTIC_RUN_ID, and "
+      "a rank whose id differs from rank 0's fails at the rendezvous, naming both");
+  rdzv.backend_option = app.add_option(
+      "--rdzv-backend,--rdzv_backend", rdzv.backend,
+      "static (the default): rank 0 serves the store and each node gives --node-rank; c10d is "
+      "taken on one node, where it gives the same ranks; nothing else");
   app.add_option("--grace", o.grace_s,
                  "seconds the other workers get after SIGTERM, once one has failed, before "
                  "SIGKILL")
@@ -214,6 +384,7 @@ int parse_options(int argc, char** argv, Options& o) {
               << "\n";
     return kExitUsage;
   }
+  if (const int code = resolve_rendezvous(rdzv, o); code != kRun) return code;
   if (rdzv_timeout->count() > 0) {
     char text[32];
     std::snprintf(text, sizeof text, "%.17g", rdzv_timeout_s);
@@ -297,6 +468,7 @@ struct Job {
   if (o.nproc_per_node > 1) ::setenv("OMP_NUM_THREADS", "1", 0);
   if (!job.store_token.empty()) ::setenv("DPE_STORE_TOKEN", job.store_token.c_str(), 0);
   if (!o.rdzv_timeout.empty()) ::setenv("DPE_RDZV_TIMEOUT", o.rdzv_timeout.c_str(), 1);
+  if (!o.rdzv_id.empty()) ::setenv("TORCHELASTIC_RUN_ID", o.rdzv_id.c_str(), 1);
   std::vector<char*> args;
   // execvp does not write through argv; its signature predates const.
   for (const auto& a : o.command) args.push_back(const_cast<char*>(a.c_str()));

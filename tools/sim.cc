@@ -71,17 +71,20 @@ int parse_options(int argc, char** argv, Options& o) {
       ->check(
           CLI::IsMember({"toy", "mlp", "convnet", "resnet50", "resnet-tiny", "gpt-small", "gpt2"}))
       ->capture_default_str();
-  app.add_option("--batch", spec.batch_per_device, "sequences or images per GPU")
+  // The older spellings (--batch, --gpu0-batch, --seq, --image) keep working.
+  app.add_option("--batch-size,--batch", spec.batch_per_device,
+                 "batch size PER GPU: sequences or images on each GPU, for DataParallel and DDP "
+                 "alike (the global batch grows with the GPU count)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
       ->capture_default_str();
-  app.add_option("--gpu0-batch", spec.gpu0_batch,
-                 "DataParallel: device 0's batch, the other GPUs keeping --batch each "
-                 "(Balanced-DataParallel's gpu0_bsz; default: --batch on every GPU)")
+  app.add_option("--gpu0-batch-size,--gpu0-batch", spec.gpu0_batch,
+                 "DataParallel: device 0's batch, the other GPUs keeping --batch-size each "
+                 "(Balanced-DataParallel's gpu0_bsz; default: --batch-size on every GPU)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
-  app.add_option("--seq", spec.seq, "language models: tokens per sequence")
+  app.add_option("--context,--seq", spec.seq, "language models: tokens per sequence")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
       ->capture_default_str();
-  app.add_option("--image", spec.image, "resnet: image height and width")
+  app.add_option("--image-size,--image", spec.image, "resnet: image height and width")
       ->check(CLI::Range(int64_t{32}, int64_t{4096}))
       ->capture_default_str();
   app.add_option("--loss", o.loss,
@@ -99,7 +102,8 @@ int parse_options(int argc, char** argv, Options& o) {
   app.add_option("--topology", o.topo_file,
                  "a file with `nvidia-smi topo -m` output: replaces the preset's node (its GPU "
                  "type and network stay)");
-  app.add_option("--gpus", o.gpu_counts, "GPU counts (beyond one node: DDP only)")
+  app.add_option("--gpus", o.gpu_counts,
+                 "GPU counts, a row each, e.g. 1,2,4,8 (beyond one node: DDP only)")
       ->delimiter(',')
       ->check(CLI::Range(1, 1024))
       ->capture_default_str();
@@ -201,7 +205,7 @@ void print_table(const Options& o, const Predictions& p, const dpe::sim::Cluster
                  const dpe::sim::ReplayOptions& options) {
   const dpe::sim::StepSpec& spec = o.spec;
   // x: samples per ms against one GPU's (the first count's, per GPU), as DataParallel's batch
-  // is uneven with --gpu0-batch. dp1, ddp1: ms per sample on one GPU.
+  // is uneven with --gpu0-batch-size. dp1, ddp1: ms per sample on one GPU.
   const int first = o.gpu_counts.front();
   const double dp1 =
       p.dp.front().step_ms * first / static_cast<double>(dp_global_batch(spec, first));

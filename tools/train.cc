@@ -93,8 +93,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   CLI::Option* devices =
       app.add_option("--devices", c.devices,
-                     "host devices for --mode dp (default DPE_HOST_DEVICES when set, else 2; "
-                     "the flag wins over the variable and says so)")
+                     "how many devices --mode dp runs on, a COUNT: host:0..N-1, or cuda:0..N-1 "
+                     "with --device cuda (default DPE_HOST_DEVICES when set, else 2; the flag wins "
+                     "over the variable and says so)")
           ->check(CLI::Range(1, 64));
   app.add_option("--model", c.model, model_help())
       ->check(CLI::IsMember(dpe::tools::trainable_models()))
@@ -129,9 +130,17 @@ int main(int argc, char** argv) {
   app.add_option("--seed", c.seed, "seed of the initial weights and the shuffling")
       ->capture_default_str();
   app.add_flag("--sync-bn", c.sync_bn, "SyncBatchNorm across ranks (ddp only)");
-  app.add_flag("--gradient-as-bucket-view", c.gradient_as_bucket_view,
-               "DDP's gradient_as_bucket_view: gradients are views of the all-reduce buckets, and "
-               "linear layers write theirs straight into them (ddp only)");
+  CLI::Option* bucket_view =
+      app.add_option("--gradient-as-bucket-view", c.gradient_as_bucket_view,
+                     "ddp only; true or false (alone: true): DDP's gradient_as_bucket_view, the "
+                     "gradients are views of the all-reduce buckets and linear layers write theirs "
+                     "straight into them; false (PyTorch's default) copies into and out of the "
+                     "buckets. Default true, as bench's. DDP's other settings are PyTorch's "
+                     "defaults and bench's: bucket_cap_mb 25, broadcast_buffers, no "
+                     "find_unused_parameters, all-reduces overlapping backward as bench's "
+                     "--overlap auto decides")
+          ->expected(0, 1)
+          ->default_str("true");
   app.add_option("--checkpoint-dir", c.checkpoint_dir,
                  "after every epoch write model.safetensors (the model's state_dict, PyTorch's "
                  "names), optimizer.safetensors and training_state.json here, committed together "
@@ -159,8 +168,15 @@ int main(int argc, char** argv) {
                  "$XDG_CACHE_HOME/dpe or ~/.cache/dpe)");
   app.add_option("--corpus-documents", c.corpus_documents,
                  "gpt: use only the corpus's first N documents (0: all; for quick tests)")
+      ->check(CLI::Range(int64_t{0}, INT64_MAX))
+      ->group("");  // a test knob: it works, --help leaves it out
+  app.add_option("--max-steps", c.max_steps,
+                 "optimizer steps in all, over every epoch and the steps before a --resume "
+                 "(Hugging Face's max_steps): the run stops after that many and takes as many "
+                 "epochs as they need, whatever --epochs says (0: --epochs decides)")
       ->check(CLI::Range(int64_t{0}, INT64_MAX));
-  app.add_option("--max-steps", c.max_steps, "stop each epoch after this many steps (0: all)")
+  app.add_option("--max-steps-per-epoch", c.max_steps_per_epoch,
+                 "end each epoch after this many steps (0: the whole pass)")
       ->check(CLI::Range(int64_t{0}, INT64_MAX));
   app.add_option("--train-samples", c.train_samples,
                  "use only the first N training samples (gpt: windows) (0: all)")
@@ -180,6 +196,10 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     const int code = app.exit(e);  // prints help or the error
     return code == 0 ? dpe::tools::kExitOk : dpe::tools::kExitUsage;
+  }
+  if (bucket_view->count() > 0 && c.mode != "ddp") {
+    std::fprintf(stderr, "train: --gradient-as-bucket-view needs --mode ddp\n");
+    return dpe::tools::kExitUsage;
   }
   c.progress = !quiet;
   if (devices->count() == 0) c.devices = devices_from_env(c.devices);

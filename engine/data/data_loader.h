@@ -10,7 +10,9 @@
 // Abandoning a pass (begin() again or destroying the loader) stops and joins the thread.
 //
 // Epochs: with shuffle=true the loader's own RandomSampler reshuffles every pass, as PyTorch's
-// does: pass k uses epoch e + k, where e is the last set_epoch() value (0 by default). A sampler
+// does: pass k uses epoch e + k, where e is the last set_epoch() value (0 by default). Its order is
+// PyTorch's DataLoader(shuffle=True, generator=g) with g seeded once with `seed`, not that of a
+// DataLoader without a generator (random_sampler.h says why). A sampler
 // given in the options is left alone: call its set_epoch() (or the loader's, which forwards to
 // it) before each epoch, as the seeds do with DistributedSampler.
 //

@@ -10,6 +10,20 @@
 // order" in torch_generator.h); set_epoch() picks the pass, in any order, so a resumed run sees
 // the same order as an uninterrupted one. tests/engine/data/golden/ holds torch's lists.
 //
+// What it does not match: PyTorch without a generator. RandomSampler(data) (and
+// DataLoader(data, shuffle=True) with no generator=) makes each pass's generator afresh: it draws
+// seed = torch.empty((), dtype=torch.int64).random_().item() from the global default generator
+// (that torch.manual_seed(s) seeds) and shuffles with torch.Generator().manual_seed(seed);
+// DataLoader's iterator draws its workers' base seed from the global generator too, first. Those
+// seeds depend on every draw the script made from the global generator before each pass: weight
+// initialisation (nn.Linear's kaiming_uniform_), dropout, torch.rand/randn of data, earlier
+// passes. dpe owns no such process-wide stream, so it cannot reproduce them: with
+// torch.manual_seed(s) alone, PyTorch's order is another permutation than dpe's, each epoch a
+// different one. dpe's order equals PyTorch's bit for bit only with an explicit generator
+// seeded once with the same seed: RandomSampler(data, generator=g) (Order::kSampler) or
+// DataLoader(data, shuffle=True, generator=g) (Order::kDataLoader), g = torch.Generator() after
+// g.manual_seed(seed), and every pass iterated to its end.
+//
 // Threading contract: not thread-safe (set_epoch writes, indices() updates a cache of the
 // generator); see sampler.h.
 #pragma once

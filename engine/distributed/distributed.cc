@@ -130,6 +130,30 @@ std::string rank_list(const std::vector<int>& ranks) {
   return out.str();
 }
 
+// Design note "job id" (distributed.h): rank 0 publishes its TORCHELASTIC_RUN_ID in its store;
+// every other rank reads it and throws, naming both ids and the store, when they differ.
+void check_job_id(TCPStore& store, int rank, const std::string& host, int port,
+                  std::chrono::milliseconds timeout) {
+  const char* env = std::getenv("TORCHELASTIC_RUN_ID");
+  const std::string mine = env != nullptr ? env : "";
+  const std::string key = "rdzv/run_id";
+  if (rank == 0) {
+    store.set(key, std::vector<char>(mine.begin(), mine.end()));
+    return;
+  }
+  const std::vector<char> value = store.get(key, timeout);
+  const std::string theirs(value.begin(), value.end());
+  const auto shown = [](const std::string& id) {
+    return id.empty() ? std::string("none (TORCHELASTIC_RUN_ID unset)")
+                      : "'" + id.substr(0, 128) + "'";
+  };
+  DPE_CHECK(theirs == mine, "init_process_group: rank "
+                                << rank << " belongs to job " << shown(mine)
+                                << " (TORCHELASTIC_RUN_ID, dpe-launch --rdzv-id), but the store at "
+                                << host << ":" << port << " serves job " << shown(theirs)
+                                << " (rank 0's): a rank of another job, or the wrong endpoint");
+}
+
 // Design note "rendezvous wait" (distributed.h): returns once every rank has announced itself in
 // the store; prints who is missing every `interval`; throws naming them after `timeout`.
 void wait_for_ranks(TCPStore& store, const std::string& prefix, int world_size, int rank,
@@ -330,6 +354,8 @@ std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend,
     options.server.max_connections =
         std::max<size_t>(options.server.max_connections, size_t(world_size) + 64);
     auto tcp = std::make_shared<TCPStore>(master.host, master.port, rank == 0, options);
+    // Before registering: a rank of another job must not count as one of this job's.
+    check_job_id(*tcp, rank, master.host, master.port, rdzv_timeout);
     tcp->register_rank(rank);
     wait_for_ranks(*tcp, "default_pg", world_size, rank, rdzv_timeout, log_interval);
     hostname = local_address_toward(master.host);

@@ -62,6 +62,14 @@ constexpr std::chrono::milliseconds kDefaultTimeout = std::chrono::minutes(30);
 std::chrono::milliseconds rendezvous_timeout(std::chrono::milliseconds timeout);
 std::chrono::milliseconds rendezvous_log_interval();
 
+// Design note "job id": the environment variable TORCHELASTIC_RUN_ID names the job, as torchrun
+// sets it from --rdzv-id (tools/dpe-launch --rdzv-id and --standalone set it too). With the
+// "env://" and "tcp://" rendezvous, rank 0 publishes its id in its store before any rank
+// registers, and every other rank compares its own with it first: a rank of another job that
+// reaches this store (a wrong endpoint, a port another job took) fails at once with both ids named,
+// rather than joining this job or waiting out the rendezvous timeout. Unset is an id of its own
+// ("none"), matching only unset. It names jobs; it is no secret (DPE_STORE_TOKEN is the secret).
+
 // Creates the default process group and returns it. backend: "gloo" (host devices) or "nccl"
 // (one GPU per process: this rank drives cuda:LOCAL_RANK); "nccl" throws before any rendezvous
 // when the process sees no GPU, or none for its local rank. world_size/rank of -1 are read from

@@ -44,8 +44,9 @@ DataParallel::DataParallel(std::shared_ptr<Module> module, DataParallelOptions o
               "DataParallel: device_ids mixes " << options_.device_ids[0] << " and " << d);
     Runtime::get().context(d);  // throws naming an unknown device
   }
-  // As PyTorch: with one device id the module is moved there (with several, it must already be
-  // on device_ids[0], and forward says so).
+  // As PyTorch: with one device id the module is moved there. With several it may still be
+  // anywhere (DataParallel(model, ids) then .to(device) is PyTorch's idiom): forward checks it is
+  // on device_ids[0].
   if (options_.device_ids.size() == 1) module_->to(options_.device_ids[0]);
   if (!options_.output_device) options_.output_device = options_.device_ids[0];
   Runtime::get().context(*options_.output_device);
@@ -53,9 +54,9 @@ DataParallel::DataParallel(std::shared_ptr<Module> module, DataParallelOptions o
       options_.chunk_weights.empty() || options_.chunk_weights.size() == options_.device_ids.size(),
       "DataParallel: " << options_.chunk_weights.size() << " chunk weights for "
                        << options_.device_ids.size() << " devices");
-  check_module_device();
 }
 
+// PyTorch's check at the start of DataParallel.forward, with its message.
 void DataParallel::check_module_device() const {
   const Device src = options_.device_ids[0];
   auto check = [&](const std::vector<std::pair<std::string, Tensor>>& tensors) {

@@ -10,6 +10,11 @@
 // share of the batch, and forward_replicas + parallel_criterion compute the loss on every device
 // so only scalars are gathered.
 //
+// As PyTorch, the module may be anywhere when it is wrapped (with one device id it is moved
+// there): to(device) on the wrapper moves the module (Module::to moves every child), and forward
+// throws, naming device_ids[0] and the device found, when a parameter or buffer is not on
+// device_ids[0] (PyTorch's message, from torch/nn/parallel/data_parallel.py).
+//
 // Threading contract: forward is called by one thread (not a device worker); it blocks until all
 // replicas have finished.
 #pragma once

@@ -32,8 +32,10 @@ struct Scattered {
 };
 
 // Splits `input` over `devices` (at most one chunk each). `sizes`, when given, fixes the chunk
-// sizes (they must sum to the batch size; a zero skips that device).
-// Throws for an empty batch or tensors of different sizes along dim.
+// sizes (they must sum to the batch size; a zero skips that device). An empty batch gives every
+// device an empty chunk, as PyTorch's scatter (torch.chunk of 0 rows gives one empty piece per
+// device), so the module runs on each. Throws for tensors of different sizes along dim, and for
+// `sizes` that do not fit.
 Scattered scatter(const Value& input, const std::vector<Device>& devices, int64_t dim,
                   const std::vector<int64_t>* sizes = nullptr, StepProfiler* profiler = nullptr);
 

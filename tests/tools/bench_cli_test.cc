@@ -25,9 +25,9 @@ int run(const std::string& args, std::string* output, const std::string& env = "
 TEST(BenchCliTest, UsageErrorsExitWith2) {
   std::string out;
   for (const char* args :
-       {"--models foo", "--devices 0", "--batches 0", "--steps 0", "--warmup -1",
-        "--models gpt-small --context 5000", "--bogus", "--models resnet50 --image-size -1",
-        "--models resnet18", "--threads 0"}) {
+       {"--models foo", "--devices 0", "--batch-size 0", "--batches 0", "--steps 0", "--warmup -1",
+        "--gradient-as-bucket-view maybe", "--bucket-view nope", "--models gpt-small --context 5000",
+        "--bogus", "--models resnet50 --image-size -1", "--models resnet18", "--threads 0"}) {
     EXPECT_EQ(run(args, &out), 2) << args << ": " << out;
     EXPECT_FALSE(has(out, "machine:")) << args << ": nothing runs: " << out;
     EXPECT_LT(out.size(), 600u) << args << ": " << out;
@@ -58,6 +58,17 @@ TEST(BenchCliTest, CudaWithoutAGpuIsAUsageError) {
   EXPECT_TRUE(out.find("gloo does not run on --device cuda") != std::string::npos) << out;
   EXPECT_EQ(run("--models toy --ddp-backends nccl", &out), 2);  // host devices
   EXPECT_TRUE(out.find("nccl does not run on --device host") != std::string::npos) << out;
+}
+
+// Each count and batch flag says in --help what it counts; DDP's defaults are train's.
+TEST(BenchCliTest, HelpSaysWhatTheFlagsCount) {
+  std::string out;
+  EXPECT_EQ(run("--help", &out), 0);
+  for (const char* text : {"--batch-size", "GLOBAL batch sizes", "device COUNTS",
+                           "--gradient-as-bucket-view", "as train's"}) {
+    EXPECT_TRUE(has(out, text)) << text << ": " << out;
+  }
+  EXPECT_FALSE(has(out, "--ddp-worker")) << out;
 }
 
 }  // namespace

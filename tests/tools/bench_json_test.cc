@@ -1,6 +1,7 @@
 // //tools:bench writes the JSON it documents: a quick run (toy model, 1 and 2 devices, DP and
 // DDP over MPI and Gloo) checked against the schema, the gpt and resnet rows; measured figures are
-// never asserted (the analytic FLOPs per sample behind GFLOP/s are).
+// never asserted (the analytic FLOPs per sample behind GFLOP/s are); --batch-size and
+// --gradient-as-bucket-view with their older spellings.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -17,9 +18,9 @@ std::string g_bench;
 TEST(BenchJsonTest, SchemaOfAQuickRun) {
   const std::string dir = std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp";
   const std::string json = dir + "/bench.json", svg = dir + "/bench.svg";
-  const std::string cmd = g_bench + " --models toy --devices 1,2 --batches 8 --warmup 1 --steps 2" +
-                          " --ddp-backends mpi,gloo --json " + json + " --svg " + svg + " > " +
-                          dir + "/bench.out 2>&1";
+  const std::string cmd =
+      g_bench + " --models toy --devices 1,2 --batch-size 8 --warmup 1 --steps 2" +
+      " --ddp-backends mpi,gloo --json " + json + " --svg " + svg + " > " + dir + "/bench.out 2>&1";
   const int status = std::system(cmd.c_str());
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "bench failed: see bench.out";
   nlohmann::json j = nlohmann::json::parse(std::ifstream(json));
@@ -50,7 +51,8 @@ TEST(BenchJsonTest, SchemaOfAQuickRun) {
 TEST(BenchJsonTest, ThreadsPerDeviceAreRecordedAndCountInTheShareOfPeak) {
   const std::string dir = std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp";
   const std::string json = dir + "/bench_threads.json";
-  const std::string cmd = g_bench + " --models toy --devices 1 --batches 8 --warmup 1 --steps 2" +
+  const std::string cmd = g_bench +
+                          " --models toy --devices 1 --batch-size 8 --warmup 1 --steps 2" +
                           " --threads 2 --json " + json + " --svg " + dir +
                           "/bench_threads.svg > " + dir + "/bench_threads.out 2>&1";
   const int status = std::system(cmd.c_str());
@@ -69,7 +71,7 @@ TEST(BenchJsonTest, GptRowsReportTokensPerSecond) {
   const std::string dir = std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp";
   const std::string json = dir + "/bench_gpt.json", svg = dir + "/bench_gpt.svg";
   const std::string cmd =
-      g_bench + " --models gpt-small --devices 1,2 --batches 2 --context 8 --warmup 0" +
+      g_bench + " --models gpt-small --devices 1,2 --batch-size 2 --context 8 --warmup 0" +
       " --steps 1 --json " + json + " --svg " + svg + " > " + dir + "/bench_gpt.out 2>&1";
   const int status = std::system(cmd.c_str());
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "bench failed: see bench_gpt.out";
@@ -91,7 +93,7 @@ TEST(BenchJsonTest, ResnetRows) {
   const std::string dir = std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp";
   const std::string json = dir + "/bench_resnet.json", svg = dir + "/bench_resnet.svg";
   std::string cmd = g_bench +
-                    " --models resnet-tiny --devices 1,2 --batches 8 --warmup 1 --steps 1" +
+                    " --models resnet-tiny --devices 1,2 --batch-size 8 --warmup 1 --steps 1" +
                     " --json " + json + " --svg " + svg + " > " + dir + "/bench_resnet.out 2>&1";
   int status = std::system(cmd.c_str());
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
@@ -106,8 +108,8 @@ TEST(BenchJsonTest, ResnetRows) {
     EXPECT_FALSE(r.contains("image"));
     EXPECT_NEAR(flops_per_sample(r), 2753408, 1);  // 2 x (3 x 484 512 - 76 832)
   }
-  cmd = g_bench + " --models resnet50 --devices 1 --batches 1 --warmup 0 --steps 1 --json " + json +
-        " --svg " + svg + " > " + dir + "/bench_resnet50.out 2>&1";
+  cmd = g_bench + " --models resnet50 --devices 1 --batch-size 1 --warmup 0 --steps 1 --json " +
+        json + " --svg " + svg + " > " + dir + "/bench_resnet50.out 2>&1";
   status = std::system(cmd.c_str());
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
       << "bench failed: see bench_resnet50.out";
@@ -125,7 +127,7 @@ TEST(BenchJsonTest, FuseFalseRunsBatchNormAndReluApart) {
   std::map<bool, nlohmann::json> runs;
   for (const bool fuse : {true, false}) {
     const std::string name = dir + "/bench_fuse_" + (fuse ? "true" : "false");
-    const std::string cmd = g_bench + " --models resnet-tiny --devices 1,2 --batches 8" +
+    const std::string cmd = g_bench + " --models resnet-tiny --devices 1,2 --batch-size 8" +
                             " --warmup 1 --steps 1 --ddp-backends mpi --fuse " +
                             (fuse ? "true" : "false") + " --json " + name + ".json --svg " + name +
                             ".svg > " + name + ".out 2>&1";
@@ -143,6 +145,32 @@ TEST(BenchJsonTest, FuseFalseRunsBatchNormAndReluApart) {
     EXPECT_LT(fused[i]["per_device"][0].at("peak_bytes").get<double>(),
               apart[i]["per_device"][0].at("peak_bytes").get<double>())
         << fused[i].at("mode");
+  }
+}
+
+// --batch-size (the global batch) and --gradient-as-bucket-view (true or false, alone true, by
+// default true as in train) reach every row, the DDP ranks' included; the older spellings
+// --batches and --bucket-view keep working.
+TEST(BenchJsonTest, BatchSizeAndBucketViewSpellings) {
+  const std::string dir = std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp";
+  const std::pair<const char*, bool> cases[] = {
+      {"--batch-size 6", true},
+      {"--batch-size 6 --gradient-as-bucket-view false", false},
+      {"--batch-size 6 --gradient-as-bucket-view", true},
+      {"--batches 6 --bucket-view false", false},
+      {"--batches 6 --bucket-view true", true}};
+  int i = 0;
+  for (const auto& [flags, view] : cases) {
+    const std::string name = dir + "/bench_spelling_" + std::to_string(i++);
+    const std::string cmd = g_bench + " --models toy --devices 2 --warmup 0 --steps 1 " + flags +
+                            " --ddp-backends gloo --json " + name + ".json --svg " + name +
+                            ".svg > " + name + ".out 2>&1";
+    const int status = std::system(cmd.c_str());
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << flags << ": see " << name;
+    const nlohmann::json j = nlohmann::json::parse(std::ifstream(name + ".json"));
+    ASSERT_EQ(j.at("results").size(), 2u) << flags;  // dp and ddp/gloo on 2 devices
+    for (const auto& r : j["results"]) EXPECT_EQ(r.at("global_batch"), 6) << flags;
+    EXPECT_EQ(j["results"][1].at("gradient_as_bucket_view"), view) << flags;
   }
 }
 

@@ -1,6 +1,6 @@
 // //tools:demo's exit codes (README, "Exit codes"): bad flags and DPE_* values exit with 2
 // before anything runs, a --data-dir that is not a folder with 2, missing Fashion-MNIST files in
-// one with 3.
+// one with 3; the older flag spellings (--lm-batch, --lm-context, --train-batch) keep working.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -26,7 +26,8 @@ int run(const std::string& args, std::string* output, const std::string& env = "
 TEST(DemoCliTest, UsageErrorsExitWith2BeforeAnythingRuns) {
   std::string out;
   for (const char* args :
-       {"--model foo", "--devices 0", "--batch-size 0", "--lm-devices 1", "--lm-batch 0",
+       {"--model foo", "--devices 0", "--batch-size 0", "--lm-devices 1", "--lm-batch-size 0",
+        "--lm-batch 0", "--context 0", "--lm-context 0", "--train-batch-size 0", "--train-batch 0",
         "--steps -1", "--bogus", "--model convnet --data-dir /no/such/folder"}) {
     EXPECT_EQ(run(args, &out), 2) << args << ": " << out;
     EXPECT_FALSE(has(out, "In Model")) << args << ": nothing runs: " << out;
@@ -59,6 +60,33 @@ TEST(DemoCliTest, CudaWithoutAGpuIsAUsageError) {
   std::string out;
   EXPECT_EQ(run("--device cuda --steps 0", &out), 2) << out;
   EXPECT_TRUE(out.find("--device cuda needs 1 CUDA device") != std::string::npos) << out;
+}
+
+// Each batch flag says in --help whether it is global or per device; the older spellings run
+// the same demo as the new ones.
+TEST(DemoCliTest, BatchFlagsSayWhatTheyCountAndOlderSpellingsWork) {
+  std::string out;
+  EXPECT_EQ(run("--help", &out), 0);
+  for (const char* text : {"--batch-size", "--train-batch-size", "--lm-batch-size", "--context",
+                           "GLOBAL batch size of the seeds' demo",
+                           "GLOBAL batch size of the training part", "batch size PER DEVICE"}) {
+    EXPECT_TRUE(has(out, text)) << text << ": " << out;
+  }
+  EXPECT_FALSE(has(out, "--lm-ddp-worker")) << out;
+  std::string now, old;
+  const std::string common = "--model toy --steps 2 --devices 2 --batch-size 30";
+  EXPECT_EQ(run(common + " --train-batch-size 12", &now), 0) << now;
+  EXPECT_EQ(run(common + " --train-batch 12", &old), 0) << old;
+  EXPECT_TRUE(has(now, "global batch 12, 2 steps")) << now;
+  EXPECT_TRUE(has(old, "global batch 12, 2 steps")) << old;
+  // The language-model part, its DDP ranks included (they get the per-device batch too).
+  const std::string lm = "--model gpt-small --lm-devices 2 --lm-steps 1 --steps 1 --devices 2";
+  EXPECT_EQ(run(lm + " --lm-batch-size 1 --context 8", &now), 0) << now;
+  EXPECT_EQ(run(lm + " --lm-batch 1 --lm-context 8", &old), 0) << old;
+  for (const std::string* o : {&now, &old}) {
+    EXPECT_TRUE(has(*o, "1 sequences of 8 tokens (random) per device")) << *o;
+    EXPECT_TRUE(has(*o, "DDP ranks")) << *o;
+  }
 }
 
 }  // namespace

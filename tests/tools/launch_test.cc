@@ -2,7 +2,10 @@
 // the program, rank-prefixed output, and failure propagation: exit code, the failed worker named,
 // the others stopped; SIGTERM to the launcher stops every worker, and kill -9 of the launcher
 // takes them with it; bad launcher flags exit with 2; a random DPE_STORE_TOKEN for the workers
-// unless one is set; --rdzv-timeout bounds the rendezvous.
+// unless one is set; --rdzv-timeout bounds the rendezvous; torchrun's --standalone,
+// --rdzv-endpoint (IPv6 in brackets), --rdzv-id (a rank of another job is refused) and
+// --rdzv-backend (static, or c10d on one node).
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -13,6 +16,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <regex>
@@ -289,6 +293,139 @@ TEST(LaunchTest, RdzvTimeoutBoundsTheRendezvous) {
   EXPECT_TRUE(contains(out, "rank 1 of 2 has not reached the store")) << out;
   // The flag's 1 s, not the worker's own 20 s argument nor the 30-minute default.
   EXPECT_TRUE(contains(out, "timed out after 1000 ms")) << out;
+}
+
+// torchrun --standalone: one node, the store on 127.0.0.1 at a free port (not the default 29500),
+// a fresh job id shared by the node's workers; they form a group there.
+TEST(LaunchTest, StandalonePicksAFreeLocalEndpointAndAJobId) {
+  std::string out;
+  ASSERT_EQ(run({"--standalone", "--nproc-per-node=2", worker(), "env"}, &out), 0) << out;
+  EXPECT_EQ(value_in(out, "[rank0]: MASTER_ADDR="), "127.0.0.1") << out;
+  const std::string port = value_in(out, "[rank0]: MASTER_PORT=");
+  EXPECT_TRUE(std::regex_match(port, std::regex("[1-9][0-9]*"))) << out;
+  EXPECT_NE(port, "29500") << out;
+  EXPECT_EQ(value_in(out, "[rank1]: MASTER_PORT="), port) << out;
+  const std::string id = value_in(out, "[rank0]: TORCHELASTIC_RUN_ID=");
+  EXPECT_TRUE(std::regex_match(id, std::regex("[0-9a-f]{32}"))) << out;
+  EXPECT_EQ(value_in(out, "[rank1]: TORCHELASTIC_RUN_ID="), id) << out;
+  ASSERT_EQ(run({"--standalone", "--nproc-per-node=2", worker(), "env"}, &out), 0) << out;
+  EXPECT_NE(value_in(out, "[rank0]: TORCHELASTIC_RUN_ID="), id) << "a fresh id per job";
+  ASSERT_EQ(run({"--standalone", "--nproc_per_node=3", worker(), "reduce"}, &out), 0) << out;
+  EXPECT_TRUE(contains(out, "[rank2]: rank 2 of 3 local 2: mean 2.00\n")) << out;
+  // Rendezvous flags beside it are ignored, as torchrun ignores them, and said so.
+  ASSERT_EQ(run({"--standalone", "--master_port=23456", worker(), "env"}, &out), 0) << out;
+  EXPECT_TRUE(contains(out, "ignoring --master_port") || contains(out, "ignoring --master-port"))
+      << out;
+  EXPECT_NE(value_in(out, "[rank0]: MASTER_PORT="), "23456") << out;
+  EXPECT_EQ(run({"--standalone", "--nnodes=2", worker(), "env"}, &out), 2) << out;
+  EXPECT_TRUE(contains(out, "--standalone is one node")) << out;
+}
+
+// Whether this machine can listen on the IPv6 loopback.
+bool ipv6_loopback() {
+  const int fd = ::socket(AF_INET6, SOCK_STREAM, 0);
+  if (fd < 0) return false;
+  sockaddr_in6 addr{};
+  addr.sin6_family = AF_INET6;
+  addr.sin6_addr = in6addr_loopback;
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  ::close(fd);
+  return ok;
+}
+
+// --rdzv-endpoint HOST[:PORT] is the workers' MASTER_ADDR and MASTER_PORT: an IPv6 address in
+// brackets, a host without a port keeping --master-port's default; the underscore spelling too.
+TEST(LaunchTest, RdzvEndpointSetsTheMasterAddressAndPort) {
+  std::string out;
+  ASSERT_EQ(run({"--rdzv-endpoint=10.1.2.3:1234", worker(), "env"}, &out), 0) << out;
+  EXPECT_TRUE(contains(out, "[rank0]: MASTER_ADDR=10.1.2.3\n")) << out;
+  EXPECT_TRUE(contains(out, "[rank0]: MASTER_PORT=1234\n")) << out;
+  ASSERT_EQ(run({"--rdzv_endpoint", "[fe80::1]:777", worker(), "env"}, &out), 0) << out;
+  EXPECT_TRUE(contains(out, "[rank0]: MASTER_ADDR=fe80::1\n")) << out;
+  EXPECT_TRUE(contains(out, "[rank0]: MASTER_PORT=777\n")) << out;
+  ASSERT_EQ(run({"--rdzv-endpoint", "node0.example", worker(), "env"}, &out), 0) << out;
+  EXPECT_TRUE(contains(out, "[rank0]: MASTER_ADDR=node0.example\n")) << out;
+  EXPECT_TRUE(contains(out, "[rank0]: MASTER_PORT=29500\n")) << out;
+  // End to end over IPv4, and over the IPv6 loopback where there is one.
+  ASSERT_EQ(run({"--nproc_per_node=2", "--rdzv-endpoint=127.0.0.1:" + std::to_string(free_port()),
+                 worker(), "reduce"},
+                &out),
+            0)
+      << out;
+  EXPECT_TRUE(contains(out, "[rank1]: rank 1 of 2 local 1: mean 1.50\n")) << out;
+  if (!ipv6_loopback()) {
+    std::printf("no IPv6 loopback here: the [::1] rendezvous is not run\n");
+    return;
+  }
+  ASSERT_EQ(run({"--nproc_per_node=2", "--rdzv-endpoint=[::1]:" + std::to_string(free_port()),
+                 worker(), "reduce"},
+                &out),
+            0)
+      << out;
+  EXPECT_TRUE(contains(out, "[rank0]: rank 0 of 2 local 0: mean 1.50 (main)\n")) << out;
+}
+
+// What the launcher does not do is refused with exit 2 before any worker runs: an endpoint that is
+// not HOST[:PORT], an endpoint beside --master-addr/--master-port, a rendezvous backend other than
+// static (c10d on one node only), an empty job id.
+TEST(LaunchTest, RendezvousFlagsItCannotHonourExitWith2) {
+  std::string out;
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"--rdzv-endpoint=host:0", worker(), "env"},
+        {"--rdzv-endpoint=::1:29500", worker(), "env"},
+        {"--rdzv-endpoint=[::1", worker(), "env"},
+        {"--rdzv-endpoint=:29500", worker(), "env"},
+        {"--rdzv-endpoint=1.2.3.4:5", "--master_port=7", worker(), "env"},
+        {"--rdzv-backend=etcd", worker(), "env"},
+        {"--rdzv_backend=c10d", "--nnodes=2", worker(), "env"},
+        {"--rdzv-id", "", worker(), "env"}}) {
+    EXPECT_EQ(run(args, &out), 2) << args[0] << ": " << out;
+    EXPECT_FALSE(contains(out, "RANK=")) << "a worker ran: " << out;
+  }
+  EXPECT_EQ(run({"--rdzv-backend=etcd", worker(), "env"}, &out), 2);
+  EXPECT_TRUE(contains(out, "--rdzv-backend etcd is not supported")) << out;
+  EXPECT_TRUE(contains(out, "use --rdzv-backend static")) << out;
+  for (const char* backend : {"--rdzv-backend=static", "--rdzv_backend=c10d"}) {
+    EXPECT_EQ(run({backend, worker(), "env"}, &out), 0) << backend << ": " << out;
+  }
+  EXPECT_EQ(run({"--help"}, &out), 0) << out;
+  for (const char* flag : {"--standalone", "--rdzv-endpoint", "--rdzv-id", "--rdzv-backend"}) {
+    EXPECT_TRUE(contains(out, flag)) << flag << ": " << out;
+  }
+}
+
+// --rdzv-id names the job: its workers get it as TORCHELASTIC_RUN_ID, and a node of another job
+// that reaches this job's store fails at once, naming both ids, while one of the same job joins.
+TEST(LaunchTest, RdzvIdKeepsAnotherJobsRanksOut) {
+  ::unsetenv("DPE_STORE_TOKEN");  // two nodes share no generated token
+  std::string out;
+  ASSERT_EQ(run({"--rdzv_id=job-7", worker(), "env"}, &out), 0) << out;
+  EXPECT_TRUE(contains(out, "[rank0]: TORCHELASTIC_RUN_ID=job-7\n")) << out;
+  const std::string endpoint = "--rdzv-endpoint=127.0.0.1:" + std::to_string(free_port());
+  const std::string node0 = output_path("node0");
+  pid_t pid = start({"--nnodes=2", "--node-rank=0", "--rdzv-id=job-a", "--rdzv-timeout=5", endpoint,
+                     worker(), "reduce"},
+                    node0);
+  EXPECT_EQ(run({"--nnodes=2", "--node-rank=1", "--rdzv-id=job-b", "--rdzv-timeout=5", endpoint,
+                 worker(), "reduce"},
+                &out),
+            1)
+      << out;
+  EXPECT_TRUE(contains(out, "rank 1 belongs to job 'job-b'")) << out;
+  EXPECT_TRUE(contains(out, "serves job 'job-a' (rank 0's)")) << out;
+  EXPECT_EQ(wait_exit_code(pid), 1) << read_file(node0);  // its rank 1 never came
+  // The same id: the two nodes form one job.
+  const std::string same = "--rdzv-endpoint=127.0.0.1:" + std::to_string(free_port());
+  pid = start({"--nnodes=2", "--node-rank=0", "--rdzv-id=job-c", "--rdzv-timeout=20", same,
+               worker(), "reduce"},
+              node0);
+  EXPECT_EQ(run({"--nnodes=2", "--node-rank=1", "--rdzv-id=job-c", "--rdzv-timeout=20", same,
+                 worker(), "reduce"},
+                &out),
+            0)
+      << out;
+  EXPECT_TRUE(contains(out, "[rank1]: rank 1 of 2 local 0: mean 1.50\n")) << out;
+  EXPECT_EQ(wait_exit_code(pid), 0) << read_file(node0);
 }
 
 }  // namespace

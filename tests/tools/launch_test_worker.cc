@@ -24,7 +24,7 @@ int main(int argc, char** argv) {
   if (mode == "env") {
     for (const char* name : {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
                              "MASTER_PORT", "OMP_NUM_THREADS", "DPE_HOST_DEVICES",
-                             "DPE_STORE_TOKEN", "DPE_RDZV_TIMEOUT"}) {
+                             "DPE_STORE_TOKEN", "DPE_RDZV_TIMEOUT", "TORCHELASTIC_RUN_ID"}) {
       const char* v = std::getenv(name);
       std::printf("%s=%s\n", name, v ? v : "<unset>");
     }

@@ -1,5 +1,6 @@
 // //tools:sim from the command line: a table for each GPU count, JSON with DataParallel's and
-// DDP's predictions (DataParallel refused beyond one node), the SVG; bad flags exit with 2.
+// DDP's predictions (DataParallel refused beyond one node), the SVG; bad flags exit with 2; the
+// older flag spellings (--batch, --gpu0-batch, --seq, --image) mean what the new ones do.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -29,7 +30,7 @@ std::string tmp(const std::string& name) {
 TEST(SimCliTest, PredictsEveryGpuCountAndWritesJsonAndSvg) {
   std::string out;
   const std::string json = tmp("sim.json"), svg = tmp("sim.svg");
-  ASSERT_EQ(run("--model mlp --batch 32 --cluster dgx-a100 --gpus 1,2,8,16 --json " + json +
+  ASSERT_EQ(run("--model mlp --batch-size 32 --cluster dgx-a100 --gpus 1,2,8,16 --json " + json +
                     " --svg " + svg,
                 &out),
             0)
@@ -58,10 +59,11 @@ TEST(SimCliTest, PredictsEveryGpuCountAndWritesJsonAndSvg) {
 TEST(SimCliTest, Gpu0BatchIsDeviceZerosChunkAndCountsInTheSpeedup) {
   std::string out;
   const std::string json = tmp("sim_gpu0.json");
-  ASSERT_EQ(run("--model mlp --batch 32 --gpu0-batch 0 --cluster pcie-a100 --gpus 1,4 --json " +
-                    json + " --svg " + tmp("sim_gpu0.svg"),
-                &out),
-            0)
+  ASSERT_EQ(
+      run("--model mlp --batch-size 32 --gpu0-batch-size 0 --cluster pcie-a100 --gpus 1,4 --json " +
+              json + " --svg " + tmp("sim_gpu0.svg"),
+          &out),
+      0)
       << out;
   EXPECT_TRUE(has(out, "device 0 takes 0, the others 32 each")) << out;
   std::ifstream in(json);
@@ -91,12 +93,44 @@ TEST(SimCliTest, Gpu0BatchIsDeviceZerosChunkAndCountsInTheSpeedup) {
 
 TEST(SimCliTest, BadFlagsExitWith2) {
   std::string out;
-  for (const char* args : {"--model foo", "--cluster nowhere", "--gpus 0", "--batch 0",
-                           "--precision fp8", "--bogus", "--gpu0-batch -1",
-                           "--cluster titanrtx-nvlink --gpus 2 "
-                           "--nodes 1 --gpus 4"}) {
+  for (const char* args :
+       {"--model foo", "--cluster nowhere", "--gpus 0", "--batch-size 0", "--batch 0",
+        "--precision fp8", "--bogus", "--gpu0-batch-size -1", "--context 0", "--image-size 16",
+        "--cluster titanrtx-nvlink --gpus 2 "
+        "--nodes 1 --gpus 4"}) {
     EXPECT_EQ(run(args, &out), 2) << args << ": " << out;
   }
+}
+
+// One name per concept across the tools: --batch-size (per GPU here, as the help says),
+// --context, --image-size; the older spellings give the same predictions.
+TEST(SimCliTest, OlderSpellingsMeanTheSame) {
+  std::string out;
+  EXPECT_EQ(run("--help", &out), 0);
+  EXPECT_TRUE(has(out, "--batch-size")) << out;
+  EXPECT_TRUE(has(out, "PER GPU")) << out;
+  EXPECT_TRUE(has(out, "--context")) << out;
+  EXPECT_TRUE(has(out, "--image-size")) << out;
+  EXPECT_TRUE(has(out, "--gpu0-batch-size")) << out;
+  const auto predict = [&](const std::string& flags, const std::string& name) {
+    const std::string json = tmp(name + ".json");
+    std::string text;
+    EXPECT_EQ(run("--model mlp --cluster pcie-a100 --gpus 1,2 " + flags + " --json " + json +
+                      " --svg " + tmp(name + ".svg"),
+                  &text),
+              0)
+        << text;
+    std::ifstream in(json);
+    return nlohmann::json::parse(in);
+  };
+  const nlohmann::json now =
+      predict("--batch-size 8 --gpu0-batch-size 4 --context 20 --image-size 64", "sim_new");
+  const nlohmann::json old = predict("--batch 8 --gpu0-batch 4 --seq 20 --image 64", "sim_old");
+  EXPECT_EQ(now["batch_per_gpu"], 8);
+  EXPECT_EQ(now["gpu0_batch"], 4);
+  EXPECT_EQ(now["seq"], 20);
+  EXPECT_EQ(now["image"], 64);
+  EXPECT_EQ(now.dump(), old.dump());
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 // //tools:train's command line and its exit codes (README, "Exit codes"): bad flags, flag values
 // and DPE_* environment values exit with 2, data and checkpoint files that are missing or corrupt
 // with 3, a failed run with 1; --devices against DPE_HOST_DEVICES, --rdzv-timeout; a run killed
-// at any moment resumes; DDP over MPI (mpirun) trains exactly as DDP over Gloo.
+// at any moment resumes; DDP over MPI (mpirun) trains exactly as DDP over Gloo; --max-steps is a
+// total over the run, resumes included.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -50,6 +51,10 @@ TEST(TrainCliTest, BadValues) {
   EXPECT_NE(out.find("many"), std::string::npos) << out;
   EXPECT_EQ(run("--gradient-as-bucket-view", &out), 2);  // a DDP option, given to a single run
   EXPECT_NE(out.find("--gradient-as-bucket-view needs --mode ddp"), std::string::npos) << out;
+  EXPECT_EQ(run("--gradient-as-bucket-view false", &out), 2);
+  EXPECT_NE(out.find("--gradient-as-bucket-view needs --mode ddp"), std::string::npos) << out;
+  EXPECT_EQ(run("--mode ddp --gradient-as-bucket-view maybe", &out), 2);
+  EXPECT_NE(out.find("maybe"), std::string::npos) << out;
 }
 
 TEST(TrainCliTest, MissingDataDir) {
@@ -64,6 +69,10 @@ TEST(TrainCliTest, HelpSaysWhichBatchSizeIsGlobal) {
   EXPECT_EQ(run("--help", &out), 0);
   EXPECT_NE(out.find("GLOBAL for single and dp"), std::string::npos) << out;
   EXPECT_NE(out.find("PER PROCESS for"), std::string::npos) << out;
+  EXPECT_NE(out.find("how many devices --mode dp runs on, a COUNT"), std::string::npos) << out;
+  // DDP's defaults are bench's, and the help says so.
+  EXPECT_NE(out.find("Default true, as bench's"), std::string::npos) << out;
+  EXPECT_EQ(out.find("--corpus-documents"), std::string::npos) << "a test knob: " << out;
 }
 
 // The gpt models' tiny configuration: a slice of the corpus and a small tokenizer cached in the
@@ -125,7 +134,7 @@ TEST(TrainCliTest, UsageErrorsExitWith2) {
   for (const char* args :
        {"--lr nan", "--lr inf", "--lr -1", "--momentum nan", "--weight-decay nan",
         "--clip-grad-norm inf", "--batch-size 0", "--epochs 0", "--epochs 2000000", "--devices 0",
-        "--rdzv-timeout 0", "--rdzv-timeout nan", "--max-steps -1"}) {
+        "--rdzv-timeout 0", "--rdzv-timeout nan", "--max-steps -1", "--max-steps-per-epoch -1"}) {
     EXPECT_EQ(run(kToy + " " + args, &out), 2) << args << ": " << out;
     const std::string flag = std::string(args).substr(0, std::string(args).find(' '));
     EXPECT_TRUE(has(out, flag)) << args << ": " << out;
@@ -276,7 +285,7 @@ TEST(TrainCliTest, ResnetTinyTrainsOnFashionMnist) {
   EXPECT_EQ(run("--help", &out), 0);
   EXPECT_TRUE(has(out, "resnet-tiny")) << out;
   const std::string resnet =
-      "--model resnet-tiny --epochs 3 --train-samples 800 --max-steps 8 "
+      "--model resnet-tiny --epochs 3 --train-samples 800 --max-steps-per-epoch 8 "
       "--batch-size 50 --test-samples 200 --no-progress";
   for (const char* mode : {"single", "dp --devices 2"}) {
     const std::string ck = tmp_path(std::string("resnet_tiny_") + mode[0]);
@@ -304,6 +313,55 @@ TEST(TrainCliTest, AFailedRunExitsWith1) {
             1)
       << out;
   EXPECT_TRUE(has(out, "non-finite loss")) << out;
+}
+
+// The lines of `dir`/metrics.jsonl.
+std::vector<std::string> metrics_lines(const std::string& dir) {
+  std::ifstream log(dir + "/metrics.jsonl");
+  std::vector<std::string> lines;
+  for (std::string l; std::getline(log, l);) lines.push_back(l);
+  return lines;
+}
+
+// --max-steps counts optimizer steps over the whole run, as Hugging Face's max_steps: two epochs
+// of 8 steps with --max-steps 3 stop after exactly 3 steps, in epoch 0; --max-steps-per-epoch
+// cuts each epoch instead; a resumed run counts the steps before its checkpoint.
+TEST(TrainCliTest, MaxStepsIsATotalOverTheRun) {
+  std::string out;
+  EXPECT_EQ(run("--help", &out), 0);
+  EXPECT_TRUE(has(out, "Hugging Face's max_steps")) << out;
+  EXPECT_TRUE(has(out, "--max-steps-per-epoch")) << out;
+  const std::string toy =
+      "--model toy --train-samples 64 --batch-size 8 --test-samples 32 --no-progress";
+  const std::string total = tmp_path("max_steps_total");
+  EXPECT_EQ(run(toy + " --epochs 2 --max-steps 3 --checkpoint-dir " + total, &out), 0) << out;
+  EXPECT_TRUE(has(out, "3 steps in all")) << out;
+  EXPECT_TRUE(has(out, "epoch 0: ")) << out;
+  EXPECT_FALSE(has(out, "epoch 1: ")) << out;
+  std::vector<std::string> lines = metrics_lines(total);
+  ASSERT_EQ(lines.size(), 1u) << out;
+  EXPECT_TRUE(has(lines[0], "\"steps\":3,")) << lines[0];
+  EXPECT_TRUE(has(lines[0], "\"global_step\":3,")) << lines[0];
+
+  const std::string each = tmp_path("max_steps_per_epoch");
+  EXPECT_EQ(run(toy + " --epochs 2 --max-steps-per-epoch 3 --checkpoint-dir " + each, &out), 0)
+      << out;
+  lines = metrics_lines(each);
+  ASSERT_EQ(lines.size(), 2u) << out;
+  EXPECT_TRUE(has(lines[1], "\"steps\":3,")) << lines[1];
+  EXPECT_TRUE(has(lines[1], "\"global_step\":6,")) << lines[1];
+
+  const std::string resumed = tmp_path("max_steps_resumed");
+  EXPECT_EQ(run(toy + " --epochs 1 --checkpoint-dir " + resumed, &out), 0) << out;
+  EXPECT_EQ(run(toy + " --max-steps 11 --resume --checkpoint-dir " + resumed, &out), 0) << out;
+  EXPECT_TRUE(has(out, "resumed from")) << out;
+  EXPECT_TRUE(has(out, "epoch 1: ")) << out;
+  lines = metrics_lines(resumed);
+  ASSERT_EQ(lines.size(), 2u) << out;
+  EXPECT_TRUE(has(lines[1], "\"steps\":3,")) << lines[1];
+  EXPECT_TRUE(has(lines[1], "\"global_step\":11,")) << lines[1];
+  EXPECT_EQ(run(toy + " --max-steps 11 --resume --checkpoint-dir " + resumed, &out), 0) << out;
+  EXPECT_TRUE(has(out, "nothing to train: 11 steps done, --max-steps 11")) << out;
 }
 
 int free_port() {
@@ -362,16 +420,19 @@ TEST(TrainCliTest, DdpOverMpiTrainsAsDdpOverGloo) {
   };
   EXPECT_FALSE(epochs(mpi).empty()) << mpi;
   EXPECT_EQ(epochs(mpi), epochs(gloo)) << "mpi:\n" << mpi << "\ngloo:\n" << gloo;
-  // With the buckets as the gradients (the linear layers writing into them, divided by 2 in the
-  // GEMM: exact for two ranks) every figure is the same again.
-  std::string views;
-  ASSERT_EQ(dpe::test::run_tool("mpirun",
-                                "--oversubscribe --bind-to none -np 2 " + g_train + " " + args +
-                                    " --gradient-as-bucket-view",
-                                &views, dpe::test::mpirun_env() + " DPE_HOST_DEVICES=1"),
-            0)
-      << views;
-  EXPECT_EQ(epochs(views), epochs(mpi)) << "views:\n" << views << "\nmpi:\n" << mpi;
+  // The runs above take the buckets as the gradients (--gradient-as-bucket-view defaults to true:
+  // the linear layers write into them, divided by 2 in the GEMM, exact for two ranks). With
+  // PyTorch's default, copies into and out of the buckets, every figure is the same again; the
+  // flag alone means true.
+  for (const char* view : {" --gradient-as-bucket-view false", " --gradient-as-bucket-view"}) {
+    std::string other;
+    ASSERT_EQ(dpe::test::run_tool(
+                  "mpirun", "--oversubscribe --bind-to none -np 2 " + g_train + " " + args + view,
+                  &other, dpe::test::mpirun_env() + " DPE_HOST_DEVICES=1"),
+              0)
+        << other;
+    EXPECT_EQ(epochs(other), epochs(mpi)) << view << ":\n" << other << "\nmpi:\n" << mpi;
+  }
 }
 
 // --device cuda where no CUDA device exists (this machine, or a build without CUDA): exit 2, and

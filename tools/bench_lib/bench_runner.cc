@@ -370,7 +370,7 @@ BenchResult run_ddp(const BenchConfig& c, const std::string& self_exe) {
   const std::vector<std::pair<std::string, std::string>> flags{
       {"--ddp-worker", result_path},
       {"--models", c.model},
-      {"--batches", batch},
+      {"--batch-size", batch},
       {"--warmup", warmup},
       {"--steps", steps},
       {"--data-dir", c.data_dir},
@@ -379,7 +379,7 @@ BenchResult run_ddp(const BenchConfig& c, const std::string& self_exe) {
       {"--ddp-backends", c.ddp_backend},
       {"--device", c.device},
       {"--threads", std::to_string(c.threads)},
-      {"--bucket-view", c.bucket_view ? "true" : "false"},
+      {"--gradient-as-bucket-view", c.bucket_view ? "true" : "false"},
       {"--overlap", c.overlap},
       {"--fuse", c.fuse ? "true" : "false"}};
   std::vector<std::string> argv{self_exe};

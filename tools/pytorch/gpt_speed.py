@@ -99,7 +99,7 @@ def pytorch_tokens_per_second(a):
 def dpe_tokens_per_second(a):
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "bench.json")
-        subprocess.run([a.dpe_bench, "--models", "gpt-small", "--devices", "1", "--batches",
+        subprocess.run([a.dpe_bench, "--models", "gpt-small", "--devices", "1", "--batch-size",
                         str(a.batch), "--context", str(a.context), "--warmup", str(a.warmup),
                         "--steps", str(a.steps), "--json", out, "--svg",
                         os.path.join(tmp, "bench.svg")], check=True, stdout=subprocess.DEVNULL)
@@ -111,7 +111,8 @@ def dpe_tokens_per_second(a):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--batch-size", "--batch", dest="batch", type=int, default=8,
+                    help="sequences per step (one device: the global batch)")
     ap.add_argument("--context", type=int, default=128)
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=3)

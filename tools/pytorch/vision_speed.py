@@ -135,7 +135,7 @@ def dpe_rows(model_name, batch, threads, a, devices=1, backends="mpi"):
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "bench.json")
         subprocess.run([a.dpe_bench, "--models", model_name, "--devices", str(devices),
-                        "--batches", str(batch), "--threads", str(threads), "--warmup",
+                        "--batch-size", str(batch), "--threads", str(threads), "--warmup",
                         str(a.warmup), "--steps", str(a.steps), "--data-dir", a.data_dir,
                         "--ddp-backends", backends, "--fuse", a.dpe_fuse, "--json", out, "--svg",
                         os.path.join(tmp, "bench.svg")],
@@ -169,7 +169,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--dpe-bench", required=True, help="path of //tools:bench")
     ap.add_argument("--models", default="convnet,mlp")
-    ap.add_argument("--batches", default="100,256")
+    ap.add_argument("--batch-size", "--batches", dest="batches", default="100,256",
+                    help="global batch sizes, a list (a set of rows each)")
     ap.add_argument("--threads", default="1,2",
                     help="compute threads, each a set of rows ('': none, DDP only)")
     ap.add_argument("--steps", type=int, default=25)

@@ -18,9 +18,10 @@ int main(int argc, char** argv) {
   int64_t vocab_size = 32000;
   app.add_option("--fortunes", fortunes, "directory of fortune files (package fortunes)");
   app.add_option("--jargon", jargon, "the Jargon File's text (package jargon-text)");
-  app.add_option("--cache_dir", cache_dir, "default: $DPE_CACHE_DIR, $XDG_CACHE_HOME/dpe or "
-                                           "~/.cache/dpe");
-  app.add_option("--vocab_size", vocab_size, "BPE vocabulary size");
+  // The spellings train uses; the underscore ones keep working.
+  app.add_option("--cache-dir,--cache_dir", cache_dir,
+                 "default: $DPE_CACHE_DIR, $XDG_CACHE_HOME/dpe or ~/.cache/dpe");
+  app.add_option("--vocab-size,--vocab_size", vocab_size, "BPE vocabulary size");
   CLI11_PARSE(app, argc, argv);
 
   try {

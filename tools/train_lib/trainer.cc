@@ -211,6 +211,7 @@ void append_metrics(const std::string& path, const TrainConfig& c, const EpochMe
   j["optimizer"] = c.optimizer;
   j["samples_per_second"] = m.samples_per_second;
   j["steps"] = m.steps;
+  if (m.global_step >= 0) j["global_step"] = m.global_step;
   // Written and fsynced before the manifest (itself fsynced) is renamed: in order on disk too.
   const std::string line = j.dump() + "\n";
   const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
@@ -590,11 +591,22 @@ TrainConfig resolve_defaults(const TrainConfig& config) {
 
 namespace {
 
-// Checks a checkpoint's training metadata against the run and returns the epoch it holds. `path`
-// is the file the values come from (messages name it and the key). The single-file layout
-// (`legacy`) may lack 'format' and 'optimizer' (early checkpoints: SGD's).
-int check_training_state(const std::string& path, const SafetensorsMetadata& metadata,
-                         const TrainConfig& c, bool language_model, bool legacy) {
+// Where a checkpoint leaves the run: the epoch it holds and the optimizer steps taken up to it
+// (-1: unknown, a checkpoint written before they were counted).
+struct Position {
+  int epoch = 0;
+  int64_t global_step = -1;
+};
+
+// The most optimizer steps a checkpoint may record (metadata_int reads up to 18 digits).
+constexpr int64_t kMaxGlobalStep = 999999999999999999;
+
+// Checks a checkpoint's training metadata against the run and returns where it leaves the run.
+// `path` is the file the values come from (messages name it and the key). The single-file layout
+// (`legacy`) may lack 'format' and 'optimizer' (early checkpoints: SGD's); checkpoints written
+// before the steps were counted lack 'global_step', which only --max-steps needs.
+Position check_training_state(const std::string& path, const SafetensorsMetadata& metadata,
+                              const TrainConfig& c, bool language_model, bool legacy) {
   auto meta = [&](const std::string& key) {
     auto it = metadata.find(key);
     DPE_TOOLS_CHECK(
@@ -638,7 +650,17 @@ int check_training_state(const std::string& path, const SafetensorsMetadata& met
                     "checkpoint '" << path << "' was trained with --seed " << seed << ", not "
                                    << c.seed << " (the data order depends on it)");
   }
-  return static_cast<int>(metadata_int(path, "epoch", meta("epoch"), 0, kMaxEpochs - 1));
+  Position at;
+  at.epoch = static_cast<int>(metadata_int(path, "epoch", meta("epoch"), 0, kMaxEpochs - 1));
+  if (metadata.count("global_step")) {
+    at.global_step = metadata_int(path, "global_step", meta("global_step"), 0, kMaxGlobalStep);
+  }
+  DPE_TOOLS_CHECK(DataError, at.global_step >= 0 || c.max_steps == 0,
+                  "checkpoint '" << path
+                                 << "' has no 'global_step' entry (it was written before the "
+                                    "run's steps were counted), so --max-steps cannot count the "
+                                    "steps before it; resume without --max-steps");
+  return at;
 }
 
 // Runs `load`; a plain dpe::Error from it (the reader's, the state dicts') becomes a DataError
@@ -658,11 +680,12 @@ auto naming(const std::string& path, F load) {
 
 // The single-file layout (checkpoint.safetensors: the model's tensors, the optimizer's prefixed
 // "optimizer.", training metadata), read when a directory has no manifest.
-int resume_legacy(const TrainConfig& c, bool language_model, Module& model, optim::Optimizer& opt) {
+Position resume_legacy(const TrainConfig& c, bool language_model, Module& model,
+                       optim::Optimizer& opt) {
   const std::string path = legacy_checkpoint_path(c.checkpoint_dir);
   return naming(path, [&] {
     SafetensorsContents ck = read_safetensors(path, Device());
-    const int epoch = check_training_state(path, ck.metadata, c, language_model, /*legacy=*/true);
+    const Position at = check_training_state(path, ck.metadata, c, language_model, /*legacy=*/true);
     StateDict model_state, optim_state;
     for (auto& [k, v] : ck.tensors) {
       if (k.rfind("optimizer.", 0) == 0)
@@ -672,14 +695,15 @@ int resume_legacy(const TrainConfig& c, bool language_model, Module& model, opti
     }
     model.load_state_dict(model_state);
     opt.load_state_dict(optim_state);
-    return epoch;
+    return at;
   });
 }
 
 // The set named by checkpoint.json (design note "checkpoint set"): the manifest first (format,
 // generation, each file's size), then training_state.json (of the manifest's generation), then
 // the two state dicts. Every value is checked before use; messages name the file and the key.
-int resume_set(const TrainConfig& c, bool language_model, Module& model, optim::Optimizer& opt) {
+Position resume_set(const TrainConfig& c, bool language_model, Module& model,
+                    optim::Optimizer& opt) {
   const std::string& dir = c.checkpoint_dir;
   const std::string manifest_path = checkpoint_manifest_path(dir);
   const nlohmann::json manifest = read_json_object(manifest_path);
@@ -729,7 +753,7 @@ int resume_set(const TrainConfig& c, bool language_model, Module& model, optim::
       "checkpoint '" << state_path << "': metadata 'generation' is " << g->second << ", but '"
                      << manifest_path << "' names generation " << generation
                      << " (the files are not one set)");
-  const int epoch = check_training_state(state_path, state, c, language_model, /*legacy=*/false);
+  const Position at = check_training_state(state_path, state, c, language_model, /*legacy=*/false);
   const std::string model_path = model_checkpoint_path(dir);
   naming(model_path, [&] {
     model.load_state_dict(read_safetensors(model_path, Device()).tensors);
@@ -740,14 +764,14 @@ int resume_set(const TrainConfig& c, bool language_model, Module& model, optim::
     opt.load_state_dict(read_safetensors(optimizer_path, Device()).tensors);
     return 0;
   });
-  return epoch;
+  return at;
 }
 
-// Loads the checkpoint in c.checkpoint_dir into `model` and `opt`; returns the epoch it holds and
-// sets `*from` to the file it was found by. A checkpoint that is missing, corrupt or does not fit
-// the command line is a DataError naming the file (and the key).
-int resume(const TrainConfig& c, bool language_model, Module& model, optim::Optimizer& opt,
-           std::string* from) {
+// Loads the checkpoint in c.checkpoint_dir into `model` and `opt`; returns where it leaves the run
+// and sets `*from` to the file it was found by. A checkpoint that is missing, corrupt or does not
+// fit the command line is a DataError naming the file (and the key).
+Position resume(const TrainConfig& c, bool language_model, Module& model, optim::Optimizer& opt,
+                std::string* from) {
   const std::string manifest = checkpoint_manifest_path(c.checkpoint_dir);
   const std::string legacy = legacy_checkpoint_path(c.checkpoint_dir);
   if (::access(manifest.c_str(), F_OK) != 0 && ::access(legacy.c_str(), F_OK) == 0) {
@@ -820,9 +844,9 @@ TrainConfig checked_config(const TrainConfig& config) {
                   "--devices " << c.devices << " must be between 1 and 64");
   DPE_TOOLS_CHECK(UsageError, !c.resume || !c.checkpoint_dir.empty(),
                   "--resume needs --checkpoint-dir");
+  DPE_TOOLS_CHECK(UsageError, c.max_steps >= 0 && c.max_steps_per_epoch >= 0,
+                  "--max-steps and --max-steps-per-epoch must be at least 0");
   DPE_TOOLS_CHECK(UsageError, !c.sync_bn || c.mode == "ddp", "--sync-bn needs --mode ddp");
-  DPE_TOOLS_CHECK(UsageError, !c.gradient_as_bucket_view || c.mode == "ddp",
-                  "--gradient-as-bucket-view needs --mode ddp");
   for (const auto& [name, value] : {std::pair<const char*, float>{"--lr", c.lr},
                                     {"--momentum", c.momentum},
                                     {"--weight-decay", c.weight_decay},
@@ -914,17 +938,45 @@ std::shared_ptr<Module> wrap_for_mode(const TrainConfig& c, std::shared_ptr<Modu
   return model;
 }
 
-// Loads --checkpoint-dir's checkpoint into `model` and `opt` and returns the first epoch still to
-// train; the main process says where it resumed from and trims metrics.jsonl to match.
-int resume_training(const TrainConfig& c, const Data& data, Module& model, optim::Optimizer& opt,
-                    bool main, FILE* out) {
+// Loads --checkpoint-dir's checkpoint into `model` and `opt` and returns where it leaves the run;
+// the main process says where it resumed from and trims metrics.jsonl to match.
+Position resume_training(const TrainConfig& c, const Data& data, Module& model,
+                         optim::Optimizer& opt, bool main, FILE* out) {
   std::string from;
-  const int start_epoch = resume(c, data.language_model, model, opt, &from) + 1;
+  const Position at = resume(c, data.language_model, model, opt, &from);
   if (main) {
-    std::fprintf(out, "resumed from %s after epoch %d\n", from.c_str(), start_epoch - 1);
-    trim_metrics(metrics_path(c.checkpoint_dir), start_epoch - 1, out);
+    std::fprintf(out, "resumed from %s after epoch %d\n", from.c_str(), at.epoch);
+    trim_metrics(metrics_path(c.checkpoint_dir), at.epoch, out);
   }
-  return start_epoch;
+  return at;
+}
+
+// The epochs to train, from `start`, and each one's most steps. Without --max-steps: to --epochs,
+// each of at most --max-steps-per-epoch steps (0: the whole pass). With it (Hugging Face's
+// max_steps, which overrides the epochs): as many epochs as the steps still to take need after
+// `done`, the last one cut short.
+struct Plan {
+  int end_epoch = 0;            // one past the last epoch to train
+  int64_t steps_per_epoch = 0;  // a whole epoch's steps (a pass, or --max-steps-per-epoch)
+};
+
+Plan plan_epochs(const TrainConfig& c, const DataLoader& loader, int start, int64_t done) {
+  Plan p;
+  p.steps_per_epoch = std::max<int64_t>(1, loader.size());
+  if (c.max_steps_per_epoch > 0)
+    p.steps_per_epoch = std::min(p.steps_per_epoch, c.max_steps_per_epoch);
+  if (c.max_steps == 0) {
+    p.end_epoch = std::max(start, c.epochs);
+    return p;
+  }
+  const int64_t left = std::max<int64_t>(0, c.max_steps - done);
+  const int64_t epochs = (left + p.steps_per_epoch - 1) / p.steps_per_epoch;
+  DPE_TOOLS_CHECK(UsageError, epochs <= kMaxEpochs - start,
+                  "--max-steps " << c.max_steps << " needs " << epochs << " more epochs of "
+                                 << p.steps_per_epoch << " steps after epoch " << start
+                                 << ", over the limit of " << kMaxEpochs << " epochs");
+  p.end_epoch = start + static_cast<int>(epochs);
+  return p;
 }
 
 // The training set's order: each rank's shard in ddp, the whole set shuffled otherwise; a
@@ -953,10 +1005,12 @@ DataLoaderOptions test_loader_options(const TrainConfig& c, const Data& data,
 // The main process's first lines: the run's configuration (and the corpus and model for gpt).
 void print_run(const TrainConfig& c, const Data& data, const Module& model, const Distributed& dist,
                float lr, FILE* out) {
-  std::fprintf(out, "training %s, mode %s (%d %s), batch %lld %s, %s lr %g, %d epoch(s)\n",
-               c.model.c_str(), c.mode.c_str(), c.mode == "dp" ? c.devices : dist.world,
+  const std::string length = c.max_steps > 0 ? std::to_string(c.max_steps) + " steps in all"
+                                             : std::to_string(c.epochs) + " epoch(s)";
+  std::fprintf(out, "training %s, mode %s (%d %s), batch %lld %s, %s lr %g, %s\n", c.model.c_str(),
+               c.mode.c_str(), c.mode == "dp" ? c.devices : dist.world,
                c.mode == "dp" ? "devices" : "process(es)", static_cast<long long>(c.batch_size),
-               c.mode == "ddp" ? "per process" : "global", c.optimizer.c_str(), lr, c.epochs);
+               c.mode == "ddp" ? "per process" : "global", c.optimizer.c_str(), lr, length.c_str());
   if (data.language_model) {
     int64_t parameters = 0;
     for (const auto& [name, p] : model.named_parameters()) parameters += p.numel();
@@ -988,15 +1042,15 @@ Tensor on_input_device(const Run& run, const Tensor& input) {
                                                                  : input;
 }
 
-// One pass over the training set (at most --max-steps batches) with a progress line on the main
+// One pass over the training set (at most `max_batches` of it) with a progress line on the main
 // process; returns the epoch's steps, mean training loss and throughput. A non-finite loss stops
 // the run.
-EpochMetrics train_epoch(const Run& run, int epoch, Sampler& sampler, DataLoader& loader) {
+EpochMetrics train_epoch(const Run& run, int epoch, Sampler& sampler, DataLoader& loader,
+                         int64_t max_batches) {
   const TrainConfig& c = run.c;
   run.net.train();
   sampler.set_epoch(epoch);
-  int64_t batches = loader.size();
-  if (c.max_steps > 0) batches = std::min(batches, c.max_steps);
+  const int64_t batches = std::min(loader.size(), max_batches);
   Progress progress("epoch " + std::to_string(epoch), batches, run.out, run.main && c.progress);
   int64_t step = 0;
   while (step < batches) {
@@ -1020,7 +1074,7 @@ EpochMetrics train_epoch(const Run& run, int epoch, Sampler& sampler, DataLoader
     progress.update(b->input.size(0) * run.dist.world, run.dist.reduce_mean(loss.item()));
     ++step;
   }
-  // Drain the rest of the pass when max_steps cut it short, so the next epoch starts afresh.
+  // Drain the rest of the pass when it was cut short, so the next epoch starts afresh.
   while (loader.next()) {
   }
   EpochMetrics m;
@@ -1090,6 +1144,7 @@ void save_checkpoint(const Run& run, const EpochMetrics& m, int64_t* generation)
                                     {"mode", c.mode},
                                     {"optimizer", c.optimizer},
                                     {"seed", c.seed}};
+    if (m.global_step >= 0) state["global_step"] = m.global_step;
     if (run.data.language_model) state["context"] = c.context;
     // The metrics line before the manifest's rename: a kill between the two leaves a line
     // without its checkpoint, which resume drops, never a checkpoint without its line.
@@ -1116,7 +1171,11 @@ TrainResult train(const TrainConfig& config, FILE* out) {
   const int scale = c.mode == "dp" ? c.devices : dist.world;
   const float lr = c.scale_lr ? c.lr * static_cast<float>(scale) : c.lr;
   std::unique_ptr<optim::Optimizer> opt = make_optimizer(c, model->parameters(), lr);
-  const int start_epoch = c.resume ? resume_training(c, data, *model, *opt, main, out) : 0;
+  // Where the run starts: the epoch after the checkpoint's, with the optimizer steps before it.
+  Position at{-1, 0};
+  if (c.resume) at = resume_training(c, data, *model, *opt, main, out);
+  const int start_epoch = at.epoch + 1;
+  int64_t done = at.global_step;  // -1: unknown (an older checkpoint), and stays so
 
   std::shared_ptr<Sampler> sampler = make_train_sampler(c, data, dist);
   DataLoaderOptions lo;
@@ -1124,12 +1183,21 @@ TrainResult train(const TrainConfig& config, FILE* out) {
   lo.sampler = sampler;
   DataLoader loader(data.train, lo);
   DataLoader test_loader(data.test, test_loader_options(c, data, dist));
+  const Plan plan = plan_epochs(c, loader, start_epoch, std::max<int64_t>(done, 0));
   if (main) print_run(c, data, *model, dist, lr, out);
+  if (main && c.max_steps > 0 && done >= c.max_steps) {
+    std::fprintf(out, "nothing to train: %lld steps done, --max-steps %lld\n",
+                 static_cast<long long>(done), static_cast<long long>(c.max_steps));
+  }
 
   const Run run{c, compute_device(c), dist, data, *model, *net, *opt, main, out};
   TrainResult result;
-  for (int epoch = start_epoch; epoch < c.epochs; ++epoch) {
-    EpochMetrics m = train_epoch(run, epoch, *sampler, loader);
+  for (int epoch = start_epoch; epoch < plan.end_epoch; ++epoch) {
+    const int64_t limit =
+        c.max_steps > 0 ? std::min(plan.steps_per_epoch, c.max_steps - done) : plan.steps_per_epoch;
+    EpochMetrics m = train_epoch(run, epoch, *sampler, loader, limit);
+    if (done >= 0) done += m.steps;
+    m.global_step = done;
     evaluate(run, test_loader, m);
     if (main) print_epoch(m, data.language_model, out);
     if (!c.checkpoint_dir.empty()) save_checkpoint(run, m, &generation);

@@ -10,7 +10,10 @@
 // DDP), append a JSON line of metrics and then commit a checkpoint set (rank 0; design note
 // "checkpoint set" below). A non-finite loss stops the run with an error naming the epoch and
 // step; the last good checkpoint stays as it was. --resume continues from it with the same
-// results as an uninterrupted run.
+// results as an uninterrupted run. --max-steps counts optimizer steps over the whole run, resumed
+// runs included, as Hugging Face's max_steps: it overrides --epochs, and the last epoch ends where
+// the count is reached (evaluated and checkpointed as any epoch). A run resumed after such a cut
+// epoch, with a larger --max-steps, goes on from the next epoch.
 #pragma once
 
 #include <cstdint>
@@ -43,11 +46,16 @@ struct TrainConfig {
   float clip_grad_norm = -1;  // max global gradient 2-norm; 0: none; < 0: 1.0 for gpt, else none
   uint64_t seed = 0;
   bool sync_bn = false;
-  bool gradient_as_bucket_view = false;  // ddp: PyTorch's DDP option of that name
+  // ddp (ignored otherwise): PyTorch's DDP option of that name, whose default is false; true as
+  // //tools:bench's
+  bool gradient_as_bucket_view = true;
   std::string checkpoint_dir;  // empty: no checkpoints
   bool resume = false;
   std::string data_dir;       // Fashion-MNIST
-  int64_t max_steps = 0;      // per epoch; 0: the whole epoch
+  // Optimizer steps over the whole run, the steps before a resumed checkpoint included; when > 0
+  // it overrides `epochs` (Hugging Face's max_steps). 0: `epochs` decides.
+  int64_t max_steps = 0;
+  int64_t max_steps_per_epoch = 0;  // 0: the whole pass
   int64_t train_samples = 0;  // 0: the whole training set (a prefix otherwise; windows for gpt)
   int64_t test_samples = 0;   // 0: the whole test set (validation windows for gpt)
   bool progress = true;
@@ -86,6 +94,7 @@ struct EpochMetrics {
   double samples_per_second = 0;
   double tokens_per_second = 0;  // gpt: samples/s x context; 0 otherwise
   int64_t steps = 0;
+  int64_t global_step = -1;  // optimizer steps since the run began; -1: unknown (design note)
 };
 
 struct TrainResult {
@@ -107,7 +116,10 @@ TrainResult train(const TrainConfig& config, FILE* out);
 //                          {"format": "pt"}), loadable strict into the equivalent PyTorch module;
 //   optimizer.safetensors  the optimizer's state_dict (dpe's names: "state.0.momentum_buffer");
 //   training_state.json    format dpe-train-2, generation, epoch, model, mode, optimizer, seed
-//                          (the samplers' order is a function of seed and epoch), context (gpt);
+//                          (the samplers' order is a function of seed and epoch), context (gpt),
+//                          global_step (the optimizer steps up to the checkpoint, for
+//                          --max-steps; left out after a resume from a checkpoint without it,
+//                          since the count is then unknown);
 //   checkpoint.json        the manifest: format dpe-checkpoint-1, generation, each file's size.
 // The three are written as <name>.next.<generation> and fsynced, the epoch's metrics line is
 // appended, and the manifest is renamed into place: that rename is the commit. The staged files

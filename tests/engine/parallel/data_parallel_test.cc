@@ -179,12 +179,16 @@ TEST(DataParallelTest, OutputDeviceAndScalarOutputs) {
   EXPECT_EQ(m->find("w").grad().to_vector<float>(), (std::vector<float>{15, 15}));
 }
 
+// As PyTorch, the module's device is checked by forward, not when it is wrapped: a module on
+// another device than device_ids[0] wraps, and its forward fails with PyTorch's message naming
+// both devices.
 TEST(DataParallelTest, ErrorsUsePyTorchsWording) {
   hosts(2);
   Generator g(9);
   auto fc = std::make_shared<nn::Linear>(5, 2, g, true, Device::parse("host:1"));
+  DataParallel dp(fc, hosts(2));
   try {
-    DataParallel dp(fc, hosts(2));
+    dp(Tensor::ones({4, 5}));
     FAIL();
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find(
@@ -201,6 +205,37 @@ TEST(DataParallelTest, ErrorsUsePyTorchsWording) {
     FAIL();
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("host:7"), std::string::npos) << e.what();
+  }
+}
+
+// PyTorch's idiom: wrap first, then move the wrapper (model = DataParallel(model, device_ids);
+// model.to(device)). The wrapper's to() moves the module, and forward then runs as if the module
+// had been on device_ids[0] from the start.
+TEST(DataParallelTest, WrappingThenMovingTheWrapperWorks) {
+  const auto devices = hosts(2);
+  Generator g(11);
+  auto moved = std::make_shared<nn::Linear>(5, 2, g, true, Device::parse("host:1"));
+  Generator same(11);
+  auto placed = std::make_shared<nn::Linear>(5, 2, same, true, Device::parse("host:1"));
+  placed->to(kH0);
+  DataParallel late(moved, devices);
+  late.to(kH0);
+  EXPECT_EQ(moved->device(), kH0);
+  for (const auto& [name, p] : late.named_parameters()) EXPECT_EQ(p.device(), kH0) << name;
+  DataParallel early(placed, devices);
+  Generator data(12);
+  const Tensor x = randn({6, 5}, data);
+  EXPECT_EQ(late(x).to_vector<float>(), early(x).to_vector<float>());
+  // Moved away again, forward refuses, naming both devices.
+  late.to(Device::parse("host:1"));
+  try {
+    late(x);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("on device host:0 (device_ids[0]) but found one of them "
+                                         "on device: host:1"),
+              std::string::npos)
+        << e.what();
   }
 }
 

@@ -191,7 +191,7 @@ TEST(TrainerTest, NonFiniteLossStopsAndKeepsTheLastGoodCheckpoint) {
 
 TEST(TrainerTest, DataParallelMatchesSingleDeviceOnTheMlp) {
   TrainConfig c = small("mlp", "single");
-  c.max_steps = 3;
+  c.max_steps_per_epoch = 3;
   TrainResult one = train(c, stdout);
   c.mode = "dp";
   TrainResult two = train(c, stdout);
@@ -221,7 +221,7 @@ TrainConfig tiny_gpt(const std::string& mode) {
   c.cache_dir = tmpdir("lm_cache");
   c.train_samples = 64;
   c.test_samples = 8;
-  c.max_steps = 2;
+  c.max_steps_per_epoch = 2;
   c.progress = false;
   return c;
 }
@@ -491,7 +491,7 @@ TEST(TrainerTest, TrainingStateAndManifestAreValidated) {
 TEST(TrainerTest, OldSingleFileLayoutResumes) {
   for (const char* model : {"toy", "mlp"}) {
     TrainConfig c = small(model, "single");
-    c.max_steps = 3;
+    c.max_steps_per_epoch = 3;
     c.epochs = 2;
     TrainResult straight = train(c, stdout);
     c.checkpoint_dir = tmpdir(std::string("legacy_") + model);
@@ -616,6 +616,76 @@ TEST(TrainerTest, LeftoversOfAKilledRunAreCleanedUp) {
   EXPECT_EQ(metric_epochs(metrics_path(dir)), (std::vector<int>{0, 1, 2, 3}));
   // The checkpoint's epoch has its line.
   EXPECT_EQ(nlohmann::json::parse(read_file(training_state_path(dir))).at("epoch"), 3);
+}
+
+// --max-steps counts optimizer steps over the whole run (Hugging Face's max_steps): fewer than
+// an epoch's stop inside the first epoch whatever --epochs says, more than --epochs' worth take
+// more epochs, and the last epoch ends where the count is reached. --max-steps-per-epoch cuts
+// each epoch, and the total still holds.
+TEST(TrainerTest, MaxStepsCountsTheWholeRun) {
+  TrainConfig c = small("toy", "single");  // 256 samples, batch 32: 8 steps an epoch
+  const auto steps = [](const TrainResult& r) {
+    std::vector<std::pair<int64_t, int64_t>> s;
+    for (const EpochMetrics& m : r.epochs) s.emplace_back(m.steps, m.global_step);
+    return s;
+  };
+  using Steps = std::vector<std::pair<int64_t, int64_t>>;
+  c.epochs = 2;
+  c.max_steps = 5;
+  EXPECT_EQ(steps(train(c, stdout)), (Steps{{5, 5}}));
+  c.epochs = 1;
+  c.max_steps = 19;
+  EXPECT_EQ(steps(train(c, stdout)), (Steps{{8, 8}, {8, 16}, {3, 19}}));
+  c.max_steps_per_epoch = 3;
+  c.max_steps = 7;
+  EXPECT_EQ(steps(train(c, stdout)), (Steps{{3, 3}, {3, 6}, {1, 7}}));
+  c.max_steps = 0;
+  c.epochs = 2;
+  EXPECT_EQ(steps(train(c, stdout)), (Steps{{3, 3}, {3, 6}}));
+  c.max_steps = -1;
+  EXPECT_THROW(train(c, stdout), UsageError);
+}
+
+// A resumed run counts the steps before its checkpoint: stopped after epoch 0 (8 steps) and
+// resumed with --max-steps 12, it takes 4 more and ends as the uninterrupted run does; resumed
+// again, nothing is left to do. A checkpoint without the count (written before dpe counted the
+// steps) resumes without --max-steps, and is refused with it, naming the file and the key.
+TEST(TrainerTest, AResumedRunKeepsTheTotalOfMaxSteps) {
+  TrainConfig c = small("toy", "single");
+  c.max_steps = 12;
+  const TrainResult straight = train(c, stdout);
+  ASSERT_EQ(straight.epochs.size(), 2u);
+  const std::string dir = tmpdir("max_steps_resume");
+  c.checkpoint_dir = dir;
+  c.max_steps = 0;
+  c.epochs = 1;
+  train(c, stdout);
+  const std::string state = training_state_path(dir);
+  EXPECT_EQ(nlohmann::json::parse(read_file(state)).at("global_step"), 8);
+  c.max_steps = 12;
+  c.resume = true;
+  const TrainResult resumed = train(c, stdout);
+  ASSERT_EQ(resumed.epochs.size(), 1u);
+  EXPECT_EQ(resumed.epochs[0].epoch, 1);
+  EXPECT_EQ(resumed.epochs[0].steps, 4);
+  EXPECT_EQ(resumed.epochs[0].global_step, 12);
+  expect_same_state(resumed.final_state, straight.final_state);
+  EXPECT_EQ(nlohmann::json::parse(read_file(state)).at("global_step"), 12);
+  const TrainResult again = train(c, stdout);
+  EXPECT_TRUE(again.epochs.empty());
+  expect_same_state(again.final_state, straight.final_state);
+
+  edit_json(dir, state, [](nlohmann::json& j) { j.erase("global_step"); });
+  c.max_steps = 20;
+  const std::string msg = error_of(c);
+  EXPECT_NE(msg.find(state + "' has no 'global_step' entry"), std::string::npos) << msg;
+  EXPECT_THROW(train(c, stdout), DataError);
+  c.max_steps = 0;
+  c.epochs = 3;
+  const TrainResult unknown = train(c, stdout);
+  ASSERT_EQ(unknown.epochs.size(), 1u);
+  EXPECT_EQ(unknown.epochs[0].global_step, -1);  // the count stays unknown
+  EXPECT_FALSE(nlohmann::json::parse(read_file(state)).contains("global_step"));
 }
 
 }  // namespace
