@@ -162,7 +162,7 @@ def sgemm_tflops(device, n=4096, reps=10):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--models", default="mlp,convnet,gpt-small,gpt2")
-    ap.add_argument("--batches", default="mlp=256,convnet=256,gpt-small=8,gpt2=8",
+    ap.add_argument("--batch-size", default="mlp=256,convnet=256,gpt-small=8,gpt2=8",
                     help="model=batch pairs")
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--steps", type=int, default=10)
@@ -176,7 +176,7 @@ def main():
         return 3
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
-    batches = dict(kv.split("=") for kv in a.batches.split(","))
+    batches = dict(kv.split("=") for kv in a.batch_size.split(","))
     info = {"torch": torch.__version__, "cuda": torch.version.cuda,
             "cudnn": torch.backends.cudnn.version(),
             "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else "none",

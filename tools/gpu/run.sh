@@ -139,7 +139,7 @@ else
   logical=(env)
   bench_sizes=(--devices 1,2 --warmup 1 --steps 2)
   bench_models=("mlp 64" "convnet 64" "gpt-small 2")
-  demo_flags=(--devices 2 --lm-devices 2 --lm-steps 1 --lm-batch 1 --steps 2 --data-dir "$data")
+  demo_flags=(--devices 2 --lm-devices 2 --lm-steps 1 --lm-batch-size 1 --steps 2 --data-dir "$data")
   train_sizes=(--epochs 1 --max-steps 3 --data-dir "$data")
 fi
 
@@ -151,7 +151,7 @@ part gpu-tests 150 "${logical[@]}" "$bin/gpu_tests" \
 
 for mb in "${bench_models[@]}"; do
   read -r model batch <<<"$mb"
-  part "bench-$model" 75 "$bin/bench" --device "$device" --models "$model" --batches "$batch" \
+  part "bench-$model" 75 "$bin/bench" --device "$device" --models "$model" --batch-size "$batch" \
     "${bench_sizes[@]}" --data-dir "$data" --json "$out/bench-$model.json" \
     --svg "$out/bench-$model.svg"
 done
@@ -163,7 +163,7 @@ if "$py" -c 'import torch' 2>/dev/null; then
     part pytorch 110 "$py" "$here/pytorch_eager.py" --data-dir "$data" --json "$out/pytorch.json"
   else
     part pytorch 110 "$py" "$here/pytorch_eager.py" --device cpu --models mlp,convnet,gpt-small \
-      --batches mlp=64,convnet=32,gpt-small=1 --warmup 0 --steps 1 --data-dir "$data" \
+      --batch-size mlp=64,convnet=32,gpt-small=1 --warmup 0 --steps 1 --data-dir "$data" \
       --json "$out/pytorch.json"
   fi
 else
