@@ -87,6 +87,11 @@ NVCC_FLAGS = " ".join([
     "-DDPE_WITH_CUDA=1",
 ])
 
+# nvcc's include path: dpe's sources, at the execroot's top in dpe's own workspace and under
+# external/dpe when another workspace uses dpe (and the generated files likewise).
+_ROOT = Label("//:BUILD").workspace_root
+_NVCC_INCLUDES = "-I%s -I$(GENDIR)/%s" % (_ROOT, _ROOT) if _ROOT else "-I. -I$(GENDIR)"
+
 # Headers every .cu file may include (nvcc runs in a genrule, which sees only declared inputs).
 _NVCC_COMMON_HDRS = [
     "//engine/core:error.h",
@@ -108,7 +113,7 @@ def dpe_cuda_library(name, srcs = [], hdrs = [], deps = [], nvcc_hdrs = [], visi
                 name = obj + "_nvcc",
                 srcs = [src] + hdrs + nvcc_hdrs + _NVCC_COMMON_HDRS,
                 outs = [obj],
-                cmd = "%s %s -I. -I$(GENDIR) -c $(location %s) -o $@" % (NVCC, NVCC_FLAGS, src),
+                cmd = "%s %s %s -c $(location %s) -o $@" % (NVCC, NVCC_FLAGS, _NVCC_INCLUDES, src),
                 message = "nvcc " + src,
                 visibility = ["//visibility:private"],
             )

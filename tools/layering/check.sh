@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The layering check: reads every project #include under engine/, kernels/, models/ and tools/ and
-# fails, naming file, line and both layers, when a file includes a header of a higher layer or of
-# a peer (tools/layering/layers.txt; Bazel's target graph cannot see folder-level cycles).
+# The layering check: reads every project #include under engine/, kernels/, models/, tools/ and
+# examples/ and fails, naming file, line and both layers, when a file includes a header of a
+# higher layer or of a peer (tools/layering/layers.txt; Bazel's target graph cannot see
+# folder-level cycles).
 #   tools/layering/check.sh            check the tree, print "layering: ok" or the violations
 #   tools/layering/check.sh --picture  print the layer picture docs/design.md shows
 #   tools/layering/check.sh --docs     also check that docs/design.md shows that picture
@@ -39,7 +40,7 @@ if [[ "${1:-}" == "--docs" ]]; then
 fi
 
 # file:line:included-path for every project include, then the layer check in awk.
-find engine kernels models tools -type f \( -name '*.h' -o -name '*.cc' -o -name '*.cu' -o -name '*.cuh' \) |
+find engine kernels models tools examples -type f \( -name '*.h' -o -name '*.cc' -o -name '*.cu' -o -name '*.cuh' \) |
   sort | xargs grep -Hn '^#include "' | sed -E 's/^([^:]+):([0-9]+):#include "([^"]+)".*/\1 \2 \3/' |
   awk -v layers="$layers" '
     BEGIN {
