@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/core/error.h"
+#include "engine/io/json_nesting.h"
 
 namespace dpe {
 
@@ -31,25 +32,11 @@ constexpr const char* kMetadataKey = "__metadata__";
 // it 65 000 levels).
 constexpr int kMaxHeaderDepth = 8;
 
-// Throws unless `text` nests objects and arrays at most kMaxHeaderDepth deep (strings skipped).
+// Throws unless `text` nests objects and arrays at most kMaxHeaderDepth deep.
 void check_nesting(const std::string& text, const std::string& where) {
-  int depth = 0;
-  bool in_string = false, escaped = false;
-  for (char c : text) {
-    if (in_string) {
-      if (escaped) escaped = false;
-      else if (c == '\\') escaped = true;
-      else if (c == '"') in_string = false;
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '{' || c == '[') {
-      DPE_CHECK(++depth <= kMaxHeaderDepth, where << "the header nests deeper than "
-                                                  << kMaxHeaderDepth
-                                                  << " levels (not a safetensors header)");
-    } else if (c == '}' || c == ']') {
-      --depth;
-    }
-  }
+  DPE_CHECK(json_nesting_depth(text, kMaxHeaderDepth) <= kMaxHeaderDepth,
+            where << "the header nests deeper than " << kMaxHeaderDepth
+                  << " levels (not a safetensors header)");
 }
 
 // A JSON value for an error message, never longer than about 100 characters whatever the input:

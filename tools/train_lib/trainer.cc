@@ -31,6 +31,7 @@
 #include "engine/data/text_corpus.h"
 #include "engine/data/text_dataset.h"
 #include "engine/data/text_files.h"
+#include "engine/io/json_nesting.h"
 #include "engine/data/token_cache.h"
 #include "engine/device/runtime.h"
 #include "engine/distributed/distributed.h"
@@ -266,6 +267,9 @@ constexpr const char* kOptimizerFile = "optimizer.safetensors";
 constexpr const char* kTrainingStateFile = "training_state.json";
 constexpr const char* kSetFiles[] = {kModelFile, kOptimizerFile, kTrainingStateFile};
 constexpr size_t kMaxJsonBytes = 1 << 20;  // the set's JSON files are a few hundred bytes
+// They nest two deep (the manifest's "files"); deeper input is refused before it is parsed, so a
+// crafted file cannot exhaust the stack of the JSON parser or serializer.
+constexpr int kMaxJsonDepth = 16;
 
 // A file of the set as it is written, before the manifest names it: "model.safetensors.next.4".
 std::string staged_name(const std::string& file, int64_t generation) {
@@ -365,6 +369,9 @@ nlohmann::json read_json_object(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   const std::string text((std::istreambuf_iterator<char>(in)), {});
   DPE_TOOLS_CHECK(DataError, in.good() || in.eof(), "cannot read checkpoint '" << path << "'");
+  DPE_TOOLS_CHECK(DataError, json_nesting_depth(text, kMaxJsonDepth) <= kMaxJsonDepth,
+                  "checkpoint '" << path << "' nests deeper than " << kMaxJsonDepth
+                                 << " levels (corrupt, or not written by dpe train)");
   const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   DPE_TOOLS_CHECK(DataError, j.is_object(),
                   "checkpoint '" << path
@@ -398,8 +405,9 @@ int64_t manifest_generation(const std::string& dir) {
   const int64_t size = file_size(path);
   if (size < 0 || static_cast<uint64_t>(size) > kMaxJsonBytes) return 0;
   std::ifstream in(path, std::ios::binary);
-  const nlohmann::json j = nlohmann::json::parse(
-      std::string(std::istreambuf_iterator<char>(in), {}), nullptr, /*allow_exceptions=*/false);
+  const std::string text(std::istreambuf_iterator<char>(in), {});
+  if (json_nesting_depth(text, kMaxJsonDepth) > kMaxJsonDepth) return 0;
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (!j.is_object() || !j.contains("generation") || !j["generation"].is_number_unsigned()) {
     return 0;
   }
@@ -487,7 +495,10 @@ void trim_metrics(const std::string& path, int last_epoch, FILE* out) {
   std::string kept;
   int dropped = 0;
   for (std::string line; std::getline(in, line);) {
-    const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    // A line nested too deep to parse safely is not one of ours: dropped as a torn line is.
+    const nlohmann::json j = json_nesting_depth(line, kMaxJsonDepth) <= kMaxJsonDepth
+                                 ? nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false)
+                                 : nlohmann::json();
     const bool keep = j.is_object() && j.contains("epoch") && j["epoch"].is_number_integer() &&
                       j["epoch"].get<int64_t>() <= last_epoch;
     if (keep)

@@ -153,6 +153,18 @@ TEST(TrainerTest, CorruptCheckpointIsRefusedWithItsName) {
   expect_refused(files[1], "is missing");
   write_file(files[0], "this is not a manifest");
   expect_refused(files[0], "is not a JSON object");
+  // Nested 100 000 deep (nlohmann's parser and serializer recurse once per level): refused
+  // before it is parsed, the manifest and training_state.json alike.
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  write_file(files[0], deep);
+  expect_refused(files[0], "nests deeper than 16 levels");
+  {
+    auto manifest = nlohmann::json::parse(good[0]);
+    manifest["files"]["training_state.json"] = deep.size();
+    write_file(files[0], manifest.dump());
+    write_file(files[3], deep);
+    expect_refused(files[3], "nests deeper than 16 levels");
+  }
   // A model file of another shape, recorded in the manifest as it is.
   {
     StateDict wrong = load_safetensors(files[1]);
