@@ -9,6 +9,7 @@
 #include <cctype>
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -18,6 +19,9 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
+#include <vector>
+
+#include <zlib.h>
 
 #include "engine/autograd/engine.h"
 #include "engine/autograd/grad_mode.h"
@@ -271,6 +275,23 @@ constexpr size_t kMaxJsonBytes = 1 << 20;  // the set's JSON files are a few hun
 // crafted file cannot exhaust the stack of the JSON parser or serializer.
 constexpr int kMaxJsonDepth = 16;
 
+// The CRC-32 of a file (zlib's, the checksum of gzip and zip: any flipped bit, and any burst of
+// up to 32, changes it), as 8 hex digits; read in 1 MiB pieces. Empty when it cannot be read.
+std::string file_crc32(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in.good()) return "";
+  std::vector<char> buffer(1 << 20);
+  uLong crc = crc32(0L, Z_NULL, 0);
+  while (in.read(buffer.data(), static_cast<std::streamsize>(buffer.size())) || in.gcount() > 0) {
+    crc = crc32(crc, reinterpret_cast<const Bytef*>(buffer.data()),
+                static_cast<uInt>(in.gcount()));
+  }
+  if (in.bad()) return "";
+  char hex[9];
+  std::snprintf(hex, sizeof hex, "%08lx", static_cast<unsigned long>(crc & 0xffffffffUL));
+  return hex;
+}
+
 // A file of the set as it is written, before the manifest names it: "model.safetensors.next.4".
 std::string staged_name(const std::string& file, int64_t generation) {
   return file + ".next." + std::to_string(generation);
@@ -468,10 +489,16 @@ void write_checkpoint(const std::string& dir, int64_t generation, const StateDic
   save_safetensors(staged(kOptimizerFile), optimizer_state, optimizer_options);
   write_synced(staged(kTrainingStateFile), training_state.dump(2) + "\n");
   nlohmann::ordered_json files = nlohmann::ordered_json::object();
-  for (const char* file : kSetFiles) files[file] = file_size(staged(file));
+  nlohmann::ordered_json checksums = nlohmann::ordered_json::object();
+  for (const char* file : kSetFiles) {
+    files[file] = file_size(staged(file));
+    checksums[file] = file_crc32(staged(file));
+  }
   before_commit();
-  nlohmann::ordered_json manifest = {
-      {"format", kManifestFormat}, {"generation", generation}, {"files", files}};
+  nlohmann::ordered_json manifest = {{"format", kManifestFormat},
+                                     {"generation", generation},
+                                     {"files", files},
+                                     {"crc32", checksums}};
   write_atomically(dir, checkpoint_manifest_path(dir), manifest.dump(2) + "\n");
   for (const char* file : kSetFiles) {
     const std::string target = dir + "/" + file;
@@ -752,6 +779,27 @@ Position resume_set(const TrainConfig& c, bool language_model, Module& model,
                                                 : "is " + std::to_string(size) + " bytes")
                                    << ", but '" << manifest_path << "' (metadata 'files') records "
                                    << recorded << " bytes (truncated, or replaced since)");
+  }
+  // The files' CRC-32, which a manifest written before it was recorded does not have: a flipped
+  // bit would otherwise be trained on.
+  if (manifest.contains("crc32")) {
+    const nlohmann::json& checksums = manifest["crc32"];
+    for (const char* file : kSetFiles) {
+      DPE_TOOLS_CHECK(DataError,
+                      checksums.is_object() && checksums.contains(file) &&
+                          checksums[file].is_string(),
+                      "checkpoint '" << manifest_path << "': metadata 'crc32' must map " << file
+                                     << " to its CRC-32 (8 hex digits)");
+      const std::string path = dir + "/" + file;
+      const std::string expected = checksums[file].get<std::string>();
+      const std::string actual = file_crc32(path);
+      DPE_TOOLS_CHECK(DataError, actual == expected,
+                      "checkpoint '" << path << "' has CRC-32 " << actual << ", but '"
+                                     << manifest_path << "' (metadata 'crc32') records "
+                                     << shown(expected)
+                                     << " (the file changed since it was written: a flipped bit, "
+                                        "a disk error, or another writer)");
+    }
   }
   const std::string state_path = training_state_path(dir);
   const SafetensorsMetadata state = as_metadata(read_json_object(state_path));

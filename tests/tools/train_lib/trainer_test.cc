@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <cmath>
 #include <cstdio>
@@ -144,6 +145,13 @@ TEST(TrainerTest, CorruptCheckpointIsRefusedWithItsName) {
                                  " bytes, but '" + files[0] + "' (metadata 'files') records " +
                                  std::to_string(good[i].size()) + " bytes");
   }
+  // One bit flipped in each file's data: the size is right, the CRC-32 is not.
+  for (size_t i = 1; i < files.size(); ++i) {
+    std::string flipped = good[i];
+    flipped[flipped.size() - 3] ^= 0x10;
+    write_file(files[i], flipped);
+    expect_refused(files[i], "' has CRC-32 ");
+  }
   // The same size, other bytes: the readers catch it.
   for (size_t i = 1; i < files.size(); ++i) {
     write_file(files[i], std::string(good[i].size(), '#'));
@@ -161,6 +169,7 @@ TEST(TrainerTest, CorruptCheckpointIsRefusedWithItsName) {
   {
     auto manifest = nlohmann::json::parse(good[0]);
     manifest["files"]["training_state.json"] = deep.size();
+    manifest.erase("crc32");
     write_file(files[0], manifest.dump());
     write_file(files[3], deep);
     expect_refused(files[3], "nests deeper than 16 levels");
@@ -172,6 +181,7 @@ TEST(TrainerTest, CorruptCheckpointIsRefusedWithItsName) {
     save_safetensors(files[1], wrong);
     auto manifest = nlohmann::json::parse(good[0]);
     manifest["files"]["model.safetensors"] = read_file(files[1]).size();
+    manifest.erase("crc32");  // as a manifest written before checksums were recorded
     write_file(files[0], manifest.dump());
     expect_refused(files[1], "Missing key(s) in state_dict");
   }
@@ -364,7 +374,13 @@ void edit_json(const std::string& dir, const std::string& path,
   write_file(path, j.dump());
   if (path == checkpoint_manifest_path(dir)) return;
   nlohmann::json manifest = nlohmann::json::parse(read_file(checkpoint_manifest_path(dir)));
-  manifest["files"]["training_state.json"] = read_file(path).size();
+  const std::string text = read_file(path);
+  manifest["files"]["training_state.json"] = text.size();
+  char crc[9];
+  std::snprintf(crc, sizeof crc, "%08lx",
+                crc32(crc32(0L, Z_NULL, 0), reinterpret_cast<const Bytef*>(text.data()),
+                      static_cast<uInt>(text.size())));
+  manifest["crc32"]["training_state.json"] = crc;
   write_file(checkpoint_manifest_path(dir), manifest.dump());
 }
 
