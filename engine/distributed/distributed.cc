@@ -130,10 +130,25 @@ std::string rank_list(const std::vector<int>& ranks) {
   return out.str();
 }
 
-// Design note "job id" (distributed.h): rank 0 publishes its TORCHELASTIC_RUN_ID in its store;
-// every other rank reads it and throws, naming both ids and the store, when they differ.
-void check_job_id(TCPStore& store, int rank, const std::string& host, int port,
+// Design note "job id" (distributed.h): rank 0 publishes its TORCHELASTIC_RUN_ID and its world
+// size in its store; every other rank reads them and throws, naming both values and the store,
+// when they differ (a world size of its own would otherwise wait out the rendezvous timeout).
+void check_job_id(TCPStore& store, int rank, int world_size, const std::string& host, int port,
                   std::chrono::milliseconds timeout) {
+  const std::string size_key = "rdzv/world_size";
+  const std::string size = std::to_string(world_size);
+  if (rank == 0) {
+    store.set(size_key, std::vector<char>(size.begin(), size.end()));
+  } else {
+    const std::vector<char> value = store.get(size_key, timeout);
+    const std::string theirs(value.begin(), value.end());
+    DPE_CHECK(theirs == size, "init_process_group: rank "
+                                  << rank << " was started with world size " << size
+                                  << ", but rank 0 of the store at " << host << ":" << port
+                                  << " has world size " << theirs.substr(0, 32)
+                                  << " (WORLD_SIZE or the launcher's --nnodes/--nproc-per-node "
+                                     "differ between the ranks)");
+  }
   const char* env = std::getenv("TORCHELASTIC_RUN_ID");
   const std::string mine = env != nullptr ? env : "";
   const std::string key = "rdzv/run_id";
@@ -355,7 +370,7 @@ std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend,
         std::max<size_t>(options.server.max_connections, size_t(world_size) + 64);
     auto tcp = std::make_shared<TCPStore>(master.host, master.port, rank == 0, options);
     // Before registering: a rank of another job must not count as one of this job's.
-    check_job_id(*tcp, rank, master.host, master.port, rdzv_timeout);
+    check_job_id(*tcp, rank, world_size, master.host, master.port, rdzv_timeout);
     tcp->register_rank(rank);
     wait_for_ranks(*tcp, "default_pg", world_size, rank, rdzv_timeout, log_interval);
     hostname = local_address_toward(master.host);

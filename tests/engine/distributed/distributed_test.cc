@@ -246,6 +246,28 @@ TEST(InitProcessGroupTest, CallersStoreWithThreeRanks) {
 // Issue 12, item 7: DPE_RDZV_TIMEOUT bounds the rendezvous; while it waits a rank prints, every
 // DPE_RDZV_LOG_INTERVAL, who is missing, and the timeout's error names the missing rank. Rank 0
 // waits for a rank 1 that never comes; a rank 1 waits for a rank 0 that never serves.
+// A rank started with another world size than rank 0's fails naming both sizes, rather than with
+// a rendezvous timeout (which the message would be after waiting for ranks that never come).
+TEST(InitProcessGroupTest, WorldSizeMismatchIsNamed) {
+  const int port = free_port();
+  spawn(
+      [&](int rank) {
+        // Rank 0 waits for the rank of its own size that never comes: a short rendezvous.
+        ::setenv("DPE_RDZV_TIMEOUT", "3", 1);
+        const std::string error = error_of([&] {
+          init_process_group("gloo", "tcp://127.0.0.1:" + std::to_string(port), rank == 0 ? 2 : 3,
+                             rank);
+        });
+        if (rank == 1) {
+          RANK_CHECK(error.find("rank 1 was started with world size 3, but rank 0 of the store at "
+                                "127.0.0.1:" + std::to_string(port) + " has world size 2") !=
+                         std::string::npos,
+                     error);
+        }
+      },
+      2);
+}
+
 TEST(InitProcessGroupTest, RendezvousTimeoutNamesTheMissingRank) {
   const int port = free_port();
   const int dead_port = free_port();
