@@ -1,9 +1,6 @@
 // examples/custom_model: exits 0 and its loss goes down, under DataParallel (run alone) and under
 // DDP (two ranks started by the launcher, rendezvous on a free port).
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <regex>
@@ -11,23 +8,14 @@
 #include <vector>
 
 #include "tests/tools/run_tool.h"
+#include "tests/util/free_port.h"
 
 namespace {
 
 std::string example() { return ::testing::internal::GetArgvs().at(1); }
 std::string launcher() { return ::testing::internal::GetArgvs().at(2); }
 
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
+using dpe::test::free_port;
 
 // The losses of the "epoch N loss X" lines, in order.
 std::vector<double> losses(const std::string& out) {

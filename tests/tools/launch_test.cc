@@ -25,6 +25,8 @@
 #include <thread>
 #include <vector>
 
+#include "tests/util/free_port.h"
+
 namespace {
 
 std::string launcher() { return ::testing::internal::GetArgvs().at(1); }
@@ -164,18 +166,7 @@ TEST(LaunchTest, AMissingProgramIsReported) {
   EXPECT_TRUE(contains(out, "no program given")) << out;
 }
 
-// A port the kernel reports free: the launcher needs a number before rank 0 listens on it.
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
+using dpe::test::free_port;
 
 // End to end: the workers find each other through the environment the launcher sets.
 TEST(LaunchTest, WorkersFormAProcessGroup) {

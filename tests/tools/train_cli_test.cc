@@ -5,8 +5,6 @@
 // total over the run, resumes included.
 #include <fcntl.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -22,6 +20,7 @@
 #include <vector>
 
 #include "tests/tools/run_tool.h"
+#include "tests/util/free_port.h"
 
 namespace {
 
@@ -364,17 +363,7 @@ TEST(TrainCliTest, MaxStepsIsATotalOverTheRun) {
   EXPECT_TRUE(has(out, "nothing to train: 11 steps done, --max-steps 11")) << out;
 }
 
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
+using dpe::test::free_port;
 
 // --rdzv-timeout: rank 0 of 2 alone gives up after the flag's 1 s (a run failure: exit 1) and
 // names the rank it waited for.

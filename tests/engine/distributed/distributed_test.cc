@@ -5,8 +5,6 @@
 #include "engine/distributed/distributed.h"
 
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -19,6 +17,7 @@
 #include "engine/distributed/tcp_store.h"
 #include "engine/tensor/tensor.h"
 #include "tests/engine/distributed/store_server_process.h"
+#include "tests/util/free_port.h"
 
 namespace dpe {
 namespace distributed {
@@ -45,18 +44,7 @@ std::optional<DistEnv> parse(const std::map<std::string, std::string>& vars) {
   });
 }
 
-// A port the kernel reports free. env:// needs a number before rank 0 listens on it.
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
+using test::free_port;
 
 TEST(DistEnvTest, ReadsTorchrunSlurmAndOpenMpiVariables) {
   EXPECT_FALSE(parse({}).has_value());
