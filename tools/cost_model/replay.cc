@@ -214,14 +214,31 @@ bool is_kernel(const TraceEvent& e) {
          (e.kind == TraceKind::kCopy && e.src == e.device);
 }
 
+double Efficiency::conv_for(Precision p) const {
+  switch (p) {
+    case Precision::kTf32:
+      return conv_tf32;
+    case Precision::kFp16:
+      return conv_fp16;
+    case Precision::kFp32:
+      break;
+  }
+  return conv;
+}
+
 double op_time_us(const TraceEvent& e, const GpuSpec& gpu, const ReplayOptions& o) {
   const Efficiency& eff = o.efficiency;
-  const double bytes = static_cast<double>(e.bytes_read + e.bytes_written);
+  double bytes = static_cast<double>(e.bytes_read + e.bytes_written);
+  // Mixed precision keeps activations and their gradients in fp16 (the trace's bytes are fp32);
+  // the optimizer steps the fp32 master weights.
+  if (o.precision == Precision::kFp16 && e.op_class != "optimizer") bytes /= 2;
   double t = transfer_us(bytes, gpu.mem_bw_gbs * eff.memory);
   if (e.kind == TraceKind::kOp && e.flops > 0) {
     const bool tensor_math = e.op_class == "gemm" || e.op_class == "conv";
     const double peak = tensor_math ? gpu.peak_tflops(o.precision) : gpu.fp32_tflops;
-    const double factor = e.op_class == "gemm" ? eff.gemm : e.op_class == "conv" ? eff.conv : 1.0;
+    const double factor = e.op_class == "gemm"   ? eff.gemm
+                          : e.op_class == "conv" ? eff.conv_for(o.precision)
+                                                 : 1.0;
     t = std::max(t, e.flops / (peak * factor * 1e6));
   }
   return std::max(t, gpu.launch_us);
