@@ -305,6 +305,7 @@ std::vector<Framework> make_frameworks() {
   pytorch.dp_per_tensor_us = 10;
   pytorch.dp_forward_serialized = true;
   pytorch.ddp_per_tensor_us = 15;
+  pytorch.ddp_per_bucket_us = 20;
   pytorch.source =
       "op dispatch: pytorch/pytorch#41383 (5-7 us per eager op on CPU tensors) and "
       "flagos-ai/FlagGems#4812 (~7 us eager wall time of a tiny CUDA op); DataParallel: "
@@ -321,6 +322,7 @@ std::vector<Framework> make_frameworks() {
   dpe.dp_per_tensor_us = 1;
   dpe.dp_forward_serialized = false;
   dpe.ddp_per_tensor_us = 2;
+  dpe.ddp_per_bucket_us = 5;
   dpe.source =
       "dpe's bench (docs/performance.md; toy model, 2-core host): device 0's "
       "replicate+scatter+gather+reduce-add 21-22 us on 2 devices, 34-35 us on 4 (8.5 us + 6.5 us/device), single-device step 37-54 "
@@ -707,6 +709,8 @@ LinkRates link_rates_for(const GpuSpec& gpu) {
   r.p2p_latency_us = 3.4;
   r.pcie_latency_us = 5.7;
   r.host_latency_us = 11.4;
+  // tuning.cc baseLat, Ring/Simple: a collective's fixed cost before its first hop.
+  r.collective_base_us = 8.4;
   return r;
 }
 

@@ -76,6 +76,7 @@ struct LinkRates {             // effective (achievable) one-direction GB/s and 
   double p2p_latency_us;       // one NVLink P2P hop
   double pcie_latency_us = 0;  // one PCIe P2P hop (PIX/PXB)
   double host_latency_us = 0;  // through host memory (SHM: PHB/NODE/SYS, or P2P off)
+  double collective_base_us = 0;  // every NCCL collective's fixed cost (its launch and setup)
   // What a host bridge delivers, as a share of host_bridge_gbs, while it carries two or more
   // transfers at once (every transfer through host memory is a write into it and a read out of
   // it, so concurrent ones cross each other at the root complex). 1: no loss.
@@ -107,6 +108,7 @@ struct Framework {
   bool dp_forward_serialized = false;  // the replicas' forward dispatch shares one lock (PyTorch:
                                        // the GIL across parallel_apply's threads); backward never
   double ddp_per_tensor_us = 0;        // DDP's autograd hook per gradient (mark ready, bucket copy)
+  double ddp_per_bucket_us = 0;        // DDP: CPU time to launch one bucket's all-reduce
 };
 const std::vector<Framework>& frameworks();
 const Framework& framework(const std::string& name);  // "pytorch", "dpe"; dpe::Error otherwise

@@ -73,6 +73,7 @@ struct Prediction {
   std::vector<std::pair<std::string, double>> phases;
   std::string limiting;            // the phase with the most time
   std::vector<double> peak_gib;    // per GPU (DDP: every rank the same)
+  bool out_of_memory = false;      // a peak above the GPU's memory (GpuSpec::mem_gib)
   int64_t comm_bytes_per_gpu = 0;  // DDP: bytes each rank sends; DP: bytes through device 0
 };
 
