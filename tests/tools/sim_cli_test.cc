@@ -103,7 +103,7 @@ nlohmann::json read_json(const std::string& path) {
 // (DataParallel has no row to draw): a table, the JSON and the plot, never a crash.
 TEST(SimCliTest, EveryPresetTakesCountsBelowAtAndAboveOneNode) {
   for (const char* cluster : {"titanrtx-nvlink", "titanrtx-pcie", "dgx1-v100", "dgx-a100",
-                              "dgx-h100", "pcie-a100"}) {
+                              "dgx-h100", "pcie-a100", "pcie-t4", "pcie-l4", "pcie-rtx4090"}) {
     for (const char* gpus : {"1,2,3,4,8,9,16", "16", "9", "3"}) {
       std::string out;
       const std::string json = tmp("sim_presets.json"), svg = tmp("sim_presets.svg");

@@ -154,6 +154,8 @@ struct Cluster {
 //  "dgx-h100":        8x H100 SXM5, NVSwitch (NV18), 8x 400 Gb/s NDR per node
 //  "pcie-a100":       8x A100 PCIe 40GB on two sockets behind PCIe switches (PIX/PXB/NODE/SYS),
 //                     100 Gb/s Ethernet
+//  "pcie-t4", "pcie-l4": 8x T4 / 8x L4 in pcie-a100's layout, 100 Gb/s Ethernet
+//  "pcie-rtx4090":    8x RTX 4090 in that layout without P2P (GeForce 40), 25 Gb/s Ethernet
 // gpus_per_node may be smaller than the preset's node (the first GPUs of the matrix). dpe::Error on
 // an unknown name (listing the known ones), gpus_per_node outside 1..node size, or nodes < 1.
 Cluster cluster_preset(const std::string& name, int gpus_per_node, int nodes = 1);
