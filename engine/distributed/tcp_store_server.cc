@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <optional>
 #include <thread>
 
 #include "engine/core/error.h"
@@ -33,6 +34,69 @@ struct ProtocolError {
 };
 // Thrown by the server's parser: the peer went away mid-request.
 struct PeerGone {};
+
+// A client may take a second per MB (10^6 bytes) beyond request_timeout to send or take a value.
+std::chrono::microseconds transfer_allowance(size_t bytes) {
+  return std::chrono::microseconds(static_cast<int64_t>(bytes));
+}
+
+enum class Io { kOk, kClosed, kLate };
+
+// Waits until fd is ready for `events` or `deadline` passes (none: as long as it takes).
+Io wait_ready(int fd, short events, const std::optional<Clock::time_point>& deadline) {
+  while (true) {
+    int wait_ms = -1;
+    if (deadline) {
+      const auto left = std::chrono::ceil<std::chrono::milliseconds>(*deadline - Clock::now());
+      if (left.count() <= 0) return Io::kLate;
+      wait_ms = static_cast<int>(std::min<int64_t>(left.count(), 1 << 30));
+    }
+    pollfd p{fd, events, 0};
+    const int rc = ::poll(&p, 1, wait_ms);
+    if (rc < 0 && errno == EINTR) continue;
+    if (rc < 0) return Io::kClosed;
+    if (rc > 0) return Io::kOk;  // readable, writable, hung up or failed: the I/O call tells which
+  }
+}
+
+// Reads exactly n bytes by `deadline`.
+Io recv_by(int fd, void* buf, size_t n, const std::optional<Clock::time_point>& deadline) {
+  char* p = static_cast<char*>(buf);
+  while (n > 0) {
+    const Io ready = wait_ready(fd, POLLIN, deadline);
+    if (ready != Io::kOk) return ready;
+    const ssize_t k = ::recv(fd, p, n, MSG_DONTWAIT);
+    if (k < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) continue;
+    if (k <= 0) return Io::kClosed;
+    p += k;
+    n -= static_cast<size_t>(k);
+  }
+  return Io::kOk;
+}
+
+// Sends all n bytes by `deadline` (no SIGPIPE).
+Io send_by(int fd, const char* p, size_t n, Clock::time_point deadline) {
+  while (n > 0) {
+    const Io ready = wait_ready(fd, POLLOUT, deadline);
+    if (ready != Io::kOk) return ready;
+    const ssize_t k = ::send(fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (k < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) continue;
+    if (k <= 0) return Io::kClosed;
+    p += k;
+    n -= static_cast<size_t>(k);
+  }
+  return Io::kOk;
+}
+
+// "127.0.0.1:5678", "[::1]:5678".
+std::string address_of(const sockaddr_storage& ss, socklen_t len) {
+  char host[NI_MAXHOST] = "?";
+  char port[NI_MAXSERV] = "?";
+  ::getnameinfo(reinterpret_cast<const sockaddr*>(&ss), len, host, sizeof(host), port,
+                sizeof(port), NI_NUMERICHOST | NI_NUMERICSERV);
+  return ss.ss_family == AF_INET6 ? "[" + std::string(host) + "]:" + port
+                                  : std::string(host) + ":" + port;
+}
 
 // Compares without an early exit, so the time taken does not tell how much of a guess was right.
 bool same_token(const std::string& a, const std::string& b) {
@@ -57,6 +121,68 @@ void refuse(int fd, const std::string& message) {
 }
 
 }  // namespace
+
+// Reads one request's fields from a connection, each length checked against its limit before
+// what it claims is read, all of it by one deadline.
+class TCPStoreServer::RequestReader {
+ public:
+  RequestReader(int fd, Clock::time_point first_byte, std::chrono::milliseconds timeout)
+      : fd_(fd), deadline_(first_byte + timeout), timeout_(timeout) {}
+
+  void read(void* buf, size_t n) {
+    switch (recv_by(fd_, buf, n, deadline_)) {
+      case Io::kOk:
+        return;
+      case Io::kClosed:
+        throw PeerGone{};
+      case Io::kLate:
+        throw ProtocolError{
+            "request not completed within " +
+            std::to_string(
+                std::chrono::duration_cast<std::chrono::milliseconds>(timeout_).count()) +
+            " ms of its first byte (TCPStoreServerOptions::request_timeout, plus a second per MB "
+            "of a value); closing the connection"};
+    }
+  }
+  uint32_t u32() {
+    unsigned char b[4];
+    read(b, 4);
+    return decode_u32(b);
+  }
+  int64_t i64() {
+    unsigned char b[8];
+    read(b, 8);
+    return decode_i64(b);
+  }
+  std::string key() {
+    const uint32_t n = u32();
+    if (n == 0 || n > kMaxKeyBytes) {
+      throw ProtocolError{"key length " + std::to_string(n) + " is outside 1.." +
+                          std::to_string(kMaxKeyBytes)};
+    }
+    std::string key(n, '\0');
+    read(key.data(), n);
+    return key;
+  }
+  uint32_t count() {
+    const uint32_t n = u32();
+    if (n == 0 || n > kMaxKeysPerRequest) {
+      throw ProtocolError{"key count " + std::to_string(n) + " is outside 1.." +
+                          std::to_string(kMaxKeysPerRequest)};
+    }
+    return n;
+  }
+  // A value takes longer to arrive: `more` on top of the deadline.
+  void allow(std::chrono::microseconds more) {
+    deadline_ += more;
+    timeout_ += more;
+  }
+
+ private:
+  int fd_;
+  Clock::time_point deadline_;
+  std::chrono::microseconds timeout_;
+};
 
 TCPStoreServer::TCPStoreServer(const std::string& host, int port, TCPStoreServerOptions options)
     : options_(std::move(options)) {
@@ -143,7 +269,10 @@ void TCPStoreServer::accept_loop() {
   bool warned_accept = false;
   bool warned_cap = false;
   while (!stop_) {
-    const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    sockaddr_storage addr{};
+    socklen_t addr_len = sizeof(addr);
+    const int fd =
+        ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &addr_len, SOCK_CLOEXEC);
     if (fd < 0) {
       const int err = errno;
       if (stop_ || err == EINVAL || err == EBADF || err == ENOTSOCK) return;  // shut down
@@ -162,6 +291,7 @@ void TCPStoreServer::accept_loop() {
     }
     const int one = 1;
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    const std::string peer = address_of(addr, addr_len);
     reap_finished();
     std::unique_lock<std::mutex> lock(conn_mu_);
     if (stop_) {
@@ -182,30 +312,26 @@ void TCPStoreServer::accept_loop() {
                      " at once (TCPStoreServerOptions::max_connections)");
       continue;
     }
-    connections_.push_back(Connection{fd, false, std::thread()});
+    connections_.push_back(Connection{fd, false, peer, std::thread()});
     const auto conn = std::prev(connections_.end());
-    conn->thread = std::thread([this, conn, fd] { serve(conn, fd); });
+    conn->thread = std::thread([this, conn, fd, peer] { serve(conn, fd, peer); });
   }
 }
 
-void TCPStoreServer::serve(std::list<Connection>::iterator conn, int fd) {
+void TCPStoreServer::serve(std::list<Connection>::iterator conn, int fd, const std::string& peer) {
   int rank = -1;
   bool bye = false;
   bool authenticated = options_.token.empty();
   try {
     while (!stop_ && !bye) {
+      // Between requests a connection may be idle as long as it likes.
       uint8_t cmd = 0;
-      if (!read_exact(fd, &cmd, 1)) break;
+      if (recv_by(fd, &cmd, 1, std::nullopt) != Io::kOk) break;
+      RequestReader in(fd, Clock::now(), options_.request_timeout);
+      Request req = read_request(in, cmd);
       if (cmd == kAuth) {
-        const uint32_t n = read_u32(fd);
-        if (n > kMaxTokenBytes) {
-          throw ProtocolError{"token length " + std::to_string(n) + " exceeds the limit of " +
-                              std::to_string(kMaxTokenBytes)};
-        }
-        std::string token(n, '\0');
-        if (n > 0 && !read_exact(fd, token.data(), n)) throw PeerGone{};
-        if (!options_.token.empty() && !same_token(token, options_.token)) {
-          throw ProtocolError{token.empty()
+        if (!options_.token.empty() && !same_token(req.token, options_.token)) {
+          throw ProtocolError{req.token.empty()
                                   ? "authentication failed: this store requires a token "
                                     "(DPE_STORE_TOKEN) and the client sent none"
                                   : "authentication failed: wrong token (DPE_STORE_TOKEN)"};
@@ -219,10 +345,14 @@ void TCPStoreServer::serve(std::list<Connection>::iterator conn, int fd) {
         throw ProtocolError{"authentication required: this store has a token (DPE_STORE_TOKEN) "
                             "and the client's first request was not AUTH"};
       }
-      handle(fd, cmd, &rank, &bye);
+      execute(fd, req, &rank, &bye);
     }
   } catch (const ProtocolError& e) {
     reply_error(fd, e.message);
+    if (!warned_refusal_.exchange(true)) {
+      std::cerr << "TCPStore server on port " << port_ << ": closed the connection from " << peer
+                << ": " << e.message << " (further ones are not reported)" << std::endl;
+    }
   } catch (const PeerGone&) {
   }
   if (rank >= 0 && !bye && !stop_) {
@@ -237,46 +367,77 @@ void TCPStoreServer::serve(std::list<Connection>::iterator conn, int fd) {
   conn->done = true;
 }
 
-uint32_t TCPStoreServer::read_u32(int fd) {
-  unsigned char b[4];
-  if (!read_exact(fd, b, 4)) throw PeerGone{};
-  return decode_u32(b);
-}
-
-int64_t TCPStoreServer::read_i64(int fd) {
-  unsigned char b[8];
-  if (!read_exact(fd, b, 8)) throw PeerGone{};
-  return decode_i64(b);
-}
-
-std::string TCPStoreServer::read_key(int fd) {
-  const uint32_t n = read_u32(fd);
-  if (n == 0 || n > kMaxKeyBytes) {
-    throw ProtocolError{"key length " + std::to_string(n) + " is outside 1.." +
-                        std::to_string(kMaxKeyBytes)};
+TCPStoreServer::Request TCPStoreServer::read_request(RequestReader& in, uint8_t cmd) {
+  Request req;
+  req.cmd = cmd;
+  switch (cmd) {
+    case kAuth: {
+      const uint32_t n = in.u32();
+      if (n > kMaxTokenBytes) {
+        throw ProtocolError{"token length " + std::to_string(n) + " exceeds the limit of " +
+                            std::to_string(kMaxTokenBytes)};
+      }
+      req.token.resize(n);
+      in.read(req.token.data(), n);
+      return req;
+    }
+    case kSet: {
+      req.key = in.key();
+      const uint32_t n = in.u32();
+      if (n > kMaxValueBytes) {
+        throw ProtocolError{"value of " + std::to_string(n) + " bytes for key '" + req.key +
+                            "' exceeds the limit of " + std::to_string(kMaxValueBytes)};
+      }
+      in.allow(transfer_allowance(n));
+      // Read in chunks as the bytes arrive, never allocated from the announced length alone.
+      for (uint32_t got = 0; got < n;) {
+        const uint32_t k = std::min(n - got, kValueChunkBytes);
+        req.value.resize(size_t{got} + k);
+        in.read(req.value.data() + got, k);
+        got += k;
+      }
+      return req;
+    }
+    case kGet:
+      req.key = in.key();
+      req.timeout_ms = in.u32();
+      return req;
+    case kAdd:
+      req.key = in.key();
+      req.number = in.i64();
+      return req;
+    case kWait:
+    case kCheck: {
+      const uint32_t n = in.count();
+      for (uint32_t i = 0; i < n; ++i) req.keys.push_back(in.key());
+      if (cmd == kWait) req.timeout_ms = in.u32();
+      return req;
+    }
+    case kHello: {
+      req.number = in.i64();
+      if (req.number < 0 || req.number > (1 << 24)) {
+        throw ProtocolError{"rank " + std::to_string(req.number) + " is invalid"};
+      }
+      return req;
+    }
+    case kBye:
+    case kLost:
+      return req;
+    default:
+      throw ProtocolError{"unknown command byte " + std::to_string(cmd)};
   }
-  std::string key(n, '\0');
-  if (!read_exact(fd, key.data(), n)) throw PeerGone{};
-  return key;
 }
 
-uint32_t TCPStoreServer::read_count(int fd) {
-  const uint32_t n = read_u32(fd);
-  if (n == 0 || n > kMaxKeysPerRequest) {
-    throw ProtocolError{"key count " + std::to_string(n) + " is outside 1.." +
-                        std::to_string(kMaxKeysPerRequest)};
-  }
-  return n;
+void TCPStoreServer::reply(int fd, const wire::Writer& w) const {
+  const auto deadline =
+      Clock::now() + options_.request_timeout + transfer_allowance(w.buf().size());
+  if (send_by(fd, w.buf().data(), w.buf().size(), deadline) != Io::kOk) throw PeerGone{};
 }
 
-void TCPStoreServer::reply(int fd, const wire::Writer& w) {
-  if (!send_all(fd, w.buf().data(), w.buf().size())) throw PeerGone{};
-}
-
-void TCPStoreServer::reply_error(int fd, const std::string& message) {
+void TCPStoreServer::reply_error(int fd, const std::string& message) const {
   Writer w;
   w.u8(kError).str("TCPStore server: " + message);
-  send_all(fd, w.buf().data(), w.buf().size());
+  send_by(fd, w.buf().data(), w.buf().size(), Clock::now() + options_.request_timeout);
 }
 
 size_t TCPStoreServer::growth_locked(const std::string& key, size_t value_bytes) const {
@@ -285,45 +446,16 @@ size_t TCPStoreServer::growth_locked(const std::string& key, size_t value_bytes)
   return value_bytes - it->second.size();  // wraps below zero; added to stored_bytes_ it is exact
 }
 
-// SET key value: the value is read in chunks as it arrives, so an announced length costs nothing
-// until its bytes come. A value that would take the store over max_stored_bytes is read and
-// dropped, and answered with an ERROR; the connection stays usable.
-void TCPStoreServer::handle_set(int fd) {
-  const std::string key = read_key(fd);
-  const uint32_t n = read_u32(fd);
-  if (n > kMaxValueBytes) {
-    throw ProtocolError{"value of " + std::to_string(n) + " bytes for key '" + key +
-                        "' exceeds the limit of " + std::to_string(kMaxValueBytes)};
-  }
-  const auto over_limit = [&] {
-    const size_t total = stored_bytes_ + growth_locked(key, n);
-    return total > options_.max_stored_bytes && total > stored_bytes_;
-  };
-  bool keep = false;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    keep = !over_limit();
-  }
-  std::vector<char> value;
-  std::vector<char> discard;
-  for (uint32_t got = 0; got < n;) {
-    const uint32_t k = std::min(n - got, kValueChunkBytes);
-    char* dst = nullptr;
-    if (keep) {
-      value.resize(size_t{got} + k);
-      dst = value.data() + got;
-    } else {
-      discard.resize(kValueChunkBytes);
-      dst = discard.data();
-    }
-    if (!read_exact(fd, dst, k)) throw PeerGone{};
-    got += k;
-  }
+// SET key value: a value that would take the store over max_stored_bytes is dropped and answered
+// with an ERROR; the connection stays usable.
+void TCPStoreServer::execute_set(int fd, Request& req) {
+  const size_t n = req.value.size();
   Writer w;
   std::unique_lock<std::mutex> lock(mu_);
-  if (keep && !over_limit()) {
-    stored_bytes_ += growth_locked(key, n);
-    data_[key] = std::move(value);
+  const size_t total = stored_bytes_ + growth_locked(req.key, n);
+  if (total <= options_.max_stored_bytes || total <= stored_bytes_) {
+    stored_bytes_ = total;
+    data_[req.key] = std::move(req.value);
     cv_.notify_all();
     lock.unlock();
     reply(fd, w.u8(kOk));
@@ -331,27 +463,27 @@ void TCPStoreServer::handle_set(int fd) {
   }
   const size_t stored = stored_bytes_;
   lock.unlock();
-  reply(fd, w.u8(kError).str("TCPStore server: set('" + key + "'): " + std::to_string(n) +
+  reply(fd, w.u8(kError).str("TCPStore server: set('" + req.key + "'): " + std::to_string(n) +
                              " more bytes would take the store over its limit of " +
                              std::to_string(options_.max_stored_bytes) + " bytes (it holds " +
                              std::to_string(stored) +
                              "; TCPStoreServerOptions::max_stored_bytes)"));
 }
 
-void TCPStoreServer::handle(int fd, uint8_t cmd, int* rank, bool* bye) {
+void TCPStoreServer::execute(int fd, Request& req, int* rank, bool* bye) {
   Writer w;
-  switch (cmd) {
+  switch (req.cmd) {
     case kSet:
-      handle_set(fd);
+      execute_set(fd, req);
       return;
     case kGet: {
-      const std::string key = read_key(fd);
-      const auto deadline = Clock::now() + std::chrono::milliseconds(read_u32(fd));
+      const auto deadline = Clock::now() + std::chrono::milliseconds(req.timeout_ms);
       std::unique_lock<std::mutex> lock(mu_);
-      const bool found = cv_.wait_until(lock, deadline, [&] { return stop_ || data_.count(key); });
+      const bool found =
+          cv_.wait_until(lock, deadline, [&] { return stop_ || data_.count(req.key); });
       if (stop_) throw PeerGone{};
       if (found) {
-        const auto& v = data_[key];
+        const auto& v = data_[req.key];
         w.u8(kOk).bytes(v.data(), v.size());
       } else {
         w.u8(kTimeout);
@@ -361,8 +493,7 @@ void TCPStoreServer::handle(int fd, uint8_t cmd, int* rank, bool* bye) {
       return;
     }
     case kAdd: {
-      const std::string key = read_key(fd);
-      const int64_t delta = read_i64(fd);
+      const std::string& key = req.key;
       std::unique_lock<std::mutex> lock(mu_);
       int64_t value = 0;
       auto it = data_.find(key);
@@ -378,10 +509,10 @@ void TCPStoreServer::handle(int fd, uint8_t cmd, int* rank, bool* bye) {
           return;
         }
       }
-      if (__builtin_add_overflow(value, delta, &value)) {  // found by tests/fuzz (signed UB)
+      if (__builtin_add_overflow(value, req.number, &value)) {  // found by tests/fuzz (signed UB)
         lock.unlock();
         reply(fd, w.u8(kError).str("TCPStore server: add: key '" + key + "' + " +
-                                   std::to_string(delta) + " overflows int64"));
+                                   std::to_string(req.number) + " overflows int64"));
         return;
       }
       const std::string text = std::to_string(value);
@@ -403,19 +534,15 @@ void TCPStoreServer::handle(int fd, uint8_t cmd, int* rank, bool* bye) {
     }
     case kWait:
     case kCheck: {
-      const uint32_t n = read_count(fd);
-      std::vector<std::string> keys;
-      for (uint32_t i = 0; i < n; ++i) keys.push_back(read_key(fd));
       const auto all_present = [&] {
-        for (const auto& k : keys)
+        for (const auto& k : req.keys)
           if (!data_.count(k)) return false;
         return true;
       };
+      const auto deadline = Clock::now() + std::chrono::milliseconds(req.timeout_ms);
       std::unique_lock<std::mutex> lock(mu_);
-      bool ok = false;
-      if (cmd == kWait) {
-        const auto deadline = Clock::now() + std::chrono::milliseconds(read_u32(fd));
-        ok = cv_.wait_until(lock, deadline, [&] { return stop_ || all_present(); });
+      if (req.cmd == kWait) {
+        const bool ok = cv_.wait_until(lock, deadline, [&] { return stop_ || all_present(); });
         if (stop_) throw PeerGone{};
         w.u8(ok ? kOk : kTimeout);
       } else {
@@ -425,13 +552,10 @@ void TCPStoreServer::handle(int fd, uint8_t cmd, int* rank, bool* bye) {
       reply(fd, w);
       return;
     }
-    case kHello: {
-      const int64_t r = read_i64(fd);
-      if (r < 0 || r > (1 << 24)) throw ProtocolError{"rank " + std::to_string(r) + " is invalid"};
-      *rank = static_cast<int>(r);
+    case kHello:
+      *rank = static_cast<int>(req.number);
       reply(fd, w.u8(kOk));
       return;
-    }
     case kBye:
       *bye = true;
       reply(fd, w.u8(kOk));
@@ -445,7 +569,7 @@ void TCPStoreServer::handle(int fd, uint8_t cmd, int* rank, bool* bye) {
       return;
     }
     default:
-      throw ProtocolError{"unknown command byte " + std::to_string(cmd)};
+      throw ProtocolError{"unknown command byte " + std::to_string(req.cmd)};
   }
 }
 

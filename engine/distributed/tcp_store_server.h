@@ -9,12 +9,21 @@
 // joined) whenever a new one is accepted. With a token, a connection whose first request is not
 // AUTH with that token is refused, so it can neither read, write nor claim a rank.
 //
+// Design note "requests are read whole": a connection's thread reads a request completely
+// (read_request, no lock held) before it executes it under the store's lock (execute), so a client
+// that stops halfway through a request delays no one else. Once a request's first byte has
+// arrived the rest must follow within request_timeout (plus a second per MB of a SET's value);
+// otherwise the client gets an ERROR naming the deadline and its connection is closed. A reply must
+// be taken within the same allowance. Between requests a connection may stay idle for as long as
+// it likes (a rank waits in a barrier for hours).
+//
 // Threading contract: constructed and destroyed by one thread. It runs an accept thread plus one
 // thread per connection; the destructor stops and joins them all. port() and live_connections()
 // may be called from any thread.
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <condition_variable>
 #include <cstdint>
@@ -34,6 +43,9 @@ namespace distributed {
 struct TCPStoreServerOptions {
   size_t max_connections = 1024;
   size_t max_stored_bytes = size_t{1} << 30;
+  // How long the rest of a request may take once its first byte has arrived (a SET gets a second
+  // more per MB of its value), and a reply to be taken by the client.
+  std::chrono::milliseconds request_timeout = std::chrono::seconds(5);
   // Empty: no authentication (PyTorch's TCPStore). Otherwise every client must present it.
   std::string token;
 };
@@ -51,29 +63,40 @@ class TCPStoreServer {
   struct Connection {
     int fd = -1;  // -1 once serve() has closed it
     bool done = false;
+    std::string peer;  // "address:port" of the client
     std::thread thread;
   };
+  // One request as read from the wire; which fields are set depends on `cmd`.
+  struct Request {
+    uint8_t cmd = 0;
+    std::string key;                // SET, GET, ADD
+    std::vector<std::string> keys;  // WAIT, CHECK
+    std::vector<char> value;        // SET
+    int64_t number = 0;             // ADD's delta, HELLO's rank
+    uint32_t timeout_ms = 0;        // GET, WAIT
+    std::string token;              // AUTH
+  };
+  class RequestReader;
 
   void accept_loop();
   void reap_finished();  // joins the threads of finished connections and drops them
-  void serve(std::list<Connection>::iterator conn, int fd);
-  void handle(int fd, uint8_t cmd, int* rank, bool* bye);
-  void handle_set(int fd);
+  void serve(std::list<Connection>::iterator conn, int fd, const std::string& peer);
+  // Reads the rest of a request whose command byte `cmd` has arrived; takes no lock.
+  Request read_request(RequestReader& in, uint8_t cmd);
+  void execute(int fd, Request& req, int* rank, bool* bye);
+  void execute_set(int fd, Request& req);
   // Bytes that storing `value_bytes` at `key` adds (a replaced value's bytes are given back).
   size_t growth_locked(const std::string& key, size_t value_bytes) const;
 
-  // Parsing helpers: each checks its limit before reading what the peer claims.
-  static uint32_t read_u32(int fd);
-  static int64_t read_i64(int fd);
-  static std::string read_key(int fd);
-  static uint32_t read_count(int fd);
-  static void reply(int fd, const wire::Writer& w);
-  static void reply_error(int fd, const std::string& message);
+  // Sends a reply, allowing the client request_timeout (plus a second per MB) to take it.
+  void reply(int fd, const wire::Writer& w) const;
+  void reply_error(int fd, const std::string& message) const;
 
   const TCPStoreServerOptions options_;
   int listen_fd_ = -1;
   int port_ = 0;
   std::atomic<bool> stop_{false};
+  std::atomic<bool> warned_refusal_{false};  // the first connection closed for a bad request
   std::thread accept_thread_;
 
   std::mutex conn_mu_;

@@ -17,6 +17,7 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <future>
 #include <memory>
 #include <string>
 #include <thread>
@@ -70,6 +71,20 @@ class RawClient {
       out.append(buf, static_cast<size_t>(k));
     }
     return out;
+  }
+  // Reads until the server closes the connection; false if it is still open at `deadline`.
+  bool closed_by(std::chrono::steady_clock::time_point deadline, std::string* out) {
+    char buf[4096];
+    while (true) {
+      const auto left = std::chrono::duration_cast<milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return false;
+      pollfd p{fd_, POLLIN, 0};
+      if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
+      const ssize_t k = ::recv(fd_, buf, sizeof(buf), 0);
+      if (k <= 0) return true;
+      out->append(buf, static_cast<size_t>(k));
+    }
   }
   void close() {
     ::close(fd_);
@@ -419,6 +434,41 @@ TEST(TCPStoreServerTest, AWrongTokenIsRefusedAndDoesNotAffectRanks) {
   });
   ::unsetenv("DPE_STORE_TOKEN");
   EXPECT_EQ(env_error, "");
+}
+
+// A client that sends part of a request and keeps the socket open blocks no one: the server
+// never waits for a request's bytes while it holds the store's lock. The half-sent request (a WAIT
+// without its timeout field) is answered with an ERROR naming the deadline and its connection is
+// closed once request_timeout has passed since its first byte.
+TEST(TCPStoreServerTest, AHalfSentRequestBlocksNoOneAndTimesOut) {
+  TCPStoreServerOptions options;
+  options.request_timeout = milliseconds(1000);
+  TCPStoreServer server("127.0.0.1", 0, options);
+  TCPStore client("127.0.0.1", server.port(), false, milliseconds(5000));
+  RawClient half(server.port());
+  half.send(concat({{4}, u32(1), u32(1), {'k'}}));  // WAIT 1 key 'k', then no timeout field
+  std::this_thread::sleep_for(milliseconds(200));  // the server reads the partial request
+  const auto sent = std::chrono::steady_clock::now();
+  auto others = std::async(std::launch::async, [&] {
+    client.set("k", bytes("v"));
+    TCPStore late("127.0.0.1", server.port(), false, milliseconds(5000));
+    return text(late.get("k"));
+  });
+  const bool served = others.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+  EXPECT_TRUE(served) << "a half-sent WAIT froze the other clients";
+  if (!served) half.close();  // unblocks the server so the test can end
+  EXPECT_EQ(others.get(), "v");
+  if (!served) return;
+  const std::string reply = half.read_until_closed();
+  const auto closed_after = std::chrono::steady_clock::now() - sent;
+  ASSERT_FALSE(reply.empty()) << "the half-sent connection was never answered";
+  EXPECT_EQ(reply[0], 2);
+  EXPECT_NE(reply.find("request not completed within 1000 ms of its first byte"),
+            std::string::npos)
+      << reply;
+  // Not before its deadline (counted from the first byte, 200 ms before `sent`).
+  EXPECT_GE(closed_after, milliseconds(700));
+  EXPECT_LT(closed_after, std::chrono::seconds(10));
 }
 
 }  // namespace
