@@ -88,12 +88,33 @@ Io send_by(int fd, const char* p, size_t n, Clock::time_point deadline) {
   return Io::kOk;
 }
 
+std::string handshake_late(std::chrono::milliseconds timeout, bool begun) {
+  return std::string(begun ? "first request not completed" : "no request") + " within " +
+         std::to_string(timeout.count()) +
+         " ms of connecting (TCPStoreServerOptions::handshake_timeout); closing the connection";
+}
+
+// Sends an ERROR reply to a connection that is being turned away, before it is closed. Part of a
+// request may still be unread: closing over unread data would send a reset that can destroy the
+// reply before the client reads it, so our side is shut first and its bytes drained briefly.
+void send_refusal(int fd, const std::string& message, std::chrono::milliseconds timeout) {
+  Writer w;
+  w.u8(kError).str("TCPStore server: " + message);
+  send_by(fd, w.buf().data(), w.buf().size(), Clock::now() + timeout);
+  ::shutdown(fd, SHUT_WR);
+  char sink[4096];
+  const auto until = Clock::now() + std::chrono::milliseconds(100);
+  while (wait_ready(fd, POLLIN, until) == Io::kOk &&
+         ::recv(fd, sink, sizeof(sink), MSG_DONTWAIT) > 0) {
+  }
+}
+
 // "127.0.0.1:5678", "[::1]:5678".
 std::string address_of(const sockaddr_storage& ss, socklen_t len) {
   char host[NI_MAXHOST] = "?";
   char port[NI_MAXSERV] = "?";
-  ::getnameinfo(reinterpret_cast<const sockaddr*>(&ss), len, host, sizeof(host), port,
-                sizeof(port), NI_NUMERICHOST | NI_NUMERICSERV);
+  ::getnameinfo(reinterpret_cast<const sockaddr*>(&ss), len, host, sizeof(host), port, sizeof(port),
+                NI_NUMERICHOST | NI_NUMERICSERV);
   return ss.ss_family == AF_INET6 ? "[" + std::string(host) + "]:" + port
                                   : std::string(host) + ":" + port;
 }
@@ -106,20 +127,6 @@ bool same_token(const std::string& a, const std::string& b) {
   return diff == 0;
 }
 
-// Sends an ERROR reply to a connection that is being turned away, then closes it. The client's
-// first request may still be unread: closing over unread data would send a reset that can destroy
-// the reply before the client reads it, so our side is shut first and its bytes drained briefly.
-void refuse(int fd, const std::string& message) {
-  Writer w;
-  w.u8(kError).str("TCPStore server: " + message);
-  send_all(fd, w.buf().data(), w.buf().size());
-  ::shutdown(fd, SHUT_WR);
-  pollfd p{fd, POLLIN, 0};
-  char sink[4096];
-  if (::poll(&p, 1, 100) > 0) (void)::recv(fd, sink, sizeof(sink), MSG_DONTWAIT);
-  ::close(fd);
-}
-
 }  // namespace
 
 // Reads one request's fields from a connection, each length checked against its limit before
@@ -129,13 +136,21 @@ class TCPStoreServer::RequestReader {
   RequestReader(int fd, Clock::time_point first_byte, std::chrono::milliseconds timeout)
       : fd_(fd), deadline_(first_byte + timeout), timeout_(timeout) {}
 
+  // A pending connection's first request must also be whole by its handshake deadline.
+  void handshake_by(Clock::time_point deadline, std::chrono::milliseconds timeout) {
+    handshake_deadline_ = deadline;
+    handshake_timeout_ = timeout;
+  }
+
   void read(void* buf, size_t n) {
-    switch (recv_by(fd_, buf, n, deadline_)) {
+    const bool handshake = handshake_deadline_ && *handshake_deadline_ < deadline_;
+    switch (recv_by(fd_, buf, n, handshake ? *handshake_deadline_ : deadline_)) {
       case Io::kOk:
         return;
       case Io::kClosed:
         throw PeerGone{};
       case Io::kLate:
+        if (handshake) throw ProtocolError{handshake_late(handshake_timeout_, true)};
         throw ProtocolError{
             "request not completed within " +
             std::to_string(
@@ -182,11 +197,15 @@ class TCPStoreServer::RequestReader {
   int fd_;
   Clock::time_point deadline_;
   std::chrono::microseconds timeout_;
+  std::optional<Clock::time_point> handshake_deadline_;
+  std::chrono::milliseconds handshake_timeout_{0};
 };
 
 TCPStoreServer::TCPStoreServer(const std::string& host, int port, TCPStoreServerOptions options)
     : options_(std::move(options)) {
   DPE_CHECK(options_.max_connections >= 1, "TCPStore: max_connections must be at least 1");
+  DPE_CHECK(options_.max_pending_connections >= 1,
+            "TCPStore: max_pending_connections must be at least 1");
   DPE_CHECK(options_.token.size() <= kMaxTokenBytes,
             "TCPStore: the token has " << options_.token.size() << " bytes, over the limit of "
                                        << kMaxTokenBytes);
@@ -267,7 +286,6 @@ void TCPStoreServer::reap_finished() {
 
 void TCPStoreServer::accept_loop() {
   bool warned_accept = false;
-  bool warned_cap = false;
   while (!stop_) {
     sockaddr_storage addr{};
     socklen_t addr_len = sizeof(addr);
@@ -280,8 +298,8 @@ void TCPStoreServer::accept_loop() {
       // EMFILE, ENFILE, ENOBUFS, ENOMEM or a network error: give finished connections back, wait
       // a little, and go on accepting, so the ranks that come later can still join.
       if (!warned_accept) {
-        std::cerr << "TCPStore server on port " << port_ << ": accept failed: "
-                  << std::strerror(err) << " (" << live_connections()
+        std::cerr << "TCPStore server on port " << port_
+                  << ": accept failed: " << std::strerror(err) << " (" << live_connections()
                   << " live connections); retrying every 50 ms" << std::endl;
         warned_accept = true;
       }
@@ -298,62 +316,130 @@ void TCPStoreServer::accept_loop() {
       ::close(fd);
       return;
     }
-    size_t live = 0;
-    for (const auto& c : connections_) live += c.done ? 0 : 1;
-    if (live >= options_.max_connections) {
-      lock.unlock();
-      if (!warned_cap) {
-        std::cerr << "TCPStore server on port " << port_ << ": refusing connections beyond "
-                  << options_.max_connections << " live ones" << std::endl;
-        warned_cap = true;
-      }
-      refuse(fd, "too many connections: the store serves at most " +
-                     std::to_string(options_.max_connections) +
-                     " at once (TCPStoreServerOptions::max_connections)");
-      continue;
-    }
-    connections_.push_back(Connection{fd, false, peer, std::thread()});
+    size_t pending = 0;
+    for (const auto& c : connections_) pending += !c.done && !c.admitted && !c.displaced;
+    if (pending >= options_.max_pending_connections) displace_pending_locked();
+    Connection c;
+    c.fd = fd;
+    c.peer = peer;
+    connections_.push_back(std::move(c));
     const auto conn = std::prev(connections_.end());
-    conn->thread = std::thread([this, conn, fd, peer] { serve(conn, fd, peer); });
+    const auto accepted = Clock::now();
+    conn->thread =
+        std::thread([this, conn, fd, peer, accepted] { serve(conn, fd, peer, accepted); });
   }
 }
 
-void TCPStoreServer::serve(std::list<Connection>::iterator conn, int fd, const std::string& peer) {
+void TCPStoreServer::displace_pending_locked() {
+  // The oldest pending connection that has sent nothing; failing that (all of them are sending
+  // slowly), the oldest pending one.
+  std::list<Connection>::iterator oldest = connections_.end();
+  std::list<Connection>::iterator oldest_silent = connections_.end();
+  for (auto it = connections_.begin(); it != connections_.end(); ++it) {
+    if (it->done || it->admitted || it->displaced || it->fd < 0) continue;
+    if (oldest == connections_.end()) oldest = it;
+    char byte;
+    if (!it->spoke && ::recv(it->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) < 0 &&
+        (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      oldest_silent = it;
+      break;
+    }
+  }
+  const auto victim = oldest_silent != connections_.end() ? oldest_silent : oldest;
+  if (victim == connections_.end()) return;
+  victim->displaced = true;
+  // Its thread's read returns at once; it tells the client why and closes.
+  ::shutdown(victim->fd, SHUT_RD);
+  if (!warned_pending_) {
+    std::cerr << "TCPStore server on port " << port_ << ": " << options_.max_pending_connections
+              << " connections have not sent their first request; dropping the oldest idle one "
+                 "for each newcomer (TCPStoreServerOptions::max_pending_connections)"
+              << std::endl;
+    warned_pending_ = true;
+  }
+}
+
+void TCPStoreServer::admit(std::list<Connection>::iterator conn) {
+  std::lock_guard<std::mutex> lock(conn_mu_);
+  size_t admitted = 0;
+  for (const auto& c : connections_) admitted += !c.done && c.admitted;
+  if (admitted >= options_.max_connections) {
+    if (!warned_cap_.exchange(true)) {
+      std::cerr << "TCPStore server on port " << port_ << ": refusing connections beyond "
+                << options_.max_connections << " live ones" << std::endl;
+    }
+    throw ProtocolError{"too many connections: the store serves at most " +
+                        std::to_string(options_.max_connections) +
+                        " at once (TCPStoreServerOptions::max_connections)"};
+  }
+  conn->admitted = true;
+}
+
+void TCPStoreServer::serve(std::list<Connection>::iterator conn, int fd, const std::string& peer,
+                           Clock::time_point accepted) {
   int rank = -1;
   bool bye = false;
-  bool authenticated = options_.token.empty();
+  bool admitted = false;
+  const auto handshake_deadline = accepted + options_.handshake_timeout;
+  const auto displaced = [&] {
+    std::lock_guard<std::mutex> lock(conn_mu_);
+    return conn->displaced;
+  };
   try {
     while (!stop_ && !bye) {
-      // Between requests a connection may be idle as long as it likes.
+      // Between requests an admitted connection may be idle as long as it likes.
       uint8_t cmd = 0;
-      if (recv_by(fd, &cmd, 1, std::nullopt) != Io::kOk) break;
+      const Io first =
+          recv_by(fd, &cmd, 1, admitted ? std::nullopt : std::optional(handshake_deadline));
+      if (first == Io::kLate) {
+        throw ProtocolError{handshake_late(options_.handshake_timeout, false)};
+      }
+      if (first == Io::kClosed) throw PeerGone{};
       RequestReader in(fd, Clock::now(), options_.request_timeout);
+      if (!admitted) {
+        in.handshake_by(handshake_deadline, options_.handshake_timeout);
+        std::lock_guard<std::mutex> lock(conn_mu_);
+        conn->spoke = true;
+      }
+      if (!admitted && !options_.token.empty() && cmd != kAuth) {
+        throw ProtocolError{
+            "authentication required: this store has a token (DPE_STORE_TOKEN) "
+            "and the client's first request was not AUTH"};
+      }
       Request req = read_request(in, cmd);
+      if (cmd == kAuth && !options_.token.empty() && !same_token(req.token, options_.token)) {
+        throw ProtocolError{req.token.empty()
+                                ? "authentication failed: this store requires a token "
+                                  "(DPE_STORE_TOKEN) and the client sent none"
+                                : "authentication failed: wrong token (DPE_STORE_TOKEN)"};
+      }
+      if (!admitted) {
+        if (displaced()) throw PeerGone{};
+        admit(conn);
+        admitted = true;
+      }
       if (cmd == kAuth) {
-        if (!options_.token.empty() && !same_token(req.token, options_.token)) {
-          throw ProtocolError{req.token.empty()
-                                  ? "authentication failed: this store requires a token "
-                                    "(DPE_STORE_TOKEN) and the client sent none"
-                                  : "authentication failed: wrong token (DPE_STORE_TOKEN)"};
-        }
-        authenticated = true;
         Writer w;
         reply(fd, w.u8(kOk));
         continue;
       }
-      if (!authenticated) {
-        throw ProtocolError{"authentication required: this store has a token (DPE_STORE_TOKEN) "
-                            "and the client's first request was not AUTH"};
-      }
       execute(fd, req, &rank, &bye);
     }
   } catch (const ProtocolError& e) {
-    reply_error(fd, e.message);
+    send_refusal(fd, e.message, options_.request_timeout);
     if (!warned_refusal_.exchange(true)) {
       std::cerr << "TCPStore server on port " << port_ << ": closed the connection from " << peer
                 << ": " << e.message << " (further ones are not reported)" << std::endl;
     }
   } catch (const PeerGone&) {
+    if (!admitted && !stop_ && displaced()) {
+      send_refusal(fd,
+                   "dropped: " + std::to_string(options_.max_pending_connections) +
+                       " connections were waiting to send their first request "
+                       "(TCPStoreServerOptions::max_pending_connections) and this one had sent "
+                       "nothing for the longest",
+                   options_.request_timeout);
+    }
   }
   if (rank >= 0 && !bye && !stop_) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -463,11 +549,11 @@ void TCPStoreServer::execute_set(int fd, Request& req) {
   }
   const size_t stored = stored_bytes_;
   lock.unlock();
-  reply(fd, w.u8(kError).str("TCPStore server: set('" + req.key + "'): " + std::to_string(n) +
-                             " more bytes would take the store over its limit of " +
-                             std::to_string(options_.max_stored_bytes) + " bytes (it holds " +
-                             std::to_string(stored) +
-                             "; TCPStoreServerOptions::max_stored_bytes)"));
+  reply(fd,
+        w.u8(kError).str("TCPStore server: set('" + req.key + "'): " + std::to_string(n) +
+                         " more bytes would take the store over its limit of " +
+                         std::to_string(options_.max_stored_bytes) + " bytes (it holds " +
+                         std::to_string(stored) + "; TCPStoreServerOptions::max_stored_bytes)"));
 }
 
 void TCPStoreServer::execute(int fd, Request& req, int* rank, bool* bye) {

@@ -2,10 +2,11 @@
 // key-value map, blocking GET/WAIT answered within the client's timeout, counters, and the ranks
 // whose connection dropped without a goodbye. Protocol: design note "store protocol", tcp_store.h.
 //
-// Limits (docs/distributed.md, "The rendezvous store: threat model"): at most max_connections live connections
-// (the extra get an ERROR reply naming the limit and are closed), at most max_stored_bytes of keys
-// and values (a SET or ADD beyond it gets an ERROR reply, its connection stays usable), values read
-// in kValueChunkBytes chunks as they arrive, finished connections reaped (fd closed, thread
+// Limits (docs/distributed.md, "The rendezvous store: threat model"): at most max_connections
+// admitted connections (the extra get an ERROR reply naming the limit and are closed), at most
+// max_pending_connections not yet admitted (design note "admission"), at most max_stored_bytes of
+// keys and values (a SET or ADD beyond it gets an ERROR reply, its connection stays usable), values
+// read in kValueChunkBytes chunks as they arrive, finished connections reaped (fd closed, thread
 // joined) whenever a new one is accepted. With a token, a connection whose first request is not
 // AUTH with that token is refused, so it can neither read, write nor claim a rank.
 //
@@ -17,6 +18,14 @@
 // be taken within the same allowance. Between requests a connection may stay idle for as long as
 // it likes (a rank waits in a barrier for hours).
 //
+// Design note "admission": a new connection is pending until its first request has arrived whole:
+// with a token, an AUTH with that token; without one, any request. Only then is it admitted and
+// counted against max_connections. Pending connections have a pool of their own, so idle ones
+// cannot take the places of the ranks: each must complete its first request within
+// handshake_timeout of being accepted, and when max_pending_connections are pending a newcomer
+// displaces the oldest that has sent nothing (it gets an ERROR saying why, then is closed). A rank
+// sends AUTH as soon as it connects, so it is never the one that has sent nothing for long.
+//
 // Threading contract: constructed and destroyed by one thread. It runs an accept thread plus one
 // thread per connection; the destructor stops and joins them all. port() and live_connections()
 // may be called from any thread.
@@ -24,8 +33,8 @@
 
 #include <atomic>
 #include <chrono>
-#include <cstddef>
 #include <condition_variable>
+#include <cstddef>
 #include <cstdint>
 #include <list>
 #include <map>
@@ -41,7 +50,11 @@ namespace dpe {
 namespace distributed {
 
 struct TCPStoreServerOptions {
+  // Admitted connections (design note "admission").
   size_t max_connections = 1024;
+  // Connections not admitted yet, and how long one may take to send its first request whole.
+  size_t max_pending_connections = 256;
+  std::chrono::milliseconds handshake_timeout = std::chrono::seconds(5);
   size_t max_stored_bytes = size_t{1} << 30;
   // How long the rest of a request may take once its first byte has arrived (a SET gets a second
   // more per MB of its value), and a reply to be taken by the client.
@@ -60,10 +73,14 @@ class TCPStoreServer {
   size_t live_connections();
 
  private:
+  // Guarded by conn_mu_.
   struct Connection {
     int fd = -1;  // -1 once serve() has closed it
     bool done = false;
-    std::string peer;  // "address:port" of the client
+    bool admitted = false;   // design note "admission"
+    bool spoke = false;      // its first request has begun to arrive
+    bool displaced = false;  // pushed out of the pending pool by a newcomer; its reads are shut
+    std::string peer;        // "address:port" of the client
     std::thread thread;
   };
   // One request as read from the wire; which fields are set depends on `cmd`.
@@ -80,7 +97,12 @@ class TCPStoreServer {
 
   void accept_loop();
   void reap_finished();  // joins the threads of finished connections and drops them
-  void serve(std::list<Connection>::iterator conn, int fd, const std::string& peer);
+  // With conn_mu_ held: makes room in the pending pool for one more connection.
+  void displace_pending_locked();
+  void serve(std::list<Connection>::iterator conn, int fd, const std::string& peer,
+             std::chrono::steady_clock::time_point accepted);
+  // Counts the connection against max_connections, or throws when they are all taken.
+  void admit(std::list<Connection>::iterator conn);
   // Reads the rest of a request whose command byte `cmd` has arrived; takes no lock.
   Request read_request(RequestReader& in, uint8_t cmd);
   void execute(int fd, Request& req, int* rank, bool* bye);
@@ -97,6 +119,8 @@ class TCPStoreServer {
   int port_ = 0;
   std::atomic<bool> stop_{false};
   std::atomic<bool> warned_refusal_{false};  // the first connection closed for a bad request
+  std::atomic<bool> warned_cap_{false};      // the first refusal for max_connections
+  bool warned_pending_ = false;              // the first displacement (guarded by conn_mu_)
   std::thread accept_thread_;
 
   std::mutex conn_mu_;

@@ -76,8 +76,8 @@ class RawClient {
   bool closed_by(std::chrono::steady_clock::time_point deadline, std::string* out) {
     char buf[4096];
     while (true) {
-      const auto left = std::chrono::duration_cast<milliseconds>(
-          deadline - std::chrono::steady_clock::now());
+      const auto left =
+          std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
       if (left.count() <= 0) return false;
       pollfd p{fd_, POLLIN, 0};
       if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
@@ -447,7 +447,7 @@ TEST(TCPStoreServerTest, AHalfSentRequestBlocksNoOneAndTimesOut) {
   TCPStore client("127.0.0.1", server.port(), false, milliseconds(5000));
   RawClient half(server.port());
   half.send(concat({{4}, u32(1), u32(1), {'k'}}));  // WAIT 1 key 'k', then no timeout field
-  std::this_thread::sleep_for(milliseconds(200));  // the server reads the partial request
+  std::this_thread::sleep_for(milliseconds(200));   // the server reads the partial request
   const auto sent = std::chrono::steady_clock::now();
   auto others = std::async(std::launch::async, [&] {
     client.set("k", bytes("v"));
@@ -463,12 +463,48 @@ TEST(TCPStoreServerTest, AHalfSentRequestBlocksNoOneAndTimesOut) {
   const auto closed_after = std::chrono::steady_clock::now() - sent;
   ASSERT_FALSE(reply.empty()) << "the half-sent connection was never answered";
   EXPECT_EQ(reply[0], 2);
-  EXPECT_NE(reply.find("request not completed within 1000 ms of its first byte"),
-            std::string::npos)
+  EXPECT_NE(reply.find("request not completed within 1000 ms of its first byte"), std::string::npos)
       << reply;
   // Not before its deadline (counted from the first byte, 200 ms before `sent`).
   EXPECT_GE(closed_after, milliseconds(700));
   EXPECT_LT(closed_after, std::chrono::seconds(10));
+}
+
+// Idle connections that never authenticate (more of them than the store serves clients) do not
+// lock out a rank: they wait in a pool of their own, the oldest idle one giving way to a newcomer,
+// and each is closed when it has sent no request within handshake_timeout. With a token and
+// without one (where any first request counts).
+TEST(TCPStoreServerTest, IdleConnectionsCannotLockOutARank) {
+  for (const std::string token : {"s3cret-token", ""}) {
+    SCOPED_TRACE("token '" + token + "'");
+    TCPStoreServerOptions options;
+    options.token = token;
+    options.max_connections = 16;
+    options.max_pending_connections = 8;
+    options.handshake_timeout = milliseconds(1000);
+    TCPStoreServer server("127.0.0.1", 0, options);
+    const auto start = std::chrono::steady_clock::now();
+    std::vector<std::unique_ptr<RawClient>> idle;
+    for (int i = 0; i < 40; ++i) idle.push_back(std::make_unique<RawClient>(server.port()));
+    std::this_thread::sleep_for(milliseconds(200));  // the server has accepted them
+    TCPStoreOptions rank;
+    rank.timeout = milliseconds(5000);
+    rank.token = token;
+    const std::string error = error_of([&] {
+      TCPStore client("127.0.0.1", server.port(), false, rank);
+      client.set("k", bytes("v"));
+      EXPECT_EQ(text(client.get("k")), "v");
+    });
+    EXPECT_EQ(error, "");
+    for (auto& raw : idle) {
+      std::string reply;
+      EXPECT_TRUE(raw->closed_by(start + std::chrono::seconds(20), &reply))
+          << "an idle connection was never closed";
+      if (!reply.empty()) {
+        EXPECT_EQ(reply[0], 2) << reply;
+      }
+    }
+  }
 }
 
 }  // namespace
