@@ -34,6 +34,13 @@ struct ProtocolError {
 };
 // Thrown by the server's parser: the peer went away mid-request.
 struct PeerGone {};
+// Thrown by the server's parser: a request's announced bytes would take the store over its cap.
+// The reply goes out at once; `unread` bytes the client is still sending are read and dropped
+// (so that it gets to read the reply), then the connection is closed.
+struct OverCap {
+  std::string message;
+  size_t unread;
+};
 
 // A client may take a second per MB (10^6 bytes) beyond request_timeout to send or take a value.
 std::chrono::microseconds transfer_allowance(size_t bytes) {
@@ -169,12 +176,14 @@ class TCPStoreServer::RequestReader {
     read(b, 8);
     return decode_i64(b);
   }
-  std::string key() {
+  // A key, its bytes counted in `reservation` before they are read.
+  std::string key(Reservation& reservation) {
     const uint32_t n = u32();
     if (n == 0 || n > kMaxKeyBytes) {
       throw ProtocolError{"key length " + std::to_string(n) + " is outside 1.." +
                           std::to_string(kMaxKeyBytes)};
     }
+    reservation.grow(n, "a key of " + std::to_string(n) + " bytes", n);
     std::string key(n, '\0');
     read(key.data(), n);
     return key;
@@ -186,6 +195,15 @@ class TCPStoreServer::RequestReader {
                           std::to_string(kMaxKeysPerRequest)};
     }
     return n;
+  }
+  // Reads and drops n bytes.
+  void skip(size_t n) {
+    char sink[4096];
+    while (n > 0) {
+      const size_t k = std::min(n, sizeof(sink));
+      read(sink, k);
+      n -= k;
+    }
   }
   // A value takes longer to arrive: `more` on top of the deadline.
   void allow(std::chrono::microseconds more) {
@@ -261,6 +279,35 @@ TCPStoreServer::~TCPStoreServer() {
     cv_.notify_all();
   }
   for (auto& c : connections_) c.thread.join();
+}
+
+size_t TCPStoreServer::bytes_in_transit() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return in_transit_;
+}
+
+void TCPStoreServer::Reservation::grow(size_t n, const std::string& what, size_t unread) {
+  std::unique_lock<std::mutex> lock(server_->mu_);
+  const size_t cap = server_->options_.max_stored_bytes;
+  const size_t stored = server_->stored_bytes_;
+  const size_t in_transit = server_->in_transit_;
+  if (n > cap - stored - in_transit) {  // the invariant stored + in_transit <= cap: no wrap
+    lock.unlock();
+    throw OverCap{what + " would take the store over its limit of " + std::to_string(cap) +
+                      " bytes (it holds " + std::to_string(stored) + " bytes and " +
+                      std::to_string(in_transit) +
+                      " more are on their way; TCPStoreServerOptions::max_stored_bytes); "
+                      "closing the connection",
+                  unread};
+  }
+  server_->in_transit_ += n;
+  bytes_ += n;
+}
+
+void TCPStoreServer::Reservation::release() {
+  if (bytes_ == 0) return;
+  std::lock_guard<std::mutex> lock(server_->mu_);
+  server_->in_transit_ -= take_locked();
 }
 
 size_t TCPStoreServer::live_connections() {
@@ -406,7 +453,27 @@ void TCPStoreServer::serve(std::list<Connection>::iterator conn, int fd, const s
             "authentication required: this store has a token (DPE_STORE_TOKEN) "
             "and the client's first request was not AUTH"};
       }
-      Request req = read_request(in, cmd);
+      Request req(this, cmd);
+      try {
+        read_request(in, req);
+      } catch (const OverCap& e) {
+        req.reservation.release();
+        Writer w;
+        w.u8(kError).str("TCPStore server: " + e.message);
+        if (send_by(fd, w.buf().data(), w.buf().size(), Clock::now() + options_.request_timeout) ==
+            Io::kOk) {
+          try {
+            in.skip(e.unread);
+          } catch (const ProtocolError&) {
+            // The rest never came: close all the same.
+          }
+        }
+        if (!warned_refusal_.exchange(true)) {
+          std::cerr << "TCPStore server on port " << port_ << ": closed the connection from "
+                    << peer << ": " << e.message << " (further ones are not reported)" << std::endl;
+        }
+        throw PeerGone{};
+      }
       if (cmd == kAuth && !options_.token.empty() && !same_token(req.token, options_.token)) {
         throw ProtocolError{req.token.empty()
                                 ? "authentication failed: this store requires a token "
@@ -453,10 +520,8 @@ void TCPStoreServer::serve(std::list<Connection>::iterator conn, int fd, const s
   conn->done = true;
 }
 
-TCPStoreServer::Request TCPStoreServer::read_request(RequestReader& in, uint8_t cmd) {
-  Request req;
-  req.cmd = cmd;
-  switch (cmd) {
+void TCPStoreServer::read_request(RequestReader& in, Request& req) {
+  switch (req.cmd) {
     case kAuth: {
       const uint32_t n = in.u32();
       if (n > kMaxTokenBytes) {
@@ -465,16 +530,18 @@ TCPStoreServer::Request TCPStoreServer::read_request(RequestReader& in, uint8_t 
       }
       req.token.resize(n);
       in.read(req.token.data(), n);
-      return req;
+      return;
     }
     case kSet: {
-      req.key = in.key();
+      req.key = in.key(req.reservation);
       const uint32_t n = in.u32();
       if (n > kMaxValueBytes) {
         throw ProtocolError{"value of " + std::to_string(n) + " bytes for key '" + req.key +
                             "' exceeds the limit of " + std::to_string(kMaxValueBytes)};
       }
       in.allow(transfer_allowance(n));
+      req.reservation.grow(n, "set('" + req.key + "'): a value of " + std::to_string(n) + " bytes",
+                           n);
       // Read in chunks as the bytes arrive, never allocated from the announced length alone.
       for (uint32_t got = 0; got < n;) {
         const uint32_t k = std::min(n - got, kValueChunkBytes);
@@ -482,35 +549,35 @@ TCPStoreServer::Request TCPStoreServer::read_request(RequestReader& in, uint8_t 
         in.read(req.value.data() + got, k);
         got += k;
       }
-      return req;
+      return;
     }
     case kGet:
-      req.key = in.key();
+      req.key = in.key(req.reservation);
       req.timeout_ms = in.u32();
-      return req;
+      return;
     case kAdd:
-      req.key = in.key();
+      req.key = in.key(req.reservation);
       req.number = in.i64();
-      return req;
+      return;
     case kWait:
     case kCheck: {
       const uint32_t n = in.count();
-      for (uint32_t i = 0; i < n; ++i) req.keys.push_back(in.key());
-      if (cmd == kWait) req.timeout_ms = in.u32();
-      return req;
+      for (uint32_t i = 0; i < n; ++i) req.keys.push_back(in.key(req.reservation));
+      if (req.cmd == kWait) req.timeout_ms = in.u32();
+      return;
     }
     case kHello: {
       req.number = in.i64();
       if (req.number < 0 || req.number > (1 << 24)) {
         throw ProtocolError{"rank " + std::to_string(req.number) + " is invalid"};
       }
-      return req;
+      return;
     }
     case kBye:
     case kLost:
-      return req;
+      return;
     default:
-      throw ProtocolError{"unknown command byte " + std::to_string(cmd)};
+      throw ProtocolError{"unknown command byte " + std::to_string(req.cmd)};
   }
 }
 
@@ -532,28 +599,18 @@ size_t TCPStoreServer::growth_locked(const std::string& key, size_t value_bytes)
   return value_bytes - it->second.size();  // wraps below zero; added to stored_bytes_ it is exact
 }
 
-// SET key value: a value that would take the store over max_stored_bytes is dropped and answered
-// with an ERROR; the connection stays usable.
+// SET key value. Its bytes were reserved as they were announced, so storing it keeps the store
+// within its cap (a replaced value's bytes are given back): the reservation becomes the growth.
 void TCPStoreServer::execute_set(int fd, Request& req) {
-  const size_t n = req.value.size();
-  Writer w;
-  std::unique_lock<std::mutex> lock(mu_);
-  const size_t total = stored_bytes_ + growth_locked(req.key, n);
-  if (total <= options_.max_stored_bytes || total <= stored_bytes_) {
-    stored_bytes_ = total;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    in_transit_ -= req.reservation.take_locked();
+    stored_bytes_ += growth_locked(req.key, req.value.size());
     data_[req.key] = std::move(req.value);
     cv_.notify_all();
-    lock.unlock();
-    reply(fd, w.u8(kOk));
-    return;
   }
-  const size_t stored = stored_bytes_;
-  lock.unlock();
-  reply(fd,
-        w.u8(kError).str("TCPStore server: set('" + req.key + "'): " + std::to_string(n) +
-                         " more bytes would take the store over its limit of " +
-                         std::to_string(options_.max_stored_bytes) + " bytes (it holds " +
-                         std::to_string(stored) + "; TCPStoreServerOptions::max_stored_bytes)"));
+  Writer w;
+  reply(fd, w.u8(kOk));
 }
 
 void TCPStoreServer::execute(int fd, Request& req, int* rank, bool* bye) {
@@ -581,6 +638,7 @@ void TCPStoreServer::execute(int fd, Request& req, int* rank, bool* bye) {
     case kAdd: {
       const std::string& key = req.key;
       std::unique_lock<std::mutex> lock(mu_);
+      in_transit_ -= req.reservation.take_locked();  // the key is counted by its growth below
       int64_t value = 0;
       auto it = data_.find(key);
       if (it != data_.end()) {
@@ -602,13 +660,17 @@ void TCPStoreServer::execute(int fd, Request& req, int* rank, bool* bye) {
         return;
       }
       const std::string text = std::to_string(value);
-      const size_t total = stored_bytes_ + growth_locked(key, text.size());
-      if (total > options_.max_stored_bytes && total > stored_bytes_) {
+      const size_t growth = growth_locked(key, text.size());
+      const size_t total = stored_bytes_ + growth;
+      if (total + in_transit_ > options_.max_stored_bytes && total > stored_bytes_) {
+        const size_t stored = stored_bytes_, in_transit = in_transit_;
         lock.unlock();
-        reply(fd, w.u8(kError).str("TCPStore server: add('" + key + "'): the store holds " +
-                                   std::to_string(stored_bytes_) + " bytes, at its limit of " +
-                                   std::to_string(options_.max_stored_bytes) +
-                                   " (TCPStoreServerOptions::max_stored_bytes)"));
+        reply(fd,
+              w.u8(kError).str("TCPStore server: add('" + key + "'): the store holds " +
+                               std::to_string(stored) + " bytes and " + std::to_string(in_transit) +
+                               " more are on their way, at its limit of " +
+                               std::to_string(options_.max_stored_bytes) +
+                               " (TCPStoreServerOptions::max_stored_bytes)"));
         return;
       }
       stored_bytes_ = total;

@@ -74,8 +74,14 @@ class RawClient {
   }
   // Reads until the server closes the connection; false if it is still open at `deadline`.
   bool closed_by(std::chrono::steady_clock::time_point deadline, std::string* out) {
+    return read_by(deadline, out, "");
+  }
+  // Reads until `text` is among what came, or the server closes the connection (true), or until
+  // `deadline` (false).
+  bool read_by(std::chrono::steady_clock::time_point deadline, std::string* out,
+               const std::string& text) {
     char buf[4096];
-    while (true) {
+    while (text.empty() || out->find(text) == std::string::npos) {
       const auto left =
           std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
       if (left.count() <= 0) return false;
@@ -85,6 +91,7 @@ class RawClient {
       if (k <= 0) return true;
       out->append(buf, static_cast<size_t>(k));
     }
+    return true;
   }
   void close() {
     ::close(fd_);
@@ -370,24 +377,37 @@ TEST(TCPStoreServerTest, ValuesAreReadAsTheyArriveNotAllocatedFromTheirLength) {
   EXPECT_FALSE(client.check({"k0"}));
 }
 
-// Keys and values beyond max_stored_bytes are refused with a message naming the limit; a value
-// that replaces another counts only its growth; the connection stays usable.
+// Keys and values beyond max_stored_bytes are refused with a message naming the limit; a value is
+// counted in full while it arrives, and once stored only its growth over the value it replaces.
 TEST(TCPStoreServerTest, CapsStoredBytes) {
   TCPStoreServerOptions options;
   options.max_stored_bytes = 1000;
   TCPStoreServer server("127.0.0.1", 0, options);
   TCPStore client("127.0.0.1", server.port(), false, milliseconds(5000));
-  client.set("a", std::vector<char>(600, 'x'));
-  const std::string error = error_of([&] { client.set("b", std::vector<char>(600, 'y')); });
-  EXPECT_NE(error.find("limit of 1000 bytes"), std::string::npos) << error;
-  EXPECT_NE(error.find("'b'"), std::string::npos) << error;
+  client.set("a", std::vector<char>(400, 'x'));  // 401 bytes
+  {
+    // 401 + 601 > 1000: refused, and that connection closed.
+    TCPStore refused("127.0.0.1", server.port(), false, milliseconds(5000));
+    const std::string error = error_of([&] { refused.set("b", std::vector<char>(600, 'y')); });
+    EXPECT_NE(error.find("set('b'): a value of 600 bytes"), std::string::npos) << error;
+    EXPECT_NE(error.find("limit of 1000 bytes"), std::string::npos) << error;
+    EXPECT_NE(error_of([&] { refused.check({"a"}); }), "");
+  }
   EXPECT_FALSE(client.check({"b"}));
-  client.set("a", std::vector<char>(995, 'z'));  // 1 + 995 replaces 1 + 600: fits
-  EXPECT_EQ(client.get("a").size(), 995u);
+  client.set("a", std::vector<char>(550, 'z'));  // 401 + 551 in transit fit; 551 stay
+  EXPECT_EQ(client.get("a").size(), 550u);
+  client.set("c", std::vector<char>(441, 'c'));  // 551 + 442 = 993
+  // An ADD beyond the cap is refused and its connection stays usable.
   const std::string add_error = error_of([&] { client.add("counter", 1); });
   EXPECT_NE(add_error.find("limit of 1000"), std::string::npos) << add_error;
-  client.set("a", bytes("small"));
-  EXPECT_EQ(client.add("counter", 1), 1);
+  EXPECT_EQ(client.get("a").size(), 550u);
+  client.set("a", bytes("small"));         // 993 + 6 in transit fit; 993 - 545 = 448 stay
+  EXPECT_EQ(client.add("counter", 1), 1);  // 456
+  // Replacing c's 441 bytes with 560 would grow the store to 575 bytes, but while they arrive the
+  // 560 count in full: 456 + 561 > 1000.
+  TCPStore late("127.0.0.1", server.port(), false, milliseconds(5000));
+  EXPECT_NE(error_of([&] { late.set("c", std::vector<char>(560, 'c')); }).find("limit of 1000"),
+            std::string::npos);
 }
 
 // With a token, a client that presents another (or none) is refused before it can do anything:
@@ -505,6 +525,73 @@ TEST(TCPStoreServerTest, IdleConnectionsCannotLockOutARank) {
       }
     }
   }
+}
+
+// Bytes still on their way count against max_stored_bytes from the moment a request announces
+// them: a SET whose value would take stored plus in-transit bytes over the cap is refused at once
+// with an ERROR naming the cap and the size, and its connection closed. A reservation is given
+// back when its connection goes away, and when a stalled request reaches its deadline.
+TEST(TCPStoreServerTest, BytesInTransitCountAgainstTheCap) {
+  using std::chrono::steady_clock;
+  TCPStoreServerOptions options;
+  options.max_stored_bytes = 1 << 20;
+  options.request_timeout = milliseconds(10000);
+  TCPStoreServer server("127.0.0.1", 0, options);
+  constexpr uint32_t kAnnounced = 400 << 10;
+  const std::vector<unsigned char> part(100 << 10, 'x');
+  // AUTH (no token), then a SET of a 400 KiB value of which 100 KiB are sent.
+  const auto start_set = [&](RawClient& raw, char name) {
+    raw.send(concat({{9}, u32(0)}));
+    raw.send(concat({{1}, u32(2), {'k', static_cast<unsigned char>(name)}, u32(kAnnounced)}));
+    raw.send(part);
+  };
+  auto first = std::make_unique<RawClient>(server.port());
+  RawClient second(server.port());
+  start_set(*first, '0');
+  start_set(second, '1');
+  const size_t two = 2 * (2 + size_t{kAnnounced});
+  ASSERT_TRUE(eventually([&] { return server.bytes_in_transit() == two; }))
+      << server.bytes_in_transit();
+
+  RawClient third(server.port());
+  start_set(third, '2');
+  std::string reply;
+  const std::string refusal =
+      "set('k2'): a value of 409600 bytes would take the store over its limit of 1048576 bytes "
+      "(it holds 0 bytes and " +
+      std::to_string(two + 2) + " more are on their way";  // its key's 2 bytes too
+  EXPECT_TRUE(third.read_by(steady_clock::now() + std::chrono::seconds(10), &reply, refusal));
+  ASSERT_GE(reply.size(), 2u) << "a SET over the cap was not refused";
+  EXPECT_EQ(reply[0], 0);  // AUTH's OK
+  EXPECT_EQ(reply[1], 2);  // ERROR
+  EXPECT_NE(reply.find(refusal), std::string::npos) << reply;
+  EXPECT_TRUE(eventually([&] { return server.bytes_in_transit() == two; }))
+      << server.bytes_in_transit();
+  // A real client's value is refused the same way, and reads the reply though it sent it whole.
+  {
+    TCPStore client("127.0.0.1", server.port(), false, milliseconds(5000));
+    const std::string error =
+        error_of([&] { client.set("small", std::vector<char>(300 << 10, 'y')); });
+    EXPECT_NE(error.find("a value of 307200 bytes would take the store over its limit of 1048576"),
+              std::string::npos)
+        << error;
+  }
+  first.reset();  // its reservation is given back
+  ASSERT_TRUE(eventually([&] { return server.bytes_in_transit() == two / 2; }))
+      << server.bytes_in_transit();
+  TCPStore client("127.0.0.1", server.port(), false, milliseconds(5000));
+  client.set("small", std::vector<char>(300 << 10, 'y'));
+  EXPECT_EQ(client.get("small").size(), 300u << 10);
+  // The refused connection is closed; the second, which never sends the rest, is closed at its
+  // deadline and its bytes given back.
+  EXPECT_TRUE(third.closed_by(steady_clock::now() + std::chrono::seconds(30), &reply));
+  reply.clear();
+  EXPECT_TRUE(second.closed_by(steady_clock::now() + std::chrono::seconds(30), &reply));
+  EXPECT_NE(reply.find("request not completed within 10409 ms of its first byte"),
+            std::string::npos)
+      << reply;
+  EXPECT_TRUE(eventually([&] { return server.bytes_in_transit() == 0; }));
+  EXPECT_FALSE(client.check({"k0"}) || client.check({"k1"}) || client.check({"k2"}));
 }
 
 }  // namespace
