@@ -116,6 +116,24 @@ void send_refusal(int fd, const std::string& message, std::chrono::milliseconds 
   }
 }
 
+// A message for the server's stderr: it may quote a client's key, so bytes outside printable ASCII
+// are written as \xNN (no terminal escape sequences from a stranger).
+std::string printable(const std::string& text) {
+  static const char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (const char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u >= 0x20 && u < 0x7f) {
+      out += c;
+    } else {
+      out += "\\x";
+      out += kHex[u >> 4];
+      out += kHex[u & 15];
+    }
+  }
+  return out;
+}
+
 // "127.0.0.1:5678", "[::1]:5678".
 std::string address_of(const sockaddr_storage& ss, socklen_t len) {
   char host[NI_MAXHOST] = "?";
@@ -470,7 +488,8 @@ void TCPStoreServer::serve(std::list<Connection>::iterator conn, int fd, const s
         }
         if (!warned_refusal_.exchange(true)) {
           std::cerr << "TCPStore server on port " << port_ << ": closed the connection from "
-                    << peer << ": " << e.message << " (further ones are not reported)" << std::endl;
+                    << peer << ": " << printable(e.message) << " (further ones are not reported)"
+                    << std::endl;
         }
         throw PeerGone{};
       }
@@ -496,7 +515,7 @@ void TCPStoreServer::serve(std::list<Connection>::iterator conn, int fd, const s
     send_refusal(fd, e.message, options_.request_timeout);
     if (!warned_refusal_.exchange(true)) {
       std::cerr << "TCPStore server on port " << port_ << ": closed the connection from " << peer
-                << ": " << e.message << " (further ones are not reported)" << std::endl;
+                << ": " << printable(e.message) << " (further ones are not reported)" << std::endl;
     }
   } catch (const PeerGone&) {
     if (!admitted && !stop_ && displaced()) {

@@ -594,6 +594,32 @@ TEST(TCPStoreServerTest, BytesInTransitCountAgainstTheCap) {
   EXPECT_FALSE(client.check({"k0"}) || client.check({"k1"}) || client.check({"k2"}));
 }
 
+// The server's stderr quotes a refused client's key with its control bytes escaped, so a stranger
+// cannot write terminal escape sequences into rank 0's log.
+TEST(TCPStoreServerTest, ItsLogEscapesTheBytesOfAClient) {
+  TCPStoreServerOptions options;
+  options.max_stored_bytes = 64;
+  testing::internal::CaptureStderr();
+  {
+    TCPStoreServer server("127.0.0.1", 0, options);
+    RawClient raw(server.port());
+    // AUTH, then a SET of 100 bytes at the key ESC "]0;x" BEL: over the cap.
+    raw.send(concat({{9},
+                     u32(0),
+                     {1},
+                     u32(5),
+                     {0x1b, ']', '0', ';', 'x'},
+                     u32(100),
+                     std::vector<unsigned char>(100, 'v')}));
+    std::string reply;
+    EXPECT_TRUE(raw.closed_by(std::chrono::steady_clock::now() + std::chrono::seconds(10), &reply));
+    EXPECT_NE(reply.find("a value of 100 bytes"), std::string::npos) << reply;
+  }
+  const std::string log = testing::internal::GetCapturedStderr();
+  EXPECT_NE(log.find("set('\\x1b]0;x'): a value of 100 bytes"), std::string::npos) << log;
+  EXPECT_EQ(log.find('\x1b'), std::string::npos) << log;
+}
+
 }  // namespace
 }  // namespace distributed
 }  // namespace dpe
