@@ -561,7 +561,10 @@ void TCPStoreServer::read_request(RequestReader& in, Request& req) {
       in.allow(transfer_allowance(n));
       req.reservation.grow(n, "set('" + req.key + "'): a value of " + std::to_string(n) + " bytes",
                            n);
-      // Read in chunks as the bytes arrive, never allocated from the announced length alone.
+      // Reserved against the cap, the buffer is allocated once at its full size (growing it as
+      // bytes arrived left the freed smaller buffers with the allocator: up to twice the value);
+      // its pages are written, and so take memory, in chunks as the bytes arrive.
+      req.value.reserve(n);
       for (uint32_t got = 0; got < n;) {
         const uint32_t k = std::min(n - got, kValueChunkBytes);
         req.value.resize(size_t{got} + k);

@@ -377,6 +377,29 @@ TEST(TCPStoreServerTest, ValuesAreReadAsTheyArriveNotAllocatedFromTheirLength) {
   EXPECT_FALSE(client.check({"k0"}));
 }
 
+// A value being received takes about its received bytes of memory: its buffer is allocated once,
+// not grown (which left the smaller buffers it outgrew with the allocator, up to twice the value).
+TEST(TCPStoreServerTest, AValueBeingReceivedTakesAboutItsBytes) {
+  TCPStoreServer server("127.0.0.1", 0);
+  const std::vector<unsigned char> part(48 << 20, 'x');
+  const long rss_before = status_field("VmRSS");
+  std::vector<std::unique_ptr<RawClient>> senders;
+  for (int i = 0; i < 4; ++i) {
+    senders.push_back(std::make_unique<RawClient>(server.port()));
+    senders.back()->send(concat({{9},
+                                 u32(0),
+                                 {1},
+                                 u32(2),
+                                 {'k', static_cast<unsigned char>('0' + i)},
+                                 u32(TCPStore::kMaxValueBytes)}));
+    senders.back()->send(part);
+  }
+  std::this_thread::sleep_for(milliseconds(500));  // the last bytes sent are read
+  const long grown_kb = status_field("VmRSS") - rss_before;
+  EXPECT_LT(grown_kb, 4 * 48 * 1024 * 5 / 4) << "kB grown for 4 x 48 MiB received";
+  EXPECT_EQ(server.bytes_in_transit(), 4 * (2 + size_t{TCPStore::kMaxValueBytes}));
+}
+
 // Keys and values beyond max_stored_bytes are refused with a message naming the limit; a value is
 // counted in full while it arrives, and once stored only its growth over the value it replaces.
 TEST(TCPStoreServerTest, CapsStoredBytes) {
