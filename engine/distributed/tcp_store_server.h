@@ -6,10 +6,10 @@
 // admitted connections (the extra get an ERROR reply naming the limit and are closed), at most
 // max_pending_connections not yet admitted (design note "admission"), at most max_stored_bytes of
 // keys and values stored or in transit (design note "bytes in transit"; an ADD beyond it gets an
-// ERROR reply and its connection stays usable), values read in kValueChunkBytes chunks as they
-// arrive, finished connections reaped (fd closed, thread joined) whenever a new one is accepted.
-// With a token, a connection whose first request is not AUTH with that token is refused, so it
-// can neither read, write nor claim a rank.
+// ERROR reply and its connection stays usable), values written into memory in kValueChunkBytes
+// chunks as they arrive, finished connections reaped (fd closed, thread joined) whenever a new one
+// is accepted. With a token, a connection whose first request is not AUTH with that token is
+// refused, so it can neither read, write nor claim a rank.
 //
 // Design note "requests are read whole": a connection's thread reads a request completely
 // (read_request, no lock held) before it executes it under the store's lock (execute), so a client

@@ -353,8 +353,8 @@ TEST(TCPStoreServerTest, RefusesConnectionsBeyondTheCap) {
   EXPECT_EQ(text(d.get("k")), "v");
 }
 
-// A SET announcing 64 MiB that never sends them costs no memory (the server reads a value as it
-// arrives, not allocating what its length claims), and a large value sent in pieces arrives whole.
+// A SET announcing 64 MiB that never sends them costs no memory (a value's bytes are written into
+// memory as they arrive), and a large value sent in pieces arrives whole.
 TEST(TCPStoreServerTest, ValuesAreReadAsTheyArriveNotAllocatedFromTheirLength) {
   TCPStoreServer server("127.0.0.1", 0);
   TCPStore client("127.0.0.1", server.port(), false, milliseconds(5000));
