@@ -43,6 +43,7 @@ nlohmann::json to_json(const Prediction& p) {
   j["peak_gib"] = p.peak_gib;
   j["out_of_memory"] = p.out_of_memory;
   j["comm_bytes"] = p.comm_bytes_per_gpu;
+  if (p.mode == "ddp") j["buckets"] = p.buckets;
   return j;
 }
 

@@ -378,6 +378,7 @@ Prediction replay_ddp(const TracedStep& trace, int gpus, const Cluster& c, const
     if (forward_end < 0 && (e.backward || step_op)) forward_end = s.gpu;
     if (e.kind == TraceKind::kBucket) {
       p.comm_bytes_per_gpu += static_cast<int64_t>(2.0 * (gpus - 1) / gpus * e.bytes_read);
+      ++p.buckets;
       // The hook that launches the bucket's all-reduce holds the CPU that issues the kernels.
       if (gpus > 1) s.cpu += fw.ddp_per_bucket_us;
       if (serial) {

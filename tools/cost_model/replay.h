@@ -75,6 +75,7 @@ struct Prediction {
   std::vector<double> peak_gib;    // per GPU (DDP: every rank the same)
   bool out_of_memory = false;      // a peak above the GPU's memory (GpuSpec::mem_gib)
   int64_t comm_bytes_per_gpu = 0;  // DDP: bytes each rank sends; DP: bytes through device 0
+  int buckets = 0;                 // DDP: gradient buckets (all-reduces) per step
 };
 
 // Whether a traced event is a kernel on its device's stream: an op, a fill, or a copy within one
