@@ -1,7 +1,5 @@
-// A complete dpe program: its own model and data set, trained with DataParallel over two host
-// devices, or, when started by the launcher, with DistributedDataParallel, one process per rank:
-//   bazel-bin/examples/custom_model/custom_model
-//   tools/dpe-launch --nproc_per_node=2 bazel-bin/examples/custom_model/custom_model
+// A complete dpe program: its own model and data, trained with DataParallel on two host devices,
+// or with DDP, a process per rank, when the launcher starts it.
 #include <cmath>
 #include <cstdio>
 #include <memory>

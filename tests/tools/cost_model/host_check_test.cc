@@ -1,4 +1,4 @@
-// The cost model's "host mode" against //tools:bench on this machine (the check): the Mlp
+// The cost model's "host mode" against //tools:bench on this machine: the Mlp
 // traced (single, DataParallel on 2 host devices, one DDP rank) and replayed on host_cluster, then
 // measured with the bench's own runs (run_in_process; run_ddp with the bench binary, 2 processes
 // over MPI, the bench's default). The rates (the traced GEMMs alone and 2 at once, memcpy, MPI's
