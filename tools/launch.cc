@@ -19,7 +19,7 @@
 // Exit status (tools/common/exit_codes.h): 0 when every worker exited with 0; 2 for a bad launcher
 // flag; otherwise the exit code of the first worker that failed (128 + signal for a worker killed
 // by a signal, 127 for a program that cannot be run), or 128 + the signal that stopped the
-// launcher.
+// launcher. A stopped worker (SIGSTOP) gets SIGCONT after SIGTERM.
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -520,9 +520,34 @@ struct JobState {
   std::chrono::milliseconds grace{0};
 };
 
+// Whether `pid` is stopped (SIGSTOP, SIGTSTP, a debugger): state T or t in /proc/PID/stat.
+bool is_stopped(pid_t pid) {
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
+  FILE* f = std::fopen(path, "r");
+  if (f == nullptr) return false;
+  char line[512];
+  const bool read = std::fgets(line, sizeof line, f) != nullptr;
+  std::fclose(f);
+  const char* paren = read ? std::strrchr(line, ')') : nullptr;
+  return paren != nullptr && paren[1] == ' ' && (paren[2] == 'T' || paren[2] == 't');
+}
+
+// Sends `sig` to every worker still running. A stopped process acts on SIGTERM only once
+// continued, so SIGTERM is followed by SIGCONT (and a stopped worker is named: it is likely the
+// one the others were waiting for); SIGKILL acts at once.
 void stop_all(std::vector<Worker>& workers, int sig) {
-  for (auto& w : workers)
-    if (!w.exited) ::kill(w.pid, sig);
+  for (auto& w : workers) {
+    if (w.exited) continue;
+    if (sig == SIGTERM && is_stopped(w.pid)) {
+      std::fprintf(stderr,
+                   "dpe-launch: worker rank %d (pid %d) is stopped (SIGSTOP or a debugger); "
+                   "sending SIGCONT so that SIGTERM ends it\n",
+                   w.rank, static_cast<int>(w.pid));
+    }
+    ::kill(w.pid, sig);
+    if (sig == SIGTERM) ::kill(w.pid, SIGCONT);
+  }
 }
 
 // Reads the signals the launcher received: the first SIGINT or SIGTERM stops the workers.
