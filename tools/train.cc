@@ -184,6 +184,13 @@ int main(int argc, char** argv) {
   app.add_option("--test-samples", c.test_samples,
                  "use only the first N test samples (gpt: validation windows) (0: all)")
       ->check(CLI::Range(int64_t{0}, INT64_MAX));
+  app.add_option("--timeout", c.timeout,
+                 "ddp: SECONDS a collective may take; past it the job ends (exit 1) with a "
+                 "message naming the rank that stopped answering or fell behind, on gloo and mpi "
+                 "alike (init_process_group's timeout, which also bounds the rendezvous unless "
+                 "--rdzv-timeout is given; default 1800, 30 minutes, as PyTorch)")
+      ->check(finite_at_least(0, true))
+      ->check(CLI::Range(0.0, 1e8));
   std::string rdzv_timeout;
   app.add_option("--rdzv-timeout", rdzv_timeout,
                  "ddp: seconds to wait for every rank at the rendezvous (sets DPE_RDZV_TIMEOUT; "
@@ -232,6 +239,15 @@ int main(int argc, char** argv) {
     return dpe::tools::kExitOk;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "train: %s\n", e.what());
-    return dpe::tools::exit_code_for(e);
+    const int code = dpe::tools::exit_code_for(e);
+    if (c.mode == "ddp") {
+      // A failed rank leaves without tearing its process group down: the peers it would say
+      // goodbye to may be stopped or gone (a stopped store server holds every goodbye for the
+      // store's reply timeout), and under mpirun MPI_Finalize would wait for ranks that never
+      // come. The launcher (or mpirun) ends the others.
+      std::fflush(nullptr);
+      std::_Exit(code);
+    }
+    return code;
   }
 }

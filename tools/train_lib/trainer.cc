@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -906,6 +907,8 @@ TrainConfig checked_config(const TrainConfig& config) {
   DPE_TOOLS_CHECK(UsageError, c.max_steps >= 0 && c.max_steps_per_epoch >= 0,
                   "--max-steps and --max-steps-per-epoch must be at least 0");
   DPE_TOOLS_CHECK(UsageError, !c.sync_bn || c.mode == "ddp", "--sync-bn needs --mode ddp");
+  DPE_TOOLS_CHECK(UsageError, std::isfinite(c.timeout) && c.timeout >= 0.001 && c.timeout <= 1e8,
+                  "--timeout " << c.timeout << " must be a number of seconds from 0.001 to 1e8");
   for (const auto& [name, value] : {std::pair<const char*, float>{"--lr", c.lr},
                                     {"--momentum", c.momentum},
                                     {"--weight-decay", c.weight_decay},
@@ -1219,7 +1222,9 @@ void save_checkpoint(const Run& run, const EpochMetrics& m, int64_t* generation)
 TrainResult train(const TrainConfig& config, FILE* out) {
   const TrainConfig c = checked_config(config);
   set_dp_device_count(c);
-  Distributed dist = c.mode == "ddp" ? Distributed::init(ddp_backend(c)) : Distributed::single();
+  const std::chrono::milliseconds timeout(std::llround(c.timeout * 1000));
+  Distributed dist =
+      c.mode == "ddp" ? Distributed::init(ddp_backend(c), timeout) : Distributed::single();
   const Device home = Device();  // host:0 in this process
   const bool main = dist.rank == 0;
   int64_t generation = recover_checkpoints(c, dist, out);

@@ -49,6 +49,9 @@ struct TrainConfig {
   // ddp (ignored otherwise): PyTorch's DDP option of that name, whose default is false; true as
   // //tools:bench's
   bool gradient_as_bucket_view = true;
+  // ddp: seconds a collective may take before the job ends naming the rank that holds it up
+  // (init_process_group's timeout, PyTorch's default 30 minutes; engine/distributed/watchdog.h)
+  double timeout = 1800;
   std::string checkpoint_dir;  // empty: no checkpoints
   bool resume = false;
   std::string data_dir;       // Fashion-MNIST
