@@ -67,6 +67,9 @@ int devices_from_env(int fallback) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Line by line, even into the launcher's pipe: a worker that the launcher stops (a failed peer,
+  // a restart) loses none of the lines it finished.
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   dpe::tools::TrainConfig c;
   c.data_dir = dpe::FashionMnist::kDefaultRoot;
   CLI::App app{
@@ -145,9 +148,15 @@ int main(int argc, char** argv) {
                  "after every epoch write model.safetensors (the model's state_dict, PyTorch's "
                  "names), optimizer.safetensors and training_state.json here, committed together "
                  "by checkpoint.json (rank 0), and a line of metrics.jsonl");
-  app.add_flag("--resume", c.resume,
-               "continue from the checkpoint in --checkpoint-dir (also reads the older "
-               "single-file checkpoint.safetensors)");
+  std::string resume;
+  CLI::Option* resume_option =
+      app.add_option("--resume", resume,
+                     "continue from the checkpoint in --checkpoint-dir (also reads the older "
+                     "single-file checkpoint.safetensors); --resume auto: from it when there is "
+                     "one, else from scratch (what a worker restarted by dpe-launch "
+                     "--max-restarts needs)")
+          ->expected(0, 1)
+          ->check(CLI::IsMember({"auto"}));
   app.add_option("--data-dir", c.data_dir,
                  "folder with the Fashion-MNIST IDX .gz files (or any set of 28x28 images and "
                  "labels 0-9 under the same four names, e.g. MNIST's)")
@@ -208,6 +217,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "train: --gradient-as-bucket-view needs --mode ddp\n");
     return dpe::tools::kExitUsage;
   }
+  c.resume = resume_option->count() > 0 && resume.empty();
+  c.resume_auto = resume == "auto";
   c.progress = !quiet;
   if (devices->count() == 0) c.devices = devices_from_env(c.devices);
   if (!rdzv_timeout.empty()) ::setenv("DPE_RDZV_TIMEOUT", rdzv_timeout.c_str(), 1);

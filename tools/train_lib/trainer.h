@@ -54,6 +54,9 @@ struct TrainConfig {
   double timeout = 1800;
   std::string checkpoint_dir;  // empty: no checkpoints
   bool resume = false;
+  // Resume when checkpoint_dir holds a checkpoint, else start from scratch (--resume auto: a
+  // worker that dpe-launch --max-restarts started again, as torchrun scripts load theirs).
+  bool resume_auto = false;
   std::string data_dir;       // Fashion-MNIST
   // Optimizer steps over the whole run, the steps before a resumed checkpoint included; when > 0
   // it overrides `epochs` (Hugging Face's max_steps). 0: `epochs` decides.
