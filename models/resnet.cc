@@ -75,13 +75,17 @@ ResNetConfig resnet_config(const std::string& name) {
   ResNetConfig c;
   c.name = name;
   if (name == "resnet50") return c;
+  if (name == "resnet101") {
+    c.layers = {3, 4, 23, 3};
+    return c;
+  }
   if (name == "resnet-tiny") {
     c.layers = {1, 1, 1, 1};
     c.width = 8;
     c.num_classes = 10;
     return c;
   }
-  DPE_THROW("unknown resnet configuration '" << name << "' (expected resnet50 or resnet-tiny)");
+  DPE_THROW("unknown resnet configuration '" << name << "' (expected resnet50, resnet101 or resnet-tiny)");
 }
 
 ResNet::ResNet(const ResNetConfig& c, Generator& gen) : config_(c) {
@@ -151,6 +155,9 @@ std::shared_ptr<Module> make_resnet(const std::string& name, Generator& gen,
 std::shared_ptr<Module> make_resnet50(Generator& gen, const ModelOptions& options) {
   return make_resnet("resnet50", gen, options);
 }
+std::shared_ptr<Module> make_resnet101(Generator& gen, const ModelOptions& options) {
+  return make_resnet("resnet101", gen, options);
+}
 std::shared_ptr<Module> make_resnet_tiny(Generator& gen, const ModelOptions& options) {
   return make_resnet("resnet-tiny", gen, options);
 }
@@ -158,6 +165,8 @@ std::shared_ptr<Module> make_resnet_tiny(Generator& gen, const ModelOptions& opt
 
 DPE_REGISTER_MODEL("resnet50", make_resnet50,
                    image_classifier("torchvision's ResNet-50, 1000 classes", 224));
+DPE_REGISTER_MODEL("resnet101", make_resnet101,
+                   image_classifier("torchvision's ResNet-101, 1000 classes", 224));
 DPE_REGISTER_MODEL("resnet-tiny", make_resnet_tiny,
                    image_classifier("ResNet-50's layout cut to one Bottleneck per stage, width 8, "
                                     "10 classes: 130 k parameters",

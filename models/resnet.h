@@ -24,7 +24,8 @@ struct ResNetConfig {
   bool zero_init_residual = false;  // torchvision's: each block's bn3.weight starts at 0
 };
 
-// "resnet50": torchvision's resnet50 (25,557,032 parameters). "resnet-tiny": layers {1, 1, 1, 1},
+// "resnet50": torchvision's resnet50 (25,557,032 parameters). "resnet101": torchvision's
+// resnet101, layers {3, 4, 23, 3} (44,549,160 parameters). "resnet-tiny": layers {1, 1, 1, 1},
 // width 8, 10 classes, for 32x32 inputs (and Fashion-MNIST's 28x28 with in_channels 1, as
 // //tools:train and //tools:bench use it): trains here in seconds. Throws dpe::Error otherwise.
 ResNetConfig resnet_config(const std::string& name);

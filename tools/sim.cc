@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "models/by_name.h"
+#include "models/gpt.h"
 #include "tools/common/exit_codes.h"
 #include "tools/common/paths.h"
 #include "tools/cost_model/cluster.h"
@@ -40,6 +41,7 @@ nlohmann::json to_json(const Prediction& p) {
   for (const auto& [name, ms] : p.phases) phases[name] = ms;
   j["phases_ms"] = phases;
   j["peak_gib"] = p.peak_gib;
+  j["out_of_memory"] = p.out_of_memory;
   j["comm_bytes"] = p.comm_bytes_per_gpu;
   return j;
 }
@@ -60,7 +62,46 @@ struct Options {
   std::vector<int> gpu_counts{1, 2, 4, 8};
   int nodes = 0;
   std::string loss = "device0";
+  // --layers, --d-model, --heads, --vocab (0: the model's own).
+  int64_t layers = 0, d_model = 0, heads = 0, vocab = 0;
 };
+
+bool is_gpt(const std::string& model) {
+  return model == "gpt" || model == "gpt2" || model == "gpt-small";
+}
+
+// --model gpt and the GPT flags as the traced model's configuration (StepSpec::gpt); the context
+// (--context) is the block size when it is longer than the configuration's. False, said on stderr,
+// for a GPT flag on another model or heads that do not divide the width.
+bool gpt_config_from_flags(Options& o) {
+  dpe::sim::StepSpec& spec = o.spec;
+  const bool resized = o.layers > 0 || o.d_model > 0 || o.heads > 0 || o.vocab > 0;
+  if (!is_gpt(spec.model)) {
+    if (resized) {
+      std::fprintf(stderr, "sim: --layers, --d-model, --heads and --vocab size a GPT (--model gpt, "
+                           "gpt2 or gpt-small), not %s\n", spec.model.c_str());
+      return false;
+    }
+    return true;
+  }
+  const bool custom = spec.model == "gpt";
+  if (custom) spec.model = "gpt2";  // the registered GPT the trace's data and loss are for
+  const dpe::models::GptConfig named = dpe::models::gpt_config(spec.model);
+  dpe::models::GptConfig c = named;
+  if (custom) c.name = "gpt";
+  if (o.layers > 0) c.n_layer = o.layers;
+  if (o.d_model > 0) c.n_embd = o.d_model;
+  if (o.heads > 0) c.n_head = o.heads;
+  if (o.vocab > 0) c.vocab_size = o.vocab;
+  if (c.n_embd % c.n_head != 0) {
+    std::fprintf(stderr, "sim: --heads %lld does not divide --d-model %lld\n",
+                 static_cast<long long>(c.n_head), static_cast<long long>(c.n_embd));
+    return false;
+  }
+  c.block_size = custom ? spec.seq : std::max(c.block_size, spec.seq);
+  if (custom || resized || c.block_size > named.block_size) spec.gpt = c;
+  return true;
+}
 
 // Reads the command line into `o`. Returns kRun, or the exit code when there is nothing to run
 // (--help, or a bad flag: CLI11 has printed why).
@@ -69,7 +110,8 @@ int parse_options(int argc, char** argv, Options& o) {
   CLI::App app{"dpe sim: DataParallel against DDP on GPUs, predicted from the model's ops"};
   app.add_option("--model", spec.model, "model")
       ->check(
-          CLI::IsMember({"toy", "mlp", "convnet", "resnet50", "resnet-tiny", "gpt-small", "gpt2"}))
+          CLI::IsMember({"toy", "mlp", "convnet", "resnet50", "resnet101", "resnet-tiny",
+                         "gpt-small", "gpt2", "gpt"}))
       ->capture_default_str();
   // The older spellings (--batch, --gpu0-batch, --seq, --image) keep working.
   app.add_option("--batch-size,--batch", spec.batch_per_device,
@@ -84,6 +126,16 @@ int parse_options(int argc, char** argv, Options& o) {
   app.add_option("--context,--seq", spec.seq, "language models: tokens per sequence")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
       ->capture_default_str();
+  app.add_option("--layers", o.layers,
+                 "GPT: transformer blocks (--model gpt: a GPT of any size, gpt2's unless set; on "
+                 "gpt2 and gpt-small: resizes them)")
+      ->check(CLI::Range(int64_t{1}, int64_t{4096}));
+  app.add_option("--d-model", o.d_model, "GPT: embedding width (n_embd)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 16));
+  app.add_option("--heads", o.heads, "GPT: attention heads (must divide --d-model)")
+      ->check(CLI::Range(int64_t{1}, int64_t{4096}));
+  app.add_option("--vocab", o.vocab, "GPT: vocabulary size")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
   app.add_option("--image-size,--image", spec.image, "resnet: image height and width")
       ->check(CLI::Range(int64_t{32}, int64_t{4096}))
       ->capture_default_str();
@@ -96,6 +148,14 @@ int parse_options(int argc, char** argv, Options& o) {
                "with --loss replicas: the outputs are gathered too (Hugging Face's Trainer)");
   app.add_option("--optimizer", spec.optimizer, "adamw or sgd (default: adamw for gpt, else sgd)")
       ->check(CLI::IsMember({"", "adamw", "sgd"}));
+  app.add_option("--bucket-cap-mb", spec.bucket_cap_mb,
+                 "DDP: gradient bucket size in MiB (PyTorch's bucket_cap_mb)")
+      ->check(CLI::Range(1.0 / 1024, 65536.0))
+      ->capture_default_str();
+  app.add_option("--first-bucket-mb", spec.first_bucket_mb,
+                 "DDP: the first bucket's size in MiB (PyTorch's dist._DEFAULT_FIRST_BUCKET_BYTES)")
+      ->check(CLI::Range(1.0 / 1024, 65536.0))
+      ->capture_default_str();
   app.add_option("--cluster", o.cluster_name, "preset")
       ->check(CLI::IsMember(dpe::sim::cluster_preset_names()))
       ->capture_default_str();
@@ -124,6 +184,7 @@ int parse_options(int argc, char** argv, Options& o) {
     return code == 0 ? dpe::tools::kExitOk : dpe::tools::kExitUsage;
   }
   spec.loss_on_replicas = o.loss == "replicas";
+  if (!gpt_config_from_flags(o)) return dpe::tools::kExitUsage;
   return kRun;
 }
 
@@ -165,9 +226,25 @@ dpe::sim::ReplayOptions replay_options(const Options& o) {
   return options;
 }
 
+// The model as the user asked for it: a GPT's configuration when it is not the named one's.
+std::string model_label(const dpe::sim::StepSpec& spec) {
+  if (!spec.gpt) return spec.model;
+  const dpe::models::GptConfig& c = *spec.gpt;
+  const double params = 12.0 * c.n_layer * c.n_embd * c.n_embd +
+                        static_cast<double>(c.vocab_size + c.block_size) * c.n_embd;
+  char buf[256];
+  std::snprintf(buf, sizeof buf,
+                "%s (%lld layers, d_model %lld, %lld heads, vocab %lld, context %lld: ~%.0f M "
+                "parameters)",
+                c.name.c_str(), static_cast<long long>(c.n_layer), static_cast<long long>(c.n_embd),
+                static_cast<long long>(c.n_head), static_cast<long long>(c.vocab_size),
+                static_cast<long long>(c.block_size), params / 1e6);
+  return buf;
+}
+
 void print_setup(const Options& o, const dpe::sim::Cluster& cluster) {
   const dpe::sim::StepSpec& spec = o.spec;
-  std::printf("dpe sim: %s, %lld %s per GPU, %s, %s framework costs\n", spec.model.c_str(),
+  std::printf("dpe sim: %s, %lld %s per GPU, %s, %s framework costs\n", model_label(spec).c_str(),
               static_cast<long long>(spec.batch_per_device),
               dpe::models::is_language_model(spec.model) ? "sequences" : "images",
               o.precision.c_str(), o.framework_name.c_str());
@@ -176,13 +253,24 @@ void print_setup(const Options& o, const dpe::sim::Cluster& cluster) {
                 static_cast<long long>(spec.gpu0_batch),
                 static_cast<long long>(spec.batch_per_device));
   }
-  std::printf("cluster: %s, %d nodes of %d x %s\n%s\n", cluster.name.c_str(), cluster.nodes,
-              cluster.topology.gpus, cluster.gpu.name.c_str(),
+  std::printf("cluster: %s, %d %s of %d x %s (%.0f GiB each)\n", cluster.name.c_str(),
+              cluster.nodes, cluster.nodes == 1 ? "node" : "nodes", cluster.topology.gpus,
+              cluster.gpu.name.c_str(), cluster.gpu.mem_gib);
+}
+
+// After the table: the node's GPU matrix as nvidia-smi prints it, and what NCCL may use of it.
+void print_topology(const dpe::sim::Cluster& cluster) {
+  std::printf("\nnode topology (nvidia-smi topo -m)%s:\n%s", 
+              cluster.p2p ? ""
+                          : "; P2P disabled (NCCL_P2P_DISABLE=1): every GPU pair goes through "
+                            "host memory, whatever the matrix shows",
               dpe::sim::format_topology(cluster.topology).c_str());
 }
 
-// DataParallel's and DDP's predictions, one of each per GPU count.
+// One GPU without DataParallel or DDP (PyTorch's "1 GPU, no DDP"), the base of every speed-up,
+// and DataParallel's and DDP's predictions, one of each per GPU count.
 struct Predictions {
+  Prediction base;
   std::vector<Prediction> dp, ddp;
 };
 
@@ -190,6 +278,8 @@ Predictions predict(const Options& o, const dpe::sim::Cluster& cluster,
                     const dpe::sim::ReplayOptions& options) {
   const dpe::sim::TracedStep ddp_trace = dpe::sim::trace_ddp_step(o.spec);
   Predictions p;
+  p.base = dpe::sim::replay_dp(dpe::sim::trace_dp_step(o.spec, 1), cluster, options);
+  p.base.mode = "single";
   for (int g : o.gpu_counts) {
     if (g <= cluster.topology.gpus) {
       p.dp.push_back(dpe::sim::replay_dp(dpe::sim::trace_dp_step(o.spec, g), cluster, options));
@@ -201,65 +291,98 @@ Predictions predict(const Options& o, const dpe::sim::Cluster& cluster,
   return p;
 }
 
+// Throughput against one GPU without DataParallel or DDP (DataParallel's global batch is uneven
+// with --gpu0-batch-size); 0 where DataParallel cannot run.
+double dp_speedup(const Options& o, const Predictions& p, size_t i) {
+  if (!p.dp[i].possible) return 0;
+  const double ms_per_sample = p.base.step_ms / static_cast<double>(o.spec.batch_per_device);
+  return dp_global_batch(o.spec, o.gpu_counts[i]) * ms_per_sample / p.dp[i].step_ms;
+}
+double ddp_speedup(const Options& o, const Predictions& p, size_t i) {
+  return o.gpu_counts[i] * p.base.step_ms / p.ddp[i].step_ms;
+}
+
+// "12.34 GiB", with " OOM" when it is more than the GPU has.
+std::string gib(double v, const dpe::sim::Cluster& cluster) {
+  return fmt("%.2f GiB", v) + (v > cluster.gpu.mem_gib ? " OOM" : "");
+}
+
 void print_table(const Options& o, const Predictions& p, const dpe::sim::Cluster& cluster,
                  const dpe::sim::ReplayOptions& options) {
-  const dpe::sim::StepSpec& spec = o.spec;
-  // x: samples per ms against one GPU's (the first count's, per GPU), as DataParallel's batch
-  // is uneven with --gpu0-batch-size. dp1, ddp1: ms per sample on one GPU.
-  const int first = o.gpu_counts.front();
-  const double dp1 =
-      p.dp.front().step_ms * first / static_cast<double>(dp_global_batch(spec, first));
-  const double ddp1 = p.ddp.front().step_ms / static_cast<double>(spec.batch_per_device);
-  std::printf("%5s %9s %9s %8s %8s %10s %10s %9s  %-12s %-12s\n", "GPUs", "DP ms", "DDP ms", "DP x",
-              "DDP x", "DP dev0", "DP others", "DDP each", "DP limit", "DDP limit");
+  std::printf("%5s %9s %9s %8s %8s %14s %14s %14s  %-12s %-12s\n", "GPUs", "DP ms", "DDP ms",
+              "DP x", "DDP x", "DP dev0", "DP others", "DDP each", "DP limit", "DDP limit");
+  std::printf("%5s %9.1f %9s %8.2f %8s %14s %14s %14s  %-12s %-12s   (one GPU, no DP/DDP)\n", "1",
+              p.base.step_ms, "-", 1.0, "-", gib(p.base.peak_gib[0], cluster).c_str(), "-", "-",
+              p.base.limiting.c_str(), "-");
+  bool oom = p.base.out_of_memory;
   for (size_t i = 0; i < o.gpu_counts.size(); ++i) {
     const Prediction& a = p.dp[i];
     const Prediction& b = p.ddp[i];
     const int g = o.gpu_counts[i];
+    oom = oom || a.out_of_memory || b.out_of_memory;
     std::string others = "-";
     if (a.possible && a.peak_gib.size() > 1) {
-      double sum = 0;
-      for (size_t k = 1; k < a.peak_gib.size(); ++k) sum += a.peak_gib[k];
-      others = fmt("%.2f GiB", sum / static_cast<double>(a.peak_gib.size() - 1));
+      double most = 0;
+      for (size_t k = 1; k < a.peak_gib.size(); ++k) most = std::max(most, a.peak_gib[k]);
+      others = gib(most, cluster);
     }
-    std::printf("%5d %9s %9.1f %8s %8.2f %10s %10s %9s  %-12s %-12s\n", g,
+    std::printf("%5d %9s %9.1f %8s %8.2f %14s %14s %14s  %-12s %-12s\n", g,
                 a.possible ? fmt("%.1f", a.step_ms).c_str() : "-", b.step_ms,
-                a.possible ? fmt("%.2f", dp_global_batch(spec, g) * dp1 / a.step_ms).c_str() : "-",
-                g * spec.batch_per_device * ddp1 / b.step_ms,
-                a.possible ? fmt("%.2f GiB", a.peak_gib[0]).c_str() : "-", others.c_str(),
-                fmt("%.2f GiB", b.peak_gib[0]).c_str(), a.possible ? a.limiting.c_str() : "-",
+                a.possible ? fmt("%.2f", dp_speedup(o, p, i)).c_str() : "-", ddp_speedup(o, p, i),
+                a.possible ? gib(a.peak_gib[0], cluster).c_str() : "-", others.c_str(),
+                gib(b.peak_gib[0], cluster).c_str(), a.possible ? a.limiting.c_str() : "-",
                 b.limiting.c_str());
   }
   std::printf(
-      "(x: throughput against one GPU; memory: the trace's allocator peak + %.1f GiB of "
-      "CUDA context per GPU; %s has %.0f GiB)\n",
-      options.context_gib, cluster.gpu.name.c_str(), cluster.gpu.mem_gib);
+      "(x: throughput against one GPU without DP/DDP; DP others: the largest of GPUs 1..N-1; "
+      "memory: the trace's allocator peak + %.1f GiB of CUDA context per GPU)\n",
+      options.context_gib);
+  if (oom) {
+    std::printf("OOM: more than the %s's %.0f GiB: that row does not fit as configured\n",
+                cluster.gpu.name.c_str(), cluster.gpu.mem_gib);
+  }
 }
 
 // Writes the JSON of the run and its plot, and says where.
 void write_outputs(const Options& o, const Predictions& p, const dpe::sim::Cluster& cluster) {
   const dpe::sim::StepSpec& spec = o.spec;
   nlohmann::json j;
-  j["model"] = spec.model;
+  j["model"] = spec.gpt ? spec.gpt->name : spec.model;
+  if (spec.gpt) {
+    j["gpt"] = {{"layers", spec.gpt->n_layer},
+                {"d_model", spec.gpt->n_embd},
+                {"heads", spec.gpt->n_head},
+                {"vocab", spec.gpt->vocab_size},
+                {"block_size", spec.gpt->block_size}};
+  }
   j["batch_per_gpu"] = spec.batch_per_device;
   j["gpu0_batch"] = spec.gpu0_batch;
   j["seq"] = spec.seq;
   j["image"] = spec.image;
   j["loss"] = o.loss;
   j["gather_outputs"] = spec.gather_outputs;
+  j["bucket_cap_mb"] = spec.bucket_cap_mb;
+  j["first_bucket_mb"] = spec.first_bucket_mb;
   j["precision"] = o.precision;
   j["framework"] = o.framework_name;
   j["cluster"] = cluster.name;
   j["gpu"] = cluster.gpu.name;
   j["nodes"] = cluster.nodes;
+  j["gpu_mem_gib"] = cluster.gpu.mem_gib;
+  j["p2p"] = cluster.p2p;
   j["topology"] = dpe::sim::format_topology(cluster.topology);
+  j["single_gpu"] = to_json(p.base);
   for (size_t i = 0; i < o.gpu_counts.size(); ++i) {
     j["runs"].push_back(to_json(p.dp[i]));
     j["runs"].push_back(to_json(p.ddp[i]));
   }
   std::ofstream(dpe::tools::user_path(o.json_path)) << j.dump(2) << "\n";
-  dpe::sim::write_sim_svg(dpe::tools::user_path(o.svg_path), spec.model + " on " + cluster.name,
-                          p.dp, p.ddp);
+  std::vector<dpe::sim::PlotRow> rows;
+  for (size_t i = 0; i < o.gpu_counts.size(); ++i) {
+    rows.push_back({p.dp[i], p.ddp[i], dp_speedup(o, p, i), ddp_speedup(o, p, i)});
+  }
+  dpe::sim::write_sim_svg(dpe::tools::user_path(o.svg_path), model_label(spec) + " on " + cluster.name,
+                          rows);
   std::printf("wrote %s and %s\n", o.json_path.c_str(), o.svg_path.c_str());
 }
 
@@ -275,6 +398,7 @@ int main(int argc, char** argv) {
     print_setup(o, *cluster);
     const Predictions p = predict(o, *cluster, options);
     print_table(o, p, *cluster, options);
+    print_topology(*cluster);
     write_outputs(o, p, *cluster);
     return dpe::tools::kExitOk;
   } catch (const std::exception& e) {

@@ -138,32 +138,22 @@ std::string rank_list(const std::vector<int>& ranks) {
 
 // Design note "job id" (distributed.h): rank 0 publishes its TORCHELASTIC_RUN_ID and its world
 // size in its store; every other rank reads them and throws, naming both values and the store,
-// when they differ (a world size of its own would otherwise wait out the rendezvous timeout).
+// when they differ (a world size of its own would otherwise wait out the rendezvous timeout). The
+// job id comes first: a rank of another job is named as one, whatever its world size.
 void check_job_id(TCPStore& store, int rank, int world_size, const std::string& host, int port,
                   std::chrono::milliseconds timeout) {
-  const std::string size_key = "rdzv/world_size";
-  const std::string size = std::to_string(world_size);
-  if (rank == 0) {
-    store.set(size_key, std::vector<char>(size.begin(), size.end()));
-  } else {
-    const std::vector<char> value = store.get(size_key, timeout);
-    const std::string theirs(value.begin(), value.end());
-    DPE_CHECK(theirs == size, "init_process_group: rank "
-                                  << rank << " was started with world size " << size
-                                  << ", but rank 0 of the store at " << host << ":" << port
-                                  << " has world size " << theirs.substr(0, 32)
-                                  << " (WORLD_SIZE or the launcher's --nnodes/--nproc-per-node "
-                                     "differ between the ranks)");
-  }
   const char* env = std::getenv("TORCHELASTIC_RUN_ID");
   const std::string mine = env != nullptr ? env : "";
   const std::string key = "rdzv/run_id";
+  const std::string size_key = "rdzv/world_size";
+  const std::string size = std::to_string(world_size);
   if (rank == 0) {
     store.set(key, std::vector<char>(mine.begin(), mine.end()));
+    store.set(size_key, std::vector<char>(size.begin(), size.end()));
     return;
   }
-  const std::vector<char> value = store.get(key, timeout);
-  const std::string theirs(value.begin(), value.end());
+  const std::vector<char> published = store.get(key, timeout);
+  const std::string theirs(published.begin(), published.end());
   const auto shown = [](const std::string& id) {
     return id.empty() ? std::string("none (TORCHELASTIC_RUN_ID unset)")
                       : "'" + id.substr(0, 128) + "'";
@@ -173,6 +163,14 @@ void check_job_id(TCPStore& store, int rank, int world_size, const std::string& 
                                 << " (TORCHELASTIC_RUN_ID, dpe-launch --rdzv-id), but the store at "
                                 << host << ":" << port << " serves job " << shown(theirs)
                                 << " (rank 0's): a rank of another job, or the wrong endpoint");
+  const std::vector<char> value = store.get(size_key, timeout);
+  const std::string their_size(value.begin(), value.end());
+  DPE_CHECK(their_size == size, "init_process_group: rank "
+                                    << rank << " was started with world size " << size
+                                    << ", but rank 0 of the store at " << host << ":" << port
+                                    << " has world size " << their_size.substr(0, 32)
+                                    << " (WORLD_SIZE or the launcher's --nnodes/--nproc-per-node "
+                                       "differ between the ranks)");
 }
 
 // Design note "rendezvous wait" (distributed.h): returns once every rank has announced itself in

@@ -30,6 +30,7 @@ Value move_to(const Value& v, Device device) {
 distributed::ReducerOptions reducer_options(const DistributedDataParallelOptions& o, bool overlap) {
   distributed::ReducerOptions r;
   r.bucket_cap_mb = o.bucket_cap_mb;
+  r.first_bucket_mb = o.first_bucket_mb;
   r.find_unused_parameters = o.find_unused_parameters;
   r.gradient_as_bucket_view = o.gradient_as_bucket_view;
   r.overlap = overlap;
@@ -88,6 +89,9 @@ DistributedDataParallel::DistributedDataParallel(
   DPE_CHECK(
       options_.bucket_cap_mb > 0,
       "DistributedDataParallel: bucket_cap_mb must be positive, got " << options_.bucket_cap_mb);
+  DPE_CHECK(options_.first_bucket_mb > 0,
+            "DistributedDataParallel: first_bucket_mb must be positive, got "
+                << options_.first_bucket_mb);
   const auto params = module->named_parameters();
   distributed::verify_params_across_processes(*group_, params, device_);
   std::vector<Tensor> state;

@@ -74,6 +74,9 @@ struct DistributedDataParallelOptions {
   // Broadcast rank 0's buffers (running statistics) before each forward in training mode.
   bool broadcast_buffers = true;
   double bucket_cap_mb = 25.0;
+  // The first bucket's cap (PyTorch's private dist._DEFAULT_FIRST_BUCKET_BYTES, 1 MiB): small, so
+  // the first all-reduce starts early in backward.
+  double first_bucket_mb = 1.0;
   bool find_unused_parameters = false;
   bool gradient_as_bucket_view = false;
   // When bucket all-reduces start (design note "when to overlap"): kAuto as PyTorch, during

@@ -49,8 +49,9 @@ Reducer::Reducer(std::vector<std::pair<std::string, Tensor>> params,
   ready_.assign(n, 0);
   local_used_.assign(n, 0);
   // PyTorch's compute_bucket_assignment_by_size: reverse registration order, a bucket closes
-  // once it reaches its cap (so it may exceed it by its last parameter); the first cap is 1 MiB.
-  const int64_t first_cap = int64_t{1} << 20;
+  // once it reaches its cap (so it may exceed it by its last parameter); the first cap is
+  // first_bucket_mb (PyTorch's dist._DEFAULT_FIRST_BUCKET_BYTES, 1 MiB).
+  const int64_t first_cap = static_cast<int64_t>(options_.first_bucket_mb * 1024.0 * 1024.0);
   const int64_t cap = static_cast<int64_t>(options_.bucket_cap_mb * 1024.0 * 1024.0);
   int64_t limit = first_cap, bytes = 0, numel = 0;
   Bucket current;

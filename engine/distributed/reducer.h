@@ -44,6 +44,7 @@ namespace distributed {
 // as DistributedDataParallel resolved it).
 struct ReducerOptions {
   double bucket_cap_mb = 25.0;
+  double first_bucket_mb = 1.0;
   bool find_unused_parameters = false;
   bool gradient_as_bucket_view = false;
   // false: every bucket's all-reduce starts when backward ends, not when the bucket is ready

@@ -5,13 +5,15 @@
 // Design note "store protocol": every request is a command byte followed by length-prefixed
 // fields (u32/i64 little-endian): SET key value, GET key timeout_ms, ADD key delta,
 // WAIT n keys timeout_ms, CHECK n keys, HELLO rank, BYE, LOST, AUTH token (every client's first
-// request; the server refuses the connection when it has a token and this is not it). Replies start with a status byte (OK,
-// TIMEOUT, ERROR + message). The server checks each length against its limit (kMaxKeyBytes,
-// kMaxValueBytes, kMaxKeysPerRequest) before it reads or allocates what the length claims; a
-// malformed or oversized request gets an ERROR reply and its connection is closed, while the
-// other connections keep being served. Blocking (GET, WAIT) happens on the server, bounded by the
-// timeout the client sends, so a reply always comes back. The format is tcp_store_wire.h, the
-// server tcp_store_server.h.
+// request; the server refuses the connection when it has a token and this is not it). Replies start
+// with a status byte (OK, TIMEOUT, ERROR + message). The server checks each length against its
+// limit (kMaxKeyBytes, kMaxValueBytes, kMaxKeysPerRequest) and reserves it against the store's byte
+// cap before it reads or allocates what the length claims; a malformed or oversized request gets an
+// ERROR reply and its connection is closed, while the other connections keep being served; so does
+// a request left half-sent past its deadline (tcp_store_server.h, design notes "requests are read
+// whole", "bytes in transit" and "admission"). Blocking (GET, WAIT) happens on the server, bounded
+// by the timeout the client sends, so a reply always comes back. The format is tcp_store_wire.h,
+// the server tcp_store_server.h.
 //
 // Threading contract: every method of TCPStore may be called from any thread (requests on the
 // one client connection are serialised). The server runs an accept thread plus one thread per
@@ -37,9 +39,9 @@ namespace distributed {
 struct TCPStoreOptions {
   // How long a client retries connecting, and the default for get() and wait().
   std::chrono::milliseconds timeout = std::chrono::seconds(30);
-  // The shared secret (docs/distributed.md, "The rendezvous store: threat model"). nullopt: the environment
-  // variable DPE_STORE_TOKEN, or none when it is unset or empty. A server with a token refuses
-  // clients without it; a server without one accepts every client, as PyTorch's TCPStore.
+  // The shared secret (docs/distributed.md, "The rendezvous store: threat model"). nullopt: the
+  // environment variable DPE_STORE_TOKEN, or none when it is unset or empty. A server with a token
+  // refuses clients without it; a server without one accepts every client, as PyTorch's TCPStore.
   std::optional<std::string> token;
   // The server's limits, when is_server (its token is the one above).
   TCPStoreServerOptions server;
@@ -69,7 +71,8 @@ class TCPStore : public gloo::rendezvous::Store {
 
   // --- gloo::rendezvous::Store ---
   void set(const std::string& key, const std::vector<char>& value) override;
-  // Waits up to the constructor's `timeout` for the key; throws dpe::Error naming the key and the timeout.
+  // Waits up to the constructor's `timeout` for the key; throws dpe::Error naming the key and the
+  // timeout.
   std::vector<char> get(const std::string& key) override;
   void wait(const std::vector<std::string>& keys) override;
   void wait(const std::vector<std::string>& keys,

@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <optional>
 #include <thread>
 
 #include "engine/core/error.h"
@@ -33,6 +34,115 @@ struct ProtocolError {
 };
 // Thrown by the server's parser: the peer went away mid-request.
 struct PeerGone {};
+// Thrown by the server's parser: a request's announced bytes would take the store over its cap.
+// The reply goes out at once; `unread` bytes the client is still sending are read and dropped
+// (so that it gets to read the reply), then the connection is closed.
+struct OverCap {
+  std::string message;
+  size_t unread;
+};
+
+// A client may take a second per MB (10^6 bytes) beyond request_timeout to send or take a value.
+std::chrono::microseconds transfer_allowance(size_t bytes) {
+  return std::chrono::microseconds(static_cast<int64_t>(bytes));
+}
+
+enum class Io { kOk, kClosed, kLate };
+
+// Waits until fd is ready for `events` or `deadline` passes (none: as long as it takes).
+Io wait_ready(int fd, short events, const std::optional<Clock::time_point>& deadline) {
+  while (true) {
+    int wait_ms = -1;
+    if (deadline) {
+      const auto left = std::chrono::ceil<std::chrono::milliseconds>(*deadline - Clock::now());
+      if (left.count() <= 0) return Io::kLate;
+      wait_ms = static_cast<int>(std::min<int64_t>(left.count(), 1 << 30));
+    }
+    pollfd p{fd, events, 0};
+    const int rc = ::poll(&p, 1, wait_ms);
+    if (rc < 0 && errno == EINTR) continue;
+    if (rc < 0) return Io::kClosed;
+    if (rc > 0) return Io::kOk;  // readable, writable, hung up or failed: the I/O call tells which
+  }
+}
+
+// Reads exactly n bytes by `deadline`.
+Io recv_by(int fd, void* buf, size_t n, const std::optional<Clock::time_point>& deadline) {
+  char* p = static_cast<char*>(buf);
+  while (n > 0) {
+    const Io ready = wait_ready(fd, POLLIN, deadline);
+    if (ready != Io::kOk) return ready;
+    const ssize_t k = ::recv(fd, p, n, MSG_DONTWAIT);
+    if (k < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) continue;
+    if (k <= 0) return Io::kClosed;
+    p += k;
+    n -= static_cast<size_t>(k);
+  }
+  return Io::kOk;
+}
+
+// Sends all n bytes by `deadline` (no SIGPIPE).
+Io send_by(int fd, const char* p, size_t n, Clock::time_point deadline) {
+  while (n > 0) {
+    const Io ready = wait_ready(fd, POLLOUT, deadline);
+    if (ready != Io::kOk) return ready;
+    const ssize_t k = ::send(fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (k < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) continue;
+    if (k <= 0) return Io::kClosed;
+    p += k;
+    n -= static_cast<size_t>(k);
+  }
+  return Io::kOk;
+}
+
+std::string handshake_late(std::chrono::milliseconds timeout, bool begun) {
+  return std::string(begun ? "first request not completed" : "no request") + " within " +
+         std::to_string(timeout.count()) +
+         " ms of connecting (TCPStoreServerOptions::handshake_timeout); closing the connection";
+}
+
+// Sends an ERROR reply to a connection that is being turned away, before it is closed. Part of a
+// request may still be unread: closing over unread data would send a reset that can destroy the
+// reply before the client reads it, so our side is shut first and its bytes drained briefly.
+void send_refusal(int fd, const std::string& message, std::chrono::milliseconds timeout) {
+  Writer w;
+  w.u8(kError).str("TCPStore server: " + message);
+  send_by(fd, w.buf().data(), w.buf().size(), Clock::now() + timeout);
+  ::shutdown(fd, SHUT_WR);
+  char sink[4096];
+  const auto until = Clock::now() + std::chrono::milliseconds(100);
+  while (wait_ready(fd, POLLIN, until) == Io::kOk &&
+         ::recv(fd, sink, sizeof(sink), MSG_DONTWAIT) > 0) {
+  }
+}
+
+// A message for the server's stderr: it may quote a client's key, so bytes outside printable ASCII
+// are written as \xNN (no terminal escape sequences from a stranger).
+std::string printable(const std::string& text) {
+  static const char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (const char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u >= 0x20 && u < 0x7f) {
+      out += c;
+    } else {
+      out += "\\x";
+      out += kHex[u >> 4];
+      out += kHex[u & 15];
+    }
+  }
+  return out;
+}
+
+// "127.0.0.1:5678", "[::1]:5678".
+std::string address_of(const sockaddr_storage& ss, socklen_t len) {
+  char host[NI_MAXHOST] = "?";
+  char port[NI_MAXSERV] = "?";
+  ::getnameinfo(reinterpret_cast<const sockaddr*>(&ss), len, host, sizeof(host), port, sizeof(port),
+                NI_NUMERICHOST | NI_NUMERICSERV);
+  return ss.ss_family == AF_INET6 ? "[" + std::string(host) + "]:" + port
+                                  : std::string(host) + ":" + port;
+}
 
 // Compares without an early exit, so the time taken does not tell how much of a guess was right.
 bool same_token(const std::string& a, const std::string& b) {
@@ -42,25 +152,96 @@ bool same_token(const std::string& a, const std::string& b) {
   return diff == 0;
 }
 
-// Sends an ERROR reply to a connection that is being turned away, then closes it. The client's
-// first request may still be unread: closing over unread data would send a reset that can destroy
-// the reply before the client reads it, so our side is shut first and its bytes drained briefly.
-void refuse(int fd, const std::string& message) {
-  Writer w;
-  w.u8(kError).str("TCPStore server: " + message);
-  send_all(fd, w.buf().data(), w.buf().size());
-  ::shutdown(fd, SHUT_WR);
-  pollfd p{fd, POLLIN, 0};
-  char sink[4096];
-  if (::poll(&p, 1, 100) > 0) (void)::recv(fd, sink, sizeof(sink), MSG_DONTWAIT);
-  ::close(fd);
-}
-
 }  // namespace
+
+// Reads one request's fields from a connection, each length checked against its limit before
+// what it claims is read, all of it by one deadline.
+class TCPStoreServer::RequestReader {
+ public:
+  RequestReader(int fd, Clock::time_point first_byte, std::chrono::milliseconds timeout)
+      : fd_(fd), deadline_(first_byte + timeout), timeout_(timeout) {}
+
+  // A pending connection's first request must also be whole by its handshake deadline.
+  void handshake_by(Clock::time_point deadline, std::chrono::milliseconds timeout) {
+    handshake_deadline_ = deadline;
+    handshake_timeout_ = timeout;
+  }
+
+  void read(void* buf, size_t n) {
+    const bool handshake = handshake_deadline_ && *handshake_deadline_ < deadline_;
+    switch (recv_by(fd_, buf, n, handshake ? *handshake_deadline_ : deadline_)) {
+      case Io::kOk:
+        return;
+      case Io::kClosed:
+        throw PeerGone{};
+      case Io::kLate:
+        if (handshake) throw ProtocolError{handshake_late(handshake_timeout_, true)};
+        throw ProtocolError{
+            "request not completed within " +
+            std::to_string(
+                std::chrono::duration_cast<std::chrono::milliseconds>(timeout_).count()) +
+            " ms of its first byte (TCPStoreServerOptions::request_timeout, plus a second per MB "
+            "of a value); closing the connection"};
+    }
+  }
+  uint32_t u32() {
+    unsigned char b[4];
+    read(b, 4);
+    return decode_u32(b);
+  }
+  int64_t i64() {
+    unsigned char b[8];
+    read(b, 8);
+    return decode_i64(b);
+  }
+  // A key, its bytes counted in `reservation` before they are read.
+  std::string key(Reservation& reservation) {
+    const uint32_t n = u32();
+    if (n == 0 || n > kMaxKeyBytes) {
+      throw ProtocolError{"key length " + std::to_string(n) + " is outside 1.." +
+                          std::to_string(kMaxKeyBytes)};
+    }
+    reservation.grow(n, "a key of " + std::to_string(n) + " bytes", n);
+    std::string key(n, '\0');
+    read(key.data(), n);
+    return key;
+  }
+  uint32_t count() {
+    const uint32_t n = u32();
+    if (n == 0 || n > kMaxKeysPerRequest) {
+      throw ProtocolError{"key count " + std::to_string(n) + " is outside 1.." +
+                          std::to_string(kMaxKeysPerRequest)};
+    }
+    return n;
+  }
+  // Reads and drops n bytes.
+  void skip(size_t n) {
+    char sink[4096];
+    while (n > 0) {
+      const size_t k = std::min(n, sizeof(sink));
+      read(sink, k);
+      n -= k;
+    }
+  }
+  // A value takes longer to arrive: `more` on top of the deadline.
+  void allow(std::chrono::microseconds more) {
+    deadline_ += more;
+    timeout_ += more;
+  }
+
+ private:
+  int fd_;
+  Clock::time_point deadline_;
+  std::chrono::microseconds timeout_;
+  std::optional<Clock::time_point> handshake_deadline_;
+  std::chrono::milliseconds handshake_timeout_{0};
+};
 
 TCPStoreServer::TCPStoreServer(const std::string& host, int port, TCPStoreServerOptions options)
     : options_(std::move(options)) {
   DPE_CHECK(options_.max_connections >= 1, "TCPStore: max_connections must be at least 1");
+  DPE_CHECK(options_.max_pending_connections >= 1,
+            "TCPStore: max_pending_connections must be at least 1");
   DPE_CHECK(options_.token.size() <= kMaxTokenBytes,
             "TCPStore: the token has " << options_.token.size() << " bytes, over the limit of "
                                        << kMaxTokenBytes);
@@ -118,6 +299,35 @@ TCPStoreServer::~TCPStoreServer() {
   for (auto& c : connections_) c.thread.join();
 }
 
+size_t TCPStoreServer::bytes_in_transit() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return in_transit_;
+}
+
+void TCPStoreServer::Reservation::grow(size_t n, const std::string& what, size_t unread) {
+  std::unique_lock<std::mutex> lock(server_->mu_);
+  const size_t cap = server_->options_.max_stored_bytes;
+  const size_t stored = server_->stored_bytes_;
+  const size_t in_transit = server_->in_transit_;
+  if (n > cap - stored - in_transit) {  // the invariant stored + in_transit <= cap: no wrap
+    lock.unlock();
+    throw OverCap{what + " would take the store over its limit of " + std::to_string(cap) +
+                      " bytes (it holds " + std::to_string(stored) + " bytes and " +
+                      std::to_string(in_transit) +
+                      " more are on their way; TCPStoreServerOptions::max_stored_bytes); "
+                      "closing the connection",
+                  unread};
+  }
+  server_->in_transit_ += n;
+  bytes_ += n;
+}
+
+void TCPStoreServer::Reservation::release() {
+  if (bytes_ == 0) return;
+  std::lock_guard<std::mutex> lock(server_->mu_);
+  server_->in_transit_ -= take_locked();
+}
+
 size_t TCPStoreServer::live_connections() {
   std::lock_guard<std::mutex> lock(conn_mu_);
   size_t n = 0;
@@ -141,9 +351,11 @@ void TCPStoreServer::reap_finished() {
 
 void TCPStoreServer::accept_loop() {
   bool warned_accept = false;
-  bool warned_cap = false;
   while (!stop_) {
-    const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    sockaddr_storage addr{};
+    socklen_t addr_len = sizeof(addr);
+    const int fd =
+        ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &addr_len, SOCK_CLOEXEC);
     if (fd < 0) {
       const int err = errno;
       if (stop_ || err == EINVAL || err == EBADF || err == ENOTSOCK) return;  // shut down
@@ -151,8 +363,8 @@ void TCPStoreServer::accept_loop() {
       // EMFILE, ENFILE, ENOBUFS, ENOMEM or a network error: give finished connections back, wait
       // a little, and go on accepting, so the ranks that come later can still join.
       if (!warned_accept) {
-        std::cerr << "TCPStore server on port " << port_ << ": accept failed: "
-                  << std::strerror(err) << " (" << live_connections()
+        std::cerr << "TCPStore server on port " << port_
+                  << ": accept failed: " << std::strerror(err) << " (" << live_connections()
                   << " live connections); retrying every 50 ms" << std::endl;
         warned_accept = true;
       }
@@ -162,68 +374,158 @@ void TCPStoreServer::accept_loop() {
     }
     const int one = 1;
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    const std::string peer = address_of(addr, addr_len);
     reap_finished();
     std::unique_lock<std::mutex> lock(conn_mu_);
     if (stop_) {
       ::close(fd);
       return;
     }
-    size_t live = 0;
-    for (const auto& c : connections_) live += c.done ? 0 : 1;
-    if (live >= options_.max_connections) {
-      lock.unlock();
-      if (!warned_cap) {
-        std::cerr << "TCPStore server on port " << port_ << ": refusing connections beyond "
-                  << options_.max_connections << " live ones" << std::endl;
-        warned_cap = true;
-      }
-      refuse(fd, "too many connections: the store serves at most " +
-                     std::to_string(options_.max_connections) +
-                     " at once (TCPStoreServerOptions::max_connections)");
-      continue;
-    }
-    connections_.push_back(Connection{fd, false, std::thread()});
+    size_t pending = 0;
+    for (const auto& c : connections_) pending += !c.done && !c.admitted && !c.displaced;
+    if (pending >= options_.max_pending_connections) displace_pending_locked();
+    Connection c;
+    c.fd = fd;
+    c.peer = peer;
+    connections_.push_back(std::move(c));
     const auto conn = std::prev(connections_.end());
-    conn->thread = std::thread([this, conn, fd] { serve(conn, fd); });
+    const auto accepted = Clock::now();
+    conn->thread =
+        std::thread([this, conn, fd, peer, accepted] { serve(conn, fd, peer, accepted); });
   }
 }
 
-void TCPStoreServer::serve(std::list<Connection>::iterator conn, int fd) {
+void TCPStoreServer::displace_pending_locked() {
+  // The oldest pending connection that has sent nothing; failing that (all of them are sending
+  // slowly), the oldest pending one.
+  std::list<Connection>::iterator oldest = connections_.end();
+  std::list<Connection>::iterator oldest_silent = connections_.end();
+  for (auto it = connections_.begin(); it != connections_.end(); ++it) {
+    if (it->done || it->admitted || it->displaced || it->fd < 0) continue;
+    if (oldest == connections_.end()) oldest = it;
+    char byte;
+    if (!it->spoke && ::recv(it->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) < 0 &&
+        (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      oldest_silent = it;
+      break;
+    }
+  }
+  const auto victim = oldest_silent != connections_.end() ? oldest_silent : oldest;
+  if (victim == connections_.end()) return;
+  victim->displaced = true;
+  // Its thread's read returns at once; it tells the client why and closes.
+  ::shutdown(victim->fd, SHUT_RD);
+  if (!warned_pending_) {
+    std::cerr << "TCPStore server on port " << port_ << ": " << options_.max_pending_connections
+              << " connections have not sent their first request; dropping the oldest idle one "
+                 "for each newcomer (TCPStoreServerOptions::max_pending_connections)"
+              << std::endl;
+    warned_pending_ = true;
+  }
+}
+
+void TCPStoreServer::admit(std::list<Connection>::iterator conn) {
+  std::lock_guard<std::mutex> lock(conn_mu_);
+  size_t admitted = 0;
+  for (const auto& c : connections_) admitted += !c.done && c.admitted;
+  if (admitted >= options_.max_connections) {
+    if (!warned_cap_.exchange(true)) {
+      std::cerr << "TCPStore server on port " << port_ << ": refusing connections beyond "
+                << options_.max_connections << " live ones" << std::endl;
+    }
+    throw ProtocolError{"too many connections: the store serves at most " +
+                        std::to_string(options_.max_connections) +
+                        " at once (TCPStoreServerOptions::max_connections)"};
+  }
+  conn->admitted = true;
+}
+
+void TCPStoreServer::serve(std::list<Connection>::iterator conn, int fd, const std::string& peer,
+                           Clock::time_point accepted) {
   int rank = -1;
   bool bye = false;
-  bool authenticated = options_.token.empty();
+  bool admitted = false;
+  const auto handshake_deadline = accepted + options_.handshake_timeout;
+  const auto displaced = [&] {
+    std::lock_guard<std::mutex> lock(conn_mu_);
+    return conn->displaced;
+  };
   try {
     while (!stop_ && !bye) {
+      // Between requests an admitted connection may be idle as long as it likes.
       uint8_t cmd = 0;
-      if (!read_exact(fd, &cmd, 1)) break;
+      const Io first =
+          recv_by(fd, &cmd, 1, admitted ? std::nullopt : std::optional(handshake_deadline));
+      if (first == Io::kLate) {
+        throw ProtocolError{handshake_late(options_.handshake_timeout, false)};
+      }
+      if (first == Io::kClosed) throw PeerGone{};
+      RequestReader in(fd, Clock::now(), options_.request_timeout);
+      if (!admitted) {
+        in.handshake_by(handshake_deadline, options_.handshake_timeout);
+        std::lock_guard<std::mutex> lock(conn_mu_);
+        conn->spoke = true;
+      }
+      if (!admitted && !options_.token.empty() && cmd != kAuth) {
+        throw ProtocolError{
+            "authentication required: this store has a token (DPE_STORE_TOKEN) "
+            "and the client's first request was not AUTH"};
+      }
+      Request req(this, cmd);
+      try {
+        read_request(in, req);
+      } catch (const OverCap& e) {
+        req.reservation.release();
+        Writer w;
+        w.u8(kError).str("TCPStore server: " + e.message);
+        if (send_by(fd, w.buf().data(), w.buf().size(), Clock::now() + options_.request_timeout) ==
+            Io::kOk) {
+          try {
+            in.skip(e.unread);
+          } catch (const ProtocolError&) {
+            // The rest never came: close all the same.
+          }
+        }
+        if (!warned_refusal_.exchange(true)) {
+          std::cerr << "TCPStore server on port " << port_ << ": closed the connection from "
+                    << peer << ": " << printable(e.message) << " (further ones are not reported)"
+                    << std::endl;
+        }
+        throw PeerGone{};
+      }
+      if (cmd == kAuth && !options_.token.empty() && !same_token(req.token, options_.token)) {
+        throw ProtocolError{req.token.empty()
+                                ? "authentication failed: this store requires a token "
+                                  "(DPE_STORE_TOKEN) and the client sent none"
+                                : "authentication failed: wrong token (DPE_STORE_TOKEN)"};
+      }
+      if (!admitted) {
+        if (displaced()) throw PeerGone{};
+        admit(conn);
+        admitted = true;
+      }
       if (cmd == kAuth) {
-        const uint32_t n = read_u32(fd);
-        if (n > kMaxTokenBytes) {
-          throw ProtocolError{"token length " + std::to_string(n) + " exceeds the limit of " +
-                              std::to_string(kMaxTokenBytes)};
-        }
-        std::string token(n, '\0');
-        if (n > 0 && !read_exact(fd, token.data(), n)) throw PeerGone{};
-        if (!options_.token.empty() && !same_token(token, options_.token)) {
-          throw ProtocolError{token.empty()
-                                  ? "authentication failed: this store requires a token "
-                                    "(DPE_STORE_TOKEN) and the client sent none"
-                                  : "authentication failed: wrong token (DPE_STORE_TOKEN)"};
-        }
-        authenticated = true;
         Writer w;
         reply(fd, w.u8(kOk));
         continue;
       }
-      if (!authenticated) {
-        throw ProtocolError{"authentication required: this store has a token (DPE_STORE_TOKEN) "
-                            "and the client's first request was not AUTH"};
-      }
-      handle(fd, cmd, &rank, &bye);
+      execute(fd, req, &rank, &bye);
     }
   } catch (const ProtocolError& e) {
-    reply_error(fd, e.message);
+    send_refusal(fd, e.message, options_.request_timeout);
+    if (!warned_refusal_.exchange(true)) {
+      std::cerr << "TCPStore server on port " << port_ << ": closed the connection from " << peer
+                << ": " << printable(e.message) << " (further ones are not reported)" << std::endl;
+    }
   } catch (const PeerGone&) {
+    if (!admitted && !stop_ && displaced()) {
+      send_refusal(fd,
+                   "dropped: " + std::to_string(options_.max_pending_connections) +
+                       " connections were waiting to send their first request "
+                       "(TCPStoreServerOptions::max_pending_connections) and this one had sent "
+                       "nothing for the longest",
+                   options_.request_timeout);
+    }
   }
   if (rank >= 0 && !bye && !stop_) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -237,46 +539,80 @@ void TCPStoreServer::serve(std::list<Connection>::iterator conn, int fd) {
   conn->done = true;
 }
 
-uint32_t TCPStoreServer::read_u32(int fd) {
-  unsigned char b[4];
-  if (!read_exact(fd, b, 4)) throw PeerGone{};
-  return decode_u32(b);
-}
-
-int64_t TCPStoreServer::read_i64(int fd) {
-  unsigned char b[8];
-  if (!read_exact(fd, b, 8)) throw PeerGone{};
-  return decode_i64(b);
-}
-
-std::string TCPStoreServer::read_key(int fd) {
-  const uint32_t n = read_u32(fd);
-  if (n == 0 || n > kMaxKeyBytes) {
-    throw ProtocolError{"key length " + std::to_string(n) + " is outside 1.." +
-                        std::to_string(kMaxKeyBytes)};
+void TCPStoreServer::read_request(RequestReader& in, Request& req) {
+  switch (req.cmd) {
+    case kAuth: {
+      const uint32_t n = in.u32();
+      if (n > kMaxTokenBytes) {
+        throw ProtocolError{"token length " + std::to_string(n) + " exceeds the limit of " +
+                            std::to_string(kMaxTokenBytes)};
+      }
+      req.token.resize(n);
+      in.read(req.token.data(), n);
+      return;
+    }
+    case kSet: {
+      req.key = in.key(req.reservation);
+      const uint32_t n = in.u32();
+      if (n > kMaxValueBytes) {
+        throw ProtocolError{"value of " + std::to_string(n) + " bytes for key '" + req.key +
+                            "' exceeds the limit of " + std::to_string(kMaxValueBytes)};
+      }
+      in.allow(transfer_allowance(n));
+      req.reservation.grow(n, "set('" + req.key + "'): a value of " + std::to_string(n) + " bytes",
+                           n);
+      // Reserved against the cap, the buffer is allocated once at its full size (growing it as
+      // bytes arrived left the freed smaller buffers with the allocator: up to twice the value);
+      // its pages are written, and so take memory, in chunks as the bytes arrive.
+      req.value.reserve(n);
+      for (uint32_t got = 0; got < n;) {
+        const uint32_t k = std::min(n - got, kValueChunkBytes);
+        req.value.resize(size_t{got} + k);
+        in.read(req.value.data() + got, k);
+        got += k;
+      }
+      return;
+    }
+    case kGet:
+      req.key = in.key(req.reservation);
+      req.timeout_ms = in.u32();
+      return;
+    case kAdd:
+      req.key = in.key(req.reservation);
+      req.number = in.i64();
+      return;
+    case kWait:
+    case kCheck: {
+      const uint32_t n = in.count();
+      for (uint32_t i = 0; i < n; ++i) req.keys.push_back(in.key(req.reservation));
+      if (req.cmd == kWait) req.timeout_ms = in.u32();
+      return;
+    }
+    case kHello: {
+      req.number = in.i64();
+      if (req.number < 0 || req.number > (1 << 24)) {
+        throw ProtocolError{"rank " + std::to_string(req.number) + " is invalid"};
+      }
+      return;
+    }
+    case kBye:
+    case kLost:
+      return;
+    default:
+      throw ProtocolError{"unknown command byte " + std::to_string(req.cmd)};
   }
-  std::string key(n, '\0');
-  if (!read_exact(fd, key.data(), n)) throw PeerGone{};
-  return key;
 }
 
-uint32_t TCPStoreServer::read_count(int fd) {
-  const uint32_t n = read_u32(fd);
-  if (n == 0 || n > kMaxKeysPerRequest) {
-    throw ProtocolError{"key count " + std::to_string(n) + " is outside 1.." +
-                        std::to_string(kMaxKeysPerRequest)};
-  }
-  return n;
+void TCPStoreServer::reply(int fd, const wire::Writer& w) const {
+  const auto deadline =
+      Clock::now() + options_.request_timeout + transfer_allowance(w.buf().size());
+  if (send_by(fd, w.buf().data(), w.buf().size(), deadline) != Io::kOk) throw PeerGone{};
 }
 
-void TCPStoreServer::reply(int fd, const wire::Writer& w) {
-  if (!send_all(fd, w.buf().data(), w.buf().size())) throw PeerGone{};
-}
-
-void TCPStoreServer::reply_error(int fd, const std::string& message) {
+void TCPStoreServer::reply_error(int fd, const std::string& message) const {
   Writer w;
   w.u8(kError).str("TCPStore server: " + message);
-  send_all(fd, w.buf().data(), w.buf().size());
+  send_by(fd, w.buf().data(), w.buf().size(), Clock::now() + options_.request_timeout);
 }
 
 size_t TCPStoreServer::growth_locked(const std::string& key, size_t value_bytes) const {
@@ -285,73 +621,34 @@ size_t TCPStoreServer::growth_locked(const std::string& key, size_t value_bytes)
   return value_bytes - it->second.size();  // wraps below zero; added to stored_bytes_ it is exact
 }
 
-// SET key value: the value is read in chunks as it arrives, so an announced length costs nothing
-// until its bytes come. A value that would take the store over max_stored_bytes is read and
-// dropped, and answered with an ERROR; the connection stays usable.
-void TCPStoreServer::handle_set(int fd) {
-  const std::string key = read_key(fd);
-  const uint32_t n = read_u32(fd);
-  if (n > kMaxValueBytes) {
-    throw ProtocolError{"value of " + std::to_string(n) + " bytes for key '" + key +
-                        "' exceeds the limit of " + std::to_string(kMaxValueBytes)};
-  }
-  const auto over_limit = [&] {
-    const size_t total = stored_bytes_ + growth_locked(key, n);
-    return total > options_.max_stored_bytes && total > stored_bytes_;
-  };
-  bool keep = false;
+// SET key value. Its bytes were reserved as they were announced, so storing it keeps the store
+// within its cap (a replaced value's bytes are given back): the reservation becomes the growth.
+void TCPStoreServer::execute_set(int fd, Request& req) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    keep = !over_limit();
-  }
-  std::vector<char> value;
-  std::vector<char> discard;
-  for (uint32_t got = 0; got < n;) {
-    const uint32_t k = std::min(n - got, kValueChunkBytes);
-    char* dst = nullptr;
-    if (keep) {
-      value.resize(size_t{got} + k);
-      dst = value.data() + got;
-    } else {
-      discard.resize(kValueChunkBytes);
-      dst = discard.data();
-    }
-    if (!read_exact(fd, dst, k)) throw PeerGone{};
-    got += k;
+    in_transit_ -= req.reservation.take_locked();
+    stored_bytes_ += growth_locked(req.key, req.value.size());
+    data_[req.key] = std::move(req.value);
+    cv_.notify_all();
   }
   Writer w;
-  std::unique_lock<std::mutex> lock(mu_);
-  if (keep && !over_limit()) {
-    stored_bytes_ += growth_locked(key, n);
-    data_[key] = std::move(value);
-    cv_.notify_all();
-    lock.unlock();
-    reply(fd, w.u8(kOk));
-    return;
-  }
-  const size_t stored = stored_bytes_;
-  lock.unlock();
-  reply(fd, w.u8(kError).str("TCPStore server: set('" + key + "'): " + std::to_string(n) +
-                             " more bytes would take the store over its limit of " +
-                             std::to_string(options_.max_stored_bytes) + " bytes (it holds " +
-                             std::to_string(stored) +
-                             "; TCPStoreServerOptions::max_stored_bytes)"));
+  reply(fd, w.u8(kOk));
 }
 
-void TCPStoreServer::handle(int fd, uint8_t cmd, int* rank, bool* bye) {
+void TCPStoreServer::execute(int fd, Request& req, int* rank, bool* bye) {
   Writer w;
-  switch (cmd) {
+  switch (req.cmd) {
     case kSet:
-      handle_set(fd);
+      execute_set(fd, req);
       return;
     case kGet: {
-      const std::string key = read_key(fd);
-      const auto deadline = Clock::now() + std::chrono::milliseconds(read_u32(fd));
+      const auto deadline = Clock::now() + std::chrono::milliseconds(req.timeout_ms);
       std::unique_lock<std::mutex> lock(mu_);
-      const bool found = cv_.wait_until(lock, deadline, [&] { return stop_ || data_.count(key); });
+      const bool found =
+          cv_.wait_until(lock, deadline, [&] { return stop_ || data_.count(req.key); });
       if (stop_) throw PeerGone{};
       if (found) {
-        const auto& v = data_[key];
+        const auto& v = data_[req.key];
         w.u8(kOk).bytes(v.data(), v.size());
       } else {
         w.u8(kTimeout);
@@ -361,9 +658,9 @@ void TCPStoreServer::handle(int fd, uint8_t cmd, int* rank, bool* bye) {
       return;
     }
     case kAdd: {
-      const std::string key = read_key(fd);
-      const int64_t delta = read_i64(fd);
+      const std::string& key = req.key;
       std::unique_lock<std::mutex> lock(mu_);
+      in_transit_ -= req.reservation.take_locked();  // the key is counted by its growth below
       int64_t value = 0;
       auto it = data_.find(key);
       if (it != data_.end()) {
@@ -378,20 +675,24 @@ void TCPStoreServer::handle(int fd, uint8_t cmd, int* rank, bool* bye) {
           return;
         }
       }
-      if (__builtin_add_overflow(value, delta, &value)) {  // found by tests/fuzz (signed UB)
+      if (__builtin_add_overflow(value, req.number, &value)) {  // found by tests/fuzz (signed UB)
         lock.unlock();
         reply(fd, w.u8(kError).str("TCPStore server: add: key '" + key + "' + " +
-                                   std::to_string(delta) + " overflows int64"));
+                                   std::to_string(req.number) + " overflows int64"));
         return;
       }
       const std::string text = std::to_string(value);
-      const size_t total = stored_bytes_ + growth_locked(key, text.size());
-      if (total > options_.max_stored_bytes && total > stored_bytes_) {
+      const size_t growth = growth_locked(key, text.size());
+      const size_t total = stored_bytes_ + growth;
+      if (total + in_transit_ > options_.max_stored_bytes && total > stored_bytes_) {
+        const size_t stored = stored_bytes_, in_transit = in_transit_;
         lock.unlock();
-        reply(fd, w.u8(kError).str("TCPStore server: add('" + key + "'): the store holds " +
-                                   std::to_string(stored_bytes_) + " bytes, at its limit of " +
-                                   std::to_string(options_.max_stored_bytes) +
-                                   " (TCPStoreServerOptions::max_stored_bytes)"));
+        reply(fd,
+              w.u8(kError).str("TCPStore server: add('" + key + "'): the store holds " +
+                               std::to_string(stored) + " bytes and " + std::to_string(in_transit) +
+                               " more are on their way, at its limit of " +
+                               std::to_string(options_.max_stored_bytes) +
+                               " (TCPStoreServerOptions::max_stored_bytes)"));
         return;
       }
       stored_bytes_ = total;
@@ -403,19 +704,15 @@ void TCPStoreServer::handle(int fd, uint8_t cmd, int* rank, bool* bye) {
     }
     case kWait:
     case kCheck: {
-      const uint32_t n = read_count(fd);
-      std::vector<std::string> keys;
-      for (uint32_t i = 0; i < n; ++i) keys.push_back(read_key(fd));
       const auto all_present = [&] {
-        for (const auto& k : keys)
+        for (const auto& k : req.keys)
           if (!data_.count(k)) return false;
         return true;
       };
+      const auto deadline = Clock::now() + std::chrono::milliseconds(req.timeout_ms);
       std::unique_lock<std::mutex> lock(mu_);
-      bool ok = false;
-      if (cmd == kWait) {
-        const auto deadline = Clock::now() + std::chrono::milliseconds(read_u32(fd));
-        ok = cv_.wait_until(lock, deadline, [&] { return stop_ || all_present(); });
+      if (req.cmd == kWait) {
+        const bool ok = cv_.wait_until(lock, deadline, [&] { return stop_ || all_present(); });
         if (stop_) throw PeerGone{};
         w.u8(ok ? kOk : kTimeout);
       } else {
@@ -425,13 +722,10 @@ void TCPStoreServer::handle(int fd, uint8_t cmd, int* rank, bool* bye) {
       reply(fd, w);
       return;
     }
-    case kHello: {
-      const int64_t r = read_i64(fd);
-      if (r < 0 || r > (1 << 24)) throw ProtocolError{"rank " + std::to_string(r) + " is invalid"};
-      *rank = static_cast<int>(r);
+    case kHello:
+      *rank = static_cast<int>(req.number);
       reply(fd, w.u8(kOk));
       return;
-    }
     case kBye:
       *bye = true;
       reply(fd, w.u8(kOk));
@@ -445,7 +739,7 @@ void TCPStoreServer::handle(int fd, uint8_t cmd, int* rank, bool* bye) {
       return;
     }
     default:
-      throw ProtocolError{"unknown command byte " + std::to_string(cmd)};
+      throw ProtocolError{"unknown command byte " + std::to_string(req.cmd)};
   }
 }
 

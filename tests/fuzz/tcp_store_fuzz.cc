@@ -1,6 +1,8 @@
-// libFuzzer target: the TCPStore server's request parser (TCPStoreServer::handle and its read_*
-// helpers, tcp_store_server.cc) on arbitrary bytes. The parser is private and reads from a socket,
-// so each input is sent as one client connection to a fresh server on 127.0.0.1 (port 0); the
+// libFuzzer target: the TCPStore server's request parser and executor (TCPStoreServer::serve,
+// read_request with its RequestReader, execute; tcp_store_server.cc) on arbitrary bytes. The
+// parser is private and reads from a socket, so each input is sent as one client connection to a
+// fresh server on 127.0.0.1 (port 0), whose cap on stored and in-transit bytes is small enough
+// (16 KiB) for an input to reach it (design note "bytes in transit"); the
 // harness drains the replies until the server hangs up or goes quiet for 2 ms (a GET/WAIT of an
 // absent key blocks until its deadline), resets the connection (the end of the input), then
 // destroys the server, which wakes and joins every connection thread. A fresh server per input
@@ -75,7 +77,9 @@ int connect_to(int port) {
 std::unique_ptr<dpe::distributed::TCPStoreServer> start_server() {
   for (int attempt = 0; attempt < kAttempts; ++attempt) {
     try {
-      return std::make_unique<dpe::distributed::TCPStoreServer>("127.0.0.1", 0);
+      dpe::distributed::TCPStoreServerOptions options;
+      options.max_stored_bytes = 16 << 10;
+      return std::make_unique<dpe::distributed::TCPStoreServer>("127.0.0.1", 0, options);
     } catch (const dpe::Error& e) {
       if (attempt + 1 == kAttempts) {
         std::fprintf(stderr, "tcp_store_fuzz: harness: skipped an input: server: %s\n", e.what());

@@ -77,6 +77,14 @@ TEST(ResNetTest, Resnet50HasTorchvisionsStateDictAndParameterCount) {
   }
 }
 
+TEST(ResNetTest, Resnet101IsTorchvisionsLayout) {
+  Generator gen(0);
+  const ResNet model(resnet_config("resnet101"), gen);
+  EXPECT_EQ(model.num_parameters(), 44549160);  // torchvision.models.resnet101()
+  // resnet50's 320 entries and 17 more Bottlenecks of 3 convs and 3 BatchNorms (5 entries each).
+  EXPECT_EQ(model.state_dict().size(), 320u + 17u * 18);
+}
+
 // Standard deviation of a tensor's values, in double.
 double stddev(const Tensor& t) {
   const auto v = t.to_vector<float>();

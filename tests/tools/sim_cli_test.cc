@@ -5,6 +5,9 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <algorithm>
+#include <utility>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -89,6 +92,119 @@ TEST(SimCliTest, Gpu0BatchIsDeviceZerosChunkAndCountsInTheSpeedup) {
     dp_x.clear();
   }
   EXPECT_EQ(dp_x, want) << out;  // the table's "DP x" column
+}
+
+nlohmann::json read_json(const std::string& path) {
+  std::ifstream in(path);
+  return nlohmann::json::parse(in);
+}
+
+// Counts below, at and above one node on every preset, and counts none of which fits one node
+// (DataParallel has no row to draw): a table, the JSON and the plot, never a crash.
+TEST(SimCliTest, EveryPresetTakesCountsBelowAtAndAboveOneNode) {
+  for (const char* cluster : {"titanrtx-nvlink", "titanrtx-pcie", "dgx1-v100", "dgx-a100",
+                              "dgx-h100", "pcie-a100", "pcie-t4", "pcie-l4", "pcie-rtx4090"}) {
+    for (const char* gpus : {"1,2,3,4,8,9,16", "16", "9", "3"}) {
+      std::string out;
+      const std::string json = tmp("sim_presets.json"), svg = tmp("sim_presets.svg");
+      std::remove(svg.c_str());
+      ASSERT_EQ(run(std::string("--model mlp --batch-size 8 --cluster ") + cluster + " --gpus " +
+                        gpus + " --json " + json + " --svg " + svg,
+                    &out),
+                0)
+          << cluster << " --gpus " << gpus << ": " << out;
+      EXPECT_EQ(read_json(json)["runs"].size(),
+                2 * static_cast<size_t>(std::count(gpus, gpus + std::strlen(gpus), ',') + 1));
+      std::ifstream plot(svg);
+      std::stringstream text;
+      text << plot.rdbuf();
+      EXPECT_TRUE(has(text.str(), "</svg>")) << cluster << " --gpus " << gpus;
+    }
+  }
+}
+
+// Every speed-up is against one GPU without DataParallel or DDP, its own row: three GPUs alone do
+// not make 3.00x.
+TEST(SimCliTest, SpeedupsAreAgainstOneGpuWithoutDataParallelOrDdp) {
+  std::string out;
+  const std::string json = tmp("sim_base.json");
+  ASSERT_EQ(run("--model mlp --batch-size 32 --cluster pcie-a100 --gpus 3 --json " + json +
+                    " --svg " + tmp("sim_base.svg"),
+                &out),
+            0)
+      << out;
+  EXPECT_TRUE(has(out, "(one GPU, no DP/DDP)")) << out;
+  const nlohmann::json j = read_json(json);
+  EXPECT_EQ(j["single_gpu"]["mode"], "single");
+  EXPECT_EQ(j["single_gpu"]["gpus"], 1);
+  const double base = j["single_gpu"]["step_ms"].get<double>();
+  double ddp = 0;
+  for (const auto& r : j["runs"]) {
+    if (r["mode"] == "ddp") ddp = r["step_ms"].get<double>();
+  }
+  ASSERT_GT(ddp, base);  // the all-reduce and DDP's own costs
+  char want[32];
+  std::snprintf(want, sizeof want, "%.2f", 3 * base / ddp);
+  EXPECT_TRUE(has(out, want)) << want << "\n" << out;
+  EXPECT_FALSE(has(out, "3.00")) << out;
+  // The topology comes after the table, and says when P2P is off.
+  EXPECT_LT(out.find("DDP x"), out.find("nvidia-smi topo -m")) << out;
+  ASSERT_EQ(run("--model mlp --batch-size 8 --cluster titanrtx-pcie --gpus 2 --json " + json +
+                    " --svg " + tmp("sim_base.svg"),
+                &out),
+            0);
+  EXPECT_TRUE(has(out, "P2P disabled")) << out;
+}
+
+// A GPT of any size: --model gpt with --layers/--d-model/--heads/--vocab/--context, or gpt2 and
+// gpt-small resized; more layers take longer; heads that do not divide the width, or GPT flags on
+// another model, are usage errors.
+TEST(SimCliTest, PricesAGptOfAnySize) {
+  auto step_ms = [&](const std::string& flags) {
+    std::string out;
+    const std::string json = tmp("sim_gpt.json");
+    EXPECT_EQ(run(flags + " --batch-size 1 --cluster dgx-a100 --gpus 2 --json " + json +
+                      " --svg " + tmp("sim_gpt.svg"),
+                  &out),
+              0)
+        << flags << ": " << out;
+    const nlohmann::json j = read_json(json);
+    return std::make_pair(j, j["single_gpu"]["step_ms"].get<double>());
+  };
+  const auto [small, small_ms] =
+      step_ms("--model gpt --layers 2 --d-model 64 --heads 4 --vocab 1000 --context 32");
+  EXPECT_EQ(small["model"], "gpt");
+  EXPECT_EQ(small["gpt"]["layers"], 2);
+  EXPECT_EQ(small["gpt"]["d_model"], 64);
+  EXPECT_EQ(small["gpt"]["heads"], 4);
+  EXPECT_EQ(small["gpt"]["vocab"], 1000);
+  EXPECT_EQ(small["gpt"]["block_size"], 32);
+  const auto [deep, deep_ms] =
+      step_ms("--model gpt --layers 8 --d-model 64 --heads 4 --vocab 1000 --context 32");
+  EXPECT_GT(deep_ms, small_ms);
+  // gpt-small past its 128-token context: the block grows with --context.
+  const auto [longer, longer_ms] = step_ms("--model gpt-small --context 256");
+  EXPECT_EQ(longer["gpt"]["block_size"], 256);
+  std::string out;
+  EXPECT_EQ(run("--model gpt --d-model 64 --heads 5", &out), 2) << out;
+  EXPECT_TRUE(has(out, "does not divide")) << out;
+  EXPECT_EQ(run("--model mlp --layers 3", &out), 2) << out;
+}
+
+TEST(SimCliTest, PricesResNet101AndTheBucketSizes) {
+  std::string out;
+  const std::string json = tmp("sim_r101.json");
+  ASSERT_EQ(run("--model resnet101 --batch-size 2 --image-size 32 --cluster dgx-a100 --gpus 2 "
+                "--bucket-cap-mb 1 --first-bucket-mb 0.5 --json " +
+                    json + " --svg " + tmp("sim_r101.svg"),
+                &out),
+            0)
+      << out;
+  const nlohmann::json j = read_json(json);
+  EXPECT_EQ(j["model"], "resnet101");
+  EXPECT_EQ(j["bucket_cap_mb"], 1.0);
+  EXPECT_EQ(j["first_bucket_mb"], 0.5);
+  EXPECT_EQ(run("--model mlp --bucket-cap-mb 0", &out), 2) << out;
 }
 
 TEST(SimCliTest, BadFlagsExitWith2) {

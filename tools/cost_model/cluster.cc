@@ -69,6 +69,19 @@ std::vector<GpuSpec> make_gpu_specs() {
        "NVIDIA H100 datasheet (PCIe: 51 FP32, 756 TF32 and 1,513 FP16 with sparsity = 378 / 756 "
        "dense, 2 TB/s HBM2e, NVLink bridge 600 GB/s = 12 links, PCIe 5.0)",
        90, 12, 5},
+      {"T4", 8.1, 8.1, 65, 320, 16, 4,
+       "NVIDIA T4 datasheet (t4-tensor-core-datasheet-951643.pdf: 8.1 FP32, 65 FP16 mixed-precision "
+       "tensor TFLOPS, 320 GB/s GDDR6, 16 GB, PCIe 3.0 x16, no NVLink)",
+       75, 0, 3},
+      {"L4", 30.3, 60, 121, 300, 24, 4,
+       "NVIDIA L4 datasheet (30.3 FP32, 120 TF32 and 242 FP16 tensor TFLOPS with sparsity = 60 / "
+       "121 dense, 300 GB/s GDDR6, 24 GB, PCIe 4.0 x16, no NVLink)",
+       89, 0, 4},
+      {"RTX 4090", 82.6, 82.6, 165.2, 1008, 24, 4,
+       "NVIDIA Ada Lovelace architecture whitepaper, appendix A (GeForce RTX 4090: 82.6 FP32, 82.6 "
+       "TF32 and 165.2 FP16-with-FP32-accumulate tensor TFLOPS dense, 1,008 GB/s GDDR6X, 24 GB, "
+       "PCIe 4.0 x16, no NVLink)",
+       89, 0, 4},
   };
 }
 
@@ -77,6 +90,7 @@ const std::map<std::string, std::string>& gpu_aliases() {
       {"titanrtx", "TITAN RTX"},     {"v100", "V100-SXM2-32GB"},     {"a100", "A100-SXM4-80GB"},
       {"h100", "H100-SXM5-80GB"},    {"a100pcie", "A100-PCIe-40GB"}, {"h100pcie", "H100-PCIe"},
       {"h100sxm", "H100-SXM5-80GB"}, {"a100sxm", "A100-SXM4-80GB"},  {"v100sxm2", "V100-SXM2-32GB"},
+      {"4090", "RTX 4090"},
   };
   return aliases;
 }
@@ -305,6 +319,7 @@ std::vector<Framework> make_frameworks() {
   pytorch.dp_per_tensor_us = 10;
   pytorch.dp_forward_serialized = true;
   pytorch.ddp_per_tensor_us = 15;
+  pytorch.ddp_per_bucket_us = 20;
   pytorch.source =
       "op dispatch: pytorch/pytorch#41383 (5-7 us per eager op on CPU tensors) and "
       "flagos-ai/FlagGems#4812 (~7 us eager wall time of a tiny CUDA op); DataParallel: "
@@ -321,6 +336,7 @@ std::vector<Framework> make_frameworks() {
   dpe.dp_per_tensor_us = 1;
   dpe.dp_forward_serialized = false;
   dpe.ddp_per_tensor_us = 2;
+  dpe.ddp_per_bucket_us = 5;
   dpe.source =
       "dpe's bench (docs/performance.md; toy model, 2-core host): device 0's "
       "replicate+scatter+gather+reduce-add 21-22 us on 2 devices, 34-35 us on 4 (8.5 us + 6.5 us/device), single-device step 37-54 "
@@ -433,6 +449,15 @@ const std::vector<Preset>& presets() {
         {0, 0, 0, 0, 1, 1, 1, 1}, {{0}, {0}, {1, 2}, {3, 2}, {4}, {4}, {5, 6}, {7, 6}});
     p.push_back({"pcie-a100", "A100-PCIe-40GB", pcie, true, false,
                  Network{100 / 8.0 * kNicEfficiency, 20, "1x 100 Gb/s Ethernet"}, 10.0});
+    // Cloud and workstation nodes of PCIe cards in the same two-socket layout: 8x T4 (as AWS
+    // g4dn.metal), 8x L4 (as g6.48xlarge), and 8x RTX 4090, whose driver offers no P2P (GeForce 40
+    // series), so every pair goes through host memory.
+    p.push_back({"pcie-t4", "T4", pcie, true, false,
+                 Network{100 / 8.0 * kNicEfficiency, 20, "1x 100 Gb/s Ethernet"}, 10.0});
+    p.push_back({"pcie-l4", "L4", pcie, true, false,
+                 Network{100 / 8.0 * kNicEfficiency, 20, "1x 100 Gb/s Ethernet"}, 10.0});
+    p.push_back({"pcie-rtx4090", "RTX 4090", pcie, false, false,
+                 Network{25 / 8.0 * kNicEfficiency, 20, "1x 25 Gb/s Ethernet"}, 10.0});
     return p;
   }();
   return all;
@@ -707,6 +732,8 @@ LinkRates link_rates_for(const GpuSpec& gpu) {
   r.p2p_latency_us = 3.4;
   r.pcie_latency_us = 5.7;
   r.host_latency_us = 11.4;
+  // tuning.cc baseLat, Ring/Simple: a collective's fixed cost before its first hop.
+  r.collective_base_us = 8.4;
   return r;
 }
 

@@ -76,6 +76,7 @@ struct LinkRates {             // effective (achievable) one-direction GB/s and 
   double p2p_latency_us;       // one NVLink P2P hop
   double pcie_latency_us = 0;  // one PCIe P2P hop (PIX/PXB)
   double host_latency_us = 0;  // through host memory (SHM: PHB/NODE/SYS, or P2P off)
+  double collective_base_us = 0;  // every NCCL collective's fixed cost (its launch and setup)
   // What a host bridge delivers, as a share of host_bridge_gbs, while it carries two or more
   // transfers at once (every transfer through host memory is a write into it and a read out of
   // it, so concurrent ones cross each other at the root complex). 1: no loss.
@@ -107,6 +108,7 @@ struct Framework {
   bool dp_forward_serialized = false;  // the replicas' forward dispatch shares one lock (PyTorch:
                                        // the GIL across parallel_apply's threads); backward never
   double ddp_per_tensor_us = 0;        // DDP's autograd hook per gradient (mark ready, bucket copy)
+  double ddp_per_bucket_us = 0;        // DDP: CPU time to launch one bucket's all-reduce
 };
 const std::vector<Framework>& frameworks();
 const Framework& framework(const std::string& name);  // "pytorch", "dpe"; dpe::Error otherwise
@@ -152,6 +154,8 @@ struct Cluster {
 //  "dgx-h100":        8x H100 SXM5, NVSwitch (NV18), 8x 400 Gb/s NDR per node
 //  "pcie-a100":       8x A100 PCIe 40GB on two sockets behind PCIe switches (PIX/PXB/NODE/SYS),
 //                     100 Gb/s Ethernet
+//  "pcie-t4", "pcie-l4": 8x T4 / 8x L4 in pcie-a100's layout, 100 Gb/s Ethernet
+//  "pcie-rtx4090":    8x RTX 4090 in that layout without P2P (GeForce 40), 25 Gb/s Ethernet
 // gpus_per_node may be smaller than the preset's node (the first GPUs of the matrix). dpe::Error on
 // an unknown name (listing the known ones), gpus_per_node outside 1..node size, or nodes < 1.
 Cluster cluster_preset(const std::string& name, int gpus_per_node, int nodes = 1);

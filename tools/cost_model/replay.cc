@@ -214,14 +214,31 @@ bool is_kernel(const TraceEvent& e) {
          (e.kind == TraceKind::kCopy && e.src == e.device);
 }
 
+double Efficiency::conv_for(Precision p) const {
+  switch (p) {
+    case Precision::kTf32:
+      return conv_tf32;
+    case Precision::kFp16:
+      return conv_fp16;
+    case Precision::kFp32:
+      break;
+  }
+  return conv;
+}
+
 double op_time_us(const TraceEvent& e, const GpuSpec& gpu, const ReplayOptions& o) {
   const Efficiency& eff = o.efficiency;
-  const double bytes = static_cast<double>(e.bytes_read + e.bytes_written);
+  double bytes = static_cast<double>(e.bytes_read + e.bytes_written);
+  // Mixed precision keeps activations and their gradients in fp16 (the trace's bytes are fp32);
+  // the optimizer steps the fp32 master weights.
+  if (o.precision == Precision::kFp16 && e.op_class != "optimizer") bytes /= 2;
   double t = transfer_us(bytes, gpu.mem_bw_gbs * eff.memory);
   if (e.kind == TraceKind::kOp && e.flops > 0) {
     const bool tensor_math = e.op_class == "gemm" || e.op_class == "conv";
     const double peak = tensor_math ? gpu.peak_tflops(o.precision) : gpu.fp32_tflops;
-    const double factor = e.op_class == "gemm" ? eff.gemm : e.op_class == "conv" ? eff.conv : 1.0;
+    const double factor = e.op_class == "gemm"   ? eff.gemm
+                          : e.op_class == "conv" ? eff.conv_for(o.precision)
+                                                 : 1.0;
     t = std::max(t, e.flops / (peak * factor * 1e6));
   }
   return std::max(t, gpu.launch_us);
@@ -232,7 +249,8 @@ double all_reduce_us(const Cluster& c, int gpus, int64_t bytes) {
   const Rings rings(c, gpus);
   const RingCost ring = rings.cost(true);
   const double n = gpus;
-  const double t_ring = 2 * (n - 1) / n * static_cast<double>(bytes) * ring.us_per_byte +
+  const double t_ring = c.links.collective_base_us +
+                        2 * (n - 1) / n * static_cast<double>(bytes) * ring.us_per_byte +
                         2 * (n - 1) * ring.latency_us;
   const int nodes = (gpus + c.topology.gpus - 1) / c.topology.gpus;
   if (nodes <= 1) return t_ring;
@@ -240,7 +258,8 @@ double all_reduce_us(const Cluster& c, int gpus, int64_t bytes) {
   // bytes once each way), latency logarithmic in the nodes.
   const double bottleneck_us_per_byte =
       std::max(ring.us_per_byte, 1.0 / (c.network.gbs_per_node * 1e3));
-  const double t_tree = 2 * static_cast<double>(bytes) * bottleneck_us_per_byte +
+  const double t_tree = c.links.collective_base_us +
+                        2 * static_cast<double>(bytes) * bottleneck_us_per_byte +
                         2 * std::ceil(std::log2(nodes)) * c.network.latency_us +
                         2 * (c.topology.gpus - 1) * c.links.p2p_latency_us;
   return std::min(t_ring, t_tree);
@@ -301,8 +320,11 @@ Prediction replay_dp(const TracedStep& trace, const Cluster& c, const ReplayOpti
     }
   }
   std::vector<double> us(kNumDpPhases, 0);
-  us[kFramework] = fw.dp_fixed_us + fw.dp_per_device_us * p.gpus +
-                   fw.dp_per_tensor_us * static_cast<double>(trace.param_tensors) * p.gpus;
+  // DataParallel on one device calls the module itself (PyTorch: len(device_ids) == 1).
+  if (p.gpus > 1) {
+    us[kFramework] = fw.dp_fixed_us + fw.dp_per_device_us * p.gpus +
+                     fw.dp_per_tensor_us * static_cast<double>(trace.param_tensors) * p.gpus;
+  }
   int64_t device0_bytes = 0;
   for (int ph = kReplicate; ph < kNumDpPhases; ++ph) {
     double compute = 0, dispatch_total = 0;
@@ -326,8 +348,10 @@ Prediction replay_dp(const TracedStep& trace, const Cluster& c, const ReplayOpti
     p.step_ms += us[ph] / 1e3;
   }
   p.limiting = limiting_phase(p.phases);
-  for (int64_t b : trace.peak_bytes)
+  for (int64_t b : trace.peak_bytes) {
     p.peak_gib.push_back(static_cast<double>(b) / kGiB + o.context_gib);
+    p.out_of_memory = p.out_of_memory || p.peak_gib.back() > c.gpu.mem_gib;
+  }
   p.comm_bytes_per_gpu = device0_bytes;
   return p;
 }
@@ -354,6 +378,8 @@ Prediction replay_ddp(const TracedStep& trace, int gpus, const Cluster& c, const
     if (forward_end < 0 && (e.backward || step_op)) forward_end = s.gpu;
     if (e.kind == TraceKind::kBucket) {
       p.comm_bytes_per_gpu += static_cast<int64_t>(2.0 * (gpus - 1) / gpus * e.bytes_read);
+      // The hook that launches the bucket's all-reduce holds the CPU that issues the kernels.
+      if (gpus > 1) s.cpu += fw.ddp_per_bucket_us;
       if (serial) {
         // On the compute stream: after the work queued before it, before the work after it.
         const double t = all_reduce_us(c, gpus, e.bytes_read);
@@ -368,7 +394,7 @@ Prediction replay_ddp(const TracedStep& trace, int gpus, const Cluster& c, const
         }
         continue;
       }
-      const double start = std::max(s.gpu, comm_free);
+      const double start = std::max({s.gpu, s.cpu, comm_free});
       comm_free = start + all_reduce_us(c, gpus, e.bytes_read);
       if (static_cast<int>(i) == last_bucket) {
         // The reducer's finalize: backward ends when every bucket is reduced.
@@ -406,6 +432,7 @@ Prediction replay_ddp(const TracedStep& trace, int gpus, const Cluster& c, const
   p.limiting = limiting_phase(p.phases);
   const double peak = static_cast<double>(trace.peak_bytes.at(0)) / kGiB + o.context_gib;
   p.peak_gib.assign(gpus, peak);
+  p.out_of_memory = peak > c.gpu.mem_gib;
   return p;
 }
 

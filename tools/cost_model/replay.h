@@ -17,13 +17,18 @@
 
 namespace dpe::sim {
 
-// The fraction of the GPU's peak each class of op reaches. GEMM-class ops (linear, matmul, bmm,
-// conv) against the FLOP peak; every other op against the memory bandwidth. See the calibration
-// in docs/cluster_model.md.
+// The fraction of the GPU's peak each class of op reaches. GEMM-class ops (linear, matmul, bmm)
+// and convolutions against the FLOP peak of the precision's math; every other op against the memory
+// bandwidth. Convolutions have one factor per math (cuDNN's fp32 kernels, Winograd among them, come
+// close to the CUDA cores' peak; tensor cores reach a smaller share of theirs). Calibration and
+// sources: docs/cluster_model.md ("Calibration").
 struct Efficiency {
-  double gemm = 0.60;
-  double conv = 0.50;
-  double memory = 0.60;
+  double gemm = 0.54;
+  double conv = 0.86;       // fp32 on CUDA cores
+  double conv_tf32 = 0.25;  // TF32 tensor cores
+  double conv_fp16 = 0.57;  // fp16 tensor cores, fp32 accumulation
+  double memory = 0.80;
+  double conv_for(Precision p) const;
 };
 
 struct ReplayOptions {
@@ -68,6 +73,7 @@ struct Prediction {
   std::vector<std::pair<std::string, double>> phases;
   std::string limiting;            // the phase with the most time
   std::vector<double> peak_gib;    // per GPU (DDP: every rank the same)
+  bool out_of_memory = false;      // a peak above the GPU's memory (GpuSpec::mem_gib)
   int64_t comm_bytes_per_gpu = 0;  // DDP: bytes each rank sends; DP: bytes through device 0
 };
 

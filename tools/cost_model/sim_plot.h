@@ -1,5 +1,6 @@
-// The sim's picture, as hand-written SVG: throughput against one GPU for DataParallel and DDP by
-// GPU count, and each GPU's predicted peak memory under both at the largest DataParallel count.
+// The sim's picture, as hand-written SVG: throughput against one GPU without DataParallel or DDP
+// for both by GPU count, and each GPU's predicted peak memory at the largest count DataParallel can
+// run (DDP's alone, at the largest count, when DataParallel can run none).
 #pragma once
 
 #include <string>
@@ -9,8 +10,15 @@
 
 namespace dpe::sim {
 
-// dp[i] and ddp[i] are the predictions for the same GPU count (dp[i].possible may be false).
+// One requested GPU count: both predictions and their throughput against one GPU without either
+// (the caller's, as DataParallel's global batch may be uneven).
+struct PlotRow {
+  Prediction dp, ddp;  // dp.possible may be false
+  double dp_speedup = 0, ddp_speedup = 0;
+};
+
+// dpe::Error naming the path when it cannot be written, or when rows is empty.
 void write_sim_svg(const std::string& path, const std::string& title,
-                   const std::vector<Prediction>& dp, const std::vector<Prediction>& ddp);
+                   const std::vector<PlotRow>& rows);
 
 }  // namespace dpe::sim

@@ -116,7 +116,11 @@ TracedStep traced(const std::vector<Device>& devices, const std::function<void()
 std::shared_ptr<Module> build_model(const StepSpec& spec, Device device) {
   Generator gen(0);
   std::shared_ptr<Module> model;
-  without_the_work([&] { model = models::make_model(spec.model, gen)->copy_to(device); });
+  without_the_work([&] {
+    model = spec.gpt ? std::make_shared<models::Gpt>(*spec.gpt, gen)
+                     : models::make_model(spec.model, gen);
+    model = model->copy_to(device);
+  });
   return model;
 }
 
@@ -199,6 +203,8 @@ TracedStep trace_ddp_step(const StepSpec& spec) {
   DistributedDataParallelOptions ddp_options;
   ddp_options.overlap = DistributedDataParallelOptions::Overlap::kDuringBackward;
   ddp_options.gradient_as_bucket_view = spec.gradient_as_bucket_view;
+  ddp_options.bucket_cap_mb = spec.bucket_cap_mb;
+  ddp_options.first_bucket_mb = spec.first_bucket_mb;
   DistributedDataParallel ddp(model, std::make_shared<OneRankGroup>(), ddp_options);
   auto step = [&] {
     backward(criterion(spec, ddp(batch.input), batch.target));

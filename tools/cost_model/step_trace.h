@@ -8,17 +8,22 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "engine/device/device.h"
 #include "engine/device/memory_stats.h"
 #include "engine/trace/op_trace.h"
+#include "models/gpt.h"
 
 namespace dpe::sim {
 
 struct StepSpec {
   std::string model = "gpt2";    // a models::make_model name
+  // Language models: a GPT of this configuration instead of `model`'s (which must name a GPT);
+  // block_size 0: the configuration's. //tools:sim's --layers, --d-model, --heads, --vocab.
+  std::optional<models::GptConfig> gpt;
   int64_t batch_per_device = 4;  // sequences or images per GPU
   int64_t seq = 1024;            // language models: tokens per sequence
   int64_t image = 224;           // image models: H = W
@@ -35,6 +40,9 @@ struct StepSpec {
   // DDP: gradient_as_bucket_view (false: PyTorch's default, the gradients copied into and out of
   // the buckets; true: the bench's default, where linear layers write straight into them).
   bool gradient_as_bucket_view = false;
+  // DDP: bucket_cap_mb and the first bucket's cap (PyTorch's defaults).
+  double bucket_cap_mb = 25.0;
+  double first_bucket_mb = 1.0;
 };
 
 // The samples DataParallel's step on `devices` devices takes: batch_per_device on each, or

@@ -256,6 +256,39 @@ TEST(InitProcessGroupTest, WorldSizeMismatchIsNamed) {
       2);
 }
 
+// A rank of another job that reaches a store without a token fails at once naming both job ids
+// (TORCHELASTIC_RUN_ID) and the store, before it registers, whatever its world size; no id is an
+// id of its own. Process 0 is job-a's rank 0; processes 1 to 3 claim to be rank 1 of other jobs.
+TEST(InitProcessGroupTest, AnotherJobsRankIsRefusedByATokenlessStore) {
+  const int port = free_port();
+  const std::string store = "the store at 127.0.0.1:" + std::to_string(port);
+  spawn(
+      [&](int process) {
+        ::unsetenv("DPE_STORE_TOKEN");
+        // Rank 0 waits for a rank 1 of its own job that never comes.
+        ::setenv("DPE_RDZV_TIMEOUT", process == 0 ? "5" : "20", 1);
+        if (process == 3) {
+          ::unsetenv("TORCHELASTIC_RUN_ID");
+        } else {
+          ::setenv("TORCHELASTIC_RUN_ID", process == 0 ? "job-a" : "job-b", 1);
+        }
+        const int world_size = process == 2 ? 3 : 2;
+        const std::string error = error_of([&] {
+          init_process_group("gloo", "tcp://127.0.0.1:" + std::to_string(port), world_size,
+                             process == 0 ? 0 : 1);
+        });
+        if (process == 0) return;
+        const std::string mine =
+            process == 3 ? "none (TORCHELASTIC_RUN_ID unset)" : std::string("'job-b'");
+        RANK_CHECK(error.find("rank 1 belongs to job " + mine) != std::string::npos, error);
+        RANK_CHECK(error.find("but " + store + " serves job 'job-a' (rank 0's)") !=
+                       std::string::npos,
+                   error);
+        RANK_CHECK(!is_initialized(), "");
+      },
+      4);
+}
+
 TEST(InitProcessGroupTest, RendezvousTimeoutNamesTheMissingRank) {
   const int port = free_port();
   const int dead_port = free_port();

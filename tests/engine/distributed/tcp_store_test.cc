@@ -17,6 +17,7 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <future>
 #include <memory>
 #include <string>
 #include <thread>
@@ -70,6 +71,27 @@ class RawClient {
       out.append(buf, static_cast<size_t>(k));
     }
     return out;
+  }
+  // Reads until the server closes the connection; false if it is still open at `deadline`.
+  bool closed_by(std::chrono::steady_clock::time_point deadline, std::string* out) {
+    return read_by(deadline, out, "");
+  }
+  // Reads until `text` is among what came, or the server closes the connection (true), or until
+  // `deadline` (false).
+  bool read_by(std::chrono::steady_clock::time_point deadline, std::string* out,
+               const std::string& text) {
+    char buf[4096];
+    while (text.empty() || out->find(text) == std::string::npos) {
+      const auto left =
+          std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return false;
+      pollfd p{fd_, POLLIN, 0};
+      if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
+      const ssize_t k = ::recv(fd_, buf, sizeof(buf), 0);
+      if (k <= 0) return true;
+      out->append(buf, static_cast<size_t>(k));
+    }
+    return true;
   }
   void close() {
     ::close(fd_);
@@ -331,8 +353,8 @@ TEST(TCPStoreServerTest, RefusesConnectionsBeyondTheCap) {
   EXPECT_EQ(text(d.get("k")), "v");
 }
 
-// A SET announcing 64 MiB that never sends them costs no memory (the server reads a value as it
-// arrives, not allocating what its length claims), and a large value sent in pieces arrives whole.
+// A SET announcing 64 MiB that never sends them costs no memory (a value's bytes are written into
+// memory as they arrive), and a large value sent in pieces arrives whole.
 TEST(TCPStoreServerTest, ValuesAreReadAsTheyArriveNotAllocatedFromTheirLength) {
   TCPStoreServer server("127.0.0.1", 0);
   TCPStore client("127.0.0.1", server.port(), false, milliseconds(5000));
@@ -355,24 +377,63 @@ TEST(TCPStoreServerTest, ValuesAreReadAsTheyArriveNotAllocatedFromTheirLength) {
   EXPECT_FALSE(client.check({"k0"}));
 }
 
-// Keys and values beyond max_stored_bytes are refused with a message naming the limit; a value
-// that replaces another counts only its growth; the connection stays usable.
+// A value being received takes about its received bytes of memory: its buffer is allocated once,
+// not grown (which left the smaller buffers it outgrew with the allocator, up to twice the value).
+TEST(TCPStoreServerTest, AValueBeingReceivedTakesAboutItsBytes) {
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "a sanitizer's shadow memory counts in VmRSS several times over what is written";
+#endif
+  TCPStoreServer server("127.0.0.1", 0);
+  const std::vector<unsigned char> part(48 << 20, 'x');
+  const long rss_before = status_field("VmRSS");
+  std::vector<std::unique_ptr<RawClient>> senders;
+  for (int i = 0; i < 4; ++i) {
+    senders.push_back(std::make_unique<RawClient>(server.port()));
+    senders.back()->send(concat({{9},
+                                 u32(0),
+                                 {1},
+                                 u32(2),
+                                 {'k', static_cast<unsigned char>('0' + i)},
+                                 u32(TCPStore::kMaxValueBytes)}));
+    senders.back()->send(part);
+  }
+  std::this_thread::sleep_for(milliseconds(500));  // the last bytes sent are read
+  const long grown_kb = status_field("VmRSS") - rss_before;
+  EXPECT_LT(grown_kb, 4 * 48 * 1024 * 5 / 4) << "kB grown for 4 x 48 MiB received";
+  EXPECT_EQ(server.bytes_in_transit(), 4 * (2 + size_t{TCPStore::kMaxValueBytes}));
+}
+
+// Keys and values beyond max_stored_bytes are refused with a message naming the limit; a value is
+// counted in full while it arrives, and once stored only its growth over the value it replaces.
 TEST(TCPStoreServerTest, CapsStoredBytes) {
   TCPStoreServerOptions options;
   options.max_stored_bytes = 1000;
   TCPStoreServer server("127.0.0.1", 0, options);
   TCPStore client("127.0.0.1", server.port(), false, milliseconds(5000));
-  client.set("a", std::vector<char>(600, 'x'));
-  const std::string error = error_of([&] { client.set("b", std::vector<char>(600, 'y')); });
-  EXPECT_NE(error.find("limit of 1000 bytes"), std::string::npos) << error;
-  EXPECT_NE(error.find("'b'"), std::string::npos) << error;
+  client.set("a", std::vector<char>(400, 'x'));  // 401 bytes
+  {
+    // 401 + 601 > 1000: refused, and that connection closed.
+    TCPStore refused("127.0.0.1", server.port(), false, milliseconds(5000));
+    const std::string error = error_of([&] { refused.set("b", std::vector<char>(600, 'y')); });
+    EXPECT_NE(error.find("set('b'): a value of 600 bytes"), std::string::npos) << error;
+    EXPECT_NE(error.find("limit of 1000 bytes"), std::string::npos) << error;
+    EXPECT_NE(error_of([&] { refused.check({"a"}); }), "");
+  }
   EXPECT_FALSE(client.check({"b"}));
-  client.set("a", std::vector<char>(995, 'z'));  // 1 + 995 replaces 1 + 600: fits
-  EXPECT_EQ(client.get("a").size(), 995u);
+  client.set("a", std::vector<char>(550, 'z'));  // 401 + 551 in transit fit; 551 stay
+  EXPECT_EQ(client.get("a").size(), 550u);
+  client.set("c", std::vector<char>(441, 'c'));  // 551 + 442 = 993
+  // An ADD beyond the cap is refused and its connection stays usable.
   const std::string add_error = error_of([&] { client.add("counter", 1); });
   EXPECT_NE(add_error.find("limit of 1000"), std::string::npos) << add_error;
-  client.set("a", bytes("small"));
-  EXPECT_EQ(client.add("counter", 1), 1);
+  EXPECT_EQ(client.get("a").size(), 550u);
+  client.set("a", bytes("small"));         // 993 + 6 in transit fit; 993 - 545 = 448 stay
+  EXPECT_EQ(client.add("counter", 1), 1);  // 456
+  // Replacing c's 441 bytes with 560 would grow the store to 575 bytes, but while they arrive the
+  // 560 count in full: 456 + 561 > 1000.
+  TCPStore late("127.0.0.1", server.port(), false, milliseconds(5000));
+  EXPECT_NE(error_of([&] { late.set("c", std::vector<char>(560, 'c')); }).find("limit of 1000"),
+            std::string::npos);
 }
 
 // With a token, a client that presents another (or none) is refused before it can do anything:
@@ -419,6 +480,170 @@ TEST(TCPStoreServerTest, AWrongTokenIsRefusedAndDoesNotAffectRanks) {
   });
   ::unsetenv("DPE_STORE_TOKEN");
   EXPECT_EQ(env_error, "");
+}
+
+// A client that sends part of a request and keeps the socket open blocks no one: the server
+// never waits for a request's bytes while it holds the store's lock. The half-sent request (a WAIT
+// without its timeout field) is answered with an ERROR naming the deadline and its connection is
+// closed once request_timeout has passed since its first byte.
+TEST(TCPStoreServerTest, AHalfSentRequestBlocksNoOneAndTimesOut) {
+  TCPStoreServerOptions options;
+  options.request_timeout = milliseconds(1000);
+  TCPStoreServer server("127.0.0.1", 0, options);
+  TCPStore client("127.0.0.1", server.port(), false, milliseconds(5000));
+  RawClient half(server.port());
+  half.send(concat({{4}, u32(1), u32(1), {'k'}}));  // WAIT 1 key 'k', then no timeout field
+  std::this_thread::sleep_for(milliseconds(200));   // the server reads the partial request
+  const auto sent = std::chrono::steady_clock::now();
+  auto others = std::async(std::launch::async, [&] {
+    client.set("k", bytes("v"));
+    TCPStore late("127.0.0.1", server.port(), false, milliseconds(5000));
+    return text(late.get("k"));
+  });
+  const bool served = others.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+  EXPECT_TRUE(served) << "a half-sent WAIT froze the other clients";
+  if (!served) half.close();  // unblocks the server so the test can end
+  EXPECT_EQ(others.get(), "v");
+  if (!served) return;
+  const std::string reply = half.read_until_closed();
+  const auto closed_after = std::chrono::steady_clock::now() - sent;
+  ASSERT_FALSE(reply.empty()) << "the half-sent connection was never answered";
+  EXPECT_EQ(reply[0], 2);
+  EXPECT_NE(reply.find("request not completed within 1000 ms of its first byte"), std::string::npos)
+      << reply;
+  // Not before its deadline (counted from the first byte, 200 ms before `sent`).
+  EXPECT_GE(closed_after, milliseconds(700));
+  EXPECT_LT(closed_after, std::chrono::seconds(10));
+}
+
+// Idle connections that never authenticate (more of them than the store serves clients) do not
+// lock out a rank: they wait in a pool of their own, the oldest idle one giving way to a newcomer,
+// and each is closed when it has sent no request within handshake_timeout. With a token and
+// without one (where any first request counts).
+TEST(TCPStoreServerTest, IdleConnectionsCannotLockOutARank) {
+  for (const std::string token : {"s3cret-token", ""}) {
+    SCOPED_TRACE("token '" + token + "'");
+    TCPStoreServerOptions options;
+    options.token = token;
+    options.max_connections = 16;
+    options.max_pending_connections = 8;
+    options.handshake_timeout = milliseconds(1000);
+    TCPStoreServer server("127.0.0.1", 0, options);
+    const auto start = std::chrono::steady_clock::now();
+    std::vector<std::unique_ptr<RawClient>> idle;
+    for (int i = 0; i < 40; ++i) idle.push_back(std::make_unique<RawClient>(server.port()));
+    std::this_thread::sleep_for(milliseconds(200));  // the server has accepted them
+    TCPStoreOptions rank;
+    rank.timeout = milliseconds(5000);
+    rank.token = token;
+    const std::string error = error_of([&] {
+      TCPStore client("127.0.0.1", server.port(), false, rank);
+      client.set("k", bytes("v"));
+      EXPECT_EQ(text(client.get("k")), "v");
+    });
+    EXPECT_EQ(error, "");
+    for (auto& raw : idle) {
+      std::string reply;
+      EXPECT_TRUE(raw->closed_by(start + std::chrono::seconds(20), &reply))
+          << "an idle connection was never closed";
+      if (!reply.empty()) {
+        EXPECT_EQ(reply[0], 2) << reply;
+      }
+    }
+  }
+}
+
+// Bytes still on their way count against max_stored_bytes from the moment a request announces
+// them: a SET whose value would take stored plus in-transit bytes over the cap is refused at once
+// with an ERROR naming the cap and the size, and its connection closed. A reservation is given
+// back when its connection goes away, and when a stalled request reaches its deadline.
+TEST(TCPStoreServerTest, BytesInTransitCountAgainstTheCap) {
+  using std::chrono::steady_clock;
+  TCPStoreServerOptions options;
+  options.max_stored_bytes = 1 << 20;
+  options.request_timeout = milliseconds(10000);
+  TCPStoreServer server("127.0.0.1", 0, options);
+  constexpr uint32_t kAnnounced = 400 << 10;
+  const std::vector<unsigned char> part(100 << 10, 'x');
+  // AUTH (no token), then a SET of a 400 KiB value of which 100 KiB are sent.
+  const auto start_set = [&](RawClient& raw, char name) {
+    raw.send(concat({{9}, u32(0)}));
+    raw.send(concat({{1}, u32(2), {'k', static_cast<unsigned char>(name)}, u32(kAnnounced)}));
+    raw.send(part);
+  };
+  auto first = std::make_unique<RawClient>(server.port());
+  RawClient second(server.port());
+  start_set(*first, '0');
+  start_set(second, '1');
+  const size_t two = 2 * (2 + size_t{kAnnounced});
+  ASSERT_TRUE(eventually([&] { return server.bytes_in_transit() == two; }))
+      << server.bytes_in_transit();
+
+  RawClient third(server.port());
+  start_set(third, '2');
+  std::string reply;
+  const std::string refusal =
+      "set('k2'): a value of 409600 bytes would take the store over its limit of 1048576 bytes "
+      "(it holds 0 bytes and " +
+      std::to_string(two + 2) + " more are on their way";  // its key's 2 bytes too
+  EXPECT_TRUE(third.read_by(steady_clock::now() + std::chrono::seconds(10), &reply, refusal));
+  ASSERT_GE(reply.size(), 2u) << "a SET over the cap was not refused";
+  EXPECT_EQ(reply[0], 0);  // AUTH's OK
+  EXPECT_EQ(reply[1], 2);  // ERROR
+  EXPECT_NE(reply.find(refusal), std::string::npos) << reply;
+  EXPECT_TRUE(eventually([&] { return server.bytes_in_transit() == two; }))
+      << server.bytes_in_transit();
+  // A real client's value is refused the same way, and reads the reply though it sent it whole.
+  {
+    TCPStore client("127.0.0.1", server.port(), false, milliseconds(5000));
+    const std::string error =
+        error_of([&] { client.set("small", std::vector<char>(300 << 10, 'y')); });
+    EXPECT_NE(error.find("a value of 307200 bytes would take the store over its limit of 1048576"),
+              std::string::npos)
+        << error;
+  }
+  first.reset();  // its reservation is given back
+  ASSERT_TRUE(eventually([&] { return server.bytes_in_transit() == two / 2; }))
+      << server.bytes_in_transit();
+  TCPStore client("127.0.0.1", server.port(), false, milliseconds(5000));
+  client.set("small", std::vector<char>(300 << 10, 'y'));
+  EXPECT_EQ(client.get("small").size(), 300u << 10);
+  // The refused connection is closed; the second, which never sends the rest, is closed at its
+  // deadline and its bytes given back.
+  EXPECT_TRUE(third.closed_by(steady_clock::now() + std::chrono::seconds(30), &reply));
+  reply.clear();
+  EXPECT_TRUE(second.closed_by(steady_clock::now() + std::chrono::seconds(30), &reply));
+  EXPECT_NE(reply.find("request not completed within 10409 ms of its first byte"),
+            std::string::npos)
+      << reply;
+  EXPECT_TRUE(eventually([&] { return server.bytes_in_transit() == 0; }));
+  EXPECT_FALSE(client.check({"k0"}) || client.check({"k1"}) || client.check({"k2"}));
+}
+
+// The server's stderr quotes a refused client's key with its control bytes escaped, so a stranger
+// cannot write terminal escape sequences into rank 0's log.
+TEST(TCPStoreServerTest, ItsLogEscapesTheBytesOfAClient) {
+  TCPStoreServerOptions options;
+  options.max_stored_bytes = 64;
+  testing::internal::CaptureStderr();
+  {
+    TCPStoreServer server("127.0.0.1", 0, options);
+    RawClient raw(server.port());
+    // AUTH, then a SET of 100 bytes at the key ESC "]0;x" BEL: over the cap.
+    raw.send(concat({{9},
+                     u32(0),
+                     {1},
+                     u32(5),
+                     {0x1b, ']', '0', ';', 'x'},
+                     u32(100),
+                     std::vector<unsigned char>(100, 'v')}));
+    std::string reply;
+    EXPECT_TRUE(raw.closed_by(std::chrono::steady_clock::now() + std::chrono::seconds(10), &reply));
+    EXPECT_NE(reply.find("a value of 100 bytes"), std::string::npos) << reply;
+  }
+  const std::string log = testing::internal::GetCapturedStderr();
+  EXPECT_NE(log.find("set('\\x1b]0;x'): a value of 100 bytes"), std::string::npos) << log;
+  EXPECT_EQ(log.find('\x1b'), std::string::npos) << log;
 }
 
 }  // namespace

@@ -240,10 +240,22 @@ TEST(ClusterTopologyTest, ErrorsNameTheBadLine) {
 
 // ---- presets ---------------------------------------------------------------------------------
 
+// The cards users rent or own beside the data-center ones, with their datasheets' dense peaks.
+TEST(ClusterPresetTest, PcieCardsOfOtherKinds) {
+  EXPECT_EQ(gpu_spec("t4").fp16_tflops, 65);
+  EXPECT_EQ(gpu_spec("L4").tf32_tflops, 60);
+  EXPECT_EQ(gpu_spec("rtx4090").mem_bw_gbs, 1008);
+  EXPECT_EQ(gpu_spec("4090").name, "RTX 4090");
+  EXPECT_EQ(cluster_preset("pcie-l4", 8).gpu.name, "L4");
+  EXPECT_TRUE(cluster_preset("pcie-t4", 8).p2p);
+  EXPECT_FALSE(cluster_preset("pcie-rtx4090", 8).p2p);  // GeForce 40: no P2P
+}
+
 TEST(ClusterPresetTest, EveryPresetIsSymmetricWithSelfOnTheDiagonal) {
   const std::vector<std::string> names = cluster_preset_names();
   EXPECT_EQ(names, (std::vector<std::string>{"titanrtx-nvlink", "titanrtx-pcie", "dgx1-v100",
-                                             "dgx-a100", "dgx-h100", "pcie-a100"}));
+                                             "dgx-a100", "dgx-h100", "pcie-a100", "pcie-t4",
+                                             "pcie-l4", "pcie-rtx4090"}));
   for (const std::string& name : names) {
     const Cluster c = cluster_preset(name, name.rfind("titanrtx", 0) == 0 ? 2 : 8);
     SCOPED_TRACE(name);
