@@ -19,7 +19,9 @@
 // Exit status (tools/common/exit_codes.h): 0 when every worker exited with 0; 2 for a bad launcher
 // flag; otherwise the exit code of the first worker that failed (128 + signal for a worker killed
 // by a signal, 127 for a program that cannot be run), or 128 + the signal that stopped the
-// launcher.
+// launcher. With --max-restarts N (torchrun's), a failure stops the other workers and starts them
+// all again, up to N times (the workers see TORCHELASTIC_RESTART_COUNT); the code is then that of
+// the last round's first failure. A stopped worker (SIGSTOP) gets SIGCONT after SIGTERM.
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -175,6 +177,7 @@ struct Options {
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
   double grace_s = 5.0;
+  int max_restarts = 0;              // restarts of the whole group after a failure (torchrun's)
   std::string rdzv_timeout;          // the workers' DPE_RDZV_TIMEOUT; empty: left as it is
   std::string rdzv_id;               // the workers' TORCHELASTIC_RUN_ID; empty: left as it is
   std::vector<std::string> command;  // the program and its arguments
@@ -357,6 +360,11 @@ int parse_options(int argc, char** argv, Options& o) {
       "--rdzv-backend,--rdzv_backend", rdzv.backend,
       "static (the default): rank 0 serves the store and each node gives --node-rank; c10d is "
       "taken on one node, where it gives the same ranks; nothing else");
+  app.add_option("--max-restarts,--max_restarts", o.max_restarts,
+                 "when a worker fails, stop the others and start every worker again, up to this "
+                 "many times (torchrun's; the workers see TORCHELASTIC_RESTART_COUNT); a program "
+                 "that resumes from its checkpoint (train --resume auto) then finishes the job")
+      ->check(CLI::Range(0, 1000000));
   app.add_option("--grace", o.grace_s,
                  "seconds the other workers get after SIGTERM, once one has failed, before "
                  "SIGKILL")
@@ -385,6 +393,13 @@ int parse_options(int argc, char** argv, Options& o) {
     return kExitUsage;
   }
   if (const int code = resolve_rendezvous(rdzv, o); code != kRun) return code;
+  if (o.max_restarts > 0 && o.nnodes > 1) {
+    // Every node would have to restart together; the static rendezvous cannot make them.
+    std::cerr << "dpe-launch: --max-restarts needs one node: with --nnodes " << o.nnodes
+              << " the nodes' launchers cannot restart their workers together (static "
+                 "rendezvous)\n";
+    return kExitUsage;
+  }
   if (rdzv_timeout->count() > 0) {
     char text[32];
     std::snprintf(text, sizeof text, "%.17g", rdzv_timeout_s);
@@ -436,6 +451,7 @@ bool install_signal_handlers() {
 struct Job {
   Options options;
   int world_size = 1;
+  int restart_count = 0;           // TORCHELASTIC_RESTART_COUNT: the round of workers
   std::string threads_per_worker;  // DPE_HOST_THREADS
   std::string store_token;         // DPE_STORE_TOKEN; empty: the inherited one
 };
@@ -469,6 +485,8 @@ struct Job {
   if (!job.store_token.empty()) ::setenv("DPE_STORE_TOKEN", job.store_token.c_str(), 0);
   if (!o.rdzv_timeout.empty()) ::setenv("DPE_RDZV_TIMEOUT", o.rdzv_timeout.c_str(), 1);
   if (!o.rdzv_id.empty()) ::setenv("TORCHELASTIC_RUN_ID", o.rdzv_id.c_str(), 1);
+  ::setenv("TORCHELASTIC_RESTART_COUNT", std::to_string(job.restart_count).c_str(), 1);
+  ::setenv("TORCHELASTIC_MAX_RESTARTS", std::to_string(o.max_restarts).c_str(), 1);
   std::vector<char*> args;
   // execvp does not write through argv; its signature predates const.
   for (const auto& a : o.command) args.push_back(const_cast<char*>(a.c_str()));
@@ -520,9 +538,34 @@ struct JobState {
   std::chrono::milliseconds grace{0};
 };
 
+// Whether `pid` is stopped (SIGSTOP, SIGTSTP, a debugger): state T or t in /proc/PID/stat.
+bool is_stopped(pid_t pid) {
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
+  FILE* f = std::fopen(path, "r");
+  if (f == nullptr) return false;
+  char line[512];
+  const bool read = std::fgets(line, sizeof line, f) != nullptr;
+  std::fclose(f);
+  const char* paren = read ? std::strrchr(line, ')') : nullptr;
+  return paren != nullptr && paren[1] == ' ' && (paren[2] == 'T' || paren[2] == 't');
+}
+
+// Sends `sig` to every worker still running. A stopped process acts on SIGTERM only once
+// continued, so SIGTERM is followed by SIGCONT (and a stopped worker is named: it is likely the
+// one the others were waiting for); SIGKILL acts at once.
 void stop_all(std::vector<Worker>& workers, int sig) {
-  for (auto& w : workers)
-    if (!w.exited) ::kill(w.pid, sig);
+  for (auto& w : workers) {
+    if (w.exited) continue;
+    if (sig == SIGTERM && is_stopped(w.pid)) {
+      std::fprintf(stderr,
+                   "dpe-launch: worker rank %d (pid %d) is stopped (SIGSTOP or a debugger); "
+                   "sending SIGCONT so that SIGTERM ends it\n",
+                   w.rank, static_cast<int>(w.pid));
+    }
+    ::kill(w.pid, sig);
+    if (sig == SIGTERM) ::kill(w.pid, SIGCONT);
+  }
 }
 
 // Reads the signals the launcher received: the first SIGINT or SIGTERM stops the workers.
@@ -630,8 +673,8 @@ int exit_status(const std::vector<Worker>& workers, const JobState& job) {
 }
 
 // Forwards the workers' output and reaps them until every one has exited and closed its
-// streams; returns the launcher's exit status.
-int supervise(std::vector<Worker>& workers, double grace_s) {
+// streams; returns the launcher's exit status. `*interrupted`: a signal stopped the launcher.
+int supervise(std::vector<Worker>& workers, double grace_s, bool* interrupted) {
   JobState job;
   job.grace = std::chrono::milliseconds(static_cast<int64_t>(grace_s * 1000));
   while (true) {
@@ -649,6 +692,7 @@ int supervise(std::vector<Worker>& workers, double grace_s) {
     reap_workers(workers, job);
     kill_after_grace(workers, job);
   }
+  *interrupted = job.stop_signal != 0;
   return exit_status(workers, job);
 }
 
@@ -666,7 +710,17 @@ int main(int argc, char** argv) {
   job.threads_per_worker =
       std::to_string(std::max(1u, cores / static_cast<unsigned>(o.nproc_per_node)));
   if (!install_signal_handlers()) return kExitFailure;
-  std::vector<Worker> workers(static_cast<size_t>(o.nproc_per_node));
-  if (!start_workers(job, workers)) return kExitFailure;
-  return supervise(workers, o.grace_s);
+  // torchrun's restarts: every worker of the round has exited before the next round starts, so
+  // the store rank 0 served is gone and its port free; the new rank 0 serves a fresh store there.
+  for (job.restart_count = 0;; ++job.restart_count) {
+    std::vector<Worker> workers(static_cast<size_t>(o.nproc_per_node));
+    if (!start_workers(job, workers)) return kExitFailure;
+    bool interrupted = false;
+    const int code = supervise(workers, o.grace_s, &interrupted);
+    if (code == kExitOk || interrupted || job.restart_count == o.max_restarts) return code;
+    std::fprintf(stderr,
+                 "dpe-launch: restart %d of %d: starting the %d worker(s) again "
+                 "(TORCHELASTIC_RESTART_COUNT=%d)\n",
+                 job.restart_count + 1, o.max_restarts, o.nproc_per_node, job.restart_count + 1);
+  }
 }

@@ -67,6 +67,9 @@ int devices_from_env(int fallback) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Line by line, even into the launcher's pipe: a worker that the launcher stops (a failed peer,
+  // a restart) loses none of the lines it finished.
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   dpe::tools::TrainConfig c;
   c.data_dir = dpe::FashionMnist::kDefaultRoot;
   CLI::App app{
@@ -145,9 +148,15 @@ int main(int argc, char** argv) {
                  "after every epoch write model.safetensors (the model's state_dict, PyTorch's "
                  "names), optimizer.safetensors and training_state.json here, committed together "
                  "by checkpoint.json (rank 0), and a line of metrics.jsonl");
-  app.add_flag("--resume", c.resume,
-               "continue from the checkpoint in --checkpoint-dir (also reads the older "
-               "single-file checkpoint.safetensors)");
+  std::string resume;
+  CLI::Option* resume_option =
+      app.add_option("--resume", resume,
+                     "continue from the checkpoint in --checkpoint-dir (also reads the older "
+                     "single-file checkpoint.safetensors); --resume auto: from it when there is "
+                     "one, else from scratch (what a worker restarted by dpe-launch "
+                     "--max-restarts needs)")
+          ->expected(0, 1)
+          ->check(CLI::IsMember({"auto"}));
   app.add_option("--data-dir", c.data_dir,
                  "folder with the Fashion-MNIST IDX .gz files (or any set of 28x28 images and "
                  "labels 0-9 under the same four names, e.g. MNIST's)")
@@ -184,6 +193,13 @@ int main(int argc, char** argv) {
   app.add_option("--test-samples", c.test_samples,
                  "use only the first N test samples (gpt: validation windows) (0: all)")
       ->check(CLI::Range(int64_t{0}, INT64_MAX));
+  app.add_option("--timeout", c.timeout,
+                 "ddp: SECONDS a collective may take; past it the job ends (exit 1) with a "
+                 "message naming the rank that stopped answering or fell behind, on gloo and mpi "
+                 "alike (init_process_group's timeout, which also bounds the rendezvous unless "
+                 "--rdzv-timeout is given; default 1800, 30 minutes, as PyTorch)")
+      ->check(finite_at_least(0, true))
+      ->check(CLI::Range(0.0, 1e8));
   std::string rdzv_timeout;
   app.add_option("--rdzv-timeout", rdzv_timeout,
                  "ddp: seconds to wait for every rank at the rendezvous (sets DPE_RDZV_TIMEOUT; "
@@ -201,6 +217,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "train: --gradient-as-bucket-view needs --mode ddp\n");
     return dpe::tools::kExitUsage;
   }
+  c.resume = resume_option->count() > 0 && resume.empty();
+  c.resume_auto = resume == "auto";
   c.progress = !quiet;
   if (devices->count() == 0) c.devices = devices_from_env(c.devices);
   if (!rdzv_timeout.empty()) ::setenv("DPE_RDZV_TIMEOUT", rdzv_timeout.c_str(), 1);
@@ -232,6 +250,15 @@ int main(int argc, char** argv) {
     return dpe::tools::kExitOk;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "train: %s\n", e.what());
-    return dpe::tools::exit_code_for(e);
+    const int code = dpe::tools::exit_code_for(e);
+    if (c.mode == "ddp") {
+      // A failed rank leaves without tearing its process group down: the peers it would say
+      // goodbye to may be stopped or gone (a stopped store server holds every goodbye for the
+      // store's reply timeout), and under mpirun MPI_Finalize would wait for ranks that never
+      // come. The launcher (or mpirun) ends the others.
+      std::fflush(nullptr);
+      std::_Exit(code);
+    }
+    return code;
   }
 }

@@ -1,8 +1,12 @@
 // init_process_group, the default group and the helpers: see the design notes in distributed.h.
 #include "engine/distributed/distributed.h"
 
+#include <fcntl.h>
 #include <gloo/rendezvous/file_store.h>
+#include <ifaddrs.h>
+#include <netdb.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -19,7 +23,9 @@
 #include "engine/distributed/gloo_process_group.h"
 #include "engine/distributed/mpi_process_group.h"
 #include "engine/distributed/nccl_process_group.h"
+#include "engine/distributed/store_heartbeats.h"
 #include "engine/distributed/tcp_store.h"
+#include "engine/distributed/watchdog.h"
 
 namespace dpe {
 namespace distributed {
@@ -265,6 +271,138 @@ std::optional<DistEnv> dist_env_from_env(const std::function<const char*(const c
 
 namespace {
 
+// Design note "collective watchdog" (watchdog.h). Gloo ends a stalled collective itself at the
+// timeout; its watchdog names the rank and ends the process only if Gloo has not, this long after.
+constexpr std::chrono::seconds kGlooBackstop{60};
+
+// A board for a group whose ranks cannot share one: every reading fails, saying why, so the
+// watchdog still bounds the collectives but names no rank.
+class NoHeartbeats : public HeartbeatBoard {
+ public:
+  explicit NoHeartbeats(std::string why) : why_(std::move(why)) {}
+  void publish(int, const Heartbeat&) override {}
+  std::optional<Heartbeat> read(int) override { DPE_THROW(why_); }
+  std::string where() const override { return "no heartbeat board"; }
+
+ private:
+  std::string why_;
+};
+
+// Gives a Gloo group over a TCPStore its watchdog: heartbeats under `prefix` on a connection of
+// their own to the same store (rank 0 serves it).
+void attach_gloo_watchdog(ProcessGroup& group, const TCPStore& store, const std::string& prefix,
+                          std::chrono::milliseconds timeout) {
+  std::shared_ptr<HeartbeatBoard> board;
+  try {
+    TCPStoreOptions options;
+    options.timeout = std::chrono::seconds(30);  // to connect to a server that is already up
+    board = std::make_shared<StoreHeartbeats>(
+        std::make_shared<TCPStore>(store.host(), store.port(), false, options), prefix);
+  } catch (const std::exception& e) {
+    std::cerr << "init_process_group (gloo): rank " << group.rank()
+              << ": no heartbeats, the watchdog will name no rank: " << e.what() << std::endl;
+    board = std::make_shared<NoHeartbeats>(e.what());
+  }
+  WatchdogOptions wo;
+  wo.timeout = timeout;
+  wo.expiry = timeout + kGlooBackstop;
+  wo.backend = "gloo";
+  group.set_watchdog(std::make_shared<Watchdog>(group.rank(), group.size(), board, wo));
+}
+
+// 128 random bits as 32 hex digits, from the kernel's generator; empty if it cannot be read.
+std::string random_token() {
+  unsigned char bytes[16];
+  const int fd = ::open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "";
+  const ssize_t k = ::read(fd, bytes, sizeof bytes);
+  ::close(fd);
+  if (k != static_cast<ssize_t>(sizeof bytes)) return "";
+  static const char kHex[] = "0123456789abcdef";
+  std::string token;
+  for (unsigned char b : bytes) {
+    token.push_back(kHex[b >> 4]);
+    token.push_back(kHex[b & 15]);
+  }
+  return token;
+}
+
+// The address the other ranks of an MPI job reach rank 0 at: 127.0.0.1 when every rank is on
+// this machine, else MASTER_ADDR when set, else this host's first non-loopback IPv4 address.
+std::string mpi_store_address(const ProcessGroup& group) {
+  if (group.local_size() == group.size()) return "127.0.0.1";
+  if (const char* addr = std::getenv("MASTER_ADDR"); addr != nullptr && *addr != '\0') return addr;
+  ifaddrs* list = nullptr;
+  std::string found;
+  if (::getifaddrs(&list) == 0) {
+    for (ifaddrs* i = list; i != nullptr && found.empty(); i = i->ifa_next) {
+      if (i->ifa_addr == nullptr || i->ifa_addr->sa_family != AF_INET) continue;
+      char host[NI_MAXHOST];
+      if (::getnameinfo(i->ifa_addr, sizeof(sockaddr_in), host, sizeof host, nullptr, 0,
+                        NI_NUMERICHOST) == 0 &&
+          std::string(host).rfind("127.", 0) != 0) {
+        found = host;
+      }
+    }
+    ::freeifaddrs(list);
+  }
+  DPE_CHECK(!found.empty(), "no non-loopback IPv4 address; set MASTER_ADDR to rank 0's");
+  return found;
+}
+
+// An MPI job has no store: rank 0 serves one for the watchdog's heartbeats, on a free port and
+// with a fresh token, and tells the other ranks where it is through MPI itself (a broadcast), so
+// only they can use it. The board says why when that fails (the watchdog then names no rank).
+std::shared_ptr<HeartbeatBoard> mpi_heartbeat_board(ProcessGroup& group) {
+  constexpr int64_t kBytes = 512;
+  Tensor info = Tensor::zeros({kBytes / 8}, DType::kInt64);
+  char* bytes = static_cast<char*>(info.raw_data());
+  std::shared_ptr<TCPStore> store;
+  if (group.rank() == 0) {
+    std::string text;
+    try {
+      const std::string address = mpi_store_address(group);
+      const std::string token = random_token();
+      DPE_CHECK(!token.empty(), "cannot read /dev/urandom for the store's token");
+      TCPStoreOptions options;
+      options.token = token;
+      options.server.max_connections = size_t(group.size()) + 64;
+      // Across hosts rank 0 listens on every interface: the token keeps strangers out.
+      const bool local = address == "127.0.0.1";
+      store = std::make_shared<TCPStore>(local ? address : "", 0, true, options);
+      text = "ok " + address + " " + std::to_string(store->port()) + " " + token;
+    } catch (const std::exception& e) {
+      text = std::string("error rank 0 cannot serve the heartbeat store: ") + e.what();
+    }
+    text.resize(std::min<size_t>(text.size(), kBytes - 1));
+    std::copy(text.begin(), text.end(), bytes);
+  }
+  group.broadcast(info, 0);
+  const std::string text(bytes, strnlen(bytes, kBytes));
+  if (text.rfind("ok ", 0) != 0) return std::make_shared<NoHeartbeats>(text.substr(6));
+  char address[256] = {0}, token[128] = {0};
+  int port = 0;
+  if (std::sscanf(text.c_str(), "ok %255s %d %127s", address, &port, token) != 3) {
+    return std::make_shared<NoHeartbeats>("malformed heartbeat store address '" + text + "'");
+  }
+  if (store == nullptr) {
+    try {
+      TCPStoreOptions options;
+      options.token = std::string(token);
+      options.timeout = std::chrono::seconds(10);
+      store = std::make_shared<TCPStore>(address, port, false, options);
+    } catch (const std::exception& e) {
+      std::cerr << "init_process_group (mpi): rank " << group.rank()
+                << " cannot reach rank 0's heartbeat store: " << e.what()
+                << "; its watchdog still bounds the collectives but names no rank (set "
+                   "MASTER_ADDR to rank 0's address)"
+                << std::endl;
+      return std::make_shared<NoHeartbeats>(e.what());
+    }
+  }
+  return std::make_shared<StoreHeartbeats>(store, "mpi");
+}
+
 // This process's local rank from the launcher's variables (LOCAL_RANK, SLURM_LOCALID,
 // OMPI_COMM_WORLD_LOCAL_RANK), 0 when none is set.
 int env_local_rank() {
@@ -275,7 +413,8 @@ int env_local_rank() {
 // init_process_group("mpi"): MPI's rank and world size. Explicit ones are ignored with a warning,
 // as PyTorch does; a launcher's environment that disagrees with MPI (a job started without mpirun
 // is a world of one) is an error.
-std::shared_ptr<ProcessGroup> init_mpi_group(int world_size, int rank) {
+std::shared_ptr<ProcessGroup> init_mpi_group(int world_size, int rank,
+                                             std::chrono::milliseconds timeout) {
   const int mpi_rank = MpiProcessGroup::world_rank(), mpi_size = MpiProcessGroup::world_size();
   if (world_size >= 0 || rank >= 0) {
     std::cerr << "init_process_group: for the mpi backend, world_size (" << world_size
@@ -289,7 +428,17 @@ std::shared_ptr<ProcessGroup> init_mpi_group(int world_size, int rank) {
                   << " variables) but MPI says rank " << mpi_rank << " of " << mpi_size
                   << "; start the job with mpirun (or srun --mpi=pmix), not tools/dpe-launch");
   }
-  return std::make_shared<MpiProcessGroup>();
+  auto group = std::make_shared<MpiProcessGroup>();
+  // MPI has no timeout of its own and a blocked MPI call cannot be cancelled: the watchdog ends
+  // the job (MPI_Abort) once a collective has run for `timeout`.
+  WatchdogOptions wo;
+  wo.timeout = timeout;
+  wo.expiry = timeout;
+  wo.backend = "mpi";
+  wo.terminate = [] { MpiProcessGroup::abort_job(1); };
+  group->set_watchdog(
+      std::make_shared<Watchdog>(group->rank(), group->size(), mpi_heartbeat_board(*group), wo));
+  return group;
 }
 
 }  // namespace
@@ -307,7 +456,7 @@ std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend,
                                                  int rank, std::chrono::milliseconds timeout) {
   check_no_default();
   if (backend == "mpi") {
-    auto group = init_mpi_group(world_size, rank);
+    auto group = init_mpi_group(world_size, rank, timeout);
     set_default(group, env_local_rank());
     return group;
   }
@@ -364,8 +513,9 @@ std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend,
     options.timeout = rdzv_timeout;
     options.progress_period = log_interval;
     // One connection per rank, plus room for tools that look in.
+    // Two connections per rank (its own and its watchdog's), plus room for tools that look in.
     options.server.max_connections =
-        std::max<size_t>(options.server.max_connections, size_t(world_size) + 64);
+        std::max<size_t>(options.server.max_connections, 2 * size_t(world_size) + 64);
     auto tcp = std::make_shared<TCPStore>(master.host, master.port, rank == 0, options);
     // Before registering: a rank of another job must not count as one of this job's.
     check_job_id(*tcp, rank, world_size, master.host, master.port, rdzv_timeout);
@@ -376,6 +526,9 @@ std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend,
   }
   auto group =
       make_group(backend, store, world_size, rank, timeout, "default_pg", hostname, local_rank);
+  if (auto tcp = std::dynamic_pointer_cast<TCPStore>(store); tcp && backend == "gloo") {
+    attach_gloo_watchdog(*group, *tcp, "default_pg", timeout);
+  }
   set_default(group, local_rank);
   return group;
 }
@@ -396,8 +549,10 @@ std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend,
     hostname = local_address_toward(tcp->host());
   }
   const int local_rank = env_local_rank();
+  auto tcp = std::dynamic_pointer_cast<TCPStore>(store);
   auto group = make_group(backend, std::move(store), world_size, rank, timeout, "default_pg",
                           hostname, local_rank);
+  if (tcp && backend == "gloo") attach_gloo_watchdog(*group, *tcp, "default_pg", timeout);
   set_default(group, local_rank);
   return group;
 }
@@ -412,8 +567,11 @@ std::shared_ptr<ProcessGroup> new_process_group(const std::string& backend,
   if (auto tcp = std::dynamic_pointer_cast<TCPStore>(store)) {
     hostname = local_address_toward(tcp->host());
   }
-  return make_group(backend, std::move(store), world_size, rank, timeout, prefix, hostname,
-                    env_local_rank());
+  auto tcp = std::dynamic_pointer_cast<TCPStore>(store);
+  auto group = make_group(backend, std::move(store), world_size, rank, timeout, prefix, hostname,
+                          env_local_rank());
+  if (tcp && backend == "gloo") attach_gloo_watchdog(*group, *tcp, prefix, timeout);
+  return group;
 }
 
 bool is_initialized() {

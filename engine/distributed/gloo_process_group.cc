@@ -16,11 +16,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <thread>
 
 #include "engine/core/error.h"
 #include "engine/distributed/tcp_store.h"
+#include "engine/distributed/watchdog.h"
 
 namespace dpe {
 namespace distributed {
@@ -72,6 +74,13 @@ void run_allreduce(const std::shared_ptr<gloo::Context>& ctx, T* data, size_t n,
   opts.setReduceFunction(reduce_fn<T>(op));
   opts.setTag(tag);
   gloo::allreduce(opts);
+}
+
+// "5 s", "1.5 s".
+std::string format_seconds(std::chrono::milliseconds ms) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g s", static_cast<double>(ms.count()) / 1000);
+  return text;
 }
 
 }  // namespace
@@ -166,6 +175,13 @@ std::string GlooProcessGroup::describe_lost_peer(const std::string& op, const st
   out << "gloo " << op << " (rank " << rank_ << " of " << size_ << "): ";
   const bool timed_out =
       what.find("Timed out") != std::string::npos || what.find("timed out") != std::string::npos;
+  if (timed_out && watchdog() != nullptr) {
+    // Design note "collective watchdog" (watchdog.h): the heartbeats name who holds it up.
+    out << "collective #" << watchdog()->in_flight() << " timed out after "
+        << format_seconds(options_.timeout) << " (the group's timeout): " << watchdog()->diagnose()
+        << " [gloo: " << what << "]";
+    return out.str();
+  }
   std::vector<int> lost;
   bool store_gone = false;
   if (options_.lost_ranks) {

@@ -3,6 +3,7 @@
 #include "engine/distributed/mpi_process_group.h"
 
 #include <mpi.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <climits>
@@ -127,6 +128,13 @@ struct MpiProcessGroup::Comm {
 void MpiProcessGroup::check(int rc, const char* op) const {
   DPE_CHECK(rc == MPI_SUCCESS,
             "mpi " << op << " (rank " << rank_ << " of " << size_ << "): " << mpi_error_string(rc));
+}
+
+void MpiProcessGroup::abort_job(int code) {
+  // Not under g_serial_mu: the thread blocked in a collective holds it where the library is not
+  // thread-multiple, and an abort must not wait for that collective.
+  MPI_Abort(MPI_COMM_WORLD, code);
+  ::_exit(code);  // MPI_Abort does not return; should it, the process ends anyway
 }
 
 int MpiProcessGroup::world_rank() {

@@ -13,9 +13,11 @@
 // Failures: argument errors are dpe::Errors on the caller's thread, as for every group; an error
 // code from the library becomes a dpe::Error naming the op and the rank, and breaks the group.
 // A rank that dies ends the whole job: mpirun sees it exit without MPI_Finalize and kills the
-// other ranks with a message naming it, so no rank hangs waiting for it. MPI has no timeout, so a
-// rank that stays alive but stops calling collectives stalls the others (as in PyTorch's MPI
-// backend); Gloo's timeout is the tool for that case.
+// other ranks with a message naming it, so no rank hangs waiting for it. MPI has no timeout, and
+// a blocked MPI call cannot be cancelled: a rank that stays alive but stops calling collectives
+// (or is stopped) would stall the others for good, so init_process_group("mpi") gives the group a
+// watchdog that ends the job with abort_job once a collective has run for the timeout, naming the
+// rank that holds it up (design note "collective watchdog", watchdog.h).
 //
 // Threading contract: as ProcessGroup (process_group.h).
 #pragma once
@@ -42,6 +44,10 @@ class MpiProcessGroup : public ProcessGroup {
   // Registered with atexit when this process initialises MPI: stops every live group's
   // communication thread, then calls MPI_Finalize. A group used after that throws.
   static void finalize_at_exit();
+
+  // Ends every process of the job with exit code `code` (MPI_Abort on MPI_COMM_WORLD), from any
+  // thread, even while another is blocked in an MPI call: the watchdog's way out (watchdog.h).
+  [[noreturn]] static void abort_job(int code);
 
   // MPI's rank and world size, initialising MPI if needed (for init_process_group's checks).
   static int world_rank();

@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "engine/core/error.h"
+#include "engine/distributed/watchdog.h"
 
 namespace dpe {
 namespace distributed {
@@ -122,6 +123,10 @@ ProcessGroup::ProcessGroup(int rank, int size) : rank_(rank), size_(size) {
 
 ProcessGroup::~ProcessGroup() { stop_communication(); }
 
+void ProcessGroup::set_watchdog(std::shared_ptr<Watchdog> watchdog) {
+  watchdog_ = std::move(watchdog);
+}
+
 int ProcessGroup::local_size() const {
   const char* v = std::getenv("LOCAL_WORLD_SIZE");
   if (v == nullptr || *v == '\0') return size_;
@@ -147,6 +152,16 @@ std::shared_ptr<Work> ProcessGroup::enqueue(const std::string& op, std::function
       DPE_CHECK(broken_.empty(), backend() << " " << op << " (rank " << rank_
                                            << "): the process group failed earlier: " << broken_);
     }
+    // Begun before and ended after describe_failure, so the watchdog sees the collective in
+    // flight while the failure is described.
+    struct Tracked {
+      Watchdog* w;
+      int64_t seq;
+      ~Tracked() {
+        if (w != nullptr) w->end(seq);
+      }
+    } tracked{watchdog_.get(), ++seq_};
+    if (tracked.w != nullptr) tracked.w->begin(tracked.seq, op);
     try {
       fn();
     } catch (const std::exception& e) {

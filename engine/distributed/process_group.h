@@ -9,7 +9,9 @@
 // is an asynchronous one followed by wait(). A caller that would only wait may run a collective
 // itself (all_reduce_here) while the thread is idle, holding the queue meanwhile: the order is the
 // same, and two thread hand-offs are saved. After a failure the group is broken: later
-// collectives throw the first error at once rather than desynchronise the ranks.
+// collectives throw the first error at once rather than desynchronise the ranks. Each collective
+// gets a sequence number as it runs (1, 2, ...: the same on every rank), which the group's
+// watchdog, when it has one, tracks (design note "collective watchdog" in watchdog.h).
 //
 // Threading contract: every public method may be called from any thread; the tensors passed to a
 // collective must stay alive and untouched until its Work has completed. The run_* overrides and
@@ -30,6 +32,8 @@
 
 namespace dpe {
 namespace distributed {
+
+class Watchdog;
 
 enum class ReduceOp { kSum, kAvg, kMax, kMin };
 const char* reduce_op_name(ReduceOp op);
@@ -88,6 +92,10 @@ class ProcessGroup {
   ProcessGroup(int rank, int size);
   virtual ~ProcessGroup();
 
+  // Attaches the watchdog that tracks this group's collectives (init_process_group does), before
+  // the first collective; it lives as long as the group.
+  void set_watchdog(std::shared_ptr<Watchdog> watchdog);
+
   int rank() const { return rank_; }
   int size() const { return size_; }
   virtual std::string backend() const = 0;
@@ -135,6 +143,8 @@ class ProcessGroup {
   // Called on the communication thread when a raw collective of `op` throws `e`. Default: the
   // group breaks, the error is rethrown unchanged.
   virtual Failure describe_failure(const std::string& op, const std::exception& e);
+  // The group's watchdog (null without one), for describe_failure's message.
+  Watchdog* watchdog() const { return watchdog_.get(); }
   // ReduceOp::kAvg where the library only sums: divides the summed float32 `tensor` by size().
   void divide_by_size(Tensor& tensor) const;
 
@@ -159,6 +169,9 @@ class ProcessGroup {
 
   std::mutex broken_mu_;
   std::string broken_;  // the first failure that broke the group
+  // Collectives started; touched only by whoever runs the queue's current item.
+  int64_t seq_ = 0;
+  std::shared_ptr<Watchdog> watchdog_;
   std::unique_ptr<WorkQueue> queue_;
 };
 

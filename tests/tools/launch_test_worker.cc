@@ -5,6 +5,10 @@
 //   wait                print "ready pid=<pid>" and wait to be stopped
 //   reduce              init_process_group() from the launcher's environment, reduce_value;
 //                       a failure prints "error: <message>" and exits with 1
+//   restarts RANK CODE ROUNDS
+//                       print "round N" (TORCHELASTIC_RESTART_COUNT); in the first ROUNDS rounds
+//                       rank RANK exits with CODE and the others wait to be stopped; later every
+//                       rank exits with 0
 #include <unistd.h>
 
 #include <chrono>
@@ -22,9 +26,10 @@ int main(int argc, char** argv) {
   const char* rank_text = std::getenv("RANK");
   const int rank = rank_text ? std::atoi(rank_text) : -1;
   if (mode == "env") {
-    for (const char* name : {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
-                             "MASTER_PORT", "OMP_NUM_THREADS", "DPE_HOST_DEVICES",
-                             "DPE_STORE_TOKEN", "DPE_RDZV_TIMEOUT", "TORCHELASTIC_RUN_ID"}) {
+    for (const char* name :
+         {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+          "OMP_NUM_THREADS", "DPE_HOST_DEVICES", "DPE_STORE_TOKEN", "DPE_RDZV_TIMEOUT",
+          "TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS"}) {
       const char* v = std::getenv(name);
       std::printf("%s=%s\n", name, v ? v : "<unset>");
     }
@@ -45,6 +50,20 @@ int main(int argc, char** argv) {
     }
     std::printf("waiting pid=%d\n", static_cast<int>(::getpid()));
     std::fflush(stdout);
+    std::this_thread::sleep_for(std::chrono::seconds(60));
+    std::printf("survived\n");
+    return 0;
+  }
+  if (mode == "restarts" && argc == 5) {
+    const char* count = std::getenv("TORCHELASTIC_RESTART_COUNT");
+    const int round = count ? std::atoi(count) : -1;
+    std::printf("round %d\n", round);
+    std::fflush(stdout);
+    if (round >= std::atoi(argv[4])) return 0;
+    if (rank == std::atoi(argv[2])) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      return std::atoi(argv[3]);
+    }
     std::this_thread::sleep_for(std::chrono::seconds(60));
     std::printf("survived\n");
     return 0;

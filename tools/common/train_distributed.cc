@@ -9,11 +9,11 @@
 
 namespace dpe::tools {
 
-Distributed Distributed::init(const std::string& backend) {
+Distributed Distributed::init(const std::string& backend, std::chrono::milliseconds timeout) {
   Distributed d;
   const bool under_mpirun = std::getenv("OMPI_COMM_WORLD_RANK") != nullptr;
   const std::string name = backend == "auto" ? (under_mpirun ? "mpi" : "gloo") : backend;
-  d.group = distributed::init_process_group(name, "env://");
+  d.group = distributed::init_process_group(name, "env://", -1, -1, timeout);
   if (name == "nccl") d.device = Device(DeviceType::kCuda, distributed::get_local_rank());
   d.rank = d.group->rank();
   d.world = d.group->size();

@@ -3,6 +3,7 @@
 // metrics), or a stand-in for a single process.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -19,10 +20,12 @@ struct Distributed {
   std::shared_ptr<distributed::ProcessGroup> group;  // null for a single process
 
   static Distributed single() { return {}; }
-  // init_process_group(backend, "env://"): "gloo" from the launcher's environment (RANK,
+  // init_process_group(backend, "env://", timeout): "gloo" from the launcher's environment (RANK,
   // MASTER_ADDR, ...), "mpi" from the MPI library under mpirun; "auto": mpi when mpirun started
-  // this process (OMPI_COMM_WORLD_RANK is set), else gloo.
-  static Distributed init(const std::string& backend = "auto");
+  // this process (OMPI_COMM_WORLD_RANK is set), else gloo. `timeout` bounds every collective
+  // (design note "collective watchdog", engine/distributed/watchdog.h).
+  static Distributed init(const std::string& backend = "auto",
+                          std::chrono::milliseconds timeout = std::chrono::minutes(30));
 
   // DistributedDataParallel with PyTorch's defaults, gradient_as_bucket_view as asked, and its
   // all-reduces starting as `overlap` says: "auto", "during" or "after" (backward).

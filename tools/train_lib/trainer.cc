@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -826,6 +827,13 @@ Position resume_set(const TrainConfig& c, bool language_model, Module& model,
   return at;
 }
 
+// Whether `dir` holds a checkpoint to resume from (a manifest, or the older single file); read
+// after recover_checkpoints, so every rank sees what rank 0 left.
+bool has_checkpoint(const std::string& dir) {
+  return ::access(checkpoint_manifest_path(dir).c_str(), F_OK) == 0 ||
+         ::access(legacy_checkpoint_path(dir).c_str(), F_OK) == 0;
+}
+
 // Loads the checkpoint in c.checkpoint_dir into `model` and `opt`; returns where it leaves the run
 // and sets `*from` to the file it was found by. A checkpoint that is missing, corrupt or does not
 // fit the command line is a DataError naming the file (and the key).
@@ -901,11 +909,13 @@ TrainConfig checked_config(const TrainConfig& config) {
                   "--batch-size " << c.batch_size << " must be at least 1");
   DPE_TOOLS_CHECK(UsageError, c.mode != "dp" || (c.devices >= 1 && c.devices <= 64),
                   "--devices " << c.devices << " must be between 1 and 64");
-  DPE_TOOLS_CHECK(UsageError, !c.resume || !c.checkpoint_dir.empty(),
+  DPE_TOOLS_CHECK(UsageError, !(c.resume || c.resume_auto) || !c.checkpoint_dir.empty(),
                   "--resume needs --checkpoint-dir");
   DPE_TOOLS_CHECK(UsageError, c.max_steps >= 0 && c.max_steps_per_epoch >= 0,
                   "--max-steps and --max-steps-per-epoch must be at least 0");
   DPE_TOOLS_CHECK(UsageError, !c.sync_bn || c.mode == "ddp", "--sync-bn needs --mode ddp");
+  DPE_TOOLS_CHECK(UsageError, std::isfinite(c.timeout) && c.timeout >= 0.001 && c.timeout <= 1e8,
+                  "--timeout " << c.timeout << " must be a number of seconds from 0.001 to 1e8");
   for (const auto& [name, value] : {std::pair<const char*, float>{"--lr", c.lr},
                                     {"--momentum", c.momentum},
                                     {"--weight-decay", c.weight_decay},
@@ -1219,7 +1229,9 @@ void save_checkpoint(const Run& run, const EpochMetrics& m, int64_t* generation)
 TrainResult train(const TrainConfig& config, FILE* out) {
   const TrainConfig c = checked_config(config);
   set_dp_device_count(c);
-  Distributed dist = c.mode == "ddp" ? Distributed::init(ddp_backend(c)) : Distributed::single();
+  const std::chrono::milliseconds timeout(std::llround(c.timeout * 1000));
+  Distributed dist =
+      c.mode == "ddp" ? Distributed::init(ddp_backend(c), timeout) : Distributed::single();
   const Device home = Device();  // host:0 in this process
   const bool main = dist.rank == 0;
   int64_t generation = recover_checkpoints(c, dist, out);
@@ -1232,7 +1244,12 @@ TrainResult train(const TrainConfig& config, FILE* out) {
   std::unique_ptr<optim::Optimizer> opt = make_optimizer(c, model->parameters(), lr);
   // Where the run starts: the epoch after the checkpoint's, with the optimizer steps before it.
   Position at{-1, 0};
-  if (c.resume) at = resume_training(c, data, *model, *opt, main, out);
+  if (c.resume || (c.resume_auto && has_checkpoint(c.checkpoint_dir))) {
+    at = resume_training(c, data, *model, *opt, main, out);
+  } else if (c.resume_auto && main) {
+    std::fprintf(out, "no checkpoint in %s yet: starting from scratch (--resume auto)\n",
+                 c.checkpoint_dir.c_str());
+  }
   const int start_epoch = at.epoch + 1;
   int64_t done = at.global_step;  // -1: unknown (an older checkpoint), and stays so
 

@@ -49,8 +49,14 @@ struct TrainConfig {
   // ddp (ignored otherwise): PyTorch's DDP option of that name, whose default is false; true as
   // //tools:bench's
   bool gradient_as_bucket_view = true;
+  // ddp: seconds a collective may take before the job ends naming the rank that holds it up
+  // (init_process_group's timeout, PyTorch's default 30 minutes; engine/distributed/watchdog.h)
+  double timeout = 1800;
   std::string checkpoint_dir;  // empty: no checkpoints
   bool resume = false;
+  // Resume when checkpoint_dir holds a checkpoint, else start from scratch (--resume auto: a
+  // worker that dpe-launch --max-restarts started again, as torchrun scripts load theirs).
+  bool resume_auto = false;
   std::string data_dir;       // Fashion-MNIST
   // Optimizer steps over the whole run, the steps before a resumed checkpoint included; when > 0
   // it overrides `epochs` (Hugging Face's max_steps). 0: `epochs` decides.
