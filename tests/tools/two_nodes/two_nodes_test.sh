@@ -71,7 +71,7 @@ start_job() {
       "$LAUNCH" --nnodes 2 --node-rank "$rank" --nproc-per-node 1 \
       --rdzv-endpoint "$ADDR0:$PORT" --rdzv-id "two-nodes-$name" \
       "$TRAIN" --mode ddp --backend gloo --model toy --train-samples "$MARK" --test-samples 64 \
-      --batch-size 64 --epochs "$epochs" --no-progress --timeout "$TIMEOUT_S" \
+      --max-steps-per-epoch 5 --batch-size 64 --epochs "$epochs" --no-progress --timeout "$TIMEOUT_S" \
       >"$OUT/$name.node$rank.log" 2>&1 &
     eval "PID_$rank=$!"
   done
@@ -111,7 +111,7 @@ losses() { grep -o 'train loss [0-9.]*, test loss [0-9.]*' "$1"; }
 # Waits until node 0 has finished EPOCH (its log says so), up to 60 s.
 wait_epoch() {
   local until=$((SECONDS + 60))
-  while ! grep -q "epoch $1:" "$OUT/$2.node0.log" && [ "$SECONDS" -lt "$until" ]; do sleep 0.1; done
+  while ! grep -qs "epoch $1:" "$OUT/$2.node0.log" && [ "$SECONDS" -lt "$until" ]; do sleep 0.1; done
 }
 
 echo "== baseline: no delay"
@@ -143,7 +143,7 @@ wait_job "$WITHIN_S"
 echo "node 0 ended with $RC_0 after $((SECONDS - T0)) s"
 [ "$RC_0" != 0 ] && [ "$RC_0" != 124 ] || fail "kill: node 0 exit code $RC_0"
 grep -q "rank 1" "$OUT/kill.node0.log" || fail "kill: node 0's output does not name rank 1"
-tail -5 "$OUT/kill.node0.log"
+tail -n 5 "$OUT/kill.node0.log"
 no_leftovers kill
 
 echo "== cut: the link goes down mid-training"
@@ -160,7 +160,7 @@ for rank in 0 1; do
 done
 grep -q "rank 1" "$OUT/cut.node0.log" || fail "cut: node 0's output does not name rank 1"
 grep -q "rank 0" "$OUT/cut.node1.log" || fail "cut: node 1's output does not name rank 0"
-tail -5 "$OUT/cut.node0.log" "$OUT/cut.node1.log"
+tail -n 5 "$OUT/cut.node0.log" "$OUT/cut.node1.log"
 no_leftovers cut
 
 [ "$FAILED" = 0 ] && echo "PASS" || echo "FAILED"
