@@ -135,10 +135,13 @@ std::vector<std::string> split_text(std::string_view text, uint64_t target) {
     const size_t half = start + target / 2;
     size_t cut = std::string_view::npos;
     size_t skip = 0;  // separator bytes dropped after the cut
+    // The last separator that starts in [half, end], searched for in that window only: from
+    // `end` back to the text's start it made a text without paragraph breaks quadratic.
     for (std::string_view sep :
          {std::string_view("\n\n"), std::string_view("\n"), std::string_view(" ")}) {
-      const size_t at = text.rfind(sep, end);
-      if (at != std::string_view::npos && at >= half && at > start) {
+      const size_t in_window = text.substr(half, end - half + sep.size()).rfind(sep);
+      const size_t at = in_window == std::string_view::npos ? in_window : half + in_window;
+      if (at != std::string_view::npos && at > start) {
         cut = at;
         skip = sep.size();
         break;

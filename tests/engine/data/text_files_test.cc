@@ -82,6 +82,33 @@ TEST(SplitText, CutsAtParagraphsThenLinesThenSpaces) {
   EXPECT_TRUE(split_text("", 100).empty());
 }
 
+// One line of 32 MiB (words, no newline): cut at spaces into pieces of at most 4 KiB that give the
+// text back. Each cut looks for a separator only in the second half of its piece; it once searched
+// back to the start of the text for the missing paragraph and line breaks, minutes for this text
+// (the test's timeout stops that) and hours for 100 MB.
+TEST(SplitText, OneLongLineIsCutAtSpacesLookingOnlyInsideThePiece) {
+  std::string text;
+  text.reserve((32u << 20) + 16);
+  for (uint64_t i = 0; text.size() < (32u << 20); ++i) {
+    if (i > 0) text += ' ';
+    text += i % 7 == 0 ? "seven" : "word";
+  }
+  const std::vector<std::string> pieces = split_text(text, 4096);
+  ASSERT_GT(pieces.size(), (32u << 20) / 4096);
+  std::string joined;
+  joined.reserve(text.size());
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    const std::string& piece = pieces[i];
+    ASSERT_LE(piece.size(), 4096u);
+    if (i + 1 < pieces.size()) {
+      ASSERT_GE(piece.size(), 2048u - 8) << "cut in the first half";
+    }
+    if (!joined.empty()) joined += ' ';
+    joined += piece;
+  }
+  EXPECT_TRUE(joined == text);
+}
+
 TEST(DocumentTargetBytes, FourKibibytesOrAHundredthOfAShortText) {
   EXPECT_EQ(document_target_bytes(10'000'000), 4096u);
   EXPECT_EQ(document_target_bytes(100'000), 1000u);
