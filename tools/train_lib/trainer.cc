@@ -94,7 +94,14 @@ std::vector<std::string> lm_documents(const TrainConfig& c, std::string* source)
     docs = load_language_model_corpus();
     *source = "language-model corpus";
   } else {
-    TextFiles text = read_text_files(c.text);
+    TextFiles text;
+    try {
+      text = read_text_files(c.text, c.max_text_bytes);
+    } catch (const TextLimitError& e) {
+      throw DataError(std::string(e.what()) +
+                      "; --max-text-bytes raises it (a run takes about 45 bytes of memory per "
+                      "byte of text, docs/own_data.md)");
+    }
     std::ostringstream s;
     s << "text " << c.text << " (" << text.files.size() << " file"
       << (text.files.size() == 1 ? "" : "s") << ", " << text.bytes << " bytes in "

@@ -156,6 +156,35 @@ TEST(ReadTextFiles, AFolderIsReadRecursivelyInPathOrderSkippingHiddenNames) {
             (std::vector<std::string>{"First file.", "Second file.", "Third file, no extension."}));
 }
 
+// The files are read in pieces, counted as they come: past the limit the read stops, naming the
+// file where it was crossed and the limit (64 MiB by default), before a byte of it is checked.
+// A sparse file of 65 MiB of NULs costs no disk; it was read whole and reported as binary.
+TEST(ReadTextFiles, ReadingStopsAtTheLimitNamingTheFileAndTheLimit) {
+  const std::string dir = scratch_dir("text");
+  const std::string big = dir + "/sparse.txt";
+  write_file(big, "");
+  ASSERT_EQ(::truncate(big.c_str(), (65 << 20)), 0);
+  std::string msg = error_of([&] { read_text_files(big); });
+  EXPECT_TRUE(has(msg, big + " holds more than 67108864 bytes (64 MiB) of text, the limit")) << msg;
+  EXPECT_FALSE(has(msg, "NUL")) << msg;
+
+  // A smaller limit, in a folder: the file that crosses it is named; up to it all is read.
+  const std::string folder = dir + "/folder";
+  ::mkdir(folder.c_str(), 0755);
+  write_file(folder + "/a.txt", std::string(600, 'a'));
+  write_file(folder + "/b.txt", std::string(600, 'b'));
+  EXPECT_EQ(read_text_files(folder, 1200).bytes, 1200u);
+  try {
+    read_text_files(folder, 1199);
+    ADD_FAILURE() << "no TextLimitError";
+  } catch (const TextLimitError& e) {
+    msg = e.what();
+    EXPECT_TRUE(has(msg, folder + " holds more than 1199 bytes of text, the limit (" + folder +
+                             "/b.txt goes past it)"))
+        << msg;
+  }
+}
+
 TEST(ReadTextFiles, ErrorsNameTheFileAndWhatIsWrong) {
   const std::string dir = scratch_dir("text");
   std::string msg = error_of([&] { read_text_files(dir + "/missing.txt"); });
