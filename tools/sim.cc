@@ -2,7 +2,8 @@
 // training step of a model on host devices (the engine's real schedule, without the arithmetic),
 // then replays it on a described cluster for 1, 2, 4, 8 GPUs (and two nodes): step time of
 // DataParallel and DDP, speed-ups, per-GPU peak memory, device 0's extra, the limiting phase.
-// Exit codes (tools/common/exit_codes.h): 0 done, 1 a run failed, 2 bad flags.
+// Exit codes (tools/common/exit_codes.h): 0 done, 1 a run failed, 2 bad flags, 3 a --topology file
+// that is not nvidia-smi's matrix or is over its size limit.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
@@ -20,6 +21,7 @@
 #include "tools/cost_model/replay.h"
 #include "tools/cost_model/sim_plot.h"
 #include "tools/cost_model/step_trace.h"
+#include "tools/cost_model/topology_file.h"
 
 namespace {
 
@@ -191,19 +193,14 @@ int parse_options(int argc, char** argv, Options& o) {
 
 // The cluster to replay on: the preset, or its GPU and network with the node of --topology, with
 // enough nodes for the largest --gpus unless --nodes says. Empty, said on stderr, when the
-// topology file cannot be read or the cluster has too few GPUs (a usage error).
+// cluster has too few GPUs (a usage error); the topology file's errors are thrown
+// (topology_file.h: a UsageError when it cannot be opened, a DataError otherwise).
 std::optional<dpe::sim::Cluster> build_cluster(const Options& o) {
   int per_node = dpe::sim::cluster_preset_node_gpus(o.cluster_name);
   const dpe::sim::Cluster probe = dpe::sim::cluster_preset(o.cluster_name, per_node, 1);
   dpe::sim::NodeTopology topology;
   if (!o.topo_file.empty()) {
-    std::ifstream in(dpe::tools::user_path(o.topo_file));
-    if (!in) {
-      std::fprintf(stderr, "sim: cannot read %s\n", o.topo_file.c_str());
-      return std::nullopt;
-    }
-    topology = dpe::sim::parse_topology(
-        std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()));
+    topology = dpe::sim::read_topology_file(dpe::tools::user_path(o.topo_file));
     per_node = topology.gpus;
   }
   const int most = *std::max_element(o.gpu_counts.begin(), o.gpu_counts.end());
@@ -404,6 +401,6 @@ int main(int argc, char** argv) {
     return dpe::tools::kExitOk;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "sim: %s\n", e.what());
-    return dpe::tools::kExitFailure;
+    return dpe::tools::exit_code_for(e);
   }
 }
