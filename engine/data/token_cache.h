@@ -10,8 +10,18 @@
 //   <cache_dir>/<name>-<key>.model   the SentencePiece model (spm_encode reads it too)
 //   <cache_dir>/<name>-<key>.tokens  "DPETOKS1", u64 train count, u64 validation count,
 //                                    int32 ids: train then validation (native byte order)
+//   <cache_dir>/<name>-<key>.json    the entry's record, written last: the key, the text's
+//                                    checksum and document count, the vocabulary asked for, the
+//                                    model's pieces and checksum, the token counts
 // Files are written to a temporary name and renamed, so processes that race (DDP ranks) each
 // leave a complete file.
+//
+// Design note "cache record": an entry is reused only when its record matches the run (the
+// same key, text and vocabulary asked for) and its model is the one recorded (the same checksum
+// and pieces). Anything else (no record: an older dpe's entry or an interrupted write; a record
+// of another text or vocabulary; a model file replaced since) is not used: the run trains anew,
+// rewrites the entry, and the log says which file and why ("tokenizer: not reusing ..."). A file
+// that is corrupt (not a model, a token file of the wrong size) is still an error naming it.
 //
 // Threading contract: load_tokenized_corpus may run on several threads or processes at once.
 #pragma once
@@ -48,14 +58,16 @@ struct TokenizedCorpus {
   std::string key;          // the cache key (hex)
   std::string model_path;   // <cache_dir>/<name>-<key>.model
   std::string tokens_path;  // <cache_dir>/<name>-<key>.tokens
+  std::string record_path;  // <cache_dir>/<name>-<key>.json
   bool trained = false;     // the tokenizer was trained now, not read from the cache
 };
 
 // Splits `documents` (split_documents), then loads the tokenizer and tokens from `cache_dir`, or
 // trains, encodes and writes them there (creating the directory), under `name`. `log`, when
-// given, hears what was trained, encoded or reused, and when the tokenizer has fewer pieces than
-// options.vocab_size (options.hard_vocab_limit false). Throws dpe::Error naming the file when a
-// cached file is corrupt (delete it to rebuild) or cannot be written.
+// given, hears what was trained, encoded or reused, why an entry was not reused (design note
+// "cache record"), and when the tokenizer has fewer pieces than options.vocab_size
+// (options.hard_vocab_limit false). Throws dpe::Error naming the file when a cached file is
+// corrupt (delete it to rebuild) or cannot be written.
 TokenizedCorpus load_tokenized_corpus(const std::vector<std::string>& documents,
                                       const std::string& cache_dir = default_cache_dir(),
                                       const Tokenizer::TrainOptions& options = {},
