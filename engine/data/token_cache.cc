@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -18,7 +19,6 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/core/error.h"
-#include "engine/io/json_nesting.h"
 
 namespace dpe {
 
@@ -59,7 +59,7 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 
 constexpr const char* kRecordFormat = "dpe-token-cache-1";
 constexpr int64_t kMaxRecordBytes = 64 << 10;  // a record is a few hundred bytes
-constexpr int kMaxRecordDepth = 4;             // and one object deep
+constexpr int kMaxRecordBrackets = 4;          // and one object, no array: '{' and '[' counted
 
 // What an entry is (design note "cache record"): the run's values when it is written, the file's
 // when it is read.
@@ -86,11 +86,16 @@ std::optional<std::string> read_small_file(const std::string& path, int64_t limi
   return bytes;
 }
 
-// The record in `path`, or nullopt when it is missing, over 64 KiB, nested deeper than 4 levels,
-// not JSON, or lacks a field of the right type (the counts are whole numbers up to 2^40).
+// The record in `path`, or nullopt when it is missing, over 64 KiB, holds more than 4 opening
+// brackets (so no deep nesting reaches the parser), is not JSON, or lacks a field of the right
+// type (the counts are whole numbers up to 2^40).
 std::optional<Record> read_record(const std::string& path) {
   const std::optional<std::string> text = read_small_file(path, kMaxRecordBytes);
-  if (!text || json_nesting_depth(*text, kMaxRecordDepth) > kMaxRecordDepth) return std::nullopt;
+  if (!text || std::count_if(text->begin(), text->end(), [](char c) {
+                 return c == '{' || c == '[';
+               }) > kMaxRecordBrackets) {
+    return std::nullopt;
+  }
   const nlohmann::json j = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
   if (!j.is_object() || j.value("format", nlohmann::json()) != kRecordFormat) return std::nullopt;
   Record r;
