@@ -7,7 +7,6 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -16,6 +15,7 @@
 #include "models/by_name.h"
 #include "models/gpt.h"
 #include "tools/common/exit_codes.h"
+#include "tools/common/output_file.h"
 #include "tools/common/paths.h"
 #include "tools/cost_model/cluster.h"
 #include "tools/cost_model/replay.h"
@@ -178,8 +178,12 @@ int parse_options(int argc, char** argv, Options& o) {
   app.add_option("--framework", o.framework_name, "CPU-side costs: pytorch or dpe")
       ->check(CLI::IsMember({"pytorch", "dpe"}))
       ->capture_default_str();
-  app.add_option("--json", o.json_path, "where to write the results")->capture_default_str();
-  app.add_option("--svg", o.svg_path, "where to draw the plot")->capture_default_str();
+  app.add_option("--json", o.json_path,
+                 "where to write the results (checked before the run: a path that cannot be "
+                 "written exits 2)")
+      ->capture_default_str();
+  app.add_option("--svg", o.svg_path, "where to draw the plot (checked as --json)")
+      ->capture_default_str();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -374,13 +378,12 @@ void write_outputs(const Options& o, const Predictions& p, const dpe::sim::Clust
     j["runs"].push_back(to_json(p.dp[i]));
     j["runs"].push_back(to_json(p.ddp[i]));
   }
-  std::ofstream(dpe::tools::user_path(o.json_path)) << j.dump(2) << "\n";
+  dpe::tools::write_file_atomically(o.json_path, j.dump(2) + "\n");
   std::vector<dpe::sim::PlotRow> rows;
   for (size_t i = 0; i < o.gpu_counts.size(); ++i) {
     rows.push_back({p.dp[i], p.ddp[i], dp_speedup(o, p, i), ddp_speedup(o, p, i)});
   }
-  dpe::sim::write_sim_svg(dpe::tools::user_path(o.svg_path), model_label(spec) + " on " + cluster.name,
-                          rows);
+  dpe::sim::write_sim_svg(o.svg_path, model_label(spec) + " on " + cluster.name, rows);
   std::printf("wrote %s and %s\n", o.json_path.c_str(), o.svg_path.c_str());
 }
 
@@ -390,6 +393,11 @@ int main(int argc, char** argv) {
   Options o;
   if (const int code = parse_options(argc, argv, o); code != kRun) return code;
   try {
+    // The outputs first: a path that cannot be written is a usage error before any work.
+    o.json_path = dpe::tools::user_path(o.json_path);
+    o.svg_path = dpe::tools::user_path(o.svg_path);
+    dpe::tools::check_writable("--json", o.json_path);
+    dpe::tools::check_writable("--svg", o.svg_path);
     const std::optional<dpe::sim::Cluster> cluster = build_cluster(o);
     if (!cluster) return dpe::tools::kExitUsage;
     const dpe::sim::ReplayOptions options = replay_options(o);

@@ -256,6 +256,23 @@ TEST(SimCliTest, TopologyFileErrorsNameTheFile) {
   EXPECT_TRUE(has(out, "1 nodes of 2 x")) << out;
 }
 
+// --json and --svg are checked before anything runs: a path that cannot be written is a usage
+// error (2) naming the flag, the path and why; nothing says "wrote". It used to print "wrote" and
+// exit 0 whether the JSON was written or not.
+TEST(SimCliTest, AnUnwritableOutputPathExitsWith2BeforeRunning) {
+  std::string out;
+  const std::string quick = "--model toy --gpus 1,2 ";
+  EXPECT_EQ(run(quick + "--json /no/such/folder/sim.json --svg " + tmp("s.svg"), &out), 2) << out;
+  EXPECT_TRUE(has(out, "--json /no/such/folder/sim.json: cannot write")) << out;
+  EXPECT_TRUE(has(out, "No such file or directory")) << out;
+  EXPECT_FALSE(has(out, "dpe sim:")) << out;
+  EXPECT_FALSE(has(out, "wrote")) << out;
+  EXPECT_EQ(run(quick + "--json " + tmp("s.json") + " --svg /etc/hostname/s.svg", &out), 2) << out;
+  EXPECT_TRUE(has(out, "--svg /etc/hostname/s.svg: cannot write")) << out;
+  EXPECT_TRUE(has(out, "Not a directory")) << out;
+  EXPECT_FALSE(has(out, "wrote")) << out;
+}
+
 // One name per concept across the tools: --batch-size (per GPU here, as the help says),
 // --context, --image-size; the older spellings give the same predictions.
 TEST(SimCliTest, OlderSpellingsMeanTheSame) {
