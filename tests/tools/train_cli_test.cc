@@ -225,6 +225,54 @@ TEST(TrainCliTest, DataErrorsExitWith3) {
   EXPECT_TRUE(has(out, ck + "/checkpoint.safetensors")) << out;
 }
 
+// The bytes of `path` ("" when it cannot be read).
+std::string file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), {});
+}
+
+// A run without --resume into a --checkpoint-dir that already holds a run (its checkpoint, its
+// metrics.jsonl) is refused with 2, naming the directory and the files, and touches nothing: it
+// used to append its metrics to the old run's and replace the old checkpoint. An empty directory,
+// or one of other files, is fine.
+TEST(TrainCliTest, AFreshRunIntoACheckpointDirIsRefused) {
+  std::string out;
+  const std::string ck = tmp_path("fresh_into_existing");
+  ASSERT_EQ(run(kToy + " --checkpoint-dir " + ck, &out), 0) << out;
+  const std::string metrics = file_bytes(ck + "/metrics.jsonl");
+  const std::string manifest = file_bytes(ck + "/checkpoint.json");
+  const std::string model = file_bytes(ck + "/model.safetensors");
+  ASSERT_FALSE(metrics.empty());
+  EXPECT_EQ(run(kToy + " --seed 7 --checkpoint-dir " + ck, &out), 2) << out;
+  EXPECT_TRUE(has(out, "--checkpoint-dir " + ck + " already holds a run (checkpoint.json, ")) << out;
+  EXPECT_TRUE(has(out, "metrics.jsonl")) << out;
+  EXPECT_TRUE(has(out, "pass --resume to continue it, or choose another directory")) << out;
+  EXPECT_FALSE(has(out, "training toy")) << out;
+  EXPECT_EQ(file_bytes(ck + "/metrics.jsonl"), metrics);
+  EXPECT_EQ(file_bytes(ck + "/checkpoint.json"), manifest);
+  EXPECT_EQ(file_bytes(ck + "/model.safetensors"), model);
+  // --resume goes on from it.
+  EXPECT_EQ(run("--model toy --train-samples 64 --test-samples 32 --no-progress --max-steps 2 "
+                "--resume --checkpoint-dir " +
+                    ck,
+                &out),
+            0)
+      << out;
+  EXPECT_TRUE(has(out, "resumed from " + ck)) << out;
+
+  // The older single-file layout counts too; an empty directory and unrelated files do not.
+  const std::string legacy = tmp_path("fresh_into_legacy");
+  ::mkdir(legacy.c_str(), 0755);
+  std::ofstream(legacy + "/checkpoint.safetensors") << "x";
+  EXPECT_EQ(run(kToy + " --checkpoint-dir " + legacy, &out), 2) << out;
+  EXPECT_TRUE(has(out, "already holds a run (checkpoint.safetensors)")) << out;
+  const std::string fresh = tmp_path("fresh_into_empty");
+  ::mkdir(fresh.c_str(), 0755);
+  std::ofstream(fresh + "/notes.txt") << "mine";
+  EXPECT_EQ(run(kToy + " --checkpoint-dir " + fresh, &out), 0) << out;
+  EXPECT_EQ(file_bytes(fresh + "/notes.txt"), "mine");
+}
+
 // SIGKILL at spread-out moments of a run whose epochs (one toy step each) take milliseconds, so
 // that kills land in checkpoint writes too: every time, the next --resume finds one whole set
 // (design note "checkpoint set" in tools/train_lib/trainer.h) and gets as far as being killed

@@ -903,6 +903,26 @@ void check_environment(const TrainConfig& c) {
   }
 }
 
+// A run without --resume into a --checkpoint-dir that holds a run (its checkpoint, either layout,
+// or its metrics.jsonl) would append its metrics to that run's and replace its checkpoint: a
+// UsageError naming the directory and the files found, before anything is written.
+void check_fresh_checkpoint_dir(const TrainConfig& c) {
+  if (c.resume || c.checkpoint_dir.empty()) return;
+  const std::string& dir = c.checkpoint_dir;
+  std::string found;
+  for (const std::string& path :
+       {checkpoint_manifest_path(dir), legacy_checkpoint_path(dir), model_checkpoint_path(dir),
+        optimizer_checkpoint_path(dir), training_state_path(dir), metrics_path(dir)}) {
+    if (::access(path.c_str(), F_OK) == 0) {
+      found += (found.empty() ? "" : ", ") + path.substr(path.find_last_of('/') + 1);
+    }
+  }
+  DPE_TOOLS_CHECK(UsageError, found.empty(),
+                  "--checkpoint-dir " << dir << " already holds a run (" << found
+                                      << "): pass --resume to continue it, or choose another "
+                                         "directory (nothing was written)");
+}
+
 // `config` with the model's defaults filled in, once every flag value, flag combination and DPE_*
 // environment value is found usable: a UsageError otherwise, before any work.
 TrainConfig checked_config(const TrainConfig& config) {
@@ -932,6 +952,7 @@ TrainConfig checked_config(const TrainConfig& config) {
   }
   check_environment(c);
   check_device(c);
+  check_fresh_checkpoint_dir(c);
   return c;
 }
 
