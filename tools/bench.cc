@@ -264,7 +264,7 @@ int check_inputs(const Options& o) {
       dpe::FashionMnist(dir, true);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "bench: %s\n", e.what());
-      return dpe::tools::kExitData;
+      return dpe::tools::out_of_memory(e) ? dpe::tools::kExitFailure : dpe::tools::kExitData;
     }
     break;
   }

@@ -103,6 +103,7 @@ void imbalance_demo(const Flags& f, const std::vector<dpe::Device>& devices) {
     try {
       loaded = std::make_unique<dpe::FashionMnist>(f.data_dir, true);
     } catch (const std::exception& e) {
+      if (dpe::tools::out_of_memory(e)) throw;
       throw dpe::tools::DataError(e.what());
     }
     dpe::FashionMnist& train = *loaded;

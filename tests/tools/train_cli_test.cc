@@ -362,6 +362,17 @@ TEST(TrainCliTest, AFailedRunExitsWith1) {
   EXPECT_TRUE(has(out, "non-finite loss")) << out;
 }
 
+// Out of memory while the data loads is a failed run (1), as anywhere else, not a data error (3):
+// the data is fine, the machine (here a 1 MiB cap on host:0) is too small for it.
+TEST(TrainCliTest, OutOfMemoryWhileLoadingDataExitsWith1) {
+  std::string out;
+  EXPECT_EQ(run("--model mlp --train-samples 64 --test-samples 64 --max-steps 1 --no-progress", &out,
+                "DPE_HOST_DEVICE_MEMORY=1MiB"),
+            1)
+      << out;
+  EXPECT_TRUE(has(out, "out of memory on host:0")) << out;
+}
+
 // The lines of `dir`/metrics.jsonl.
 std::vector<std::string> metrics_lines(const std::string& dir) {
   std::ifstream log(dir + "/metrics.jsonl");

@@ -710,12 +710,14 @@ Position check_training_state(const std::string& path, const SafetensorsMetadata
 }
 
 // Runs `load`; a plain dpe::Error from it (the reader's, the state dicts') becomes a DataError
-// naming `path`.
+// naming `path`; out of memory stays what it is.
 template <typename F>
 auto naming(const std::string& path, F load) {
   try {
     return load();
   } catch (const DataError&) {
+    throw;
+  } catch (const OutOfMemoryError&) {
     throw;
   } catch (const Error& e) {
     const std::string msg = e.what();
@@ -980,13 +982,15 @@ int64_t recover_checkpoints(const TrainConfig& c, const Distributed& dist, FILE*
 }
 
 // The run's data, neither split empty. A data set that cannot be read is a data error (exit 3),
-// a missing --data-dir a usage error (exit 2).
+// a missing --data-dir a usage error (exit 2), out of memory a failed run (exit 1).
 Data load_checked_data(const TrainConfig& c, FILE* out, bool main) {
   Data data;
   try {
     data = load_data(c, out, main);
   } catch (const UsageError&) {
     throw;
+  } catch (const OutOfMemoryError&) {
+    throw;  // the machine is too small for the data: a failed run, not a data error
   } catch (const Error& e) {
     throw DataError(e.what());
   }
