@@ -157,6 +157,36 @@ TEST(TrainCliTest, UsageErrorsExitWith2) {
   EXPECT_TRUE(has(out, "DPE_RDZV_TIMEOUT='soon'")) << out;
 }
 
+// --mode ddp's environment is checked before any work, as the DPE_* values are: no RANK and
+// WORLD_SIZE (and no launcher's variables), a MASTER_PORT that is no port, and --backend mpi in
+// a job whose ranks a launcher other than mpirun numbered (MPI would see a world of one) are
+// usage errors (2) naming the variables; they failed as runs (1).
+TEST(TrainCliTest, DdpEnvironmentErrorsExitWith2) {
+  std::string out;
+  const std::string ddp = "--mode ddp " + kToy;
+  const std::string no_launcher =
+      "env -u RANK -u WORLD_SIZE -u LOCAL_RANK -u SLURM_PROCID -u OMPI_COMM_WORLD_RANK "
+      "-u MASTER_ADDR -u MASTER_PORT";
+  EXPECT_EQ(run(ddp, &out, no_launcher), 2) << out;
+  EXPECT_TRUE(has(out, "--mode ddp needs RANK and WORLD_SIZE")) << out;
+  EXPECT_FALSE(has(out, "training toy")) << out;
+  for (const char* port : {"99999", "0", "http", ""}) {
+    EXPECT_EQ(run(ddp, &out,
+                  no_launcher + " RANK=0 WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + port),
+              2)
+        << port << ": " << out;
+    EXPECT_TRUE(has(out, "MASTER_PORT")) << port << ": " << out;
+  }
+  EXPECT_EQ(run(ddp, &out, no_launcher + " RANK=0 WORLD_SIZE=1 MASTER_PORT=29500"), 2) << out;
+  EXPECT_TRUE(has(out, "MASTER_ADDR")) << out;
+  EXPECT_EQ(run(ddp + " --backend mpi", &out,
+                no_launcher + " RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29500"),
+            2)
+      << out;
+  EXPECT_TRUE(has(out, "--backend mpi")) << out;
+  EXPECT_TRUE(has(out, "mpirun")) << out;
+}
+
 // --devices wins over DPE_HOST_DEVICES and says so; without the flag, dp takes the variable.
 TEST(TrainCliTest, DevicesFlagAndEnvironment) {
   std::string out;

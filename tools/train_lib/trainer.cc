@@ -889,12 +889,55 @@ void check_device(const TrainConfig& c) {
   }
 }
 
-// Bad DPE_HOST_*, RANK/WORLD_SIZE or DPE_RDZV_* values are usage errors, found before any work.
+// What --mode ddp needs from its environment, as init_process_group reads it: the ranks (RANK and
+// WORLD_SIZE, or srun's or mpirun's variables) and, for the env:// rendezvous of gloo and nccl,
+// MASTER_ADDR and a MASTER_PORT from 1 to 65535. MPI numbers the ranks itself, so --backend mpi
+// in a job numbered by another launcher (tools/dpe-launch, torchrun: RANK without mpirun's
+// variables) would see a world of one. Each is a UsageError naming the variables.
+void check_ddp_environment(const TrainConfig& c) {
+  const std::optional<distributed::DistEnv> env = distributed::dist_env_from_env();
+  if (ddp_backend(c) == "mpi") {
+    DPE_TOOLS_CHECK(UsageError,
+                    !env || env->source != "RANK" || env->world_size == 1 ||
+                        std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr,
+                    "--backend mpi: the environment says rank "
+                        << (env ? env->rank : 0) << " of " << (env ? env->world_size : 1)
+                        << " (RANK and WORLD_SIZE, as tools/dpe-launch and torchrun set them), "
+                           "but MPI numbers a job's ranks only under mpirun: start it with "
+                           "mpirun -np "
+                        << (env ? env->world_size : 1)
+                        << ", or use --backend gloo with the launcher");
+    return;
+  }
+  DPE_TOOLS_CHECK(UsageError, env.has_value(),
+                  "--mode ddp needs RANK and WORLD_SIZE (tools/dpe-launch sets them, as srun and "
+                  "mpirun set theirs): start it with tools/dpe-launch --nproc-per-node N");
+  const char* addr = std::getenv("MASTER_ADDR");
+  const char* port = std::getenv("MASTER_PORT");
+  DPE_TOOLS_CHECK(UsageError, addr != nullptr && *addr != '\0' && port != nullptr,
+                  "--mode ddp with --backend " << ddp_backend(c)
+                                               << " meets its ranks at MASTER_ADDR:MASTER_PORT "
+                                                  "(missing: "
+                                               << (addr == nullptr || *addr == '\0'
+                                                       ? "MASTER_ADDR"
+                                                       : "")
+                                               << (port == nullptr ? " MASTER_PORT" : "")
+                                               << "); tools/dpe-launch sets them");
+  const std::string p = port;
+  bool digits = !p.empty() && p.size() <= 5;
+  for (char ch : p) digits = digits && ch >= '0' && ch <= '9';
+  const long value = digits ? std::strtol(p.c_str(), nullptr, 10) : 0;
+  DPE_TOOLS_CHECK(UsageError, value >= 1 && value <= 65535,
+                  "MASTER_PORT=" << shown(p) << " is not a port (a number from 1 to 65535)");
+}
+
+// Bad DPE_HOST_*, RANK/WORLD_SIZE, MASTER_* or DPE_RDZV_* values are usage errors, found before
+// any work.
 void check_environment(const TrainConfig& c) {
   try {
     host_options_from_env();
     if (c.mode == "ddp") {
-      distributed::dist_env_from_env();
+      check_ddp_environment(c);
       distributed::rendezvous_timeout(distributed::kDefaultTimeout);
       distributed::rendezvous_log_interval();
     }
