@@ -16,9 +16,12 @@
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "engine/io/safetensors.h"
+#include "engine/tensor/tensor.h"
 #include "tests/tools/run_tool.h"
 #include "tests/util/free_port.h"
 
@@ -301,6 +304,62 @@ TEST(TrainCliTest, AFreshRunIntoACheckpointDirIsRefused) {
   std::ofstream(fresh + "/notes.txt") << "mine";
   EXPECT_EQ(run(kToy + " --checkpoint-dir " + fresh, &out), 0) << out;
   EXPECT_EQ(file_bytes(fresh + "/notes.txt"), "mine");
+}
+
+// Replaces the optimizer state of the checkpoint in `dir` by `state` (its metadata kept) and
+// records the new file's size in the manifest, without checksums: a set consistent but for the
+// state, as a program other than dpe might write it.
+void put_optimizer_state(const std::string& dir, const dpe::StateDict& state) {
+  const std::string path = dir + "/optimizer.safetensors";
+  dpe::SafetensorsSaveOptions options;
+  options.metadata = dpe::read_safetensors(path).metadata;
+  dpe::save_safetensors(path, state, options);
+  nlohmann::json manifest = nlohmann::json::parse(file_bytes(dir + "/checkpoint.json"));
+  manifest["files"]["optimizer.safetensors"] = file_bytes(path).size();
+  manifest.erase("crc32");
+  std::ofstream(dir + "/checkpoint.json", std::ios::trunc) << manifest.dump();
+}
+
+// An AdamW state that cannot be resumed from is refused when the checkpoint is read, with 3,
+// naming optimizer.safetensors and the key: a step of 0 (it failed at the first step with
+// "adam_step: step counts from 1", exit 1), INT64_MAX (it wrapped), no step (PyTorch's Adam
+// fails at step() on such a state; this took it for step 1), a key without a parameter index
+// (it failed with "train: stoul", exit 1).
+TEST(TrainCliTest, ABadOptimizerStateExitsWith3NamingTheFileAndTheKey) {
+  std::string out;
+  const std::string ck = tmp_path("bad_optimizer_state");
+  const std::string adamw =
+      "--model toy --optimizer adamw --train-samples 64 --test-samples 32 --no-progress "
+      "--max-steps-per-epoch 1 ";
+  ASSERT_EQ(run(adamw + "--checkpoint-dir " + ck, &out), 0) << out;
+  const std::string path = ck + "/optimizer.safetensors";
+  const dpe::StateDict good = dpe::read_safetensors(path).tensors;
+  const std::string good_bytes = file_bytes(path), good_manifest = file_bytes(ck + "/checkpoint.json");
+  auto with = [&](const std::string& key, const dpe::Tensor& value) {
+    dpe::StateDict state;
+    for (const auto& [k, v] : good) {
+      if (k != key) state.emplace_back(k, v);
+    }
+    if (value.defined()) state.emplace_back(key, value);
+    return state;
+  };
+  auto step = [](int64_t v) { return dpe::Tensor::from_vector(std::vector<int64_t>{v}, {}); };
+  const std::vector<std::pair<dpe::StateDict, std::string>> cases{
+      {with("state.0.step", step(0)), "'state.0.step' is 0"},
+      {with("state.0.step", step(INT64_MAX)), "'state.0.step' is 9223372036854775807"},
+      {with("state.0.step", dpe::Tensor()), "no 'state.0.step'"},
+      {with("state.x.step", step(1)), "'state.x.step'"},
+  };
+  for (const auto& [state, expected] : cases) {
+    put_optimizer_state(ck, state);
+    EXPECT_EQ(run(adamw + "--epochs 2 --resume --checkpoint-dir " + ck, &out), 3) << out;
+    EXPECT_TRUE(has(out, path)) << out;
+    EXPECT_TRUE(has(out, expected)) << expected << ": " << out;
+    EXPECT_FALSE(has(out, "epoch 1:")) << "it trained: " << out;
+    std::ofstream(path, std::ios::trunc | std::ios::binary) << good_bytes;
+    std::ofstream(ck + "/checkpoint.json", std::ios::trunc) << good_manifest;
+  }
+  EXPECT_EQ(run(adamw + "--epochs 2 --resume --checkpoint-dir " + ck, &out), 0) << out;
 }
 
 // SIGKILL at spread-out moments of a run whose epochs (one toy step each) take milliseconds, so
