@@ -50,6 +50,7 @@
 #include "tools/common/devices.h"
 #include "tools/common/exit_codes.h"
 #include "tools/common/train_distributed.h"
+#include "tools/train_lib/checkpoint_json.h"
 #include "tools/train_lib/progress.h"
 #include "tools/train_lib/toy_dataset.h"
 
@@ -236,52 +237,13 @@ void append_metrics(const std::string& path, const TrainConfig& c, const EpochMe
   DPE_CHECK(written, "cannot append metrics to '" << path << "': " << why);
 }
 
-// A checkpoint's metadata value as a message shows it: as it is when it is a short plain word
-// (letters, digits, '.', '_', '-'), else quoted, cut at 40 characters, anything unprintable as
-// '?'. The value comes from a file and may be anything, of any length.
-std::string shown(const std::string& value) {
-  constexpr size_t kMax = 40;
-  bool plain = !value.empty() && value.size() <= kMax;
-  for (char ch : value) {
-    plain = plain &&
-            (std::isalnum(static_cast<unsigned char>(ch)) || ch == '.' || ch == '_' || ch == '-');
-  }
-  if (plain) return value;
-  std::string v = value.substr(0, kMax);
-  for (char& ch : v) {
-    if (!std::isprint(static_cast<unsigned char>(ch))) ch = '?';
-  }
-  std::string out = "'" + v + (value.size() > kMax ? "...'" : "'");
-  if (value.size() > kMax) out += " (" + std::to_string(value.size()) + " bytes)";
-  return out;
-}
-
-// A whole-number metadata value between lo and hi: digits only (no sign, space or exponent).
-int64_t metadata_int(const std::string& path, const std::string& key, const std::string& value,
-                     int64_t lo, int64_t hi) {
-  bool digits = !value.empty() && value.size() <= 18;
-  for (char ch : value) digits = digits && ch >= '0' && ch <= '9';
-  const int64_t v = digits ? std::strtoll(value.c_str(), nullptr, 10) : -1;
-  DPE_TOOLS_CHECK(DataError, digits && v >= lo && v <= hi,
-                  "checkpoint '" << path << "': metadata '" << key << "' is " << shown(value)
-                                 << ", not a whole number from " << lo << " to " << hi);
-  return v;
-}
-
 // --- The checkpoint set (design note "checkpoint set" in trainer.h) ---
 
-constexpr const char* kManifestFormat = "dpe-checkpoint-1";
+// The manifest's format, the set's file names and the JSON limits: checkpoint_json.h.
 constexpr const char* kTrainingStateFormat = "dpe-train-2";
 constexpr const char* kLegacyFormat = "dpe-train-1";
-constexpr int64_t kMaxGeneration = 999999999999;
-constexpr const char* kModelFile = "model.safetensors";
-constexpr const char* kOptimizerFile = "optimizer.safetensors";
-constexpr const char* kTrainingStateFile = "training_state.json";
-constexpr const char* kSetFiles[] = {kModelFile, kOptimizerFile, kTrainingStateFile};
-constexpr size_t kMaxJsonBytes = 1 << 20;  // the set's JSON files are a few hundred bytes
-// They nest two deep (the manifest's "files"); deeper input is refused before it is parsed, so a
-// crafted file cannot exhaust the stack of the JSON parser or serializer.
-constexpr int kMaxJsonDepth = 16;
+constexpr size_t kMaxJsonBytes = kMaxCheckpointJsonBytes;
+constexpr int kMaxJsonDepth = kMaxCheckpointJsonDepth;
 
 // The CRC-32 of a file (zlib's, the checksum of gzip and zip: any flipped bit, and any burst of
 // up to 32, changes it), as 8 hex digits; read in 1 MiB pieces. Empty when it cannot be read.
@@ -398,33 +360,7 @@ nlohmann::json read_json_object(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   const std::string text((std::istreambuf_iterator<char>(in)), {});
   DPE_TOOLS_CHECK(DataError, in.good() || in.eof(), "cannot read checkpoint '" << path << "'");
-  DPE_TOOLS_CHECK(DataError, json_nesting_depth(text, kMaxJsonDepth) <= kMaxJsonDepth,
-                  "checkpoint '" << path << "' nests deeper than " << kMaxJsonDepth
-                                 << " levels (corrupt, or not written by dpe train)");
-  const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  DPE_TOOLS_CHECK(DataError, j.is_object(),
-                  "checkpoint '" << path
-                                 << "' is not a JSON object (corrupt, or not written by "
-                                    "dpe train)");
-  return j;
-}
-
-// The values of a JSON object as metadata strings, so that the checks of the single-file layout
-// apply: strings as they are, whole numbers in decimal, anything else as its JSON text (which no
-// check accepts: a quoted "3" is not a whole number).
-SafetensorsMetadata as_metadata(const nlohmann::json& object) {
-  SafetensorsMetadata m;
-  for (const auto& [key, value] : object.items()) {
-    const bool number = key == "epoch" || key == "generation" || key == "context" || key == "seed";
-    if (value.is_number_unsigned()) {
-      m[key] = std::to_string(value.get<uint64_t>());
-    } else if (value.is_string() && !number) {
-      m[key] = value.get<std::string>();
-    } else {
-      m[key] = value.dump();
-    }
-  }
-  return m;
+  return parse_checkpoint_json(path, text);
 }
 
 // The manifest's generation when it is readable and names one; 0 otherwise (recovery only:
@@ -754,35 +690,12 @@ Position resume_set(const TrainConfig& c, bool language_model, Module& model,
                     optim::Optimizer& opt) {
   const std::string& dir = c.checkpoint_dir;
   const std::string manifest_path = checkpoint_manifest_path(dir);
-  const nlohmann::json manifest = read_json_object(manifest_path);
-  const SafetensorsMetadata m = as_metadata(manifest);
-  auto entry = [&](const std::string& key) {
-    auto it = m.find(key);
-    DPE_TOOLS_CHECK(DataError, it != m.end(),
-                    "checkpoint '" << manifest_path << "' has no '" << key
-                                   << "' entry: not written by dpe train");
-    return it->second;
-  };
-  DPE_TOOLS_CHECK(DataError, entry("format") == kManifestFormat,
-                  "checkpoint '" << manifest_path << "': metadata 'format' is "
-                                 << shown(entry("format")) << ", not " << kManifestFormat);
-  const int64_t generation =
-      metadata_int(manifest_path, "generation", entry("generation"), 1, kMaxGeneration);
-  entry("files");
-  const nlohmann::json& files = manifest["files"];
-  bool well_formed = files.is_object() && files.size() == std::size(kSetFiles);
-  for (const char* file : kSetFiles) {
-    well_formed = well_formed && files.contains(file) && files[file].is_number_unsigned();
-  }
-  DPE_TOOLS_CHECK(DataError, well_formed,
-                  "checkpoint '" << manifest_path
-                                 << "': metadata 'files' must map model.safetensors, "
-                                    "optimizer.safetensors and training_state.json to their sizes "
-                                    "in bytes, and nothing else");
+  const CheckpointManifest manifest = parse_manifest(manifest_path, read_json_object(manifest_path));
+  const int64_t generation = manifest.generation;
   for (const char* file : kSetFiles) {
     const std::string path = dir + "/" + file;
     const int64_t size = file_size(path);
-    const uint64_t recorded = files[file].get<uint64_t>();
+    const uint64_t recorded = manifest.sizes.at(file);
     DPE_TOOLS_CHECK(DataError, size >= 0 && static_cast<uint64_t>(size) == recorded,
                     "checkpoint '" << path << "' "
                                    << (size < 0 ? std::string("is missing")
@@ -792,24 +705,15 @@ Position resume_set(const TrainConfig& c, bool language_model, Module& model,
   }
   // The files' CRC-32, which a manifest written before it was recorded does not have: a flipped
   // bit would otherwise be trained on.
-  if (manifest.contains("crc32")) {
-    const nlohmann::json& checksums = manifest["crc32"];
-    for (const char* file : kSetFiles) {
-      DPE_TOOLS_CHECK(DataError,
-                      checksums.is_object() && checksums.contains(file) &&
-                          checksums[file].is_string(),
-                      "checkpoint '" << manifest_path << "': metadata 'crc32' must map " << file
-                                     << " to its CRC-32 (8 hex digits)");
-      const std::string path = dir + "/" + file;
-      const std::string expected = checksums[file].get<std::string>();
-      const std::string actual = file_crc32(path);
-      DPE_TOOLS_CHECK(DataError, actual == expected,
-                      "checkpoint '" << path << "' has CRC-32 " << actual << ", but '"
-                                     << manifest_path << "' (metadata 'crc32') records "
-                                     << shown(expected)
-                                     << " (the file changed since it was written: a flipped bit, "
-                                        "a disk error, or another writer)");
-    }
+  for (const auto& [file, expected] : manifest.crc32) {
+    const std::string path = dir + "/" + file;
+    const std::string actual = file_crc32(path);
+    DPE_TOOLS_CHECK(DataError, actual == expected,
+                    "checkpoint '" << path << "' has CRC-32 " << actual << ", but '"
+                                   << manifest_path << "' (metadata 'crc32') records "
+                                   << shown(expected)
+                                   << " (the file changed since it was written: a flipped bit, "
+                                      "a disk error, or another writer)");
   }
   const std::string state_path = training_state_path(dir);
   const SafetensorsMetadata state = as_metadata(read_json_object(state_path));
