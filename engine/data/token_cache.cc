@@ -61,19 +61,6 @@ constexpr const char* kRecordFormat = "dpe-token-cache-1";
 constexpr int64_t kMaxRecordBytes = 64 << 10;  // a record is a few hundred bytes
 constexpr int kMaxRecordBrackets = 4;          // and one object, no array: '{' and '[' counted
 
-// What an entry is (design note "cache record"): the run's values when it is written, the file's
-// when it is read.
-struct Record {
-  std::string key;     // hex64 of the cache key
-  std::string corpus;  // hex64 of corpus_checksum(documents)
-  int64_t documents = 0;
-  int64_t vocab_size = 0;  // asked for (options.vocab_size)
-  int64_t pieces = 0;      // the model's
-  std::string model;       // hex64 of the FNV-1a of the model file's bytes
-  int64_t train_tokens = 0;
-  int64_t validation_tokens = 0;
-};
-
 // The bytes of `path` when it is a regular file of at most `limit` bytes; nullopt otherwise.
 std::optional<std::string> read_small_file(const std::string& path, int64_t limit) {
   struct stat st;
@@ -86,10 +73,9 @@ std::optional<std::string> read_small_file(const std::string& path, int64_t limi
   return bytes;
 }
 
-// The record in `path`, or nullopt when it is missing, over 64 KiB, holds more than 4 opening
-// brackets (so no deep nesting reaches the parser), is not JSON, or lacks a field of the right
-// type (the counts are whole numbers up to 2^40).
-std::optional<Record> read_record(const std::string& path) {
+}  // namespace
+
+std::optional<TokenCacheRecord> read_token_cache_record(const std::string& path) {
   const std::optional<std::string> text = read_small_file(path, kMaxRecordBytes);
   if (!text || std::count_if(text->begin(), text->end(), [](char c) {
                  return c == '{' || c == '[';
@@ -98,7 +84,7 @@ std::optional<Record> read_record(const std::string& path) {
   }
   const nlohmann::json j = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
   if (!j.is_object() || j.value("format", nlohmann::json()) != kRecordFormat) return std::nullopt;
-  Record r;
+  TokenCacheRecord r;
   for (const auto& [name, field] : {std::pair<const char*, std::string*>{"key", &r.key},
                                     {"corpus", &r.corpus},
                                     {"model", &r.model}}) {
@@ -119,7 +105,9 @@ std::optional<Record> read_record(const std::string& path) {
   return r;
 }
 
-void write_record(const std::string& path, const Record& r) {
+namespace {
+
+void write_record(const std::string& path, const TokenCacheRecord& r) {
   const nlohmann::ordered_json j = {{"format", kRecordFormat},
                                     {"key", r.key},
                                     {"corpus", r.corpus},
@@ -151,8 +139,8 @@ std::string file_checksum(const std::string& path) {
 // Why the entry whose record is `record_path` cannot be reused for `want` (design note "cache
 // record"); empty when it can, except for the model's pieces, checked once it is loaded.
 std::string stale_reason(const std::string& record_path, const std::string& model_path,
-                         const Record& want) {
-  const std::optional<Record> r = read_record(record_path);
+                         const TokenCacheRecord& want) {
+  const std::optional<TokenCacheRecord> r = read_token_cache_record(record_path);
   if (!r) {
     return ::access(record_path.c_str(), F_OK) != 0
                ? "it has no record " + record_path +
@@ -281,7 +269,7 @@ TokenizedCorpus load_tokenized_corpus(const std::vector<std::string>& documents,
   const std::string record_path = stem + ".json";
   make_dirs(cache_dir);
 
-  Record want;
+  TokenCacheRecord want;
   want.key = hex64(key);
   want.corpus = hex64(corpus_checksum(documents));
   want.documents = static_cast<int64_t>(documents.size());
@@ -292,7 +280,7 @@ TokenizedCorpus load_tokenized_corpus(const std::vector<std::string>& documents,
   std::optional<Tokenizer> cached;
   if (why.empty()) {
     cached = Tokenizer::load(model_path);
-    const std::optional<Record> r = read_record(record_path);
+    const std::optional<TokenCacheRecord> r = read_token_cache_record(record_path);
     const int64_t pieces = cached->vocab_size();
     if (!r || pieces != r->pieces) {
       why = "it has " + std::to_string(pieces) + " pieces, its record says " +
@@ -330,7 +318,8 @@ TokenizedCorpus load_tokenized_corpus(const std::vector<std::string>& documents,
   Tensor train, validation;
   // The token file goes with the recorded model: read when the model was reused and it holds
   // the recorded counts; re-encoded otherwise (a model just trained, a token file missing).
-  const std::optional<Record> record = trained ? std::nullopt : read_record(record_path);
+  const std::optional<TokenCacheRecord> record =
+      trained ? std::nullopt : read_token_cache_record(record_path);
   bool encode = trained || !exists(tokens_path);
   if (!encode) {
     // The size the record's counts give (the 24-byte header, then int32 ids), checked before

@@ -27,6 +27,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -73,6 +74,24 @@ TokenizedCorpus load_tokenized_corpus(const std::vector<std::string>& documents,
                                       const Tokenizer::TrainOptions& options = {},
                                       std::ostream* log = nullptr,
                                       const std::string& name = kCorpusCacheName);
+
+// What a cache entry is (design note "cache record"): the run's values when it is written, the
+// file's when it is read.
+struct TokenCacheRecord {
+  std::string key;     // the cache key, 16 hex digits
+  std::string corpus;  // corpus_checksum(documents), 16 hex digits
+  int64_t documents = 0;
+  int64_t vocab_size = 0;  // asked for (TrainOptions::vocab_size)
+  int64_t pieces = 0;      // the model's
+  std::string model;       // the FNV-1a of the model file's bytes, 16 hex digits
+  int64_t train_tokens = 0;
+  int64_t validation_tokens = 0;
+};
+
+// The record in `path` (<name>-<key>.json); nullopt when it is missing, over 64 KiB, holds more
+// than 4 opening brackets (no deep nesting reaches the parser), is not JSON, or lacks a field of
+// the right type (the counts are whole numbers up to 2^40). Never throws for its content.
+std::optional<TokenCacheRecord> read_token_cache_record(const std::string& path);
 
 // Each document's tokens followed by eos, as int64 [N] on host.
 Tensor encode_documents(const Tokenizer& tokenizer, const std::vector<std::string>& documents);

@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
+#include <optional>
 #include <sstream>
 
 #include "engine/core/error.h"
@@ -213,6 +215,40 @@ TEST(LoadTokenizedCorpus, ACacheEntryOfAnotherTextIsRetrainedSayingWhy) {
       << log.str();
   EXPECT_NE(log.str().find("another text"), std::string::npos) << log.str();
   EXPECT_EQ(again.train_tokens.to_vector<int64_t>(), b.train_tokens.to_vector<int64_t>());
+}
+
+// The record reader takes only what load_tokenized_corpus writes, and says nullopt (never throws)
+// for anything else: not JSON, another format, a field missing or of another type, counts past
+// 2^40, nesting (refused before it is parsed), over 64 KiB.
+TEST(TokenCacheRecord, TheReaderTakesOnlyWhatTheCacheWrites) {
+  const std::string dir = scratch_dir("record");
+  const TokenizedCorpus c = load_tokenized_corpus(small_documents(), dir, tiny_options());
+  const std::optional<TokenCacheRecord> r = read_token_cache_record(c.record_path);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->key, c.key);
+  EXPECT_EQ(r->vocab_size, 400);
+  EXPECT_EQ(r->pieces, c.tokenizer.vocab_size());
+  EXPECT_EQ(r->documents, 60);
+  EXPECT_EQ(r->train_tokens, c.train_tokens.numel());
+  std::ifstream in(c.record_path);
+  const std::string good((std::istreambuf_iterator<char>(in)), {});
+  const std::string path = dir + "/r.json";
+  auto replaced = [&](const std::string& from, const std::string& to) {
+    std::string text = good;
+    text.replace(text.find(from), from.size(), to);
+    return text;
+  };
+  for (const std::string& bad :
+       {std::string("not json"), std::string(""), replaced("dpe-token-cache-1", "other-1"),
+        replaced("\"pieces\"", "\"pieces_\""), replaced("\"vocab_size\": 400", "\"vocab_size\": \"400\""),
+        replaced("\"vocab_size\": 400", "\"vocab_size\": -400"),
+        replaced("\"vocab_size\": 400", "\"vocab_size\": 2199023255553"),
+        replaced("\"vocab_size\": 400", "\"vocab_size\": [[[[[400]]]]]"),
+        std::string(100000, '{'), good + std::string(70000, ' ')}) {
+    write_file(path, bad);
+    EXPECT_FALSE(read_token_cache_record(path).has_value()) << bad.substr(0, 200);
+  }
+  EXPECT_FALSE(read_token_cache_record(dir + "/missing.json").has_value());
 }
 
 TEST(TokenFile, RoundTripsAndRejectsIdsOutsideTheVocabulary) {
