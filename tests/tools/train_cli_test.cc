@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <csignal>
 #include <cstdint>
@@ -304,6 +305,27 @@ TEST(TrainCliTest, AFreshRunIntoACheckpointDirIsRefused) {
   std::ofstream(fresh + "/notes.txt") << "mine";
   EXPECT_EQ(run(kToy + " --checkpoint-dir " + fresh, &out), 0) << out;
   EXPECT_EQ(file_bytes(fresh + "/notes.txt"), "mine");
+}
+
+// --resume auto into a directory that holds a run goes on from it; into one whose run was stopped
+// before its first checkpoint (a metrics line without its checkpoint) it starts from scratch and
+// drops that line, as --resume drops lines past its checkpoint: epoch 0 is there once.
+TEST(TrainCliTest, ResumeAutoContinuesARunAndDropsLinesWithoutACheckpoint) {
+  std::string out;
+  const std::string toy = "--model toy --train-samples 64 --test-samples 32 --no-progress ";
+  const std::string ck = tmp_path("resume_auto_run");
+  ASSERT_EQ(run(toy + "--epochs 1 --checkpoint-dir " + ck, &out), 0) << out;
+  EXPECT_EQ(run(toy + "--epochs 2 --resume auto --checkpoint-dir " + ck, &out), 0) << out;
+  EXPECT_TRUE(has(out, "resumed from " + ck)) << out;
+
+  const std::string orphan = tmp_path("resume_auto_orphan");
+  ::mkdir(orphan.c_str(), 0755);
+  std::ofstream(orphan + "/metrics.jsonl") << "{\"epoch\":0,\"train_loss\":9}\n";
+  EXPECT_EQ(run(toy + "--epochs 1 --resume auto --checkpoint-dir " + orphan, &out), 0) << out;
+  EXPECT_TRUE(has(out, "starting from scratch")) << out;
+  const std::string metrics = file_bytes(orphan + "/metrics.jsonl");
+  EXPECT_EQ(metrics.find("\"train_loss\":9"), std::string::npos) << metrics;
+  EXPECT_EQ(std::count(metrics.begin(), metrics.end(), '\n'), 1) << metrics;
 }
 
 // Replaces the optimizer state of the checkpoint in `dir` by `state` (its metadata kept) and

@@ -488,10 +488,17 @@ void trim_metrics(const std::string& path, int last_epoch, FILE* out) {
   }
   DPE_CHECK(::rename(tmp.c_str(), path.c_str()) == 0,
             "cannot rename '" << tmp << "' to '" << path << "'");
-  std::fprintf(out,
-               "%s: dropped %d line(s) after epoch %d, the checkpoint's (a run stopped between "
-               "the line and its checkpoint)\n",
-               path.c_str(), dropped, last_epoch);
+  if (last_epoch < 0) {
+    std::fprintf(out,
+                 "%s: dropped %d line(s): no checkpoint holds their epochs (a run stopped "
+                 "between a line and its checkpoint)\n",
+                 path.c_str(), dropped);
+  } else {
+    std::fprintf(out,
+                 "%s: dropped %d line(s) after epoch %d, the checkpoint's (a run stopped between "
+                 "the line and its checkpoint)\n",
+                 path.c_str(), dropped, last_epoch);
+  }
 }
 
 }  // namespace
@@ -774,15 +781,21 @@ std::string ddp_backend(const TrainConfig& c) {
   return std::getenv("OMPI_COMM_WORLD_RANK") != nullptr ? "mpi" : "gloo";
 }
 
-// --device cuda on a build or machine without (enough) CUDA devices, and backends that cannot
-// serve the device type, are usage errors found before any work.
-void check_device(const TrainConfig& c) {
+// Backends that cannot serve the device type are usage errors, found from the flags alone before
+// the environment is read.
+void check_backend(const TrainConfig& c) {
   const DeviceType type = parse_device_type(c.device);
   const std::string backend = ddp_backend(c);
   DPE_TOOLS_CHECK(UsageError, c.mode != "ddp" || type == DeviceType::kCuda || backend != "nccl",
                   "--backend nccl needs --device cuda (NCCL reduces CUDA tensors)");
   DPE_TOOLS_CHECK(UsageError, c.mode != "ddp" || type == DeviceType::kHost || backend == "nccl",
                   "--device cuda with --mode ddp needs --backend nccl (or auto), not " << backend);
+}
+
+// --device cuda on a build or machine without (enough) CUDA devices is a usage error found before
+// any work.
+void check_device(const TrainConfig& c) {
+  const DeviceType type = parse_device_type(c.device);
   if (type != DeviceType::kCuda) return;
   if (c.mode == "dp") {
     tool_devices(type, c.devices);
@@ -854,9 +867,10 @@ void check_environment(const TrainConfig& c) {
 
 // A run without --resume into a --checkpoint-dir that holds a run (its checkpoint, either layout,
 // or its metrics.jsonl) would append its metrics to that run's and replace its checkpoint: a
-// UsageError naming the directory and the files found, before anything is written.
+// UsageError naming the directory and the files found, before anything is written. --resume auto
+// goes on from such a run (or drops its lines when it has no checkpoint yet).
 void check_fresh_checkpoint_dir(const TrainConfig& c) {
-  if (c.resume || c.checkpoint_dir.empty()) return;
+  if (c.resume || c.resume_auto || c.checkpoint_dir.empty()) return;
   const std::string& dir = c.checkpoint_dir;
   std::string found;
   for (const std::string& path :
@@ -899,6 +913,7 @@ TrainConfig checked_config(const TrainConfig& config) {
     DPE_TOOLS_CHECK(UsageError, std::isfinite(value) && value >= 0,
                     name << " " << value << " must be a finite number >= 0");
   }
+  check_backend(c);  // from the flags alone, before the environment is read
   check_environment(c);
   check_device(c);
   check_fresh_checkpoint_dir(c);
@@ -1228,6 +1243,9 @@ TrainResult train(const TrainConfig& config, FILE* out) {
   } else if (c.resume_auto && main) {
     std::fprintf(out, "no checkpoint in %s yet: starting from scratch (--resume auto)\n",
                  c.checkpoint_dir.c_str());
+    // Lines of epochs whose checkpoint never came (a run stopped before its first commit) go, as
+    // --resume drops the lines past its checkpoint: this run's epochs are not appended to them.
+    trim_metrics(metrics_path(c.checkpoint_dir), -1, out);
   }
   const int start_epoch = at.epoch + 1;
   int64_t done = at.global_step;  // -1: unknown (an older checkpoint), and stays so
