@@ -5,13 +5,16 @@
 // too; resnet-tiny on Fashion-MNIST, resnet50 on random 3 x 224 x 224 images (--image-size).
 // Prints a table, writes JSON and an SVG plot. Every host device (and every DDP process) computes
 // with one thread. Exit codes (tools/common/exit_codes.h): 0 done, 1 a run failed, 2 bad flags or
-// DPE_* environment values, 3 Fashion-MNIST files missing or corrupt.
+// DPE_* environment values, an output path that cannot be written or a --data-dir that is not a
+// folder, 3 Fashion-MNIST files missing or corrupt.
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <cstdio>
-#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -26,6 +29,7 @@
 #include "tools/common/devices.h"
 #include "tools/common/exit_codes.h"
 #include "tools/common/local_ranks.h"
+#include "tools/common/output_file.h"
 #include "tools/common/paths.h"
 
 namespace {
@@ -184,8 +188,12 @@ int parse_options(int argc, char** argv, Options& o) {
       ->check(CLI::Range(1, 256))
       ->capture_default_str();
   add_step_options(app, o);
-  app.add_option("--json", o.json_path, "where to write the results")->capture_default_str();
-  app.add_option("--svg", o.svg_path, "where to draw the plot")->capture_default_str();
+  app.add_option("--json", o.json_path,
+                 "where to write the results (checked before the run: a path that cannot be "
+                 "written exits 2)")
+      ->capture_default_str();
+  app.add_option("--svg", o.svg_path, "where to draw the plot (checked as --json)")
+      ->capture_default_str();
   app.add_option("--data-dir", base.data_dir, "Fashion-MNIST folder");
   app.add_option("--ddp-worker", o.worker_result, "internal: run as one DDP worker")->group("");
   try {
@@ -211,8 +219,9 @@ void run_ddp_worker(const Options& o) {
   dpe::tools::ddp_worker(c, o.worker_result);
 }
 
-// Checks what would fail every run before any starts: each model's --context (a usage error) and
-// the Fashion-MNIST files when a model reads them (a data error). Returns kRun or the exit code.
+// Checks what would fail every run before any starts: each model's --context (a usage error) and,
+// when a model reads them, --data-dir (a folder that does not exist: a usage error, as train's)
+// and its Fashion-MNIST files (a data error). Returns kRun or the exit code.
 int check_inputs(const Options& o) {
   try {
     const dpe::DeviceType type = dpe::tools::parse_device_type(o.base.device);
@@ -239,12 +248,23 @@ int check_inputs(const Options& o) {
   }
   for (const std::string& model : o.models) {
     if (model != "mlp" && model != "convnet" && model != "resnet-tiny") continue;
+    const std::string dir =
+        o.base.data_dir.empty() ? dpe::FashionMnist::kDefaultRoot : o.base.data_dir;
+    // A folder that is not there is a usage error, as train's; one without the files, data.
+    struct stat st {};
+    const bool found = ::stat(dir.c_str(), &st) == 0;
+    if (!found || !S_ISDIR(st.st_mode)) {
+      const std::string why = found ? " is not a folder" : std::string(": ") + std::strerror(errno);
+      std::fprintf(stderr,
+                   "bench: --data-dir %s%s (install dataset-fashion-mnist or pass --data-dir)\n",
+                   dir.c_str(), why.c_str());
+      return dpe::tools::kExitUsage;
+    }
     try {
-      dpe::FashionMnist(o.base.data_dir.empty() ? dpe::FashionMnist::kDefaultRoot : o.base.data_dir,
-                        true);
+      dpe::FashionMnist(dir, true);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "bench: %s\n", e.what());
-      return dpe::tools::kExitData;
+      return dpe::tools::out_of_memory(e) ? dpe::tools::kExitFailure : dpe::tools::kExitData;
     }
     break;
   }
@@ -371,7 +391,7 @@ void write_outputs(const Options& o, unsigned cores, double peak, const Runs& ru
   doc["warmup"] = o.base.warmup;
   doc["steps"] = o.base.steps;
   doc["results"] = runs.all;
-  std::ofstream(o.json_path) << doc.dump(2) << "\n";
+  dpe::tools::write_file_atomically(o.json_path, doc.dump(2) + "\n");
   dpe::tools::write_bench_svg(o.svg_path, runs.results);
   std::printf("\nwrote %s and %s\n", o.json_path.c_str(), o.svg_path.c_str());
 }
@@ -396,6 +416,9 @@ int main(int argc, char** argv) {
     o.svg_path = dpe::tools::user_path(o.svg_path);
     o.base.data_dir = dpe::tools::user_path(o.base.data_dir);
     if (const int code = check_inputs(o); code != kRun) return code;
+    // The outputs before any work: a path that cannot be written is a usage error.
+    dpe::tools::check_writable("--json", o.json_path);
+    dpe::tools::check_writable("--svg", o.svg_path);
     const unsigned cores = std::thread::hardware_concurrency();
     const double peak = o.base.device == "cuda"
                             ? dpe::tools::measure_gemm_gflops(4096, 5, dpe::Device::parse("cuda:0"))

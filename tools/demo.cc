@@ -103,6 +103,7 @@ void imbalance_demo(const Flags& f, const std::vector<dpe::Device>& devices) {
     try {
       loaded = std::make_unique<dpe::FashionMnist>(f.data_dir, true);
     } catch (const std::exception& e) {
+      if (dpe::tools::out_of_memory(e)) throw;
       throw dpe::tools::DataError(e.what());
     }
     dpe::FashionMnist& train = *loaded;
@@ -141,9 +142,19 @@ void imbalance_demo(const Flags& f, const std::vector<dpe::Device>& devices) {
 dpe::tools::LmImbalanceOptions lm_options(const Flags& f) {
   dpe::tools::LmImbalanceOptions o;
   o.config = dpe::models::gpt_config(f.model);
-  o.context = std::min<int64_t>(f.context, o.config.block_size);
+  o.context = f.context;  // checked against the block size (check_context)
   o.steps = f.lm_steps;
   return o;
+}
+
+// --context must fit the gpt model's block size, as train requires (a UsageError naming the range
+// otherwise); the other models ignore it.
+void check_context(const Flags& f) {
+  if (f.model.rfind("gpt", 0) != 0) return;
+  const int64_t block_size = dpe::models::gpt_config(f.model).block_size;
+  DPE_TOOLS_CHECK(dpe::tools::UsageError, f.context >= 1 && f.context <= block_size,
+                  "--context " << f.context << " must be between 1 and " << f.model
+                               << "'s block size " << block_size);
 }
 
 // The flags that make a DDP rank run the same configuration (tools/demo_lib/lm_imbalance.h).
@@ -238,8 +249,8 @@ int main(int argc, char** argv) {
   app.add_option("--lm-steps", f.lm_steps, "profiled steps per run of the language-model part")
       ->check(CLI::Range(1, 1 << 20));
   app.add_option("--context,--lm-context", f.context,
-                 "tokens per sequence of the language-model part (capped at the model's "
-                 "block size)")
+                 "tokens per sequence of the language-model part, from 1 to the model's block "
+                 "size (gpt-small 128, gpt2 1024)")
       ->check(CLI::Range(1, 1 << 20));
   app.add_flag("!--no-lm-ddp", f.lm_ddp, "leave DDP's ranks out of the language-model part");
   app.add_option("--lm-ddp-worker", f.lm_ddp_worker, "internal: run as one DDP rank")->group("");
@@ -268,6 +279,7 @@ int main(int argc, char** argv) {
                  env_devices);
   }
   try {
+    check_context(f);
     if (!f.lm_ddp_worker.empty()) {
       dpe::tools::LmImbalanceOptions o = lm_options(f);
       o.batch = worker_global_batch(f);

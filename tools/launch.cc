@@ -17,15 +17,17 @@
 // rendezvous store: threat model"); --rdzv-timeout sets their DPE_RDZV_TIMEOUT.
 //
 // Exit status (tools/common/exit_codes.h): 0 when every worker exited with 0; 2 for a bad launcher
-// flag; otherwise the exit code of the first worker that failed (128 + signal for a worker killed
-// by a signal, 127 for a program that cannot be run), or 128 + the signal that stopped the
-// launcher. With --max-restarts N (torchrun's), a failure stops the other workers and starts them
-// all again, up to N times (the workers see TORCHELASTIC_RESTART_COUNT); the code is then that of
-// the last round's first failure. A stopped worker (SIGSTOP) gets SIGCONT after SIGTERM.
+// flag; 127 for a program that cannot be run (not found, not executable: said once, before any
+// worker starts, as a shell says it); otherwise the exit code of the first worker that failed
+// (128 + signal for a worker killed by a signal), or 128 + the signal that stopped the launcher.
+// With --max-restarts N (torchrun's), a failure stops the other workers and starts them all
+// again, up to N times (the workers see TORCHELASTIC_RESTART_COUNT); the code is then that of the
+// last round's first failure. A stopped worker (SIGSTOP) gets SIGCONT after SIGTERM.
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -387,6 +389,13 @@ int parse_options(int argc, char** argv, Options& o) {
     std::cerr << "dpe-launch: no program given\n" << app.help();
     return kExitUsage;
   }
+  // CLI11 hands an unknown flag before the program on as the program; torchrun refuses it.
+  if (o.command[0].size() > 1 && o.command[0][0] == '-') {
+    std::cerr << "dpe-launch: " << o.command[0]
+              << " is not a dpe-launch flag (--help lists them); the program's flags go after "
+                 "the program\n";
+    return kExitUsage;
+  }
   if (o.node_rank >= o.nnodes) {
     std::cerr << "dpe-launch: --node_rank " << o.node_rank << " must be below --nnodes " << o.nnodes
               << "\n";
@@ -424,6 +433,37 @@ bool make_store_token(int nnodes, std::string* token) {
   return true;
 }
 
+// Whether `program` can be run as execvp would run it: a path (it holds a '/') to an executable
+// file, or the name of one on PATH. False, with `*why` saying why as a shell would, otherwise.
+bool runnable(const std::string& program, std::string* why) {
+  auto executable = [](const std::string& path, int* err) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) {
+      *err = errno;
+      return false;
+    }
+    *err = S_ISDIR(st.st_mode) ? EISDIR : ::access(path.c_str(), X_OK) == 0 ? 0 : errno;
+    return *err == 0;
+  };
+  int err = 0;
+  if (program.find('/') != std::string::npos) {
+    if (executable(program, &err)) return true;
+    *why = std::string(std::strerror(err)) + (err == ENOENT ? " (not found)" : "");
+    return false;
+  }
+  const char* path = std::getenv("PATH");
+  std::string dirs = path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin";
+  for (size_t start = 0; start <= dirs.size();) {
+    size_t end = dirs.find(':', start);
+    if (end == std::string::npos) end = dirs.size();
+    const std::string dir = end == start ? "." : dirs.substr(start, end - start);
+    if (executable(dir + "/" + program, &err)) return true;
+    start = end + 1;
+  }
+  *why = "not found on PATH";
+  return false;
+}
+
 // Under `bazel run`, paths on the command line (the program, its files) are the user's.
 void enter_user_directory() {
   if (const char* wd = std::getenv("BUILD_WORKING_DIRECTORY"); wd != nullptr && *wd != '\0') {
@@ -458,7 +498,7 @@ struct Job {
 
 // The child's side of the fork: becomes worker `w` running the job's program; never returns.
 [[noreturn]] void exec_worker(const Job& job, const Worker& w, int out_fd, int err_fd,
-                              pid_t launcher_pid) {
+                              pid_t launcher_pid, const sigset_t& mask) {
   const Options& o = job.options;
   // Die with the launcher, kill -9 included. The launcher may have died between fork and
   // prctl, before the signal was armed: then this process was already re-parented.
@@ -471,6 +511,9 @@ struct Job {
   ::sigaction(SIGINT, &dfl, nullptr);
   ::sigaction(SIGTERM, &dfl, nullptr);
   ::sigaction(SIGCHLD, &dfl, nullptr);
+  // Only now, with the launcher's handlers gone, may a signal arrive: a SIGTERM sent right after
+  // fork stops this worker rather than reaching the launcher's pipe as its own.
+  ::sigprocmask(SIG_SETMASK, &mask, nullptr);
   ::setenv("RANK", std::to_string(w.rank).c_str(), 1);
   ::setenv("LOCAL_RANK", std::to_string(w.local_rank).c_str(), 1);
   ::setenv("WORLD_SIZE", std::to_string(job.world_size).c_str(), 1);
@@ -503,6 +546,16 @@ bool start_workers(const Job& job, std::vector<Worker>& workers) {
   const Options& o = job.options;
   std::fflush(nullptr);
   const pid_t launcher_pid = ::getpid();
+  // The launcher's signals wait while it forks (a child inherits its handlers until it resets
+  // them); the mask is restored in the launcher below and in each child before exec.
+  sigset_t blocked, mask;
+  sigemptyset(&blocked);
+  for (int sig : {SIGINT, SIGTERM, SIGCHLD}) sigaddset(&blocked, sig);
+  ::sigprocmask(SIG_BLOCK, &blocked, &mask);
+  struct Restore {
+    const sigset_t& mask;
+    ~Restore() { ::sigprocmask(SIG_SETMASK, &mask, nullptr); }
+  } restore{mask};
   for (int local = 0; local < o.nproc_per_node; ++local) {
     Worker& w = workers[local];
     w.local_rank = local;
@@ -520,7 +573,7 @@ bool start_workers(const Job& job, std::vector<Worker>& workers) {
         if (other.pid > 0) ::kill(other.pid, SIGKILL);
       return false;
     }
-    if (pid == 0) exec_worker(job, w, out_pipe[1], err_pipe[1], launcher_pid);
+    if (pid == 0) exec_worker(job, w, out_pipe[1], err_pipe[1], launcher_pid, mask);
     ::close(out_pipe[1]);
     ::close(err_pipe[1]);
     w.pid = pid;
@@ -705,6 +758,11 @@ int main(int argc, char** argv) {
   if (!make_store_token(o.nnodes, &job.store_token)) return kExitFailure;
   job.world_size = o.nproc_per_node * o.nnodes;
   enter_user_directory();
+  // A program that cannot be run is said once, as a shell says it, before any worker starts.
+  if (std::string why; !runnable(o.command[0], &why)) {
+    std::fprintf(stderr, "dpe-launch: cannot run '%s': %s\n", o.command[0].c_str(), why.c_str());
+    return 127;
+  }
   // The node's cores are shared by its workers: each device computes with its share.
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   job.threads_per_worker =

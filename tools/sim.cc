@@ -2,11 +2,11 @@
 // training step of a model on host devices (the engine's real schedule, without the arithmetic),
 // then replays it on a described cluster for 1, 2, 4, 8 GPUs (and two nodes): step time of
 // DataParallel and DDP, speed-ups, per-GPU peak memory, device 0's extra, the limiting phase.
-// Exit codes (tools/common/exit_codes.h): 0 done, 1 a run failed, 2 bad flags.
+// Exit codes (tools/common/exit_codes.h): 0 done, 1 a run failed, 2 bad flags, 3 a --topology file
+// that is not nvidia-smi's matrix or is over its size limit.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -15,11 +15,13 @@
 #include "models/by_name.h"
 #include "models/gpt.h"
 #include "tools/common/exit_codes.h"
+#include "tools/common/output_file.h"
 #include "tools/common/paths.h"
 #include "tools/cost_model/cluster.h"
 #include "tools/cost_model/replay.h"
 #include "tools/cost_model/sim_plot.h"
 #include "tools/cost_model/step_trace.h"
+#include "tools/cost_model/topology_file.h"
 
 namespace {
 
@@ -176,8 +178,12 @@ int parse_options(int argc, char** argv, Options& o) {
   app.add_option("--framework", o.framework_name, "CPU-side costs: pytorch or dpe")
       ->check(CLI::IsMember({"pytorch", "dpe"}))
       ->capture_default_str();
-  app.add_option("--json", o.json_path, "where to write the results")->capture_default_str();
-  app.add_option("--svg", o.svg_path, "where to draw the plot")->capture_default_str();
+  app.add_option("--json", o.json_path,
+                 "where to write the results (checked before the run: a path that cannot be "
+                 "written exits 2)")
+      ->capture_default_str();
+  app.add_option("--svg", o.svg_path, "where to draw the plot (checked as --json)")
+      ->capture_default_str();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -191,19 +197,14 @@ int parse_options(int argc, char** argv, Options& o) {
 
 // The cluster to replay on: the preset, or its GPU and network with the node of --topology, with
 // enough nodes for the largest --gpus unless --nodes says. Empty, said on stderr, when the
-// topology file cannot be read or the cluster has too few GPUs (a usage error).
+// cluster has too few GPUs (a usage error); the topology file's errors are thrown
+// (topology_file.h: a UsageError when it cannot be opened, a DataError otherwise).
 std::optional<dpe::sim::Cluster> build_cluster(const Options& o) {
   int per_node = dpe::sim::cluster_preset_node_gpus(o.cluster_name);
   const dpe::sim::Cluster probe = dpe::sim::cluster_preset(o.cluster_name, per_node, 1);
   dpe::sim::NodeTopology topology;
   if (!o.topo_file.empty()) {
-    std::ifstream in(dpe::tools::user_path(o.topo_file));
-    if (!in) {
-      std::fprintf(stderr, "sim: cannot read %s\n", o.topo_file.c_str());
-      return std::nullopt;
-    }
-    topology = dpe::sim::parse_topology(
-        std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()));
+    topology = dpe::sim::read_topology_file(dpe::tools::user_path(o.topo_file));
     per_node = topology.gpus;
   }
   const int most = *std::max_element(o.gpu_counts.begin(), o.gpu_counts.end());
@@ -377,13 +378,12 @@ void write_outputs(const Options& o, const Predictions& p, const dpe::sim::Clust
     j["runs"].push_back(to_json(p.dp[i]));
     j["runs"].push_back(to_json(p.ddp[i]));
   }
-  std::ofstream(dpe::tools::user_path(o.json_path)) << j.dump(2) << "\n";
+  dpe::tools::write_file_atomically(o.json_path, j.dump(2) + "\n");
   std::vector<dpe::sim::PlotRow> rows;
   for (size_t i = 0; i < o.gpu_counts.size(); ++i) {
     rows.push_back({p.dp[i], p.ddp[i], dp_speedup(o, p, i), ddp_speedup(o, p, i)});
   }
-  dpe::sim::write_sim_svg(dpe::tools::user_path(o.svg_path), model_label(spec) + " on " + cluster.name,
-                          rows);
+  dpe::sim::write_sim_svg(o.svg_path, model_label(spec) + " on " + cluster.name, rows);
   std::printf("wrote %s and %s\n", o.json_path.c_str(), o.svg_path.c_str());
 }
 
@@ -393,6 +393,11 @@ int main(int argc, char** argv) {
   Options o;
   if (const int code = parse_options(argc, argv, o); code != kRun) return code;
   try {
+    // The outputs first: a path that cannot be written is a usage error before any work.
+    o.json_path = dpe::tools::user_path(o.json_path);
+    o.svg_path = dpe::tools::user_path(o.svg_path);
+    dpe::tools::check_writable("--json", o.json_path);
+    dpe::tools::check_writable("--svg", o.svg_path);
     const std::optional<dpe::sim::Cluster> cluster = build_cluster(o);
     if (!cluster) return dpe::tools::kExitUsage;
     const dpe::sim::ReplayOptions options = replay_options(o);
@@ -404,6 +409,6 @@ int main(int argc, char** argv) {
     return dpe::tools::kExitOk;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "sim: %s\n", e.what());
-    return dpe::tools::kExitFailure;
+    return dpe::tools::exit_code_for(e);
   }
 }

@@ -165,6 +165,10 @@ int main(int argc, char** argv) {
                  "gpt: train on this UTF-8 text file, or every file in this folder (recursively, "
                  "hidden names skipped), instead of the built-in corpus; its tokenizer is "
                  "trained once and cached in --cache-dir");
+  app.add_option("--max-text-bytes", c.max_text_bytes,
+                 "gpt: the most bytes of --text to read (default 64 MiB); past it the run stops "
+                 "naming the file. A run takes about 45 bytes of memory per byte of text")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 50));
   app.add_option("--context", c.context,
                  "gpt: tokens per training window (stride = context); default the model's block "
                  "size (gpt-small 128, gpt2 1024)")

@@ -16,6 +16,14 @@ class Error : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A device's memory ran out: its allocator's capacity, or the system or the driver refused (as
+// torch.OutOfMemoryError). The machine, not the data, is at fault: a tool that turns a reader's
+// errors into data errors lets this one through (a failed run, exit code 1).
+class OutOfMemoryError : public Error {
+ public:
+  using Error::Error;
+};
+
 namespace detail {
 // Builds a message from `<<`-streamed parts; used by DPE_CHECK and DPE_THROW.
 class MessageBuilder {

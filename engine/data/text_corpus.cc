@@ -14,7 +14,17 @@ namespace dpe {
 
 namespace {
 
-// The whole file, gunzipped when it is gzip (zlib reads plain files transparently).
+// "64 MiB" beside the bytes for a whole number of MiB: limits as messages show them.
+std::string shown_limit(uint64_t bytes) {
+  std::string s = std::to_string(bytes) + " bytes";
+  if (bytes >= (uint64_t{1} << 20) && bytes % (uint64_t{1} << 20) == 0) {
+    s += " (" + std::to_string(bytes >> 20) + " MiB)";
+  }
+  return s;
+}
+
+// The whole file, gunzipped when it is gzip (zlib reads plain files transparently), counted as it
+// is inflated: more than kMaxCorpusFileBytes stops the read there.
 std::string read_text_file(const std::string& path, const char* what) {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) {
@@ -26,7 +36,16 @@ std::string read_text_file(const std::string& path, const char* what) {
   std::string text;
   char buffer[1 << 16];
   int got = 0;
-  while ((got = gzread(file, buffer, sizeof buffer)) > 0) text.append(buffer, got);
+  while ((got = gzread(file, buffer, sizeof buffer)) > 0) {
+    if (text.size() + static_cast<uint64_t>(got) > kMaxCorpusFileBytes) {
+      gzclose(file);
+      DPE_THROW(what << ": " << path << " holds (or inflates to) more than "
+                     << shown_limit(kMaxCorpusFileBytes)
+                     << ", the limit of a corpus file: it is not the Debian package's file (a few "
+                        "MB); reinstall the package");
+    }
+    text.append(buffer, static_cast<size_t>(got));
+  }
   int err = Z_OK;
   const std::string message = got < 0 ? gzerror(file, &err) : "";
   gzclose(file);
@@ -34,16 +53,39 @@ std::string read_text_file(const std::string& path, const char* what) {
   return text;
 }
 
-std::vector<std::string_view> split_lines(std::string_view text) {
-  std::vector<std::string_view> lines;
-  size_t start = 0;
-  while (start <= text.size()) {
-    size_t end = text.find('\n', start);
-    if (end == std::string_view::npos) end = text.size();
-    lines.push_back(text.substr(start, end - start));
-    start = end + 1;
+// The lines of `text` one at a time, without a vector of them (a text of newlines would take 16
+// bytes of views per byte): for (std::string_view line; lines.next(&line);). The last line is the
+// text after the last newline, "" when the text ends with one; line_number() is the 1-based
+// number of the line last returned.
+class Lines {
+ public:
+  explicit Lines(std::string_view text) : text_(text) {}
+  bool next(std::string_view* line) {
+    if (start_ > text_.size()) return false;
+    size_t end = text_.find('\n', start_);
+    if (end == std::string_view::npos) end = text_.size();
+    *line = text_.substr(start_, end - start_);
+    start_ = end + 1;
+    ++number_;
+    return true;
   }
-  return lines;
+  int64_t line_number() const { return number_; }
+
+ private:
+  std::string_view text_;
+  size_t start_ = 0;
+  int64_t number_ = 0;
+};
+
+// Throws naming `path` and the line a document starts on once it has grown past
+// kMaxCorpusDocumentBytes.
+void check_document_size(const char* what, const std::string& path, uint64_t bytes,
+                         int64_t first_line) {
+  DPE_CHECK(bytes <= kMaxCorpusDocumentBytes,
+            what << ": " << path << ": the document from line " << first_line
+                 << " on is longer than " << shown_limit(kMaxCorpusDocumentBytes)
+                 << ", the limit of a corpus document: it is not the Debian package's file; "
+                    "reinstall the package");
 }
 
 std::string_view trim(std::string_view s) {
@@ -91,7 +133,8 @@ std::string normalize_document(std::string_view text) {
   std::string out;
   out.reserve(chars.size());
   bool blank = false;  // a blank line since the last text line
-  for (std::string_view line : split_lines(chars)) {
+  Lines lines(chars);
+  for (std::string_view line; lines.next(&line);) {
     line = trim(line);
     if (line.empty()) {
       blank = true;
@@ -111,17 +154,21 @@ std::vector<std::string> read_fortune_file(const std::string& path) {
   const std::string text = read_text_file(path, "read_fortune_file");
   std::vector<std::string> documents;
   std::string current;
+  int64_t first_line = 1;  // of the fortune being read
   auto flush = [&] {
     std::string doc = normalize_document(current);
     if (!doc.empty()) documents.push_back(std::move(doc));
     current.clear();
   };
-  for (std::string_view line : split_lines(text)) {
+  Lines lines(text);
+  for (std::string_view line; lines.next(&line);) {
     if (line == "%") {
       flush();
+      first_line = lines.line_number() + 1;
     } else {
       current.append(line);
       current.push_back('\n');
+      check_document_size("read_fortune_file", path, current.size(), first_line);
     }
   }
   flush();
@@ -158,6 +205,8 @@ std::vector<std::string> read_jargon_file(const std::string& path) {
   std::string current;                   // paragraphs of the document being read
   std::vector<std::string> paragraph;    // lines of the paragraph being read
   bool started = false;                  // the front matter before "Chapter 1." is skipped
+  uint64_t bytes = 0;                    // of the document being read, paragraph lines included
+  int64_t first_line = 1;                // where it starts
   auto end_paragraph = [&] {
     if (!paragraph.empty() && !is_heading(paragraph)) {
       std::string joined;
@@ -171,11 +220,14 @@ std::vector<std::string> read_jargon_file(const std::string& path) {
     std::string doc = normalize_document(current);
     if (!doc.empty()) documents.push_back(std::move(doc));
     current.clear();
+    bytes = 0;
   };
-  for (std::string_view line : split_lines(text)) {
+  Lines lines(text);
+  for (std::string_view line; lines.next(&line);) {
     if (starts_jargon_document(line)) {
       end_document();
       started = true;
+      first_line = lines.line_number();
     }
     if (!started) continue;
     const std::string_view content = trim(line);
@@ -183,6 +235,8 @@ std::vector<std::string> read_jargon_file(const std::string& path) {
       end_paragraph();
     } else {
       paragraph.emplace_back(content);
+      bytes += content.size() + 1;
+      check_document_size("read_jargon_file", path, bytes, first_line);
     }
   }
   end_document();

@@ -21,13 +21,22 @@ namespace dpe {
 inline constexpr const char* kFortunesDir = "/usr/share/games/fortunes";
 inline constexpr const char* kJargonFile = "/usr/share/doc/jargon-text/jargon.txt.gz";
 
+// What the corpus readers take, far above what Debian ships (the Jargon File inflates to 1.7 MB,
+// its longest entry is a few KB, the longest fortune 2.4 KB), so that a file that is not the
+// corpus's stops with an error naming it instead of taking the machine's memory. A file's bytes
+// are counted as they are inflated, never inflated whole first; a document is checked as it
+// grows (the tokenizer encodes a document whole, in about 50 bytes of memory per byte).
+inline constexpr uint64_t kMaxCorpusFileBytes = uint64_t{64} << 20;     // a file, inflated
+inline constexpr uint64_t kMaxCorpusDocumentBytes = uint64_t{1} << 20;  // a document
+
 // Strips what is layout rather than text: backspace overstrikes ("_\bX" becomes "X"), other
 // control characters, tabs (become spaces), runs of spaces, spaces at line ends and starts,
 // runs of blank lines (one is kept), blank lines at both ends.
 std::string normalize_document(std::string_view text);
 
 // One document per fortune (fortunes are separated by lines holding only "%"), normalized;
-// empty fortunes are dropped. Throws dpe::Error naming the file when it cannot be read.
+// empty fortunes are dropped. Throws dpe::Error naming the file when it cannot be read, inflates
+// past kMaxCorpusFileBytes, or holds a fortune over kMaxCorpusDocumentBytes (naming its line).
 std::vector<std::string> read_fortune_file(const std::string& path);
 
 // Every fortune file of `dir` in name order: regular files whose name has no '.' (the .dat
@@ -36,8 +45,8 @@ std::vector<std::string> read_fortune_dir(const std::string& dir);
 
 // The Jargon File's text (gzip-compressed or plain): one document per chapter, lexicon entry and
 // appendix, paragraphs reflowed to one line each. Tables of contents and headings (paragraphs of
-// one short line without punctuation) are dropped. Throws naming the file when it cannot be read
-// or holds no chapter.
+// one short line without punctuation) are dropped. Throws naming the file when it cannot be read,
+// holds no chapter, or is over the limits above (as read_fortune_file).
 std::vector<std::string> read_jargon_file(const std::string& path);
 
 // The corpus: the fortunes, then the Jargon File. Errors name the file and the Debian package.

@@ -51,10 +51,33 @@ void list_folder(const std::string& dir, std::vector<std::string>& out) {
   }
 }
 
-std::string read_file(const std::string& path) {
+// "N bytes", with "(M MiB)" after a whole number of MiB.
+std::string shown_bytes(uint64_t bytes) {
+  std::string s = std::to_string(bytes) + " bytes";
+  if (bytes >= (uint64_t{1} << 20) && bytes % (uint64_t{1} << 20) == 0) {
+    s += " (" + std::to_string(bytes >> 20) + " MiB)";
+  }
+  return s;
+}
+
+// The file `path` of `root`, read in pieces of 1 MiB while `*left` (the bytes the limit
+// `max_bytes` still allows) lasts; `*left` is what remains after it.
+std::string read_file(const std::string& root, const std::string& path, uint64_t max_bytes,
+                      uint64_t* left) {
   std::ifstream in(path, std::ios::binary);
   DPE_CHECK(in, "read_text_files: cannot read " << path << ": " << std::strerror(errno));
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string bytes;
+  std::vector<char> piece(1 << 20);
+  while (in.read(piece.data(), static_cast<std::streamsize>(piece.size())) || in.gcount() > 0) {
+    const uint64_t got = static_cast<uint64_t>(in.gcount());
+    if (got > *left) {
+      throw TextLimitError("read_text_files: " + root + " holds more than " +
+                           shown_bytes(max_bytes) + " of text, the limit" +
+                           (root == path ? std::string() : " (" + path + " goes past it)"));
+    }
+    *left -= got;
+    bytes.append(piece.data(), static_cast<size_t>(got));
+  }
   DPE_CHECK(!in.bad(), "read_text_files: cannot read " << path << ": " << std::strerror(errno));
   return bytes;
 }
@@ -135,10 +158,13 @@ std::vector<std::string> split_text(std::string_view text, uint64_t target) {
     const size_t half = start + target / 2;
     size_t cut = std::string_view::npos;
     size_t skip = 0;  // separator bytes dropped after the cut
+    // The last separator that starts in [half, end], searched for in that window only: from
+    // `end` back to the text's start it made a text without paragraph breaks quadratic.
     for (std::string_view sep :
          {std::string_view("\n\n"), std::string_view("\n"), std::string_view(" ")}) {
-      const size_t at = text.rfind(sep, end);
-      if (at != std::string_view::npos && at >= half && at > start) {
+      const size_t in_window = text.substr(half, end - half + sep.size()).rfind(sep);
+      const size_t at = in_window == std::string_view::npos ? in_window : half + in_window;
+      if (at != std::string_view::npos && at > start) {
         cut = at;
         skip = sep.size();
         break;
@@ -172,13 +198,15 @@ std::vector<std::string> list_text_files(const std::string& path) {
   return files;
 }
 
-TextFiles read_text_files(const std::string& path) {
+TextFiles read_text_files(const std::string& path, uint64_t max_bytes) {
+  DPE_CHECK(max_bytes > 0, "read_text_files: the limit must be positive");
   TextFiles out;
   out.files = list_text_files(path);
   std::vector<std::string> texts;
   texts.reserve(out.files.size());
+  uint64_t left = max_bytes;
   for (const std::string& file : out.files) {
-    std::string bytes = read_file(file);
+    std::string bytes = read_file(path, file, max_bytes, &left);
     check_text(file, bytes);
     std::string_view text = bytes;
     if (text.substr(0, 3) == "\xef\xbb\xbf") text.remove_prefix(3);  // the UTF-8 BOM

@@ -15,6 +15,10 @@
 // a folder of short texts gives a document each; a novel in one file gives pieces of a few pages,
 // of which split_documents's every 20th is validation text spread through the whole book.
 //
+// How much: the files are read in pieces and counted as they come; past `max_bytes` in all
+// (kMaxTextBytes, 64 MiB, by default; train's --max-text-bytes) the read stops with a
+// TextLimitError naming the file that crossed it and the limit, before the rest is read.
+//
 // Threading contract: free functions without shared state; call them from any thread.
 #pragma once
 
@@ -23,7 +27,20 @@
 #include <string_view>
 #include <vector>
 
+#include "engine/core/error.h"
+
 namespace dpe {
+
+// The most bytes of text read_text_files reads by default: a run on it peaks at about 3 GB (the
+// tokenizer's training and the token streams take about 45 bytes per byte of text; docs/own_data.md).
+inline constexpr uint64_t kMaxTextBytes = uint64_t{64} << 20;
+
+// The text is over the limit; the message names the file that crossed it and the limit, and the
+// caller adds how to raise it.
+class TextLimitError : public Error {
+ public:
+  using Error::Error;
+};
 
 struct TextFiles {
   std::vector<std::string> documents;  // in file order, each file's pieces in text order
@@ -32,10 +49,10 @@ struct TextFiles {
   uint64_t target_bytes = 0;           // document_target_bytes(bytes)
 };
 
-// Reads `path` as above. Throws dpe::Error naming the path or file when it is missing or
-// unreadable, when a file is not UTF-8 text (with the byte offset and line), and when nothing
-// holds any text.
-TextFiles read_text_files(const std::string& path);
+// Reads `path` as above, at most `max_bytes` (> 0) of its files' bytes. Throws dpe::Error naming
+// the path or file when it is missing or unreadable, when a file is not UTF-8 text (with the byte
+// offset and line), and when nothing holds any text; TextLimitError past `max_bytes`.
+TextFiles read_text_files(const std::string& path, uint64_t max_bytes = kMaxTextBytes);
 
 // The files read_text_files reads for `path`, in order. Throws naming `path` when it is missing,
 // is neither a file nor a folder, or is a folder holding no file; and naming any folder under it

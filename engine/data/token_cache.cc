@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -10,8 +11,12 @@
 #include <cstring>
 #include <fstream>
 #include <iomanip>
+#include <iterator>
 #include <limits>
+#include <optional>
 #include <sstream>
+
+#include <nlohmann/json.hpp>
 
 #include "engine/core/error.h"
 
@@ -50,6 +55,118 @@ bool exists(const std::string& path) {
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+constexpr const char* kRecordFormat = "dpe-token-cache-1";
+constexpr int64_t kMaxRecordBytes = 64 << 10;  // a record is a few hundred bytes
+constexpr int kMaxRecordBrackets = 4;          // and one object, no array: '{' and '[' counted
+
+// The bytes of `path` when it is a regular file of at most `limit` bytes; nullopt otherwise.
+std::optional<std::string> read_small_file(const std::string& path, int64_t limit) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > limit) {
+    return std::nullopt;
+  }
+  std::ifstream in(path, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) return std::nullopt;
+  return bytes;
+}
+
+}  // namespace
+
+std::optional<TokenCacheRecord> read_token_cache_record(const std::string& path) {
+  const std::optional<std::string> text = read_small_file(path, kMaxRecordBytes);
+  if (!text || std::count_if(text->begin(), text->end(), [](char c) {
+                 return c == '{' || c == '[';
+               }) > kMaxRecordBrackets) {
+    return std::nullopt;
+  }
+  const nlohmann::json j = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || j.value("format", nlohmann::json()) != kRecordFormat) return std::nullopt;
+  TokenCacheRecord r;
+  for (const auto& [name, field] : {std::pair<const char*, std::string*>{"key", &r.key},
+                                    {"corpus", &r.corpus},
+                                    {"model", &r.model}}) {
+    if (!j.contains(name) || !j[name].is_string()) return std::nullopt;
+    *field = j[name].get<std::string>();
+  }
+  for (const auto& [name, field] : {std::pair<const char*, int64_t*>{"documents", &r.documents},
+                                    {"vocab_size", &r.vocab_size},
+                                    {"pieces", &r.pieces},
+                                    {"train_tokens", &r.train_tokens},
+                                    {"validation_tokens", &r.validation_tokens}}) {
+    if (!j.contains(name) || !j[name].is_number_unsigned() ||
+        j[name].get<uint64_t>() > (uint64_t{1} << 40)) {  // far above any real count
+      return std::nullopt;
+    }
+    *field = static_cast<int64_t>(j[name].get<uint64_t>());
+  }
+  return r;
+}
+
+namespace {
+
+void write_record(const std::string& path, const TokenCacheRecord& r) {
+  const nlohmann::ordered_json j = {{"format", kRecordFormat},
+                                    {"key", r.key},
+                                    {"corpus", r.corpus},
+                                    {"documents", r.documents},
+                                    {"vocab_size", r.vocab_size},
+                                    {"pieces", r.pieces},
+                                    {"model", r.model},
+                                    {"train_tokens", r.train_tokens},
+                                    {"validation_tokens", r.validation_tokens}};
+  const std::string tmp = path + ".tmp" + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    DPE_CHECK(out, "load_tokenized_corpus: cannot write " << tmp << ": " << std::strerror(errno));
+    out << j.dump(2) << "\n";
+    out.close();
+    DPE_CHECK(out, "load_tokenized_corpus: cannot write " << tmp << ": " << std::strerror(errno));
+  }
+  DPE_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, "load_tokenized_corpus: cannot rename "
+                                                              << tmp << " to " << path << ": "
+                                                              << std::strerror(errno));
+}
+
+// The hex FNV-1a of the file's bytes; empty when it cannot be read.
+std::string file_checksum(const std::string& path) {
+  const std::optional<std::string> bytes = read_small_file(path, kMaxTokenizerModelBytes);
+  return bytes ? hex64(fnv1a(*bytes)) : "";
+}
+
+// Why the entry whose record is `record_path` cannot be reused for `want` (design note "cache
+// record"); empty when it can, except for the model's pieces, checked once it is loaded.
+std::string stale_reason(const std::string& record_path, const std::string& model_path,
+                         const TokenCacheRecord& want) {
+  const std::optional<TokenCacheRecord> r = read_token_cache_record(record_path);
+  if (!r) {
+    return ::access(record_path.c_str(), F_OK) != 0
+               ? "it has no record " + record_path +
+                     " (an entry of an older dpe, or a write that was interrupted)"
+               : "its record " + record_path + " is not one dpe wrote";
+  }
+  if (r->corpus != want.corpus || r->documents != want.documents) {
+    return "it was trained on another text (" + std::to_string(r->documents) +
+           " documents, checksum " + r->corpus + "; this run's: " +
+           std::to_string(want.documents) + " documents, checksum " + want.corpus + ")";
+  }
+  if (r->vocab_size != want.vocab_size) {
+    return "it was trained for a vocabulary of " + std::to_string(r->vocab_size) +
+           ", this run asks for " + std::to_string(want.vocab_size);
+  }
+  if (r->key != want.key) {
+    return "it was trained with other options (its record " + record_path + " is of key " +
+           r->key + ", this run's is " + want.key + ")";
+  }
+  const std::string model = file_checksum(model_path);
+  if (model != r->model) {
+    return "the model changed since it was cached (checksum " +
+           (model.empty() ? std::string("unreadable") : model) + ", its record says " + r->model +
+           ")";
+  }
+  return "";
 }
 
 }  // namespace
@@ -149,11 +266,38 @@ TokenizedCorpus load_tokenized_corpus(const std::vector<std::string>& documents,
   const std::string stem = cache_dir + "/" + name + "-" + hex64(key);
   const std::string model_path = stem + ".model";
   const std::string tokens_path = stem + ".tokens";
+  const std::string record_path = stem + ".json";
   make_dirs(cache_dir);
 
+  TokenCacheRecord want;
+  want.key = hex64(key);
+  want.corpus = hex64(corpus_checksum(documents));
+  want.documents = static_cast<int64_t>(documents.size());
+  want.vocab_size = options.vocab_size;
+  // Reused only as recorded (design note "cache record"); a model file without a record, or not
+  // the recorded one, is trained anew and the log says why.
+  std::string why = exists(model_path) ? stale_reason(record_path, model_path, want) : "absent";
+  std::optional<Tokenizer> cached;
+  if (why.empty()) {
+    cached = Tokenizer::load(model_path);
+    const std::optional<TokenCacheRecord> r = read_token_cache_record(record_path);
+    const int64_t pieces = cached->vocab_size();
+    if (!r || pieces != r->pieces) {
+      why = "it has " + std::to_string(pieces) + " pieces, its record says " +
+            std::to_string(r ? r->pieces : 0);
+    } else if (options.hard_vocab_limit ? pieces != options.vocab_size
+                                        : pieces > options.vocab_size) {
+      why = "it has " + std::to_string(pieces) + " pieces, this run asks for " +
+            std::to_string(options.vocab_size);
+    }
+  }
+  const bool trained = !why.empty();
   const auto start = std::chrono::steady_clock::now();
-  const bool trained = !exists(model_path);
   if (trained) {
+    if (log && why != "absent") {
+      *log << "tokenizer: not reusing " << model_path << ": " << why << "; training a new one\n";
+    }
+    ::unlink(record_path.c_str());  // the entry is rewritten: no record until it is whole
     Tokenizer::train(split.train, options).save(model_path);
     if (log) {
       *log << "tokenizer: trained on " << split.train.size() << " documents in "
@@ -161,7 +305,7 @@ TokenizedCorpus load_tokenized_corpus(const std::vector<std::string>& documents,
            << "\n";
     }
   }
-  Tokenizer tokenizer = Tokenizer::load(model_path);
+  Tokenizer tokenizer = trained ? Tokenizer::load(model_path) : std::move(*cached);
   if (log && !trained) {
     *log << "tokenizer: reused " << model_path << " (" << tokenizer.vocab_size()
          << " pieces, trained by an earlier run on the same text)\n";
@@ -172,15 +316,35 @@ TokenizedCorpus load_tokenized_corpus(const std::vector<std::string>& documents,
          << "more); the model's vocabulary is " << tokenizer.vocab_size() << "\n";
   }
   Tensor train, validation;
-  // A token file made with another model of the same key is impossible unless the model was
-  // just retrained (the old one deleted): re-encode then.
-  if (!trained && exists(tokens_path)) {
-    read_token_file(tokens_path, tokenizer.vocab_size(), &train, &validation);
-    if (log) {
+  // The token file goes with the recorded model: read when the model was reused and it holds
+  // the recorded counts; re-encoded otherwise (a model just trained, a token file missing).
+  const std::optional<TokenCacheRecord> record =
+      trained ? std::nullopt : read_token_cache_record(record_path);
+  bool encode = trained || !exists(tokens_path);
+  if (!encode) {
+    // The size the record's counts give (the 24-byte header, then int32 ids), checked before
+    // reading; the header's counts after.
+    const uint64_t want_bytes =
+        record ? 24 + 4 * static_cast<uint64_t>(record->train_tokens + record->validation_tokens)
+               : 0;
+    struct stat st {};
+    const uint64_t bytes = ::stat(tokens_path.c_str(), &st) == 0 ? st.st_size : 0;
+    if (record && bytes == want_bytes) {
+      read_token_file(tokens_path, tokenizer.vocab_size(), &train, &validation);
+    }
+    encode = !record || bytes != want_bytes || train.numel() != record->train_tokens ||
+             validation.numel() != record->validation_tokens;
+    if (log && encode) {
+      *log << "tokenizer: not reusing " << tokens_path << ": it is " << bytes
+           << " bytes, not the " << want_bytes << " of its record's "
+           << (record ? record->train_tokens : 0) << " + "
+           << (record ? record->validation_tokens : 0) << " tokens; encoding anew\n";
+    } else if (log) {
       *log << "tokenizer: reused " << tokens_path << " (" << train.numel() + validation.numel()
            << " tokens)\n";
     }
-  } else {
+  }
+  if (encode) {
     const auto encode_start = std::chrono::steady_clock::now();
     train = encode_documents(tokenizer, split.train);
     validation = encode_documents(tokenizer, split.validation);
@@ -189,11 +353,18 @@ TokenizedCorpus load_tokenized_corpus(const std::vector<std::string>& documents,
       *log << "tokenizer: encoded " << train.numel() + validation.numel() << " tokens in "
            << seconds_since(encode_start) << " s, cached at " << tokens_path << "\n";
     }
+    // The record last: the entry is whole once it is there.
+    want.pieces = tokenizer.vocab_size();
+    want.model = file_checksum(model_path);
+    want.train_tokens = train.numel();
+    want.validation_tokens = validation.numel();
+    write_record(record_path, want);
   }
   TokenizedCorpus corpus{std::move(tokenizer), train, validation,
                          static_cast<int64_t>(split.train.size()),
                          static_cast<int64_t>(split.validation.size()),
-                         corpus_bytes(documents), hex64(key), model_path, tokens_path};
+                         corpus_bytes(documents), hex64(key), model_path, tokens_path,
+                         record_path};
   corpus.trained = trained;
   return corpus;
 }

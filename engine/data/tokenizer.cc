@@ -145,6 +145,10 @@ Tokenizer Tokenizer::load(const std::string& path) {
     DPE_THROW("Tokenizer: cannot open " << path << ": " << std::strerror(errno));
   }
   DPE_CHECK(S_ISREG(st.st_mode), "Tokenizer: " << path << " is not a regular file");
+  DPE_CHECK(st.st_size <= kMaxTokenizerModelBytes,
+            "Tokenizer: " << path << " is " << st.st_size << " bytes, over the "
+                          << kMaxTokenizerModelBytes
+                          << "-byte limit of a model file (not a SentencePiece model)");
   std::ifstream in(path, std::ios::binary);
   DPE_CHECK(in, "Tokenizer: cannot open " << path);
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

@@ -23,6 +23,9 @@ class SentencePieceProcessor;
 
 namespace dpe {
 
+// The largest model file Tokenizer::load reads: a model of 1 M pieces is about 30 MB.
+inline constexpr int64_t kMaxTokenizerModelBytes = int64_t{256} << 20;
+
 class Tokenizer {
  public:
   static constexpr const char* kNewline = "\xE2\x90\xA4";  // U+2424 SYMBOL FOR NEWLINE
@@ -46,7 +49,8 @@ class Tokenizer {
   // character), the message says how many that is.
   static Tokenizer train(const std::vector<std::string>& documents, const TrainOptions& options,
                          int num_threads = 2);
-  // Loads a .model file. Throws dpe::Error naming `path` when it is missing or not a model.
+  // Loads a .model file. Throws dpe::Error naming `path` when it is missing, over
+  // kMaxTokenizerModelBytes, or not a model.
   static Tokenizer load(const std::string& path);
   // Writes the model (the same bytes spm_train writes) to `path`, atomically (temp + rename).
   void save(const std::string& path) const;

@@ -19,11 +19,12 @@ void Allocator::reserve(int64_t bytes, MemoryCategory category) {
   std::lock_guard<std::mutex> lock(mu_);
   const int64_t now = stats_.current_bytes + bytes;
   if (capacity_ > 0 && now > capacity_) {
-    DPE_THROW("out of memory on " << device_ << ": tried to allocate " << bytes << " bytes ("
-                                  << format_bytes(bytes) << ") with "
-                                  << (capacity_ - stats_.current_bytes)
-                                  << " bytes free of a capacity of " << capacity_ << " bytes ("
-                                  << format_bytes(capacity_) << ")");
+    detail::MessageBuilder mb;
+    mb << "out of memory on " << device_ << ": tried to allocate " << bytes << " bytes ("
+       << format_bytes(bytes) << ") with " << (capacity_ - stats_.current_bytes)
+       << " bytes free of a capacity of " << capacity_ << " bytes (" << format_bytes(capacity_)
+       << ")";
+    throw OutOfMemoryError(mb.str());
   }
   stats_.current_bytes = now;
   stats_.current_by_category[static_cast<size_t>(category)] += bytes;

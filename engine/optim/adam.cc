@@ -1,5 +1,9 @@
 #include "engine/optim/adam.h"
 
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "engine/backend/dispatch.h"
 #include "engine/core/error.h"
 #include "engine/device/device_guard.h"
@@ -29,6 +33,8 @@ void Adam::step() {
       exp_avg_[i] = Tensor::zeros(p.shape(), DType::kFloat32, p.device());
       exp_avg_sq_[i] = Tensor::zeros(p.shape(), DType::kFloat32, p.device());
     }
+    DPE_CHECK(steps_[i] < kMaxAdamStep,
+              "Adam.step: parameter " << i << " has taken " << steps_[i] << " steps, the most");
     ++steps_[i];
     // lr_, not options_.lr: a scheduler may have changed it.
     const AdamStepParams o{lr_,          options_.beta1,        options_.beta2,
@@ -51,29 +57,59 @@ StateDict Adam::state_dict() const {
 
 void Adam::load_state_dict(const StateDict& state) {
   MemoryCategoryScope category(MemoryCategory::kOptimizerState);
+  // Every entry is checked before any is taken: a parameter's state is its two moments and its
+  // step, all three (PyTorch's Adam fails at step() on a state without 'step').
+  struct Entry {
+    Tensor exp_avg, exp_avg_sq;
+    int64_t step = 0;  // 0: none given
+    bool given = false;
+  };
+  std::vector<Entry> loaded(params_.size());
   for (const auto& [name, t] : state) {
-    const std::string prefix = "state.";
-    const auto dot = name.find('.', prefix.size());
-    DPE_CHECK(name.rfind(prefix, 0) == 0 && dot != std::string::npos,
-              "Adam.load_state_dict: unexpected key '" << name << "'");
-    const size_t i = std::stoul(name.substr(prefix.size(), dot - prefix.size()));
-    const std::string field = name.substr(dot + 1);
-    DPE_CHECK(i < params_.size(), "Adam.load_state_dict: '" << name << "' names parameter " << i
-                                                            << " of " << params_.size());
+    const auto [i, field] = state_key("Adam", name);
+    const auto shown = [&t = t] {
+      return t.defined() ? std::string(dtype_name(t.dtype())) + " " + t.shape().str()
+                         : std::string("undefined");
+    };
+    Entry& e = loaded[i];
+    e.given = true;
     if (field == "step") {
-      steps_[i] = t.to_vector<int64_t>().at(0);
-      continue;
-    }
-    DPE_CHECK(t.shape() == params_[i].shape(), "Adam.load_state_dict: '"
-                                                   << name << "' " << t.shape()
-                                                   << " does not match " << params_[i].shape());
-    Tensor copy = t.to(params_[i].device()).clone();
-    if (field == "exp_avg")
-      exp_avg_[i] = copy;
-    else if (field == "exp_avg_sq")
-      exp_avg_sq_[i] = copy;
-    else
+      DPE_CHECK(t.defined() && t.dtype() == DType::kInt64 && t.numel() == 1,
+                "Adam.load_state_dict: '" << name << "' is " << shown()
+                                          << ", not an int64 scalar");
+      const int64_t step = t.to_vector<int64_t>()[0];
+      DPE_CHECK(step >= 1 && step <= kMaxAdamStep,
+                "Adam.load_state_dict: '" << name << "' is " << step
+                                          << ", not a step count from 1 to " << kMaxAdamStep);
+      e.step = step;
+    } else if (field == "exp_avg" || field == "exp_avg_sq") {
+      DPE_CHECK(t.defined() && t.dtype() == DType::kFloat32 && t.shape() == params_[i].shape(),
+                "Adam.load_state_dict: '" << name << "' is " << shown() << ", not float32 "
+                                          << params_[i].shape() << " as parameter " << i);
+      (field == "exp_avg" ? e.exp_avg : e.exp_avg_sq) = t;
+    } else {
       DPE_THROW("Adam.load_state_dict: unexpected key '" << name << "'");
+    }
+  }
+  for (size_t i = 0; i < loaded.size(); ++i) {
+    const Entry& e = loaded[i];
+    if (!e.given) continue;
+    const std::string k = "state." + std::to_string(i) + ".";
+    for (const auto& [field, missing] : {std::pair<const char*, bool>{"step", e.step == 0},
+                                         {"exp_avg", !e.exp_avg.defined()},
+                                         {"exp_avg_sq", !e.exp_avg_sq.defined()}}) {
+      DPE_CHECK(!missing, "Adam.load_state_dict: no '" << k << field << "' beside the other "
+                                                       << "entries of parameter " << i
+                                                       << " (a state has exp_avg, exp_avg_sq "
+                                                          "and step)");
+    }
+  }
+  for (size_t i = 0; i < loaded.size(); ++i) {
+    const Entry& e = loaded[i];
+    if (!e.given) continue;
+    exp_avg_[i] = e.exp_avg.to(params_[i].device()).clone();
+    exp_avg_sq_[i] = e.exp_avg_sq.to(params_[i].device()).clone();
+    steps_[i] = e.step;
   }
 }
 

@@ -4,6 +4,8 @@
 // Threading contract: as Optimizer (optimizer.h).
 #pragma once
 
+#include <cstdint>
+
 #include "engine/optim/optimizer.h"
 
 namespace dpe::optim {
@@ -19,6 +21,10 @@ struct AdamOptions {
   float weight_decay = 0.0f;
   bool adamw = false;  // decoupled weight decay (AdamW): p *= 1 - lr * weight_decay
 };
+
+// The most steps a parameter's state may count: 2^53, where a double (the bias corrections'
+// arithmetic) still counts every step; a loaded step past it is refused, and step() never wraps.
+inline constexpr int64_t kMaxAdamStep = int64_t{1} << 53;
 
 class Adam : public Optimizer {
  public:

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/nn/module.h"
@@ -24,10 +25,17 @@ class Optimizer {
   void set_lr(float lr) { lr_ = lr; }
 
   // Per-parameter state ("state.3.momentum_buffer", "state.3.step"), for checkpoints.
+  // load_state_dict checks every entry before it takes any (a dpe::Error naming the key
+  // otherwise, the optimizer unchanged); parameters without entries keep their state.
   virtual StateDict state_dict() const = 0;
   virtual void load_state_dict(const StateDict& state) = 0;
 
  protected:
+  // The parameter index and the field of a state key "state.<i>.<field>" of optimizer `who`.
+  // Throws dpe::Error naming `name` unless it has that form, <i> is a decimal number of at most
+  // 9 digits, and a parameter's index.
+  std::pair<size_t, std::string> state_key(const char* who, const std::string& name) const;
+
   std::vector<Tensor> params_;
   float lr_;
 };

@@ -1,5 +1,9 @@
 #include "engine/optim/sgd.h"
 
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "engine/backend/dispatch.h"
 #include "engine/core/error.h"
 #include "engine/device/device_guard.h"
@@ -44,18 +48,19 @@ StateDict SGD::state_dict() const {
 
 void SGD::load_state_dict(const StateDict& state) {
   MemoryCategoryScope category(MemoryCategory::kOptimizerState);
+  std::vector<std::pair<size_t, Tensor>> loaded;
   for (const auto& [name, t] : state) {
-    const std::string prefix = "state.";
-    const auto dot = name.find('.', prefix.size());
-    DPE_CHECK(name.rfind(prefix, 0) == 0 && dot != std::string::npos &&
-                  name.substr(dot + 1) == "momentum_buffer",
-              "SGD.load_state_dict: unexpected key '" << name << "'");
-    const size_t i = std::stoul(name.substr(prefix.size(), dot - prefix.size()));
-    DPE_CHECK(
-        i < params_.size() && t.shape() == params_[i].shape(),
-        "SGD.load_state_dict: '" << name << "' " << t.shape() << " does not match any parameter");
-    momentum_buffers_[i] = t.to(params_[i].device()).clone();
+    const auto [i, field] = state_key("SGD", name);
+    DPE_CHECK(field == "momentum_buffer", "SGD.load_state_dict: unexpected key '" << name << "'");
+    DPE_CHECK(t.defined() && t.dtype() == DType::kFloat32 && t.shape() == params_[i].shape(),
+              "SGD.load_state_dict: '" << name << "' is "
+                                       << (t.defined() ? dtype_name(t.dtype()) : "undefined")
+                                       << " " << (t.defined() ? t.shape() : Shape{})
+                                       << ", not float32 " << params_[i].shape()
+                                       << " as parameter " << i);
+    loaded.emplace_back(i, t);
   }
+  for (const auto& [i, t] : loaded) momentum_buffers_[i] = t.to(params_[i].device()).clone();
 }
 
 }  // namespace dpe::optim

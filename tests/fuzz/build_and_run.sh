@@ -4,7 +4,7 @@
 #
 # Why outside Bazel: the project's Bazel toolchain is the system gcc, and gcc has no libFuzzer
 # (-fsanitize=fuzzer); a second clang toolchain for Bazel 4.2.3 offline is more machinery than
-# three targets need. This script compiles the few engine sources the readers need directly.
+# a handful of targets need. This script compiles the few engine sources the readers need directly.
 #
 #   tests/fuzz/build_and_run.sh                 # build, then run every target 60 s
 #   tests/fuzz/build_and_run.sh 600             # ... 600 s each
@@ -21,7 +21,7 @@ cd "$(dirname "$0")/../.."
 seconds=${1:-60}
 shift || true
 targets=("$@")
-((${#targets[@]})) || targets=(safetensors idx tcp_store)
+((${#targets[@]})) || targets=(safetensors idx tcp_store topology token_cache checkpoint_json)
 out=${FUZZ_OUT:-/tmp/dpe_fuzz}
 jobs=${FUZZ_JOBS:-2}
 
@@ -62,12 +62,23 @@ srcs[idx]="${tensor_srcs[*]} engine/data/dataset.cc engine/data/fashion_mnist.cc
 libs[idx]="-ltbb -ldnnl -lz"
 srcs[tcp_store]="engine/distributed/tcp_store_wire.cc engine/distributed/tcp_store_server.cc"
 libs[tcp_store]=""
+srcs[topology]="tools/cost_model/cluster.cc tools/cost_model/topology_file.cc"
+libs[topology]=""
+srcs[token_cache]="${tensor_srcs[*]} engine/data/text_corpus.cc engine/data/tokenizer.cc
+  engine/data/token_cache.cc"
+libs[token_cache]="-ltbb -ldnnl -lz -lsentencepiece -lsentencepiece_train"
+srcs[checkpoint_json]="engine/io/json_nesting.cc tools/train_lib/checkpoint_json.cc"
+libs[checkpoint_json]=""
+# The longest input a target is given: 64 KiB, or what its seeds need (a SentencePiece model
+# with its normalization table is about 240 KB).
+declare -A max_len
+max_len[token_cache]=262144
 
 mkdir -p "$out/obj"
 # Engine objects: instrumented for coverage (fuzzer-no-link) and the sanitizers, built once for
 # all targets, rebuilt when the source or any header is newer.
 all_srcs=$(for t in "${targets[@]}"; do echo ${srcs[$t]}; done | tr ' ' '\n' | sort -u)
-newest_header=$(find engine kernels -name '*.h' -printf '%T@\n' | sort -n | tail -1)
+newest_header=$(find engine kernels tools -name '*.h' -printf '%T@\n' | sort -n | tail -1)
 compile() {  # src
   local src=$1 obj="$out/obj/${1//\//_}.o"
   if [[ -f "$obj" ]]; then
@@ -111,7 +122,8 @@ for t in "${targets[@]}"; do
   # $out persists between runs: list only this run's reproducers.
   stamp="$out/crashes/$t/.run_start"
   touch "$stamp"
-  "$out/${t}_fuzz" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
+  "$out/${t}_fuzz" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+    -max_len="${max_len[$t]:-65536}" \
     -print_final_stats=1 -artifact_prefix="$out/crashes/$t/" \
     "$out/corpus/$t" "tests/fuzz/corpus/$t" >"$log" 2>&1
   rc=$?

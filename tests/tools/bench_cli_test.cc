@@ -47,6 +47,40 @@ TEST(BenchCliTest, MissingDataExitsWith3) {
   }
 }
 
+// A --data-dir that does not exist is a usage error (2), as train's: a flag naming nothing. A
+// folder without the files stays a data error (3, above).
+TEST(BenchCliTest, MissingDataDirExitsWith2AsTrainsDoes) {
+  std::string out;
+  EXPECT_EQ(run("--models mlp --data-dir /no/such/folder", &out), 2) << out;
+  EXPECT_TRUE(has(out, "--data-dir /no/such/folder: No such file or directory")) << out;
+  EXPECT_FALSE(has(out, "machine:")) << out;
+  EXPECT_EQ(run("--models mlp --data-dir /etc/hostname", &out), 2) << out;
+  EXPECT_TRUE(has(out, "--data-dir /etc/hostname is not a folder")) << out;
+}
+
+// --json and --svg are checked before anything runs: a path that cannot be written is a usage
+// error (2) naming the flag, the path and why; nothing says "wrote". They used to be written
+// (or not) at the end, with "wrote" and 0 either way.
+TEST(BenchCliTest, AnUnwritableOutputPathExitsWith2BeforeRunning) {
+  const char* t = std::getenv("TEST_TMPDIR");
+  const std::string dir = std::string(t ? t : "/tmp");
+  const std::string quick = "--models toy --devices 1 --steps 1 --warmup 0 --batch-size 8 ";
+  std::string out;
+  EXPECT_EQ(run(quick + "--json /no/such/folder/bench.json --svg " + dir + "/b.svg", &out), 2)
+      << out;
+  EXPECT_TRUE(has(out, "--json /no/such/folder/bench.json: cannot write")) << out;
+  EXPECT_TRUE(has(out, "No such file or directory")) << out;
+  EXPECT_FALSE(has(out, "machine:")) << out;
+  EXPECT_FALSE(has(out, "wrote")) << out;
+  EXPECT_EQ(run(quick + "--json " + dir + "/b.json --svg " + dir, &out), 2) << out;
+  EXPECT_TRUE(has(out, "--svg " + dir + " is a folder")) << out;
+  EXPECT_FALSE(has(out, "wrote")) << out;
+  struct stat st {};
+  EXPECT_NE(::stat((dir + "/b.json").c_str(), &st), 0) << "nothing was written";
+  EXPECT_EQ(run(quick + "--json " + dir + "/b.json --svg " + dir + "/b.svg", &out), 0) << out;
+  EXPECT_TRUE(has(out, "wrote " + dir + "/b.json and " + dir + "/b.svg")) << out;
+}
+
 // --device cuda where no CUDA device exists (this machine, or a build without CUDA): exit 2, and
 // the message says how many were needed and why there are none. Skipped where a GPU is present.
 TEST(BenchCliTest, CudaWithoutAGpuIsAUsageError) {

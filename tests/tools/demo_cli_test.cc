@@ -37,6 +37,21 @@ TEST(DemoCliTest, UsageErrorsExitWith2BeforeAnythingRuns) {
   EXPECT_TRUE(has(out, "DPE_HOST_DEVICES='two'")) << out;
 }
 
+// --context above the model's block size is refused naming the range, as train refuses it; it
+// was cut to the block size (128 for gpt-small) without a word. --steps 0 keeps the check quick.
+TEST(DemoCliTest, ContextAboveTheBlockSizeIsAUsageError) {
+  std::string out;
+  for (const char* flag : {"--context", "--lm-context"}) {
+    EXPECT_EQ(run(std::string(flag) + " 100000 --steps 0", &out), 2) << flag << ": " << out;
+    EXPECT_TRUE(has(out, "--context 100000 must be between 1 and gpt-small's block size 128"))
+        << out;
+    EXPECT_FALSE(has(out, "In Model")) << out;
+  }
+  EXPECT_EQ(run("--model gpt2 --context 2048 --steps 0", &out), 2) << out;
+  EXPECT_TRUE(has(out, "between 1 and gpt2's block size 1024")) << out;
+  EXPECT_EQ(run("--context 128 --steps 0", &out), 0) << out;
+}
+
 TEST(DemoCliTest, MissingDataExitsWith3) {
   const char* t = std::getenv("TEST_TMPDIR");
   const std::string dir = std::string(t ? t : "/tmp") + "/no_fashion_mnist_here";

@@ -166,6 +166,45 @@ TEST(LaunchTest, AMissingProgramIsReported) {
   EXPECT_TRUE(contains(out, "no program given")) << out;
 }
 
+// A program that is not there exits 127 saying so, as a shell does, every time and with any
+// number of workers: the launcher looks the program up before it starts any. It used to start
+// them all, and one whose exec failed first made the launcher SIGTERM the others, which (still
+// in the launcher's handler between fork and exec) reported "received Terminated": 143.
+TEST(LaunchTest, AMissingProgramExits127SayingItWasNotFound) {
+  std::string out;
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(run({"--nproc_per_node=4", "/nonexistent/program", "--flag"}, &out), 127) << out;
+    EXPECT_TRUE(contains(out, "dpe-launch: cannot run '/nonexistent/program': No such file or "
+                              "directory (not found)"))
+        << out;
+    EXPECT_FALSE(contains(out, "received")) << out;
+    EXPECT_FALSE(contains(out, "[rank")) << "a worker started: " << out;
+  }
+  EXPECT_EQ(run({"--nproc_per_node=2", "no-such-program-on-path"}, &out), 127) << out;
+  EXPECT_TRUE(contains(out, "cannot run 'no-such-program-on-path': not found on PATH")) << out;
+}
+
+// A worker that fails at once (/bin/false) gives the launcher its code, 1, every time: the SIGTERM
+// that stops the others while they are still between fork and exec stops them, and is not taken
+// for the launcher's own (it was, 7 times in 10: "received Terminated", 143).
+TEST(LaunchTest, AWorkerFailingAtOnceGivesItsCodeNotTheLaunchersSignal) {
+  std::string out;
+  for (int i = 0; i < 8; ++i) {
+    EXPECT_EQ(run({"--nproc_per_node=4", "/bin/false"}, &out), 1) << out;
+    EXPECT_FALSE(contains(out, "received")) << out;
+  }
+}
+
+// A flag the launcher does not have, before the program, is a usage error naming it (torchrun
+// refuses it too), not a program to run: "dpe-launch --backend mpi train" ran "--backend".
+TEST(LaunchTest, AnUnknownLauncherFlagBeforeTheProgramExits2) {
+  std::string out;
+  EXPECT_EQ(run({"--nproc_per_node=2", "--backend", "mpi", worker(), "env"}, &out), 2) << out;
+  EXPECT_TRUE(contains(out, "--backend")) << out;
+  EXPECT_TRUE(contains(out, "not a dpe-launch flag")) << out;
+  EXPECT_FALSE(contains(out, "RANK=")) << "a worker ran: " << out;
+}
+
 using dpe::test::free_port;
 
 // End to end: the workers find each other through the environment the launcher sets.

@@ -2,6 +2,7 @@
 // DDP's predictions (DataParallel refused beyond one node), the SVG; bad flags exit with 2; the
 // older flag spellings (--batch, --gpu0-batch, --seq, --image) mean what the new ones do.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -223,6 +224,53 @@ TEST(SimCliTest, BadFlagsExitWith2) {
         "--nodes 1 --gpus 4"}) {
     EXPECT_EQ(run(args, &out), 2) << args << ": " << out;
   }
+}
+
+// --topology: a file that cannot be opened is a usage error (2); one that is not nvidia-smi's
+// matrix, or holds more than 4 MiB (a few KB is what nvidia-smi prints), a data error (3). Each
+// names the file; the size is counted while reading, so /dev/zero stops at the limit.
+TEST(SimCliTest, TopologyFileErrorsNameTheFile) {
+  std::string out;
+  const std::string quick = "--model toy --gpus 1,2 --json " + tmp("sim_topo.json") + " --svg " +
+                            tmp("sim_topo.svg") + " --topology ";
+  EXPECT_EQ(run(quick + tmp("no_such_topology"), &out), 2) << out;
+  EXPECT_TRUE(has(out, tmp("no_such_topology") + ": No such file or directory")) << out;
+
+  const std::string sparse = tmp("sparse_topology");
+  std::ofstream(sparse).close();
+  ASSERT_EQ(::truncate(sparse.c_str(), 5 << 20), 0);
+  EXPECT_EQ(run(quick + sparse, &out), 3) << out;
+  EXPECT_TRUE(has(out, sparse + " holds more than 4194304 bytes (4 MiB)")) << out;
+  EXPECT_FALSE(has(out, "wrote")) << out;
+  EXPECT_EQ(run(quick + "/dev/zero", &out), 3) << out;  // endless: read up to the limit
+  EXPECT_TRUE(has(out, "/dev/zero holds more than 4194304 bytes (4 MiB)")) << out;
+
+  const std::string bad = tmp("bad_topology");
+  std::ofstream(bad) << "        GPU0    GPU1\nGPU0     X      FOO\nGPU1    FOO      X\n";
+  EXPECT_EQ(run(quick + bad, &out), 3) << out;
+  EXPECT_TRUE(has(out, bad + ": parse_topology: ")) << out;
+
+  const std::string good = tmp("good_topology");
+  std::ofstream(good) << "        GPU0    GPU1\nGPU0     X      NV2\nGPU1    NV2      X\n";
+  EXPECT_EQ(run(quick + good, &out), 0) << out;
+  EXPECT_TRUE(has(out, "1 nodes of 2 x")) << out;
+}
+
+// --json and --svg are checked before anything runs: a path that cannot be written is a usage
+// error (2) naming the flag, the path and why; nothing says "wrote". It used to print "wrote" and
+// exit 0 whether the JSON was written or not.
+TEST(SimCliTest, AnUnwritableOutputPathExitsWith2BeforeRunning) {
+  std::string out;
+  const std::string quick = "--model toy --gpus 1,2 ";
+  EXPECT_EQ(run(quick + "--json /no/such/folder/sim.json --svg " + tmp("s.svg"), &out), 2) << out;
+  EXPECT_TRUE(has(out, "--json /no/such/folder/sim.json: cannot write")) << out;
+  EXPECT_TRUE(has(out, "No such file or directory")) << out;
+  EXPECT_FALSE(has(out, "dpe sim:")) << out;
+  EXPECT_FALSE(has(out, "wrote")) << out;
+  EXPECT_EQ(run(quick + "--json " + tmp("s.json") + " --svg /etc/hostname/s.svg", &out), 2) << out;
+  EXPECT_TRUE(has(out, "--svg /etc/hostname/s.svg: cannot write")) << out;
+  EXPECT_TRUE(has(out, "Not a directory")) << out;
+  EXPECT_FALSE(has(out, "wrote")) << out;
 }
 
 // One name per concept across the tools: --batch-size (per GPU here, as the help says),

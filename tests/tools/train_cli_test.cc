@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <csignal>
 #include <cstdint>
@@ -16,9 +17,12 @@
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "engine/io/safetensors.h"
+#include "engine/tensor/tensor.h"
 #include "tests/tools/run_tool.h"
 #include "tests/util/free_port.h"
 
@@ -157,6 +161,36 @@ TEST(TrainCliTest, UsageErrorsExitWith2) {
   EXPECT_TRUE(has(out, "DPE_RDZV_TIMEOUT='soon'")) << out;
 }
 
+// --mode ddp's environment is checked before any work, as the DPE_* values are: no RANK and
+// WORLD_SIZE (and no launcher's variables), a MASTER_PORT that is no port, and --backend mpi in
+// a job whose ranks a launcher other than mpirun numbered (MPI would see a world of one) are
+// usage errors (2) naming the variables; they failed as runs (1).
+TEST(TrainCliTest, DdpEnvironmentErrorsExitWith2) {
+  std::string out;
+  const std::string ddp = "--mode ddp " + kToy;
+  const std::string no_launcher =
+      "env -u RANK -u WORLD_SIZE -u LOCAL_RANK -u SLURM_PROCID -u OMPI_COMM_WORLD_RANK "
+      "-u MASTER_ADDR -u MASTER_PORT";
+  EXPECT_EQ(run(ddp, &out, no_launcher), 2) << out;
+  EXPECT_TRUE(has(out, "--mode ddp needs RANK and WORLD_SIZE")) << out;
+  EXPECT_FALSE(has(out, "training toy")) << out;
+  for (const char* port : {"99999", "0", "http", ""}) {
+    EXPECT_EQ(run(ddp, &out,
+                  no_launcher + " RANK=0 WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + port),
+              2)
+        << port << ": " << out;
+    EXPECT_TRUE(has(out, "MASTER_PORT")) << port << ": " << out;
+  }
+  EXPECT_EQ(run(ddp, &out, no_launcher + " RANK=0 WORLD_SIZE=1 MASTER_PORT=29500"), 2) << out;
+  EXPECT_TRUE(has(out, "MASTER_ADDR")) << out;
+  EXPECT_EQ(run(ddp + " --backend mpi", &out,
+                no_launcher + " RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29500"),
+            2)
+      << out;
+  EXPECT_TRUE(has(out, "--backend mpi")) << out;
+  EXPECT_TRUE(has(out, "mpirun")) << out;
+}
+
 // --devices wins over DPE_HOST_DEVICES and says so; without the flag, dp takes the variable.
 TEST(TrainCliTest, DevicesFlagAndEnvironment) {
   std::string out;
@@ -223,6 +257,131 @@ TEST(TrainCliTest, DataErrorsExitWith3) {
   write_bytes(ck + "/checkpoint.safetensors", {'g', 'a', 'r', 'b', 'a', 'g', 'e'});
   EXPECT_EQ(run(kToy + " --epochs 2 --resume --checkpoint-dir " + ck, &out), 3) << out;
   EXPECT_TRUE(has(out, ck + "/checkpoint.safetensors")) << out;
+}
+
+// The bytes of `path` ("" when it cannot be read).
+std::string file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), {});
+}
+
+// A run without --resume into a --checkpoint-dir that already holds a run (its checkpoint, its
+// metrics.jsonl) is refused with 2, naming the directory and the files, and touches nothing: it
+// used to append its metrics to the old run's and replace the old checkpoint. An empty directory,
+// or one of other files, is fine.
+TEST(TrainCliTest, AFreshRunIntoACheckpointDirIsRefused) {
+  std::string out;
+  const std::string ck = tmp_path("fresh_into_existing");
+  ASSERT_EQ(run(kToy + " --checkpoint-dir " + ck, &out), 0) << out;
+  const std::string metrics = file_bytes(ck + "/metrics.jsonl");
+  const std::string manifest = file_bytes(ck + "/checkpoint.json");
+  const std::string model = file_bytes(ck + "/model.safetensors");
+  ASSERT_FALSE(metrics.empty());
+  EXPECT_EQ(run(kToy + " --seed 7 --checkpoint-dir " + ck, &out), 2) << out;
+  EXPECT_TRUE(has(out, "--checkpoint-dir " + ck + " already holds a run (checkpoint.json, ")) << out;
+  EXPECT_TRUE(has(out, "metrics.jsonl")) << out;
+  EXPECT_TRUE(has(out, "pass --resume to continue it, or choose another directory")) << out;
+  EXPECT_FALSE(has(out, "training toy")) << out;
+  EXPECT_EQ(file_bytes(ck + "/metrics.jsonl"), metrics);
+  EXPECT_EQ(file_bytes(ck + "/checkpoint.json"), manifest);
+  EXPECT_EQ(file_bytes(ck + "/model.safetensors"), model);
+  // --resume goes on from it.
+  EXPECT_EQ(run("--model toy --train-samples 64 --test-samples 32 --no-progress --max-steps 2 "
+                "--resume --checkpoint-dir " +
+                    ck,
+                &out),
+            0)
+      << out;
+  EXPECT_TRUE(has(out, "resumed from " + ck)) << out;
+
+  // The older single-file layout counts too; an empty directory and unrelated files do not.
+  const std::string legacy = tmp_path("fresh_into_legacy");
+  ::mkdir(legacy.c_str(), 0755);
+  std::ofstream(legacy + "/checkpoint.safetensors") << "x";
+  EXPECT_EQ(run(kToy + " --checkpoint-dir " + legacy, &out), 2) << out;
+  EXPECT_TRUE(has(out, "already holds a run (checkpoint.safetensors)")) << out;
+  const std::string fresh = tmp_path("fresh_into_empty");
+  ::mkdir(fresh.c_str(), 0755);
+  std::ofstream(fresh + "/notes.txt") << "mine";
+  EXPECT_EQ(run(kToy + " --checkpoint-dir " + fresh, &out), 0) << out;
+  EXPECT_EQ(file_bytes(fresh + "/notes.txt"), "mine");
+}
+
+// --resume auto into a directory that holds a run goes on from it; into one whose run was stopped
+// before its first checkpoint (a metrics line without its checkpoint) it starts from scratch and
+// drops that line, as --resume drops lines past its checkpoint: epoch 0 is there once.
+TEST(TrainCliTest, ResumeAutoContinuesARunAndDropsLinesWithoutACheckpoint) {
+  std::string out;
+  const std::string toy = "--model toy --train-samples 64 --test-samples 32 --no-progress ";
+  const std::string ck = tmp_path("resume_auto_run");
+  ASSERT_EQ(run(toy + "--epochs 1 --checkpoint-dir " + ck, &out), 0) << out;
+  EXPECT_EQ(run(toy + "--epochs 2 --resume auto --checkpoint-dir " + ck, &out), 0) << out;
+  EXPECT_TRUE(has(out, "resumed from " + ck)) << out;
+
+  const std::string orphan = tmp_path("resume_auto_orphan");
+  ::mkdir(orphan.c_str(), 0755);
+  std::ofstream(orphan + "/metrics.jsonl") << "{\"epoch\":0,\"train_loss\":9}\n";
+  EXPECT_EQ(run(toy + "--epochs 1 --resume auto --checkpoint-dir " + orphan, &out), 0) << out;
+  EXPECT_TRUE(has(out, "starting from scratch")) << out;
+  const std::string metrics = file_bytes(orphan + "/metrics.jsonl");
+  EXPECT_EQ(metrics.find("\"train_loss\":9"), std::string::npos) << metrics;
+  EXPECT_EQ(std::count(metrics.begin(), metrics.end(), '\n'), 1) << metrics;
+}
+
+// Replaces the optimizer state of the checkpoint in `dir` by `state` (its metadata kept) and
+// records the new file's size in the manifest, without checksums: a set consistent but for the
+// state, as a program other than dpe might write it.
+void put_optimizer_state(const std::string& dir, const dpe::StateDict& state) {
+  const std::string path = dir + "/optimizer.safetensors";
+  dpe::SafetensorsSaveOptions options;
+  options.metadata = dpe::read_safetensors(path).metadata;
+  dpe::save_safetensors(path, state, options);
+  nlohmann::json manifest = nlohmann::json::parse(file_bytes(dir + "/checkpoint.json"));
+  manifest["files"]["optimizer.safetensors"] = file_bytes(path).size();
+  manifest.erase("crc32");
+  std::ofstream(dir + "/checkpoint.json", std::ios::trunc) << manifest.dump();
+}
+
+// An AdamW state that cannot be resumed from is refused when the checkpoint is read, with 3,
+// naming optimizer.safetensors and the key: a step of 0 (it failed at the first step with
+// "adam_step: step counts from 1", exit 1), INT64_MAX (it wrapped), no step (PyTorch's Adam
+// fails at step() on such a state; this took it for step 1), a key without a parameter index
+// (it failed with "train: stoul", exit 1).
+TEST(TrainCliTest, ABadOptimizerStateExitsWith3NamingTheFileAndTheKey) {
+  std::string out;
+  const std::string ck = tmp_path("bad_optimizer_state");
+  const std::string adamw =
+      "--model toy --optimizer adamw --train-samples 64 --test-samples 32 --no-progress "
+      "--max-steps-per-epoch 1 ";
+  ASSERT_EQ(run(adamw + "--checkpoint-dir " + ck, &out), 0) << out;
+  const std::string path = ck + "/optimizer.safetensors";
+  const dpe::StateDict good = dpe::read_safetensors(path).tensors;
+  const std::string good_bytes = file_bytes(path), good_manifest = file_bytes(ck + "/checkpoint.json");
+  auto with = [&](const std::string& key, const dpe::Tensor& value) {
+    dpe::StateDict state;
+    for (const auto& [k, v] : good) {
+      if (k != key) state.emplace_back(k, v);
+    }
+    if (value.defined()) state.emplace_back(key, value);
+    return state;
+  };
+  auto step = [](int64_t v) { return dpe::Tensor::from_vector(std::vector<int64_t>{v}, {}); };
+  const std::vector<std::pair<dpe::StateDict, std::string>> cases{
+      {with("state.0.step", step(0)), "'state.0.step' is 0"},
+      {with("state.0.step", step(INT64_MAX)), "'state.0.step' is 9223372036854775807"},
+      {with("state.0.step", dpe::Tensor()), "no 'state.0.step'"},
+      {with("state.x.step", step(1)), "'state.x.step'"},
+  };
+  for (const auto& [state, expected] : cases) {
+    put_optimizer_state(ck, state);
+    EXPECT_EQ(run(adamw + "--epochs 2 --resume --checkpoint-dir " + ck, &out), 3) << out;
+    EXPECT_TRUE(has(out, path)) << out;
+    EXPECT_TRUE(has(out, expected)) << expected << ": " << out;
+    EXPECT_FALSE(has(out, "epoch 1:")) << "it trained: " << out;
+    std::ofstream(path, std::ios::trunc | std::ios::binary) << good_bytes;
+    std::ofstream(ck + "/checkpoint.json", std::ios::trunc) << good_manifest;
+  }
+  EXPECT_EQ(run(adamw + "--epochs 2 --resume --checkpoint-dir " + ck, &out), 0) << out;
 }
 
 // SIGKILL at spread-out moments of a run whose epochs (one toy step each) take milliseconds, so
@@ -312,6 +471,17 @@ TEST(TrainCliTest, AFailedRunExitsWith1) {
             1)
       << out;
   EXPECT_TRUE(has(out, "non-finite loss")) << out;
+}
+
+// Out of memory while the data loads is a failed run (1), as anywhere else, not a data error (3):
+// the data is fine, the machine (here a 1 MiB cap on host:0) is too small for it.
+TEST(TrainCliTest, OutOfMemoryWhileLoadingDataExitsWith1) {
+  std::string out;
+  EXPECT_EQ(run("--model mlp --train-samples 64 --test-samples 64 --max-steps 1 --no-progress", &out,
+                "DPE_HOST_DEVICE_MEMORY=1MiB"),
+            1)
+      << out;
+  EXPECT_TRUE(has(out, "out of memory on host:0")) << out;
 }
 
 // The lines of `dir`/metrics.jsonl.

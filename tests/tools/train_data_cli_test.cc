@@ -153,6 +153,26 @@ TEST(TrainDataCliTest, TextErrorsNameTheFile) {
   }
 }
 
+// The most bytes of --text read (--max-text-bytes, 64 MiB by default): past it the run stops
+// with 3 before training anything, naming the file, the limit and the flag.
+TEST(TrainDataCliTest, TextOverTheLimitStopsNamingTheFileTheLimitAndTheFlag) {
+  const std::string dir = make_dir("text_limit");
+  write_file(dir + "/book.txt", prose(20000, 8));
+  std::string out;
+  EXPECT_EQ(run(tiny_text_run(dir + "/book.txt", dir + "/cache") + " --max-text-bytes 10000", &out),
+            3)
+      << out;
+  EXPECT_TRUE(has(out, dir + "/book.txt holds more than 10000 bytes of text, the limit")) << out;
+  EXPECT_TRUE(has(out, "--max-text-bytes raises it")) << out;
+  EXPECT_FALSE(has(out, "tokenizer:")) << out;
+  EXPECT_EQ(run(tiny_text_run(dir + "/book.txt", dir + "/cache") + " --max-text-bytes 0", &out), 2)
+      << out;
+  EXPECT_TRUE(has(out, "--max-text-bytes")) << out;
+  EXPECT_EQ(run(tiny_text_run(dir + "/book.txt", dir + "/cache") + " --max-text-bytes 30000", &out),
+            0)
+      << out;
+}
+
 using Bytes = std::vector<unsigned char>;
 
 void put_u32(Bytes& out, uint32_t v) {

@@ -2,12 +2,12 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
 
 #include "engine/core/error.h"
+#include "tools/common/output_file.h"
 
 namespace dpe::tools {
 
@@ -189,9 +189,7 @@ void write_bench_svg(const std::string& path, const std::vector<BenchResult>& re
   }
   memory_panel(svg, 10, 24 + kPanelH + 20, results);
   svg << "</svg>\n";
-  std::ofstream out(path);
-  DPE_CHECK(out.good(), "bench: cannot write the plot to '" << path << "'");
-  out << svg.str();
+  write_file_atomically(path, svg.str());
 }
 
 }  // namespace dpe::tools

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <exception>
+#include <new>
 
 #include "engine/core/error.h"
 
@@ -29,6 +30,13 @@ class DataError : public Error {
  public:
   using Error::Error;
 };
+
+// Out of memory: dpe's OutOfMemoryError or std::bad_alloc. Always kExitFailure, never a data
+// error, however it came (a reader's errors become DataErrors; these must not).
+inline bool out_of_memory(const std::exception& e) {
+  return dynamic_cast<const OutOfMemoryError*>(&e) != nullptr ||
+         dynamic_cast<const std::bad_alloc*>(&e) != nullptr;
+}
 
 // The exit code for an exception that ended a tool: kExitUsage, kExitData or kExitFailure.
 inline int exit_code_for(const std::exception& e) {

@@ -2,10 +2,10 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 #include <sstream>
 
 #include "engine/core/error.h"
+#include "tools/common/output_file.h"
 
 namespace dpe::sim {
 
@@ -108,11 +108,7 @@ void write_sim_svg(const std::string& path, const std::string& title,
     if (labels) text(o, x + slot / 2, y0 + 15, "GPU" + std::to_string(k));
   }
   o << "</svg>\n";
-  std::ofstream f(path);
-  DPE_CHECK(f.good(), "sim: cannot write " << path);
-  f << o.str();
-  f.close();
-  DPE_CHECK(f.good(), "sim: cannot write " << path);
+  tools::write_file_atomically(path, o.str());
 }
 
 }  // namespace dpe::sim

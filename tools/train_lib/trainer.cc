@@ -50,6 +50,7 @@
 #include "tools/common/devices.h"
 #include "tools/common/exit_codes.h"
 #include "tools/common/train_distributed.h"
+#include "tools/train_lib/checkpoint_json.h"
 #include "tools/train_lib/progress.h"
 #include "tools/train_lib/toy_dataset.h"
 
@@ -94,7 +95,14 @@ std::vector<std::string> lm_documents(const TrainConfig& c, std::string* source)
     docs = load_language_model_corpus();
     *source = "language-model corpus";
   } else {
-    TextFiles text = read_text_files(c.text);
+    TextFiles text;
+    try {
+      text = read_text_files(c.text, c.max_text_bytes);
+    } catch (const TextLimitError& e) {
+      throw DataError(std::string(e.what()) +
+                      "; --max-text-bytes raises it (a run takes about 45 bytes of memory per "
+                      "byte of text, docs/own_data.md)");
+    }
     std::ostringstream s;
     s << "text " << c.text << " (" << text.files.size() << " file"
       << (text.files.size() == 1 ? "" : "s") << ", " << text.bytes << " bytes in "
@@ -229,52 +237,13 @@ void append_metrics(const std::string& path, const TrainConfig& c, const EpochMe
   DPE_CHECK(written, "cannot append metrics to '" << path << "': " << why);
 }
 
-// A checkpoint's metadata value as a message shows it: as it is when it is a short plain word
-// (letters, digits, '.', '_', '-'), else quoted, cut at 40 characters, anything unprintable as
-// '?'. The value comes from a file and may be anything, of any length.
-std::string shown(const std::string& value) {
-  constexpr size_t kMax = 40;
-  bool plain = !value.empty() && value.size() <= kMax;
-  for (char ch : value) {
-    plain = plain &&
-            (std::isalnum(static_cast<unsigned char>(ch)) || ch == '.' || ch == '_' || ch == '-');
-  }
-  if (plain) return value;
-  std::string v = value.substr(0, kMax);
-  for (char& ch : v) {
-    if (!std::isprint(static_cast<unsigned char>(ch))) ch = '?';
-  }
-  std::string out = "'" + v + (value.size() > kMax ? "...'" : "'");
-  if (value.size() > kMax) out += " (" + std::to_string(value.size()) + " bytes)";
-  return out;
-}
-
-// A whole-number metadata value between lo and hi: digits only (no sign, space or exponent).
-int64_t metadata_int(const std::string& path, const std::string& key, const std::string& value,
-                     int64_t lo, int64_t hi) {
-  bool digits = !value.empty() && value.size() <= 18;
-  for (char ch : value) digits = digits && ch >= '0' && ch <= '9';
-  const int64_t v = digits ? std::strtoll(value.c_str(), nullptr, 10) : -1;
-  DPE_TOOLS_CHECK(DataError, digits && v >= lo && v <= hi,
-                  "checkpoint '" << path << "': metadata '" << key << "' is " << shown(value)
-                                 << ", not a whole number from " << lo << " to " << hi);
-  return v;
-}
-
 // --- The checkpoint set (design note "checkpoint set" in trainer.h) ---
 
-constexpr const char* kManifestFormat = "dpe-checkpoint-1";
+// The manifest's format, the set's file names and the JSON limits: checkpoint_json.h.
 constexpr const char* kTrainingStateFormat = "dpe-train-2";
 constexpr const char* kLegacyFormat = "dpe-train-1";
-constexpr int64_t kMaxGeneration = 999999999999;
-constexpr const char* kModelFile = "model.safetensors";
-constexpr const char* kOptimizerFile = "optimizer.safetensors";
-constexpr const char* kTrainingStateFile = "training_state.json";
-constexpr const char* kSetFiles[] = {kModelFile, kOptimizerFile, kTrainingStateFile};
-constexpr size_t kMaxJsonBytes = 1 << 20;  // the set's JSON files are a few hundred bytes
-// They nest two deep (the manifest's "files"); deeper input is refused before it is parsed, so a
-// crafted file cannot exhaust the stack of the JSON parser or serializer.
-constexpr int kMaxJsonDepth = 16;
+constexpr size_t kMaxJsonBytes = kMaxCheckpointJsonBytes;
+constexpr int kMaxJsonDepth = kMaxCheckpointJsonDepth;
 
 // The CRC-32 of a file (zlib's, the checksum of gzip and zip: any flipped bit, and any burst of
 // up to 32, changes it), as 8 hex digits; read in 1 MiB pieces. Empty when it cannot be read.
@@ -391,33 +360,7 @@ nlohmann::json read_json_object(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   const std::string text((std::istreambuf_iterator<char>(in)), {});
   DPE_TOOLS_CHECK(DataError, in.good() || in.eof(), "cannot read checkpoint '" << path << "'");
-  DPE_TOOLS_CHECK(DataError, json_nesting_depth(text, kMaxJsonDepth) <= kMaxJsonDepth,
-                  "checkpoint '" << path << "' nests deeper than " << kMaxJsonDepth
-                                 << " levels (corrupt, or not written by dpe train)");
-  const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  DPE_TOOLS_CHECK(DataError, j.is_object(),
-                  "checkpoint '" << path
-                                 << "' is not a JSON object (corrupt, or not written by "
-                                    "dpe train)");
-  return j;
-}
-
-// The values of a JSON object as metadata strings, so that the checks of the single-file layout
-// apply: strings as they are, whole numbers in decimal, anything else as its JSON text (which no
-// check accepts: a quoted "3" is not a whole number).
-SafetensorsMetadata as_metadata(const nlohmann::json& object) {
-  SafetensorsMetadata m;
-  for (const auto& [key, value] : object.items()) {
-    const bool number = key == "epoch" || key == "generation" || key == "context" || key == "seed";
-    if (value.is_number_unsigned()) {
-      m[key] = std::to_string(value.get<uint64_t>());
-    } else if (value.is_string() && !number) {
-      m[key] = value.get<std::string>();
-    } else {
-      m[key] = value.dump();
-    }
-  }
-  return m;
+  return parse_checkpoint_json(path, text);
 }
 
 // The manifest's generation when it is readable and names one; 0 otherwise (recovery only:
@@ -545,10 +488,17 @@ void trim_metrics(const std::string& path, int last_epoch, FILE* out) {
   }
   DPE_CHECK(::rename(tmp.c_str(), path.c_str()) == 0,
             "cannot rename '" << tmp << "' to '" << path << "'");
-  std::fprintf(out,
-               "%s: dropped %d line(s) after epoch %d, the checkpoint's (a run stopped between "
-               "the line and its checkpoint)\n",
-               path.c_str(), dropped, last_epoch);
+  if (last_epoch < 0) {
+    std::fprintf(out,
+                 "%s: dropped %d line(s): no checkpoint holds their epochs (a run stopped "
+                 "between a line and its checkpoint)\n",
+                 path.c_str(), dropped);
+  } else {
+    std::fprintf(out,
+                 "%s: dropped %d line(s) after epoch %d, the checkpoint's (a run stopped between "
+                 "the line and its checkpoint)\n",
+                 path.c_str(), dropped, last_epoch);
+  }
 }
 
 }  // namespace
@@ -703,12 +653,14 @@ Position check_training_state(const std::string& path, const SafetensorsMetadata
 }
 
 // Runs `load`; a plain dpe::Error from it (the reader's, the state dicts') becomes a DataError
-// naming `path`.
+// naming `path`; out of memory stays what it is.
 template <typename F>
 auto naming(const std::string& path, F load) {
   try {
     return load();
   } catch (const DataError&) {
+    throw;
+  } catch (const OutOfMemoryError&) {
     throw;
   } catch (const Error& e) {
     const std::string msg = e.what();
@@ -745,35 +697,12 @@ Position resume_set(const TrainConfig& c, bool language_model, Module& model,
                     optim::Optimizer& opt) {
   const std::string& dir = c.checkpoint_dir;
   const std::string manifest_path = checkpoint_manifest_path(dir);
-  const nlohmann::json manifest = read_json_object(manifest_path);
-  const SafetensorsMetadata m = as_metadata(manifest);
-  auto entry = [&](const std::string& key) {
-    auto it = m.find(key);
-    DPE_TOOLS_CHECK(DataError, it != m.end(),
-                    "checkpoint '" << manifest_path << "' has no '" << key
-                                   << "' entry: not written by dpe train");
-    return it->second;
-  };
-  DPE_TOOLS_CHECK(DataError, entry("format") == kManifestFormat,
-                  "checkpoint '" << manifest_path << "': metadata 'format' is "
-                                 << shown(entry("format")) << ", not " << kManifestFormat);
-  const int64_t generation =
-      metadata_int(manifest_path, "generation", entry("generation"), 1, kMaxGeneration);
-  entry("files");
-  const nlohmann::json& files = manifest["files"];
-  bool well_formed = files.is_object() && files.size() == std::size(kSetFiles);
-  for (const char* file : kSetFiles) {
-    well_formed = well_formed && files.contains(file) && files[file].is_number_unsigned();
-  }
-  DPE_TOOLS_CHECK(DataError, well_formed,
-                  "checkpoint '" << manifest_path
-                                 << "': metadata 'files' must map model.safetensors, "
-                                    "optimizer.safetensors and training_state.json to their sizes "
-                                    "in bytes, and nothing else");
+  const CheckpointManifest manifest = parse_manifest(manifest_path, read_json_object(manifest_path));
+  const int64_t generation = manifest.generation;
   for (const char* file : kSetFiles) {
     const std::string path = dir + "/" + file;
     const int64_t size = file_size(path);
-    const uint64_t recorded = files[file].get<uint64_t>();
+    const uint64_t recorded = manifest.sizes.at(file);
     DPE_TOOLS_CHECK(DataError, size >= 0 && static_cast<uint64_t>(size) == recorded,
                     "checkpoint '" << path << "' "
                                    << (size < 0 ? std::string("is missing")
@@ -783,24 +712,15 @@ Position resume_set(const TrainConfig& c, bool language_model, Module& model,
   }
   // The files' CRC-32, which a manifest written before it was recorded does not have: a flipped
   // bit would otherwise be trained on.
-  if (manifest.contains("crc32")) {
-    const nlohmann::json& checksums = manifest["crc32"];
-    for (const char* file : kSetFiles) {
-      DPE_TOOLS_CHECK(DataError,
-                      checksums.is_object() && checksums.contains(file) &&
-                          checksums[file].is_string(),
-                      "checkpoint '" << manifest_path << "': metadata 'crc32' must map " << file
-                                     << " to its CRC-32 (8 hex digits)");
-      const std::string path = dir + "/" + file;
-      const std::string expected = checksums[file].get<std::string>();
-      const std::string actual = file_crc32(path);
-      DPE_TOOLS_CHECK(DataError, actual == expected,
-                      "checkpoint '" << path << "' has CRC-32 " << actual << ", but '"
-                                     << manifest_path << "' (metadata 'crc32') records "
-                                     << shown(expected)
-                                     << " (the file changed since it was written: a flipped bit, "
-                                        "a disk error, or another writer)");
-    }
+  for (const auto& [file, expected] : manifest.crc32) {
+    const std::string path = dir + "/" + file;
+    const std::string actual = file_crc32(path);
+    DPE_TOOLS_CHECK(DataError, actual == expected,
+                    "checkpoint '" << path << "' has CRC-32 " << actual << ", but '"
+                                   << manifest_path << "' (metadata 'crc32') records "
+                                   << shown(expected)
+                                   << " (the file changed since it was written: a flipped bit, "
+                                      "a disk error, or another writer)");
   }
   const std::string state_path = training_state_path(dir);
   const SafetensorsMetadata state = as_metadata(read_json_object(state_path));
@@ -861,15 +781,21 @@ std::string ddp_backend(const TrainConfig& c) {
   return std::getenv("OMPI_COMM_WORLD_RANK") != nullptr ? "mpi" : "gloo";
 }
 
-// --device cuda on a build or machine without (enough) CUDA devices, and backends that cannot
-// serve the device type, are usage errors found before any work.
-void check_device(const TrainConfig& c) {
+// Backends that cannot serve the device type are usage errors, found from the flags alone before
+// the environment is read.
+void check_backend(const TrainConfig& c) {
   const DeviceType type = parse_device_type(c.device);
   const std::string backend = ddp_backend(c);
   DPE_TOOLS_CHECK(UsageError, c.mode != "ddp" || type == DeviceType::kCuda || backend != "nccl",
                   "--backend nccl needs --device cuda (NCCL reduces CUDA tensors)");
   DPE_TOOLS_CHECK(UsageError, c.mode != "ddp" || type == DeviceType::kHost || backend == "nccl",
                   "--device cuda with --mode ddp needs --backend nccl (or auto), not " << backend);
+}
+
+// --device cuda on a build or machine without (enough) CUDA devices is a usage error found before
+// any work.
+void check_device(const TrainConfig& c) {
+  const DeviceType type = parse_device_type(c.device);
   if (type != DeviceType::kCuda) return;
   if (c.mode == "dp") {
     tool_devices(type, c.devices);
@@ -880,12 +806,55 @@ void check_device(const TrainConfig& c) {
   }
 }
 
-// Bad DPE_HOST_*, RANK/WORLD_SIZE or DPE_RDZV_* values are usage errors, found before any work.
+// What --mode ddp needs from its environment, as init_process_group reads it: the ranks (RANK and
+// WORLD_SIZE, or srun's or mpirun's variables) and, for the env:// rendezvous of gloo and nccl,
+// MASTER_ADDR and a MASTER_PORT from 1 to 65535. MPI numbers the ranks itself, so --backend mpi
+// in a job numbered by another launcher (tools/dpe-launch, torchrun: RANK without mpirun's
+// variables) would see a world of one. Each is a UsageError naming the variables.
+void check_ddp_environment(const TrainConfig& c) {
+  const std::optional<distributed::DistEnv> env = distributed::dist_env_from_env();
+  if (ddp_backend(c) == "mpi") {
+    DPE_TOOLS_CHECK(UsageError,
+                    !env || env->source != "RANK" || env->world_size == 1 ||
+                        std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr,
+                    "--backend mpi: the environment says rank "
+                        << (env ? env->rank : 0) << " of " << (env ? env->world_size : 1)
+                        << " (RANK and WORLD_SIZE, as tools/dpe-launch and torchrun set them), "
+                           "but MPI numbers a job's ranks only under mpirun: start it with "
+                           "mpirun -np "
+                        << (env ? env->world_size : 1)
+                        << ", or use --backend gloo with the launcher");
+    return;
+  }
+  DPE_TOOLS_CHECK(UsageError, env.has_value(),
+                  "--mode ddp needs RANK and WORLD_SIZE (tools/dpe-launch sets them, as srun and "
+                  "mpirun set theirs): start it with tools/dpe-launch --nproc-per-node N");
+  const char* addr = std::getenv("MASTER_ADDR");
+  const char* port = std::getenv("MASTER_PORT");
+  DPE_TOOLS_CHECK(UsageError, addr != nullptr && *addr != '\0' && port != nullptr,
+                  "--mode ddp with --backend " << ddp_backend(c)
+                                               << " meets its ranks at MASTER_ADDR:MASTER_PORT "
+                                                  "(missing: "
+                                               << (addr == nullptr || *addr == '\0'
+                                                       ? "MASTER_ADDR"
+                                                       : "")
+                                               << (port == nullptr ? " MASTER_PORT" : "")
+                                               << "); tools/dpe-launch sets them");
+  const std::string p = port;
+  bool digits = !p.empty() && p.size() <= 5;
+  for (char ch : p) digits = digits && ch >= '0' && ch <= '9';
+  const long value = digits ? std::strtol(p.c_str(), nullptr, 10) : 0;
+  DPE_TOOLS_CHECK(UsageError, value >= 1 && value <= 65535,
+                  "MASTER_PORT=" << shown(p) << " is not a port (a number from 1 to 65535)");
+}
+
+// Bad DPE_HOST_*, RANK/WORLD_SIZE, MASTER_* or DPE_RDZV_* values are usage errors, found before
+// any work.
 void check_environment(const TrainConfig& c) {
   try {
     host_options_from_env();
     if (c.mode == "ddp") {
-      distributed::dist_env_from_env();
+      check_ddp_environment(c);
       distributed::rendezvous_timeout(distributed::kDefaultTimeout);
       distributed::rendezvous_log_interval();
     }
@@ -894,6 +863,27 @@ void check_environment(const TrainConfig& c) {
   } catch (const Error& e) {
     throw UsageError(e.what());
   }
+}
+
+// A run without --resume into a --checkpoint-dir that holds a run (its checkpoint, either layout,
+// or its metrics.jsonl) would append its metrics to that run's and replace its checkpoint: a
+// UsageError naming the directory and the files found, before anything is written. --resume auto
+// goes on from such a run (or drops its lines when it has no checkpoint yet).
+void check_fresh_checkpoint_dir(const TrainConfig& c) {
+  if (c.resume || c.resume_auto || c.checkpoint_dir.empty()) return;
+  const std::string& dir = c.checkpoint_dir;
+  std::string found;
+  for (const std::string& path :
+       {checkpoint_manifest_path(dir), legacy_checkpoint_path(dir), model_checkpoint_path(dir),
+        optimizer_checkpoint_path(dir), training_state_path(dir), metrics_path(dir)}) {
+    if (::access(path.c_str(), F_OK) == 0) {
+      found += (found.empty() ? "" : ", ") + path.substr(path.find_last_of('/') + 1);
+    }
+  }
+  DPE_TOOLS_CHECK(UsageError, found.empty(),
+                  "--checkpoint-dir " << dir << " already holds a run (" << found
+                                      << "): pass --resume to continue it, or choose another "
+                                         "directory (nothing was written)");
 }
 
 // `config` with the model's defaults filled in, once every flag value, flag combination and DPE_*
@@ -923,8 +913,10 @@ TrainConfig checked_config(const TrainConfig& config) {
     DPE_TOOLS_CHECK(UsageError, std::isfinite(value) && value >= 0,
                     name << " " << value << " must be a finite number >= 0");
   }
+  check_backend(c);  // from the flags alone, before the environment is read
   check_environment(c);
   check_device(c);
+  check_fresh_checkpoint_dir(c);
   return c;
 }
 
@@ -952,13 +944,15 @@ int64_t recover_checkpoints(const TrainConfig& c, const Distributed& dist, FILE*
 }
 
 // The run's data, neither split empty. A data set that cannot be read is a data error (exit 3),
-// a missing --data-dir a usage error (exit 2).
+// a missing --data-dir a usage error (exit 2), out of memory a failed run (exit 1).
 Data load_checked_data(const TrainConfig& c, FILE* out, bool main) {
   Data data;
   try {
     data = load_data(c, out, main);
   } catch (const UsageError&) {
     throw;
+  } catch (const OutOfMemoryError&) {
+    throw;  // the machine is too small for the data: a failed run, not a data error
   } catch (const Error& e) {
     throw DataError(e.what());
   }
@@ -1249,6 +1243,9 @@ TrainResult train(const TrainConfig& config, FILE* out) {
   } else if (c.resume_auto && main) {
     std::fprintf(out, "no checkpoint in %s yet: starting from scratch (--resume auto)\n",
                  c.checkpoint_dir.c_str());
+    // Lines of epochs whose checkpoint never came (a run stopped before its first commit) go, as
+    // --resume drops the lines past its checkpoint: this run's epochs are not appended to them.
+    trim_metrics(metrics_path(c.checkpoint_dir), -1, out);
   }
   const int start_epoch = at.epoch + 1;
   int64_t done = at.global_step;  // -1: unknown (an older checkpoint), and stays so

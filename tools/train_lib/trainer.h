@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/data/text_files.h"
 #include "engine/nn/module.h"
 
 namespace dpe::tools {
@@ -78,6 +79,9 @@ struct TrainConfig {
   // and the tokenizer's options. A text too small for vocab_size pieces gets fewer. Empty: the
   // built-in corpus.
   std::string text;
+  // The most bytes of `text` read (engine/data/text_files.h); past it the run stops, naming the
+  // file and the limit.
+  uint64_t max_text_bytes = kMaxTextBytes;
 };
 
 // The models train takes, from the model registry (models/registry.h): the regression, the

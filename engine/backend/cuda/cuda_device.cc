@@ -79,14 +79,15 @@ class CudaCachingAllocator final : public Allocator {
       const size_t released = cached_;
       release_locked();
       p = malloc_on(physical_, block);
-      DPE_CHECK(p != nullptr, "out of memory on "
-                                  << device() << ": tried to allocate " << bytes << " bytes ("
-                                  << format_bytes(static_cast<int64_t>(bytes))
-                                  << "); cudaMalloc of a " << block
-                                  << "-byte block failed even after releasing " << released
-                                  << " cached bytes; " << stats().current_bytes
-                                  << " bytes are held by tensors on this device (counting this "
-                                     "request)");
+      if (p == nullptr) {
+        detail::MessageBuilder mb;
+        mb << "out of memory on " << device() << ": tried to allocate " << bytes << " bytes ("
+           << format_bytes(static_cast<int64_t>(bytes)) << "); cudaMalloc of a " << block
+           << "-byte block failed even after releasing " << released << " cached bytes; "
+           << stats().current_bytes
+           << " bytes are held by tensors on this device (counting this request)";
+        throw OutOfMemoryError(mb.str());
+      }
     }
     return p;
   }

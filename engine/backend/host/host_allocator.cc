@@ -37,8 +37,11 @@ void* HostAllocator::raw_allocate(size_t bytes) {
     release_cache();
     p = std::aligned_alloc(64, size);
   }
-  DPE_CHECK(p != nullptr,
-            "out of memory on " << device() << ": the system refused " << bytes << " bytes");
+  if (p == nullptr) {
+    detail::MessageBuilder mb;
+    mb << "out of memory on " << device() << ": the system refused " << bytes << " bytes";
+    throw OutOfMemoryError(mb.str());
+  }
   return p;
 }
 

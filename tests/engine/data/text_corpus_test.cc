@@ -1,6 +1,7 @@
 #include "engine/data/text_corpus.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -101,6 +102,54 @@ TEST(ReadJargonFile, ErrorsNameTheFile) {
                                       std::string(64, '\xff'));
   msg = error_of([&] { read_jargon_file(dir + "/corrupt.gz"); });
   EXPECT_NE(msg.find(dir + "/corrupt.gz"), std::string::npos) << msg;
+}
+
+// Writes `bytes` to `path` gzip-compressed, in pieces of `repeat` copies of `piece` when given.
+void write_gzip(const std::string& path, const std::string& piece, size_t repeat = 1) {
+  gzFile f = gzopen(path.c_str(), "wb9");
+  ASSERT_NE(f, nullptr);
+  for (size_t i = 0; i < repeat; ++i) {
+    ASSERT_EQ(gzwrite(f, piece.data(), static_cast<unsigned>(piece.size())),
+              static_cast<int>(piece.size()));
+  }
+  ASSERT_EQ(gzclose(f), Z_OK);
+}
+
+// A small gzip that inflates past 64 MiB (newlines compress about 1000 to 1) stops at the limit,
+// checked while inflating, instead of inflating it all (a 1 MB gzip of newlines inflated to 1 GB
+// and its lines took the rest of the machine's memory).
+TEST(ReadJargonFile, AGzipThatInflatesPastTheLimitIsRefusedWhileInflating) {
+  const std::string dir = scratch_dir("jargon");
+  const std::string path = dir + "/newlines.txt.gz";
+  write_gzip(path, std::string(1 << 20, '\n'), 65);  // 65 MiB of newlines, about 65 KB
+  struct stat st {};
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_LT(st.st_size, 1 << 20);
+  for (auto read : {+[](const std::string& p) { read_jargon_file(p); },
+                    +[](const std::string& p) { read_fortune_file(p); }}) {
+    const std::string msg = error_of([&] { read(path); });
+    EXPECT_NE(msg.find(path), std::string::npos) << msg;
+    EXPECT_NE(msg.find("more than 67108864 bytes (64 MiB)"), std::string::npos) << msg;
+  }
+}
+
+// A document (a fortune, a Jargon File entry) over 1 MiB is refused naming the file and the line
+// where it starts: the tokenizer encodes a document whole, in about 50 bytes of memory per byte.
+TEST(ReadFortuneFile, ADocumentOverTheLimitIsRefusedNamingItsLine) {
+  const std::string dir = scratch_dir("fortunes");
+  std::string words;
+  while (words.size() <= (1u << 20)) words += "word after word\n";
+  write_file(dir + "/long", "A short one.\n%\n" + words + "%\nAnother.\n");
+  std::string msg = error_of([&] { read_fortune_file(dir + "/long"); });
+  EXPECT_NE(msg.find(dir + "/long"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("line 3"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("1048576 bytes (1 MiB)"), std::string::npos) << msg;
+
+  write_file(dir + "/jargon.txt", "Chapter 1. Long\n\n" + words + "\n   :next: entry\n");
+  msg = error_of([&] { read_jargon_file(dir + "/jargon.txt"); });
+  EXPECT_NE(msg.find(dir + "/jargon.txt"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("line 1"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("1048576 bytes (1 MiB)"), std::string::npos) << msg;
 }
 
 TEST(LoadLanguageModelCorpus, MissingJargonFileNamesThePackage) {

@@ -82,6 +82,33 @@ TEST(SplitText, CutsAtParagraphsThenLinesThenSpaces) {
   EXPECT_TRUE(split_text("", 100).empty());
 }
 
+// One line of 32 MiB (words, no newline): cut at spaces into pieces of at most 4 KiB that give the
+// text back. Each cut looks for a separator only in the second half of its piece; it once searched
+// back to the start of the text for the missing paragraph and line breaks, minutes for this text
+// (the test's timeout stops that) and hours for 100 MB.
+TEST(SplitText, OneLongLineIsCutAtSpacesLookingOnlyInsideThePiece) {
+  std::string text;
+  text.reserve((32u << 20) + 16);
+  for (uint64_t i = 0; text.size() < (32u << 20); ++i) {
+    if (i > 0) text += ' ';
+    text += i % 7 == 0 ? "seven" : "word";
+  }
+  const std::vector<std::string> pieces = split_text(text, 4096);
+  ASSERT_GT(pieces.size(), (32u << 20) / 4096);
+  std::string joined;
+  joined.reserve(text.size());
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    const std::string& piece = pieces[i];
+    ASSERT_LE(piece.size(), 4096u);
+    if (i + 1 < pieces.size()) {
+      ASSERT_GE(piece.size(), 2048u - 8) << "cut in the first half";
+    }
+    if (!joined.empty()) joined += ' ';
+    joined += piece;
+  }
+  EXPECT_TRUE(joined == text);
+}
+
 TEST(DocumentTargetBytes, FourKibibytesOrAHundredthOfAShortText) {
   EXPECT_EQ(document_target_bytes(10'000'000), 4096u);
   EXPECT_EQ(document_target_bytes(100'000), 1000u);
@@ -127,6 +154,35 @@ TEST(ReadTextFiles, AFolderIsReadRecursivelyInPathOrderSkippingHiddenNames) {
                                                dir + "/empty.txt"}));
   EXPECT_EQ(t.documents,
             (std::vector<std::string>{"First file.", "Second file.", "Third file, no extension."}));
+}
+
+// The files are read in pieces, counted as they come: past the limit the read stops, naming the
+// file where it was crossed and the limit (64 MiB by default), before a byte of it is checked.
+// A sparse file of 65 MiB of NULs costs no disk; it was read whole and reported as binary.
+TEST(ReadTextFiles, ReadingStopsAtTheLimitNamingTheFileAndTheLimit) {
+  const std::string dir = scratch_dir("text");
+  const std::string big = dir + "/sparse.txt";
+  write_file(big, "");
+  ASSERT_EQ(::truncate(big.c_str(), (65 << 20)), 0);
+  std::string msg = error_of([&] { read_text_files(big); });
+  EXPECT_TRUE(has(msg, big + " holds more than 67108864 bytes (64 MiB) of text, the limit")) << msg;
+  EXPECT_FALSE(has(msg, "NUL")) << msg;
+
+  // A smaller limit, in a folder: the file that crosses it is named; up to it all is read.
+  const std::string folder = dir + "/folder";
+  ::mkdir(folder.c_str(), 0755);
+  write_file(folder + "/a.txt", std::string(600, 'a'));
+  write_file(folder + "/b.txt", std::string(600, 'b'));
+  EXPECT_EQ(read_text_files(folder, 1200).bytes, 1200u);
+  try {
+    read_text_files(folder, 1199);
+    ADD_FAILURE() << "no TextLimitError";
+  } catch (const TextLimitError& e) {
+    msg = e.what();
+    EXPECT_TRUE(has(msg, folder + " holds more than 1199 bytes of text, the limit (" + folder +
+                             "/b.txt goes past it)"))
+        << msg;
+  }
 }
 
 TEST(ReadTextFiles, ErrorsNameTheFileAndWhatIsWrong) {

@@ -4,7 +4,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <optional>
 #include <sstream>
 
 #include "engine/core/error.h"
@@ -114,17 +118,137 @@ TEST(LoadTokenizedCorpus, ASmallTextLowersTheVocabularyAndSaysSo) {
             std::string::npos);
 }
 
-TEST(LoadTokenizedCorpus, CorruptCachedFilesAreNamedInTheError) {
+// A cached file that is not the one its record describes (design note "cache record" in
+// token_cache.h) is made anew, and the log names it; a model that is corrupt although its record
+// vouches for it is an error naming it.
+TEST(LoadTokenizedCorpus, CorruptCachedFilesAreRebuiltOrNamedInTheError) {
   const std::string dir = scratch_dir("cache");
   const TokenizedCorpus corpus = load_tokenized_corpus(small_documents(), dir, tiny_options());
   write_file(corpus.tokens_path, "DPETOKS1 but then too short");
-  std::string msg = error_of([&] { load_tokenized_corpus(small_documents(), dir, tiny_options()); });
-  EXPECT_NE(msg.find(corpus.tokens_path), std::string::npos) << msg;
-  EXPECT_NE(msg.find("delete it"), std::string::npos) << msg;
+  std::ostringstream log;
+  TokenizedCorpus again = load_tokenized_corpus(small_documents(), dir, tiny_options(), &log);
+  EXPECT_FALSE(again.trained);
+  EXPECT_NE(log.str().find("tokenizer: not reusing " + corpus.tokens_path), std::string::npos)
+      << log.str();
+  EXPECT_EQ(again.train_tokens.to_vector<int64_t>(), corpus.train_tokens.to_vector<int64_t>());
 
+  std::ifstream in(corpus.record_path);
+  const std::string record((std::istreambuf_iterator<char>(in)), {});
   write_file(corpus.model_path, "garbage");
-  msg = error_of([&] { load_tokenized_corpus(small_documents(), dir, tiny_options()); });
+  log.str("");
+  again = load_tokenized_corpus(small_documents(), dir, tiny_options(), &log);
+  EXPECT_TRUE(again.trained);
+  EXPECT_NE(log.str().find("tokenizer: not reusing " + corpus.model_path + ": the model changed"),
+            std::string::npos)
+      << log.str();
+
+  // A record that vouches for the garbage (its checksum put in): the model is read, and refused.
+  write_file(corpus.model_path, "garbage");
+  const size_t at = record.find("\"model\": \"") + 10;
+  std::string forged = record;
+  char fnv[17];
+  uint64_t h = 14695981039346656037ull;
+  for (unsigned char c : std::string("garbage")) h = (h ^ c) * 1099511628211ull;
+  std::snprintf(fnv, sizeof fnv, "%016llx", static_cast<unsigned long long>(h));
+  forged.replace(at, 16, fnv);
+  write_file(corpus.record_path, forged);
+  const std::string msg =
+      error_of([&] { load_tokenized_corpus(small_documents(), dir, tiny_options()); });
   EXPECT_NE(msg.find(corpus.model_path), std::string::npos) << msg;
+}
+
+// Copies every file of the cache entry `from` (its .model, .tokens, and .json when there is one)
+// to the names of the entry `to`, as a user copying caches between machines or a stray file
+// might.
+void copy_entry(const TokenizedCorpus& from, const TokenizedCorpus& to) {
+  const std::string from_stem = from.model_path.substr(0, from.model_path.size() - 6);
+  const std::string to_stem = to.model_path.substr(0, to.model_path.size() - 6);
+  for (const char* ext : {".model", ".tokens", ".json"}) {
+    std::ifstream in(from_stem + ext, std::ios::binary);
+    if (!in) continue;
+    std::ofstream out(to_stem + ext, std::ios::binary | std::ios::trunc);
+    out << in.rdbuf();
+  }
+}
+
+// A cached model of another vocabulary than the run's (here one trained for 300 pieces, copied
+// over the 400-piece entry) is not used: the run trains a new one, and the log says which file and
+// both sizes. It used to be reused without a word.
+TEST(LoadTokenizedCorpus, ACachedModelOfAnotherVocabularyIsRetrainedSayingWhy) {
+  const std::string dir = scratch_dir("cache");
+  const TokenizedCorpus first = load_tokenized_corpus(small_documents(), dir, tiny_options());
+  Tokenizer::TrainOptions smaller = tiny_options();
+  smaller.vocab_size = 300;
+  const TokenizedCorpus other =
+      load_tokenized_corpus(small_documents(), scratch_dir("other"), smaller);
+  ASSERT_EQ(other.tokenizer.vocab_size(), 300);
+  copy_entry(other, first);
+  std::ostringstream log;
+  const TokenizedCorpus again = load_tokenized_corpus(small_documents(), dir, tiny_options(), &log);
+  EXPECT_TRUE(again.trained) << log.str();
+  EXPECT_EQ(again.tokenizer.vocab_size(), 400);
+  EXPECT_NE(log.str().find("tokenizer: not reusing " + first.model_path), std::string::npos)
+      << log.str();
+  EXPECT_NE(log.str().find("300"), std::string::npos) << log.str();
+  EXPECT_NE(log.str().find("400"), std::string::npos) << log.str();
+  // The entry it wrote is whole again: the next run reuses it.
+  std::ostringstream next_log;
+  EXPECT_FALSE(load_tokenized_corpus(small_documents(), dir, tiny_options(), &next_log).trained)
+      << next_log.str();
+}
+
+// An entry made from another text (copied under this text's key) is not used either: the run
+// trains anew and the log names the file and says the text differs.
+TEST(LoadTokenizedCorpus, ACacheEntryOfAnotherTextIsRetrainedSayingWhy) {
+  const std::string dir = scratch_dir("cache");
+  std::vector<std::string> docs = small_documents();
+  const TokenizedCorpus a = load_tokenized_corpus(docs, dir, tiny_options());
+  docs[3] += " A different text.";
+  const TokenizedCorpus b = load_tokenized_corpus(docs, scratch_dir("elsewhere"), tiny_options());
+  ASSERT_NE(a.key, b.key);
+  copy_entry(a, b);  // a's files under b's names, beside b's
+  std::ostringstream log;
+  const TokenizedCorpus again =
+      load_tokenized_corpus(docs, scratch_dir("elsewhere"), tiny_options(), &log);
+  EXPECT_TRUE(again.trained) << log.str();
+  EXPECT_NE(log.str().find("tokenizer: not reusing " + b.model_path), std::string::npos)
+      << log.str();
+  EXPECT_NE(log.str().find("another text"), std::string::npos) << log.str();
+  EXPECT_EQ(again.train_tokens.to_vector<int64_t>(), b.train_tokens.to_vector<int64_t>());
+}
+
+// The record reader takes only what load_tokenized_corpus writes, and says nullopt (never throws)
+// for anything else: not JSON, another format, a field missing or of another type, counts past
+// 2^40, nesting (refused before it is parsed), over 64 KiB.
+TEST(TokenCacheRecord, TheReaderTakesOnlyWhatTheCacheWrites) {
+  const std::string dir = scratch_dir("record");
+  const TokenizedCorpus c = load_tokenized_corpus(small_documents(), dir, tiny_options());
+  const std::optional<TokenCacheRecord> r = read_token_cache_record(c.record_path);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->key, c.key);
+  EXPECT_EQ(r->vocab_size, 400);
+  EXPECT_EQ(r->pieces, c.tokenizer.vocab_size());
+  EXPECT_EQ(r->documents, 60);
+  EXPECT_EQ(r->train_tokens, c.train_tokens.numel());
+  std::ifstream in(c.record_path);
+  const std::string good((std::istreambuf_iterator<char>(in)), {});
+  const std::string path = dir + "/r.json";
+  auto replaced = [&](const std::string& from, const std::string& to) {
+    std::string text = good;
+    text.replace(text.find(from), from.size(), to);
+    return text;
+  };
+  for (const std::string& bad :
+       {std::string("not json"), std::string(""), replaced("dpe-token-cache-1", "other-1"),
+        replaced("\"pieces\"", "\"pieces_\""), replaced("\"vocab_size\": 400", "\"vocab_size\": \"400\""),
+        replaced("\"vocab_size\": 400", "\"vocab_size\": -400"),
+        replaced("\"vocab_size\": 400", "\"vocab_size\": 2199023255553"),
+        replaced("\"vocab_size\": 400", "\"vocab_size\": [[[[[400]]]]]"),
+        std::string(100000, '{'), good + std::string(70000, ' ')}) {
+    write_file(path, bad);
+    EXPECT_FALSE(read_token_cache_record(path).has_value()) << bad.substr(0, 200);
+  }
+  EXPECT_FALSE(read_token_cache_record(dir + "/missing.json").has_value());
 }
 
 TEST(TokenFile, RoundTripsAndRejectsIdsOutsideTheVocabulary) {

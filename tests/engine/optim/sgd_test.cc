@@ -2,6 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/core/error.h"
 #include "tests/engine/optim/params.h"
 
 namespace dpe::optim {
@@ -71,6 +76,30 @@ TEST(SgdTest, MomentumBuffersCountAsOptimizerState) {
   sgd.step();
   ASSERT_EQ(sgd.state_dict().size(), 1u);
   EXPECT_EQ(sgd.state_dict()[0].second.memory_category(), MemoryCategory::kOptimizerState);
+}
+
+// A state key whose index is not a number is a dpe::Error naming it, not std::stoul's
+// std::invalid_argument; an index past the parameters or a buffer of another shape or dtype too.
+TEST(SgdTest, LoadStateDictNamesABadKey) {
+  Tensor p = param({1.0f, 2.0f});
+  SgdOptions o;
+  o.momentum = 0.9f;
+  SGD sgd({p}, o);
+  for (const auto& [key, value] :
+       {std::pair<std::string, Tensor>{"state.x.momentum_buffer", Tensor::zeros({2})},
+        {"state.-1.momentum_buffer", Tensor::zeros({2})},
+        {"state.1.momentum_buffer", Tensor::zeros({2})},
+        {"state.0.momentum_buffer", Tensor::zeros({3})},
+        {"state.0.momentum_buffer", Tensor::from_vector(std::vector<int64_t>{1, 2}, Shape{2})}}) {
+    try {
+      sgd.load_state_dict({{key, value}});
+      ADD_FAILURE() << key << ": no error";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("'" + key + "'"), std::string::npos) << e.what();
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << key << ": not a dpe::Error: " << e.what();
+    }
+  }
 }
 
 }  // namespace

@@ -358,8 +358,14 @@ std::vector<int> metric_epochs(const std::string& path) {
   return epochs;
 }
 
-// The checkpoint set of a one-epoch toy run in `dir`.
+// The checkpoint set of a one-epoch toy run in `dir`, a fresh run: what an earlier one left there
+// is removed first (train refuses a fresh run into a directory that holds a run).
 void train_one_epoch(const std::string& dir) {
+  for (const std::string& f : {checkpoint_manifest_path(dir), legacy_checkpoint_path(dir),
+                               model_checkpoint_path(dir), optimizer_checkpoint_path(dir),
+                               training_state_path(dir), metrics_path(dir)}) {
+    ::unlink(f.c_str());
+  }
   TrainConfig c = small("toy", "single");
   c.checkpoint_dir = dir;
   train(c, stdout);
