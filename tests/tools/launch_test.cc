@@ -237,7 +237,7 @@ TEST(LaunchTest, SigtermToTheLauncherStopsEveryWorker) {
   for (int w : pids) EXPECT_NE(::kill(w, 0), 0) << "worker " << w << " is still running";
 }
 
-// Issue 12, item 8: the workers die with their launcher, kill -9 included (PR_SET_PDEATHSIG).
+// The workers die with their launcher, kill -9 included (PR_SET_PDEATHSIG).
 TEST(LaunchTest, WorkersDieWithAKilledLauncher) {
   const std::string path = output_path("sigkill");
   const pid_t pid = start({"--nproc_per_node=2", worker(), "wait"}, path);

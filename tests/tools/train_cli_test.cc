@@ -129,7 +129,7 @@ const std::string kToy =
     "--model toy --train-samples 64 --test-samples 32 --max-steps 1 "
     "--no-progress";
 
-// Issue 12, item 6: usage errors exit with 2, whatever finds them: CLI11's checks, train's own,
+// Usage errors exit with 2, whatever finds them: CLI11's checks, train's own,
 // or the DPE_* variables the runtime reads; numbers are checked for nan and inf, and ranges print
 // short bounds (--batch-size 0 once printed a 309-digit range).
 TEST(TrainCliTest, UsageErrorsExitWith2) {

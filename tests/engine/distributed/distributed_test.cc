@@ -231,7 +231,7 @@ TEST(InitProcessGroupTest, CallersStoreWithThreeRanks) {
       3);
 }
 
-// Issue 12, item 7: DPE_RDZV_TIMEOUT bounds the rendezvous; while it waits a rank prints, every
+// DPE_RDZV_TIMEOUT bounds the rendezvous; while it waits a rank prints, every
 // DPE_RDZV_LOG_INTERVAL, who is missing, and the timeout's error names the missing rank. Rank 0
 // waits for a rank 1 that never comes; a rank 1 waits for a rank 0 that never serves.
 // A rank started with another world size than rank 0's fails naming both sizes, rather than with

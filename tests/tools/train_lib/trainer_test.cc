@@ -606,7 +606,7 @@ TEST(TrainerTest, ErrorsAreSortedIntoUsageAndData) {
 }
 
 
-// Issue 12, item 9: the staged and temporary files of killed checkpoint writes are removed at
+// The staged and temporary files of killed checkpoint writes are removed at
 // start (only names of our own patterns); metrics.jsonl never lacks the checkpoint's line, and on
 // resume the lines after the checkpoint's epoch (a kill between the line and the manifest's
 // rename) are dropped.
