@@ -253,7 +253,7 @@ TEST(SimCliTest, TopologyFileErrorsNameTheFile) {
   const std::string good = tmp("good_topology");
   std::ofstream(good) << "        GPU0    GPU1\nGPU0     X      NV2\nGPU1    NV2      X\n";
   EXPECT_EQ(run(quick + good, &out), 0) << out;
-  EXPECT_TRUE(has(out, "1 nodes of 2 x")) << out;
+  EXPECT_TRUE(has(out, "1 node of 2 x")) << out;
 }
 
 // --json and --svg are checked before anything runs: a path that cannot be written is a usage
