@@ -100,16 +100,17 @@ nlohmann::json read_json(const std::string& path) {
   return nlohmann::json::parse(in);
 }
 
-// Counts below, at and above one node on every preset, and counts none of which fits one node
-// (DataParallel has no row to draw): a table, the JSON and the plot, never a crash.
+// Counts below, at and above one node on every preset, and a count that fits no node (16: DataParallel
+// has no row to draw, and on the 2-GPU presets 1..8 do not fit either): a table, the JSON and the
+// plot, never a crash. The toy model keeps it quick under the sanitizers.
 TEST(SimCliTest, EveryPresetTakesCountsBelowAtAndAboveOneNode) {
   for (const char* cluster : {"titanrtx-nvlink", "titanrtx-pcie", "dgx1-v100", "dgx-a100",
                               "dgx-h100", "pcie-a100", "pcie-t4", "pcie-l4", "pcie-rtx4090"}) {
-    for (const char* gpus : {"1,2,3,4,8,9,16", "16", "9", "3"}) {
+    for (const char* gpus : {"1,2,3,4,8,9,16", "16"}) {
       std::string out;
       const std::string json = tmp("sim_presets.json"), svg = tmp("sim_presets.svg");
       std::remove(svg.c_str());
-      ASSERT_EQ(run(std::string("--model mlp --batch-size 8 --cluster ") + cluster + " --gpus " +
+      ASSERT_EQ(run(std::string("--model toy --batch-size 4 --cluster ") + cluster + " --gpus " +
                         gpus + " --json " + json + " --svg " + svg,
                     &out),
                 0)
