@@ -124,18 +124,6 @@ std::chrono::milliseconds seconds_from_env(const char* name, std::chrono::millis
   return std::chrono::milliseconds(std::max<int64_t>(1, std::llround(v * 1000)));
 }
 
-// "1, 3 and 4" (at most 16 named, then a count).
-std::string rank_list(const std::vector<int>& ranks) {
-  std::ostringstream out;
-  const size_t shown = std::min<size_t>(ranks.size(), 16);
-  for (size_t i = 0; i < shown; ++i) {
-    if (i > 0) out << (i + 1 == ranks.size() ? " and " : ", ");
-    out << ranks[i];
-  }
-  if (shown < ranks.size()) out << " and " << ranks.size() - shown << " more";
-  return out.str();
-}
-
 // Design note "job id" (distributed.h): rank 0 publishes its TORCHELASTIC_RUN_ID and its world
 // size in its store; every other rank reads them and throws, naming both values and the store,
 // when they differ (a world size of its own would otherwise wait out the rendezvous timeout). The

@@ -14,6 +14,17 @@
 namespace dpe {
 namespace distributed {
 
+std::string rank_list(const std::vector<int>& ranks) {
+  std::ostringstream out;
+  const size_t shown = std::min<size_t>(ranks.size(), 16);
+  for (size_t i = 0; i < shown; ++i) {
+    if (i > 0) out << (i + 1 == ranks.size() ? " and " : ", ");
+    out << ranks[i];
+  }
+  if (shown < ranks.size()) out << " and " << ranks.size() - shown << " more";
+  return out.str();
+}
+
 namespace {
 
 std::chrono::milliseconds period_for(const WatchdogOptions& o) {
@@ -24,15 +35,7 @@ std::chrono::milliseconds period_for(const WatchdogOptions& o) {
 
 // "rank 3", "ranks 1, 3 and 4" (at most 16 named, then a count).
 std::string ranks_named(const std::vector<int>& ranks) {
-  std::ostringstream out;
-  out << (ranks.size() == 1 ? "rank " : "ranks ");
-  const size_t shown = std::min<size_t>(ranks.size(), 16);
-  for (size_t i = 0; i < shown; ++i) {
-    if (i > 0) out << (i + 1 == ranks.size() ? " and " : ", ");
-    out << ranks[i];
-  }
-  if (shown < ranks.size()) out << " and " << ranks.size() - shown << " more";
-  return out.str();
+  return (ranks.size() == 1 ? "rank " : "ranks ") + rank_list(ranks);
 }
 
 std::string collective(int64_t seq, const std::string& op) {

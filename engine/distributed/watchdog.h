@@ -39,6 +39,9 @@ namespace dpe {
 namespace distributed {
 
 // What a rank publishes about itself every heartbeat period.
+// "0, 2 and 5" (at most 16 shown, then "and N more"): the ranks a message names.
+std::string rank_list(const std::vector<int>& ranks);
+
 struct Heartbeat {
   int64_t beat = 0;       // counts up every period while the process runs
   int64_t completed = 0;  // the sequence number of the last collective it completed (0: none)
