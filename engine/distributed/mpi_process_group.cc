@@ -244,6 +244,25 @@ void MpiProcessGroup::run_all_gather(const Tensor& input, Tensor& gathered) {
         "all_gather");
 }
 
+void MpiProcessGroup::run_reduce_scatter(Tensor& output, const Tensor& input, ReduceOp op) {
+  const int64_t n = output.numel();
+  if (n == 0) return;
+  if (size_ == 1) {
+    output.copy_(input.view(output.shape()));
+    return;
+  }
+  DPE_CHECK(n <= kMaxCount, "mpi reduce_scatter (rank " << rank_ << " of " << size_ << "): " << n
+                                                        << " elements per rank, more than one MPI "
+                                                           "call takes");
+  check(call([&] {
+          return MPI_Reduce_scatter_block(input.raw_data(), output.raw_data(),
+                                          static_cast<int>(n), MPI_FLOAT, mpi_op(op),
+                                          comm_->comm);
+        }),
+        "reduce_scatter");
+  if (op == ReduceOp::kAvg) divide_by_size(output);
+}
+
 void MpiProcessGroup::run_barrier() {
   if (size_ == 1) return;
   check(call([&] { return MPI_Barrier(comm_->comm); }), "barrier");

@@ -57,6 +57,7 @@ class MpiProcessGroup : public ProcessGroup {
   void run_all_reduce(Tensor& tensor, ReduceOp op) override;
   void run_broadcast(Tensor& tensor, int root) override;
   void run_all_gather(const Tensor& input, Tensor& gathered) override;
+  void run_reduce_scatter(Tensor& output, const Tensor& input, ReduceOp op) override;
   void run_barrier() override;
 
  private:

@@ -177,6 +177,17 @@ void NcclProcessGroup::run_all_gather(const Tensor& input, Tensor& gathered) {
   });
 }
 
+void NcclProcessGroup::run_reduce_scatter(Tensor& output, const Tensor& input, ReduceOp op) {
+  issue(std::string("reduce_scatter(") + reduce_op_name(op) + ")", [&] {
+    if (output.numel() == 0) return;
+    DPE_NCCL_CHECK(ncclReduceScatter(input.raw_data(), output.raw_data(),
+                                     static_cast<size_t>(output.numel()),
+                                     nccl_type(output.dtype()), nccl_op(op), comm_of(comm_),
+                                     stream_of(stream_)),
+                   "nccl reduce_scatter (rank " << rank_ << ")");
+  });
+}
+
 void NcclProcessGroup::run_barrier() { run_all_reduce(barrier_token_, ReduceOp::kSum); }
 
 }  // namespace distributed

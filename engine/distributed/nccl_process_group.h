@@ -54,6 +54,7 @@ class NcclProcessGroup : public ProcessGroup {
   void run_all_reduce(Tensor& tensor, ReduceOp op) override;
   void run_broadcast(Tensor& tensor, int root) override;
   void run_all_gather(const Tensor& input, Tensor& gathered) override;
+  void run_reduce_scatter(Tensor& output, const Tensor& input, ReduceOp op) override;
   // NCCL has no barrier: a one-element all-reduce that every rank must join.
   void run_barrier() override;
   void check_tensor(const char* op, const Tensor& t) const override;

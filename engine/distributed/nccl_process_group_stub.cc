@@ -18,6 +18,7 @@ void NcclProcessGroup::check_tensor(const char*, const Tensor&) const {}
 void NcclProcessGroup::run_all_reduce(Tensor&, ReduceOp) {}
 void NcclProcessGroup::run_broadcast(Tensor&, int) {}
 void NcclProcessGroup::run_all_gather(const Tensor&, Tensor&) {}
+void NcclProcessGroup::run_reduce_scatter(Tensor&, const Tensor&, ReduceOp) {}
 void NcclProcessGroup::run_barrier() {}
 
 }  // namespace distributed

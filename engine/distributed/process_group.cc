@@ -240,6 +240,41 @@ void ProcessGroup::all_gather(const Tensor& input, std::vector<Tensor>& outputs)
   }
 }
 
+void ProcessGroup::all_gather_into_tensor(Tensor& output, const Tensor& input) {
+  check_tensor("all_gather_into_tensor", input);
+  check_tensor("all_gather_into_tensor", output);
+  DPE_CHECK(output.numel() == input.numel() * size_ && output.dtype() == input.dtype() &&
+                output.device() == input.device(),
+            "all_gather_into_tensor (rank " << rank_ << "): the output must hold " << size_
+                                            << " x the input " << input.str() << ", got "
+                                            << output.str());
+  enqueue("all_gather_into_tensor", [this, input, output]() mutable {
+    run_all_gather(input, output);
+  })->wait();
+}
+
+void ProcessGroup::reduce_scatter_tensor(Tensor& output, const Tensor& input, ReduceOp op) {
+  check_tensor("reduce_scatter_tensor", input);
+  check_tensor("reduce_scatter_tensor", output);
+  DPE_CHECK(input.dtype() == DType::kFloat32 && output.dtype() == DType::kFloat32,
+            "reduce_scatter_tensor (rank " << rank_ << "): expected float32 tensors, got "
+                                           << input.str() << " and " << output.str());
+  DPE_CHECK(input.numel() == output.numel() * size_ && output.device() == input.device(),
+            "reduce_scatter_tensor (rank " << rank_ << "): the input must hold " << size_
+                                           << " x the output " << output.str() << ", got "
+                                           << input.str());
+  enqueue(std::string("reduce_scatter(") + reduce_op_name(op) + ")",
+          [this, input, output, op]() mutable { run_reduce_scatter(output, input, op); })
+      ->wait();
+}
+
+void ProcessGroup::run_reduce_scatter(Tensor& output, const Tensor& input, ReduceOp op) {
+  Tensor all = input.clone();
+  run_all_reduce(all, op);
+  const int64_t n = output.numel();
+  output.copy_(all.narrow(0, rank_ * n, n).view(output.shape()));
+}
+
 void ProcessGroup::barrier() {
   enqueue("barrier", [this] { run_barrier(); })->wait();
 }

@@ -2,6 +2,12 @@
 // all_gather, barrier), the Work handle of an asynchronous collective, and the WorkQueue that
 // runs a group's collectives on one communication thread.
 //
+// Flat collectives for sharded data parallel (fully_sharded_data_parallel.h): all_gather_into_tensor
+// and reduce_scatter_tensor take one flat tensor holding every rank's chunk, rank r's at offset
+// r * chunk, as PyTorch's functions of those names. MPI and NCCL run their own reduce-scatter; Gloo
+// has none for arbitrary sizes in its options API, so there it is an all-reduce of which each rank
+// keeps its chunk (twice the bytes a ring reduce-scatter moves, and the same result).
+//
 // Design note "one communication thread": every collective of a group, synchronous or not, is
 // queued to the group's WorkQueue and runs there in submission order. Ranks submit collectives in
 // the same order, so they meet in the same order on the wire; DDP launches bucket all-reduces from
@@ -120,6 +126,12 @@ class ProcessGroup {
   // outputs[r] becomes rank r's `input`. An empty `outputs` is filled with size() new tensors;
   // otherwise it must hold size() tensors shaped like `input`.
   void all_gather(const Tensor& input, std::vector<Tensor>& outputs);
+  // output (numel size() * input.numel(), input's dtype) receives rank r's `input` at offset
+  // r * input.numel().
+  void all_gather_into_tensor(Tensor& output, const Tensor& input);
+  // output (numel input.numel() / size()) becomes this rank's chunk of the reduction of every
+  // rank's `input`. float32; op sum, avg, max or min.
+  void reduce_scatter_tensor(Tensor& output, const Tensor& input, ReduceOp op = ReduceOp::kSum);
   void barrier();
 
  protected:
@@ -137,6 +149,9 @@ class ProcessGroup {
   virtual void run_all_reduce(Tensor& tensor, ReduceOp op) = 0;
   virtual void run_broadcast(Tensor& tensor, int root) = 0;
   virtual void run_all_gather(const Tensor& input, Tensor& gathered) = 0;
+  // `output` gets this rank's chunk of the reduced `input` (design note "flat collectives"). The
+  // default all-reduces a copy of `input` and keeps the chunk.
+  virtual void run_reduce_scatter(Tensor& output, const Tensor& input, ReduceOp op);
   virtual void run_barrier() = 0;
   // Checks that a collective accepts `t`, naming `op` and the rank. Default: host devices.
   virtual void check_tensor(const char* op, const Tensor& t) const;

@@ -23,9 +23,27 @@ class Storage {
         category_(current_memory_category()),
         nbytes_(nbytes),
         data_(context.allocator().allocate(nbytes, category_)) {}
-  ~Storage() { context_->allocator().deallocate(data_, nbytes_, category_.load()); }
+  ~Storage() {
+    if (!released()) context_->allocator().deallocate(data_, nbytes_, category_.load());
+  }
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
+
+  // Sharded data parallel frees a unit's gathered parameters between uses while the autograd
+  // graph and the module keep their views (PyTorch's _free_storage/_alloc_storage): release()
+  // returns the block to the allocator, rematerialize() takes a new one of the same size, whose
+  // contents the caller then writes. The version counter is untouched: the refill restores the
+  // values the graph saved. data() is null while released.
+  void release() {
+    if (data_ == nullptr || nbytes_ == 0) return;
+    context_->allocator().deallocate(data_, nbytes_, category_.load());
+    data_ = nullptr;
+  }
+  void rematerialize() {
+    if (data_ != nullptr || nbytes_ == 0) return;
+    data_ = context_->allocator().allocate(nbytes_, category_.load());
+  }
+  bool released() const { return data_ == nullptr && nbytes_ != 0; }
 
   void* data() { return data_; }
   const void* data() const { return data_; }
@@ -36,7 +54,7 @@ class Storage {
   // Gives the block a new role in the device's memory breakdown (a gradient that becomes a .grad).
   void set_category(MemoryCategory category) {
     const MemoryCategory from = category_.exchange(category);
-    context_->allocator().retag(nbytes_, from, category);
+    if (!released()) context_->allocator().retag(nbytes_, from, category);
   }
 
   // Bumped by every in-place write to the data (Tensor::bump_version); autograd compares it with

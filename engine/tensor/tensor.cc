@@ -121,6 +121,9 @@ bool Tensor::shares_storage(const Tensor& other) const {
 
 void* Tensor::raw_data() const {
   check_defined("data");
+  DPE_CHECK(!impl_->storage->released(),
+            "data of " << str() << ", whose storage is released (a sharded module's parameters are "
+                            "read outside its forward or backward)");
   return static_cast<char*>(impl_->storage->data()) + impl_->offset * dtype_size(impl_->dtype);
 }
 

@@ -68,6 +68,7 @@ TEST_P(GlooProcessGroupTest, BroadcastAndAllGather) {
       [&](int rank) {
         Rank r = join(port, rank, n);
         test::expect_broadcast_and_all_gather(*r.pg);
+        test::expect_flat_collectives(*r.pg);
       },
       n);
 }

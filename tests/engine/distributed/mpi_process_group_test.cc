@@ -51,6 +51,7 @@ void all_reduce_case() {
 void broadcast_and_all_gather_case() {
   MpiProcessGroup pg;
   test::expect_broadcast_and_all_gather(pg);
+  test::expect_flat_collectives(pg);
 }
 
 void barrier_case() {

@@ -146,6 +146,41 @@ inline void expect_broadcast_and_all_gather(distributed::ProcessGroup& pg) {
 // One host device (one compute thread) in this process, and the default group of `size` ranks
 // through the TCPStore that the test process serves on `port`. Short timeouts: a failure is an
 // error within seconds, never a hang.
+// all_gather_into_tensor and reduce_scatter_tensor (sum and avg, a chunk per rank) on each rank
+// of `pg`, and the size checks that name the rank.
+inline void expect_flat_collectives(distributed::ProcessGroup& pg) {
+  const int n = pg.size(), rank = pg.rank();
+  Tensor mine = Tensor::from_vector(std::vector<float>{float(rank), float(10 * rank)}, {2});
+  Tensor all = Tensor::zeros({2 * n});
+  pg.all_gather_into_tensor(all, mine);
+  std::vector<float> expected;
+  for (int q = 0; q < n; ++q) {
+    expected.push_back(float(q));
+    expected.push_back(float(10 * q));
+  }
+  expect_values(all, expected, "all_gather_into_tensor");
+  // Rank q contributes q + i at element i; rank r keeps elements [3r, 3r + 3).
+  std::vector<float> input(static_cast<size_t>(3 * n));
+  for (size_t i = 0; i < input.size(); ++i) input[i] = float(rank) + float(i);
+  const float ranks_sum = n * (n - 1) / 2.0f;
+  for (auto op : {distributed::ReduceOp::kSum, distributed::ReduceOp::kAvg}) {
+    Tensor out = Tensor::zeros({3});
+    pg.reduce_scatter_tensor(out, Tensor::from_vector(input, {3 * n}), op);
+    std::vector<float> want;
+    for (int i = 3 * rank; i < 3 * rank + 3; ++i) {
+      const float sum = ranks_sum + float(n * i);
+      want.push_back(op == distributed::ReduceOp::kSum ? sum : sum / n);
+    }
+    expect_values(out, want, std::string("reduce_scatter ") + distributed::reduce_op_name(op));
+  }
+  Tensor wrong = Tensor::zeros({2});
+  std::string e = error_of([&] { pg.reduce_scatter_tensor(wrong, Tensor::zeros({2 * n + 1})); });
+  RANK_CHECK(e.find("reduce_scatter_tensor (rank " + std::to_string(rank)) != std::string::npos,
+             e);
+  e = error_of([&] { pg.all_gather_into_tensor(wrong, mine); });
+  RANK_CHECK(n == 1 || e.find("all_gather_into_tensor") != std::string::npos, e);
+}
+
 inline std::shared_ptr<distributed::ProcessGroup> join_job(
     int port, int rank, int size,
     std::chrono::milliseconds timeout = std::chrono::milliseconds(5000)) {
