@@ -46,6 +46,7 @@ nlohmann::json to_json(const BenchResult& r, double speedup, double peak_gflops)
     j["gradient_as_bucket_view"] = r.config.bucket_view;
     j["overlap"] = r.config.overlap;
     j["overlap_during_backward"] = r.overlap_during_backward;
+    j["zero"] = r.config.zero;
   }
   j["fuse"] = r.config.fuse;
   j["devices"] = r.config.devices;
@@ -88,6 +89,7 @@ struct Options {
   std::vector<int> device_counts{1, 2, 4};
   std::vector<int64_t> batch_sizes{256};  // global
   std::vector<std::string> ddp_backends{BenchConfig().ddp_backend};
+  bool zero = false;  // --zero: a ZeRO-1 row beside each DDP row (a worker: this row is one)
   BenchConfig base;
   CLI::Option* ddp_backends_option = nullptr;
   std::string json_path = "bench.json", svg_path = "bench.svg";
@@ -126,6 +128,13 @@ void add_step_options(CLI::App& app, Options& o) {
                  "over MPI, during it elsewhere")
       ->check(CLI::IsMember({"auto", "during", "after"}))
       ->capture_default_str();
+  app.add_option("--zero", o.zero,
+                 "true or false (alone: true): beside each DDP row, one with "
+                 "ZeroRedundancyOptimizer (ZeRO stage 1, PyTorch's name) over the same optimizer, "
+                 "each rank holding 1/world of its state (row ddp/B+zero). Needs DDP rows: a "
+                 "--devices count above 1")
+      ->expected(0, 1)
+      ->default_str("true");
   app.add_option("--fuse", base.fuse,
                  "run a BatchNorm2d followed by a ReLU as one op (false: the two ops, as "
                  "PyTorch's eager mode; the ConvNet and the ResNets have such pairs)")
@@ -216,6 +225,7 @@ void run_ddp_worker(const Options& o) {
   c.model = o.models.at(0);
   c.global_batch = o.batch_sizes.at(0);  // run_ddp passes the model's batch explicitly
   c.ddp_backend = o.ddp_backends.at(0);
+  c.zero = o.zero;
   dpe::tools::ddp_worker(c, o.worker_result);
 }
 
@@ -223,6 +233,12 @@ void run_ddp_worker(const Options& o) {
 // when a model reads them, --data-dir (a folder that does not exist: a usage error, as train's)
 // and its Fashion-MNIST files (a data error). Returns kRun or the exit code.
 int check_inputs(const Options& o) {
+  if (o.zero && *std::max_element(o.device_counts.begin(), o.device_counts.end()) < 2) {
+    std::fprintf(stderr,
+                 "bench: --zero needs DDP rows (ZeroRedundancyOptimizer runs under DDP): a "
+                 "--devices count above 1\n");
+    return dpe::tools::kExitUsage;
+  }
   try {
     const dpe::DeviceType type = dpe::tools::parse_device_type(o.base.device);
     for (const std::string& b : o.ddp_backends) {
@@ -294,6 +310,10 @@ void print_preamble(const Options& o, unsigned cores, double peak) {
       : base.overlap == "during" ? "during backward"
                                  : "after backward",
       base.fuse ? "fused" : "unfused (--fuse false)");
+  if (o.zero) {
+    std::printf("ddp/B+zero: the same DDP with ZeroRedundancyOptimizer (ZeRO-1): each rank steps "
+                "its shard, then every shard is broadcast from its owner\n");
+  }
   for (int n : o.device_counts) {
     if (n * base.threads > static_cast<int>(cores)) {
       std::printf(
@@ -360,9 +380,16 @@ void run_model(const Options& o, const std::string& model, double peak, Runs& ru
   for (int64_t batch : model_batches) {
     double one_device = 0;
     for (int n : o.device_counts) {
-      std::vector<std::pair<std::string, std::string>> modes{{"dp", ""}};  // mode, backend
-      for (const std::string& b : o.ddp_backends) modes.emplace_back("ddp", b);
-      for (const auto& [mode, backend] : modes) {
+      struct Mode {
+        std::string mode, backend;
+        bool zero;
+      };
+      std::vector<Mode> modes{{"dp", "", false}};
+      for (const std::string& b : o.ddp_backends) {
+        modes.push_back({"ddp", b, false});
+        if (o.zero) modes.push_back({"ddp", b, true});
+      }
+      for (const auto& [mode, backend, zero] : modes) {
         if (n == 1 && mode == "ddp") continue;  // one device: the same step
         BenchConfig c = model_base;
         c.model = model;
@@ -370,6 +397,7 @@ void run_model(const Options& o, const std::string& model, double peak, Runs& ru
         c.devices = n;
         c.mode = n == 1 ? "single" : mode;
         if (c.mode == "ddp") c.ddp_backend = backend;
+        c.zero = c.mode == "ddp" && zero;
         BenchResult r = c.mode == "ddp" ? dpe::tools::run_ddp(c, dpe::tools::self_executable())
                                         : dpe::tools::run_in_process(c);
         if (n == 1) one_device = r.samples_per_second;

@@ -144,6 +144,9 @@ int main(int argc, char** argv) {
                      "--overlap auto decides")
           ->expected(0, 1)
           ->default_str("true");
+  app.add_flag("--zero", c.zero,
+               "ddp only: ZeroRedundancyOptimizer (ZeRO stage 1) over the optimizer, each rank "
+               "holding 1/world of its state; checkpoints are the same files as without it");
   app.add_option("--checkpoint-dir", c.checkpoint_dir,
                  "after every epoch write model.safetensors (the model's state_dict, PyTorch's "
                  "names), optimizer.safetensors and training_state.json here, committed together "
@@ -219,6 +222,11 @@ int main(int argc, char** argv) {
   }
   if (bucket_view->count() > 0 && c.mode != "ddp") {
     std::fprintf(stderr, "train: --gradient-as-bucket-view needs --mode ddp\n");
+    return dpe::tools::kExitUsage;
+  }
+  if (c.zero && c.mode != "ddp") {
+    std::fprintf(stderr, "train: --zero needs --mode ddp (ZeroRedundancyOptimizer shards the "
+                         "optimizer state across the DDP ranks)\n");
     return dpe::tools::kExitUsage;
   }
   c.resume = resume_option->count() > 0 && resume.empty();

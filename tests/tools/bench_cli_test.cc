@@ -81,6 +81,20 @@ TEST(BenchCliTest, AnUnwritableOutputPathExitsWith2BeforeRunning) {
   EXPECT_TRUE(has(out, "wrote " + dir + "/b.json and " + dir + "/b.svg")) << out;
 }
 
+// --zero adds a ZeRO-1 row beside each DDP row; without DDP rows (one device) it exits 2.
+TEST(BenchCliTest, ZeroAddsARowBesideEachDdpRow) {
+  const char* t = std::getenv("TEST_TMPDIR");
+  const std::string dir = std::string(t ? t : "/tmp");
+  const std::string quick = "--models toy --steps 1 --warmup 0 --batch-size 8 --ddp-backends gloo "
+                            "--json " + dir + "/z.json --svg " + dir + "/z.svg ";
+  std::string out;
+  EXPECT_EQ(run(quick + "--devices 1 --zero", &out), 2) << out;
+  EXPECT_TRUE(has(out, "--zero needs DDP rows")) << out;
+  ASSERT_EQ(run(quick + "--devices 2 --zero", &out), 0) << out;
+  EXPECT_TRUE(has(out, " ddp/gloo ")) << out;
+  EXPECT_TRUE(has(out, "ddp/gloo+zero")) << out;
+}
+
 // --device cuda where no CUDA device exists (this machine, or a build without CUDA): exit 2, and
 // the message says how many were needed and why there are none. Skipped where a GPU is present.
 TEST(BenchCliTest, CudaWithoutAGpuIsAUsageError) {

@@ -23,6 +23,7 @@
 #include "engine/device/runtime.h"
 #include "engine/distributed/distributed.h"
 #include "engine/distributed/distributed_data_parallel.h"
+#include "engine/distributed/zero_redundancy_optimizer.h"
 #include "engine/nn/fusion.h"
 #include "engine/optim/adam.h"
 #include "engine/optim/clip_grad.h"
@@ -101,16 +102,17 @@ std::shared_ptr<Module> bench_model(const std::string& model, Generator& gen) {
 
 // //tools:train's optimizers: AdamW (PyTorch's defaults, lr 1e-3) for the gpt models, SGD with
 // momentum for the others.
-std::unique_ptr<optim::Optimizer> bench_optimizer(const std::string& model, Module& m) {
+std::unique_ptr<optim::Optimizer> bench_optimizer(const std::string& model,
+                                                  std::vector<Tensor> params) {
   if (models::is_language_model(model)) {
     optim::AdamWOptions o;
     o.lr = 1e-3f;
-    return std::make_unique<optim::AdamW>(m.parameters(), o);
+    return std::make_unique<optim::AdamW>(std::move(params), o);
   }
   optim::SgdOptions so;
   so.lr = 0.01f;
   so.momentum = 0.9f;
-  return std::make_unique<optim::SGD>(m.parameters(), so);
+  return std::make_unique<optim::SGD>(std::move(params), so);
 }
 
 // The optimizer step as //tools:train takes it (gpt: the gradients clipped at 1.0 first).
@@ -245,7 +247,7 @@ BenchResult run_in_process(const BenchConfig& c) {
   Module& net = dp ? static_cast<Module&>(*dp) : *model;
   StepProfiler prof;
   if (dp) dp->set_profiler(&prof);
-  std::unique_ptr<optim::Optimizer> opt = bench_optimizer(c.model, *model);
+  std::unique_ptr<optim::Optimizer> opt = bench_optimizer(c.model, model->parameters());
   auto [x, y] = on_device(make_batch(c, c.global_batch, 0), devices[0]);
 
   std::vector<double> times;
@@ -319,7 +321,15 @@ void ddp_worker(const BenchConfig& c, const std::string& result_path) {
   model->to(device);
   std::shared_ptr<Module> ddp = dist.wrap(model, c.bucket_view, c.overlap);
   const bool overlap = std::static_pointer_cast<DistributedDataParallel>(ddp)->overlaps_backward();
-  std::unique_ptr<optim::Optimizer> opt = bench_optimizer(c.model, *model);
+  // ZeRO-1: each rank steps its shard with the same optimizer, then broadcasts it.
+  std::unique_ptr<optim::Optimizer> opt =
+      c.zero ? std::make_unique<distributed::ZeroRedundancyOptimizer>(
+                   model->parameters(),
+                   [&c](std::vector<Tensor> shard) {
+                     return bench_optimizer(c.model, std::move(shard));
+                   },
+                   dist.group)
+             : bench_optimizer(c.model, model->parameters());
   auto [x, y] = on_device(make_batch(c, per_rank, per_rank * dist.rank), device);
   DeviceContext& ctx = Runtime::get().context(device);
   std::vector<double> times, busy;
@@ -381,6 +391,7 @@ BenchResult run_ddp(const BenchConfig& c, const std::string& self_exe) {
       {"--threads", std::to_string(c.threads)},
       {"--gradient-as-bucket-view", c.bucket_view ? "true" : "false"},
       {"--overlap", c.overlap},
+      {"--zero", c.zero ? "true" : "false"},
       {"--fuse", c.fuse ? "true" : "false"}};
   std::vector<std::string> argv{self_exe};
   for (const auto& [flag, value] : flags) argv.insert(argv.end(), {flag, value});

@@ -23,6 +23,7 @@ struct BenchConfig {
   std::string ddp_backend = "mpi";  // ddp: gloo (dpe-launch's way) | mpi (mpirun's) | nccl (cuda)
   bool bucket_view = true;          // ddp: gradient_as_bucket_view
   std::string overlap = "auto";     // ddp: when all-reduces start: auto | during | after
+  bool zero = false;                // ddp: ZeroRedundancyOptimizer (ZeRO-1) over the optimizer
   bool fuse = true;                 // BatchNorm2d + ReLU as one op (engine/nn/fusion.h)
   int devices = 1;
   int threads = 1;             // compute threads per device (per DDP rank)
@@ -71,9 +72,9 @@ int64_t bench_image(const std::string& model, int64_t image);
 // other models. Throws dpe::Error when `context` exceeds the block size.
 int64_t bench_context(const std::string& model, int64_t context);
 
-// The row's name: "single", "dp", or "ddp/<backend>".
+// The row's name: "single", "dp", "ddp/<backend>", or "ddp/<backend>+zero" (ZeRO-1).
 inline std::string mode_label(const BenchConfig& c) {
-  return c.mode == "ddp" ? "ddp/" + c.ddp_backend : c.mode;
+  return c.mode == "ddp" ? "ddp/" + c.ddp_backend + (c.zero ? "+zero" : "") : c.mode;
 }
 
 // Runs single or dp in this process: host devices with config.threads compute threads each, or

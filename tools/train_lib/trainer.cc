@@ -40,6 +40,7 @@
 #include "engine/data/token_cache.h"
 #include "engine/device/runtime.h"
 #include "engine/distributed/distributed.h"
+#include "engine/distributed/zero_redundancy_optimizer.h"
 #include "engine/io/safetensors.h"
 #include "engine/optim/adam.h"
 #include "engine/optim/clip_grad.h"
@@ -187,8 +188,8 @@ Tensor loss_of(const Tensor& out, const Tensor& target, const Data& data) {
   return data.classification ? ops::cross_entropy(out, target) : ops::mse_loss(out, target);
 }
 
-std::unique_ptr<optim::Optimizer> make_optimizer(const TrainConfig& c, std::vector<Tensor> params,
-                                                 float lr) {
+std::unique_ptr<optim::Optimizer> make_plain_optimizer(const TrainConfig& c,
+                                                       std::vector<Tensor> params, float lr) {
   if (c.optimizer == "adamw") {
     optim::AdamWOptions o;  // PyTorch's betas (0.9, 0.999) and eps 1e-8
     o.lr = lr;
@@ -200,6 +201,16 @@ std::unique_ptr<optim::Optimizer> make_optimizer(const TrainConfig& c, std::vect
   so.momentum = c.momentum;
   so.weight_decay = c.weight_decay;
   return std::make_unique<optim::SGD>(std::move(params), so);
+}
+
+// --zero: each rank steps its shard with the plain optimizer, which the wrapper builds.
+std::unique_ptr<optim::Optimizer> make_optimizer(const TrainConfig& c, std::vector<Tensor> params,
+                                                 float lr, const Distributed& dist) {
+  if (!c.zero) return make_plain_optimizer(c, std::move(params), lr);
+  return std::make_unique<distributed::ZeroRedundancyOptimizer>(
+      std::move(params),
+      [c, lr](std::vector<Tensor> shard) { return make_plain_optimizer(c, std::move(shard), lr); },
+      dist.group);
 }
 
 // One line of metrics.jsonl. It is appended before the epoch's manifest is renamed into place,
@@ -904,6 +915,7 @@ TrainConfig checked_config(const TrainConfig& config) {
   DPE_TOOLS_CHECK(UsageError, c.max_steps >= 0 && c.max_steps_per_epoch >= 0,
                   "--max-steps and --max-steps-per-epoch must be at least 0");
   DPE_TOOLS_CHECK(UsageError, !c.sync_bn || c.mode == "ddp", "--sync-bn needs --mode ddp");
+  DPE_TOOLS_CHECK(UsageError, !c.zero || c.mode == "ddp", "--zero needs --mode ddp");
   DPE_TOOLS_CHECK(UsageError, std::isfinite(c.timeout) && c.timeout >= 0.001 && c.timeout <= 1e8,
                   "--timeout " << c.timeout << " must be a number of seconds from 0.001 to 1e8");
   for (const auto& [name, value] : {std::pair<const char*, float>{"--lr", c.lr},
@@ -1070,10 +1082,11 @@ void print_run(const TrainConfig& c, const Data& data, const Module& model, cons
                float lr, FILE* out) {
   const std::string length = c.max_steps > 0 ? std::to_string(c.max_steps) + " steps in all"
                                              : std::to_string(c.epochs) + " epoch(s)";
-  std::fprintf(out, "training %s, mode %s (%d %s), batch %lld %s, %s lr %g, %s\n", c.model.c_str(),
-               c.mode.c_str(), c.mode == "dp" ? c.devices : dist.world,
+  std::fprintf(out, "training %s, mode %s (%d %s), batch %lld %s, %s%s lr %g, %s\n",
+               c.model.c_str(), c.mode.c_str(), c.mode == "dp" ? c.devices : dist.world,
                c.mode == "dp" ? "devices" : "process(es)", static_cast<long long>(c.batch_size),
-               c.mode == "ddp" ? "per process" : "global", c.optimizer.c_str(), lr, length.c_str());
+               c.mode == "ddp" ? "per process" : "global", c.zero ? "ZeRO-1 " : "",
+               c.optimizer.c_str(), lr, length.c_str());
   if (data.language_model) {
     int64_t parameters = 0;
     for (const auto& [name, p] : model.named_parameters()) parameters += p.numel();
@@ -1199,6 +1212,10 @@ void print_epoch(const EpochMetrics& m, bool language_model, FILE* out) {
 // with its metrics line; every rank waits for it.
 void save_checkpoint(const Run& run, const EpochMetrics& m, int64_t* generation) {
   const TrainConfig& c = run.c;
+  // --zero: every rank sends its shard's state to rank 0, which saves it as the plain one.
+  if (auto* zero = dynamic_cast<distributed::ZeroRedundancyOptimizer*>(&run.opt)) {
+    zero->consolidate_state_dict(0);
+  }
   if (run.main) {
     nlohmann::ordered_json state = {{"format", kTrainingStateFormat},
                                     {"generation", *generation},
@@ -1235,7 +1252,7 @@ TrainResult train(const TrainConfig& config, FILE* out) {
   std::shared_ptr<Module> net = wrap_for_mode(c, model, dist);
   const int scale = c.mode == "dp" ? c.devices : dist.world;
   const float lr = c.scale_lr ? c.lr * static_cast<float>(scale) : c.lr;
-  std::unique_ptr<optim::Optimizer> opt = make_optimizer(c, model->parameters(), lr);
+  std::unique_ptr<optim::Optimizer> opt = make_optimizer(c, model->parameters(), lr, dist);
   // Where the run starts: the epoch after the checkpoint's, with the optimizer steps before it.
   Position at{-1, 0};
   if (c.resume || (c.resume_auto && has_checkpoint(c.checkpoint_dir))) {

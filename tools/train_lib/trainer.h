@@ -50,6 +50,9 @@ struct TrainConfig {
   // ddp (ignored otherwise): PyTorch's DDP option of that name, whose default is false; true as
   // //tools:bench's
   bool gradient_as_bucket_view = true;
+  // ddp only: ZeroRedundancyOptimizer (ZeRO stage 1) over the optimizer; rank 0 checkpoints its
+  // consolidated state, the same optimizer.safetensors as without it, which resume loads either way
+  bool zero = false;
   // ddp: seconds a collective may take before the job ends naming the rank that holds it up
   // (init_process_group's timeout, PyTorch's default 30 minutes; engine/distributed/watchdog.h)
   double timeout = 1800;
