@@ -42,6 +42,8 @@ struct Flags {
   int lm_steps = 1;
   bool lm_ddp = true;
   std::string lm_ddp_worker;  // internal: run as one DDP rank, writing into this folder
+  std::string lm_strategy = "ddp";  // internal: the worker's ddp, zero, grad-op or full
+  bool lm_sharded = true;           // the ZeRO-1 and FSDP rows beside DDP's
   int steps = 8;
   int train_batch = 256;  // global
   std::string data_dir = dpe::FashionMnist::kDefaultRoot;
@@ -210,7 +212,13 @@ void lm_demo(const Flags& f, dpe::DeviceType type) {
       std::printf("\nplain DataParallel on %d devices, what each device held at its peak:\n%s", n,
                   runs[runs.size() - 3].report.memory_breakdown().c_str());
     }
-    if (ddp) runs.push_back(dpe::tools::profile_lm_ddp(o, n, lm_worker_argv(f)));
+    if (!ddp) continue;
+    using V = dpe::tools::DpVariant;
+    for (V v : {V::kDdp, V::kDdpZero, V::kFsdpGradOp, V::kFsdpFull}) {
+      if (v != V::kDdp && !f.lm_sharded) continue;
+      runs.push_back(dpe::tools::profile_lm_ddp(o, n, lm_worker_argv(f), v));
+      std::fflush(stdout);
+    }
   }
   std::printf("\n%s", dpe::tools::lm_imbalance_table(runs).c_str());
 }
@@ -253,7 +261,10 @@ int main(int argc, char** argv) {
                  "size (gpt-small 128, gpt2 1024)")
       ->check(CLI::Range(1, 1 << 20));
   app.add_flag("!--no-lm-ddp", f.lm_ddp, "leave DDP's ranks out of the language-model part");
+  app.add_flag("!--no-lm-sharded", f.lm_sharded,
+               "leave the ZeRO-1 and FSDP rows out of the language-model part");
   app.add_option("--lm-ddp-worker", f.lm_ddp_worker, "internal: run as one DDP rank")->group("");
+  app.add_option("--lm-strategy", f.lm_strategy, "internal: the DDP rank's strategy")->group("");
   app.add_option("--steps", f.steps, "training steps to profile (0 skips the training part)")
       ->check(CLI::Range(0, 1 << 20));
   app.add_option("--train-batch-size,--train-batch", f.train_batch,
@@ -283,7 +294,7 @@ int main(int argc, char** argv) {
     if (!f.lm_ddp_worker.empty()) {
       dpe::tools::LmImbalanceOptions o = lm_options(f);
       o.batch = worker_global_batch(f);
-      dpe::tools::lm_ddp_worker(o, f.lm_ddp_worker);
+      dpe::tools::lm_ddp_worker(o, f.lm_ddp_worker, dpe::tools::strategy_from_flag(f.lm_strategy));
       return 0;
     }
     f.data_dir = dpe::tools::user_path(f.data_dir);

@@ -80,8 +80,10 @@ int main(int argc, char** argv) {
       "    tools/bazelw run //tools:launch -- --nproc_per_node=2 bazel-bin/tools/train --mode ddp\n"
       "  or with Open MPI (shared memory on one host, the faster there):\n"
       "    mpirun -np 2 bazel-bin/tools/train --mode ddp"};
-  app.add_option("--mode", c.mode, "single | dp | ddp")
-      ->check(CLI::IsMember({"single", "dp", "ddp"}))
+  app.add_option("--mode", c.mode,
+                 "single | dp | ddp | fsdp (FullyShardedDataParallel, one process per device as "
+                 "ddp, each transformer block of a gpt model a unit)")
+      ->check(CLI::IsMember({"single", "dp", "ddp", "fsdp"}))
       ->capture_default_str();
   app.add_option("--device", c.device,
                  "host (the default: host devices) or cuda (CUDA devices: cuda:0 for single, "
@@ -147,6 +149,13 @@ int main(int argc, char** argv) {
   app.add_flag("--zero", c.zero,
                "ddp only: ZeroRedundancyOptimizer (ZeRO stage 1) over the optimizer, each rank "
                "holding 1/world of its state; checkpoints are the same files as without it");
+  CLI::Option* sharding =
+      app.add_option("--sharding", c.sharding,
+                     "fsdp only: full (FULL_SHARD, ZeRO-3: parameters gathered per block for its "
+                     "forward and again for its backward) or grad-op (SHARD_GRAD_OP, ZeRO-2: "
+                     "gathered once a step); gradients and optimizer state are sharded in both")
+          ->check(CLI::IsMember({"full", "grad-op"}))
+          ->capture_default_str();
   app.add_option("--checkpoint-dir", c.checkpoint_dir,
                  "after every epoch write model.safetensors (the model's state_dict, PyTorch's "
                  "names), optimizer.safetensors and training_state.json here, committed together "
@@ -224,6 +233,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "train: --gradient-as-bucket-view needs --mode ddp\n");
     return dpe::tools::kExitUsage;
   }
+  if (sharding->count() > 0 && c.mode != "fsdp") {
+    std::fprintf(stderr, "train: --sharding needs --mode fsdp\n");
+    return dpe::tools::kExitUsage;
+  }
   if (c.zero && c.mode != "ddp") {
     std::fprintf(stderr, "train: --zero needs --mode ddp (ZeroRedundancyOptimizer shards the "
                          "optimizer state across the DDP ranks)\n");
@@ -263,7 +276,7 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     std::fprintf(stderr, "train: %s\n", e.what());
     const int code = dpe::tools::exit_code_for(e);
-    if (c.mode == "ddp") {
+    if (c.mode == "ddp" || c.mode == "fsdp") {
       // A failed rank leaves without tearing its process group down: the peers it would say
       // goodbye to may be stopped or gone (a stopped store server holds every goodbye for the
       // store's reply timeout), and under mpirun MPI_Finalize would wait for ranks that never

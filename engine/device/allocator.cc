@@ -13,6 +13,8 @@ void Allocator::note_category_peak(MemoryCategory category) {
   const size_t c = static_cast<size_t>(category);
   if (stats_.current_by_category[c] > stats_.peak_by_category[c])
     stats_.peak_by_category[c] = stats_.current_by_category[c];
+  const int64_t states = model_states(stats_.current_by_category);
+  if (states > stats_.peak_model_state_bytes) stats_.peak_model_state_bytes = states;
 }
 
 void Allocator::reserve(int64_t bytes, MemoryCategory category) {
@@ -79,6 +81,7 @@ void Allocator::reset_peak() {
   stats_.peak_bytes = stats_.current_bytes;
   stats_.at_peak_by_category = stats_.current_by_category;
   stats_.peak_by_category = stats_.current_by_category;
+  stats_.peak_model_state_bytes = model_states(stats_.current_by_category);
 }
 
 }  // namespace dpe

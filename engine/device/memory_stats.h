@@ -22,7 +22,17 @@ struct MemoryStats {
   ByCategory current_by_category{};
   ByCategory at_peak_by_category{};
   ByCategory peak_by_category{};
+  // The high-water mark of what the ZeRO paper calls model states (parameters, gradients and
+  // optimizer state held together), which its memory formulas predict.
+  int64_t peak_model_state_bytes = 0;
 };
+
+// Parameters + gradients + optimizer state of a by-category count.
+inline int64_t model_states(const MemoryStats::ByCategory& bytes) {
+  return bytes[static_cast<size_t>(MemoryCategory::kParameters)] +
+         bytes[static_cast<size_t>(MemoryCategory::kGradients)] +
+         bytes[static_cast<size_t>(MemoryCategory::kOptimizerState)];
+}
 
 // Parses "512MiB", "2GiB", "100MB", "4096" into bytes. Throws dpe::Error naming `what` on bad text.
 int64_t parse_memory_size(const std::string& text, const std::string& what);

@@ -265,7 +265,12 @@ FullyShardedDataParallel::FullyShardedDataParallel(
     u.shard = (total + world - 1) / world;
     u.padded = u.shard * world;
     {
-      MemoryCategoryScope category(MemoryCategory::kCommunication);
+      // SHARD_GRAD_OP holds the whole model's parameters from forward to the end of backward, as
+      // ZeRO-2's unsharded parameters; FULL_SHARD holds a unit's while it runs, a transient buffer
+      // ZeRO-3's formula leaves out.
+      MemoryCategoryScope category(st.strategy == ShardingStrategy::kShardGradOp
+                                       ? MemoryCategory::kParameters
+                                       : MemoryCategory::kCommunication);
       u.gathered = Tensor::zeros(Shape{u.padded}, DType::kFloat32, st.device);
     }
     for (size_t j = 0; j < u.slots.size(); ++j) {

@@ -22,10 +22,12 @@
 // - each view's gradient, when autograd has accumulated it, is copied into the unit's flat
 //   gradient; when the last one arrives the flat gradient is reduce-scattered (averaged over the
 //   ranks, as DDP averages) into this rank's flat_param .grad and the gathered buffer is freed.
-// Every rank runs the same graph on one device, so the collectives meet in the same order. The
-// gathered buffers and flat gradients count as MemoryCategory::kCommunication; what persists
-// between steps (the flat parameters, their gradients, the optimizer state) is what ZeRO calls
-// model states. Unlike PyTorch there is no prefetch: each all-gather runs when its unit is
+// Every rank runs the same graph on one device, so the collectives meet in the same order.
+// Memory categories follow the ZeRO paper's accounting of model states: the flat parameters,
+// their gradients and the optimizer state are parameters, gradients and optimizer state; the
+// gathered buffers are parameters under SHARD_GRAD_OP (ZeRO-2 keeps the parameters whole) and
+// communication under FULL_SHARD (ZeRO-3's transient buffers), as the flat gradients waiting for
+// their reduce-scatter are. Unlike PyTorch there is no prefetch: each all-gather runs when its unit is
 // reached. Every parameter of a unit must receive a gradient in each backward (DDP without
 // find_unused_parameters); a unit left half-reduced makes the next forward throw, naming it.
 //

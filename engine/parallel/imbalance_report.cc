@@ -41,6 +41,8 @@ ImbalanceReport ImbalanceReport::from_steps(const std::vector<StepStats>& steps)
     s.device = steps[0].devices[d].device;
     s.peak_bytes = median_of(steps, d, [](auto& x) { return x.peak_bytes; });
     s.held_bytes = median_of(steps, d, [](auto& x) { return x.held_bytes; });
+    s.peak_model_state_bytes =
+        median_of(steps, d, [](auto& x) { return x.peak_model_state_bytes; });
     s.sent_bytes = median_of(steps, d, [](auto& x) { return x.sent_bytes; });
     s.received_bytes = median_of(steps, d, [](auto& x) { return x.received_bytes; });
     for (int p = 0; p < kNumPhases; ++p) {
@@ -176,6 +178,7 @@ std::string ImbalanceReport::to_json() const {
     dj["device"] = d.device.str();
     dj["peak_bytes"] = d.peak_bytes;
     dj["held_bytes"] = d.held_bytes;
+    dj["peak_model_state_bytes"] = d.peak_model_state_bytes;
     dj["sent_bytes"] = d.sent_bytes;
     dj["received_bytes"] = d.received_bytes;
     for (int p = 0; p < kNumPhases; ++p) dj["busy_ms"][phase_name(static_cast<Phase>(p))] = d.busy_ms[p];

@@ -18,6 +18,7 @@ namespace dpe {
 struct DeviceSummary {
   Device device;
   double peak_bytes = 0, held_bytes = 0, sent_bytes = 0, received_bytes = 0;
+  double peak_model_state_bytes = 0;  // parameters + gradients + optimizer state held together
   double busy_ms[kNumPhases] = {};
   double busy_total_ms = 0, idle_ms = 0;
   // What the peak held, by MemoryCategory (from the step whose peak is the median, so the

@@ -55,6 +55,7 @@ StepStats StepProfiler::end_step() {
     s.peak_bytes = m.peak_bytes;
     s.peak_by_category = m.at_peak_by_category;
     s.held_bytes = m.current_bytes;
+    s.peak_model_state_bytes = m.peak_model_state_bytes;
     const Worker& w = rt.context(d).worker();
     s.handoffs = w.handoffs() - handoffs_at_start_[d].first;
     s.handoff_wait_ns = w.handoff_wait_ns() - handoffs_at_start_[d].second;

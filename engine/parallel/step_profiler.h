@@ -39,6 +39,8 @@ struct DeviceStepStats {
   int64_t peak_bytes = 0;  // allocator high-water mark during the step
   MemoryStats::ByCategory peak_by_category{};  // what peak_bytes held, by MemoryCategory
   int64_t held_bytes = 0;  // allocated at the end of the step
+  // The most parameters, gradients and optimizer state held together (MemoryStats).
+  int64_t peak_model_state_bytes = 0;
   int64_t sent_bytes = 0;
   int64_t received_bytes = 0;
   int64_t handoffs = 0;         // tasks its worker started during the step (Worker::handoffs)

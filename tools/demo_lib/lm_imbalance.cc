@@ -13,6 +13,8 @@
 #include "engine/autograd/ops.h"
 #include "engine/core/error.h"
 #include "engine/device/runtime.h"
+#include "engine/distributed/fully_sharded_data_parallel.h"
+#include "engine/distributed/zero_redundancy_optimizer.h"
 #include "engine/optim/adam.h"
 #include "engine/optim/clip_grad.h"
 #include "engine/parallel/data_parallel.h"
@@ -52,8 +54,54 @@ const char* dp_variant_name(DpVariant v) {
       return "parallel_criterion";
     case DpVariant::kDdp:
       return "DDP ranks";
+    case DpVariant::kDdpZero:
+      return "DDP + ZeRO-1";
+    case DpVariant::kFsdpGradOp:
+      return "FSDP SHARD_GRAD_OP";
+    case DpVariant::kFsdpFull:
+      return "FSDP FULL_SHARD";
   }
   return "?";
+}
+
+bool runs_ranks(DpVariant v) {
+  return v == DpVariant::kDdp || v == DpVariant::kDdpZero || v == DpVariant::kFsdpGradOp ||
+         v == DpVariant::kFsdpFull;
+}
+
+const char* strategy_flag(DpVariant v) {
+  switch (v) {
+    case DpVariant::kDdpZero:
+      return "zero";
+    case DpVariant::kFsdpGradOp:
+      return "grad-op";
+    case DpVariant::kFsdpFull:
+      return "full";
+    default:
+      return "ddp";
+  }
+}
+
+DpVariant strategy_from_flag(const std::string& flag) {
+  for (DpVariant v : {DpVariant::kDdp, DpVariant::kDdpZero, DpVariant::kFsdpGradOp,
+                      DpVariant::kFsdpFull}) {
+    if (flag == strategy_flag(v)) return v;
+  }
+  DPE_THROW("lm imbalance: unknown strategy '" << flag << "' (expected ddp, zero, grad-op or full)");
+}
+
+double zero_formula_bytes(DpVariant v, int64_t parameters, int devices) {
+  const double p = static_cast<double>(parameters), n = static_cast<double>(devices);
+  switch (v) {
+    case DpVariant::kDdpZero:
+      return 8 * p + 8 * p / n;
+    case DpVariant::kFsdpGradOp:
+      return 4 * p + 12 * p / n;
+    case DpVariant::kFsdpFull:
+      return 16 * p / n;
+    default:
+      return 16 * p;
+  }
 }
 
 LmImbalanceRun profile_lm_dp(const LmImbalanceOptions& o, const std::vector<Device>& devices,
@@ -82,7 +130,8 @@ LmImbalanceRun profile_lm_dp(const LmImbalanceOptions& o, const std::vector<Devi
   ao.lr = 3e-4f;
   optim::AdamW opt(model->parameters(), ao);
 
-  LmImbalanceRun run{variant, devices, {}, 0.0f};
+  LmImbalanceRun run{variant, devices, {}, 0.0f, 0};
+  for (const Tensor& p : model->parameters()) run.parameters += p.numel();
   std::vector<StepStats> stats;
   for (int step = 0; step < o.warmup_steps + o.steps; ++step) {
     const int64_t batch = step < o.warmup_steps
@@ -129,7 +178,8 @@ nlohmann::json to_json(const DeviceStepStats& d) {
           {"idle_ns", d.idle_ns},
           {"peak_bytes", d.peak_bytes},
           {"peak_by_category", d.peak_by_category},
-          {"held_bytes", d.held_bytes}};
+          {"held_bytes", d.held_bytes},
+          {"peak_model_state_bytes", d.peak_model_state_bytes}};
 }
 
 DeviceStepStats device_stats_from_json(const nlohmann::json& j, Device device) {
@@ -141,12 +191,13 @@ DeviceStepStats device_stats_from_json(const nlohmann::json& j, Device device) {
   d.peak_bytes = j.at("peak_bytes").get<int64_t>();
   d.peak_by_category = j.at("peak_by_category").get<MemoryStats::ByCategory>();
   d.held_bytes = j.at("held_bytes").get<int64_t>();
+  d.peak_model_state_bytes = j.at("peak_model_state_bytes").get<int64_t>();
   return d;
 }
 
 }  // namespace
 
-void lm_ddp_worker(const LmImbalanceOptions& o, const std::string& result_dir) {
+void lm_ddp_worker(const LmImbalanceOptions& o, const std::string& result_dir, DpVariant variant) {
   Distributed dist = Distributed::init();
   DPE_CHECK(o.batch % dist.world == 0, "lm imbalance: the global batch "
                                            << o.batch << " does not divide by the world size "
@@ -158,14 +209,36 @@ void lm_ddp_worker(const LmImbalanceOptions& o, const std::string& result_dir) {
     MemoryCategoryScope category(MemoryCategory::kParameters);
     model = std::make_shared<models::Gpt>(o.config, gen);
   }
+  int64_t parameters = 0;
+  for (const Tensor& p : model->parameters()) parameters += p.numel();
   std::shared_ptr<Module> ddp;
-  {
+  FullyShardedDataParallel* fsdp = nullptr;
+  if (variant == DpVariant::kFsdpGradOp || variant == DpVariant::kFsdpFull) {
+    FullyShardedDataParallelOptions fo;
+    fo.sharding_strategy = variant == DpVariant::kFsdpFull ? ShardingStrategy::kFullShard
+                                                           : ShardingStrategy::kShardGradOp;
+    fo.auto_wrap_policy = [](const Module& m) { return m.repr() == "GPT2Block"; };
+    auto wrapped = std::make_shared<FullyShardedDataParallel>(model, dist.group, fo);
+    fsdp = wrapped.get();
+    ddp = wrapped;
+  } else {
     MemoryCategoryScope category(MemoryCategory::kGradients);  // the reducer's buckets
     ddp = dist.wrap(model);
   }
   optim::AdamWOptions ao;
   ao.lr = 3e-4f;
-  optim::AdamW opt(model->parameters(), ao);
+  std::unique_ptr<optim::Optimizer> opt;
+  if (variant == DpVariant::kDdpZero) {
+    opt = std::make_unique<distributed::ZeroRedundancyOptimizer>(
+        model->parameters(),
+        [ao](std::vector<Tensor> shard) {
+          return std::make_unique<optim::AdamW>(std::move(shard), ao);
+        },
+        dist.group);
+  } else {
+    // FSDP's parameters are this rank's flat shards.
+    opt = std::make_unique<optim::AdamW>(fsdp ? ddp->parameters() : model->parameters(), ao);
+  }
   const Device device = Runtime::get().devices(DeviceType::kHost).at(0);
   StepProfiler prof;
   nlohmann::json steps = nlohmann::json::array();
@@ -192,9 +265,13 @@ void lm_ddp_worker(const LmImbalanceOptions& o, const std::string& result_dir) {
     prof.backward(loss);
     {
       StepProfiler::Scope scope(&prof, device, Phase::kStep);
-      optim::clip_grad_norm_(model->parameters(), 1.0f);
-      opt.step();
-      model->zero_grad();
+      if (fsdp) {
+        fsdp->clip_grad_norm_(1.0f);
+      } else {
+        optim::clip_grad_norm_(model->parameters(), 1.0f);
+      }
+      opt->step();
+      opt->zero_grad();
     }
     const StepStats s = prof.end_step();
     if (step >= o.warmup_steps) {
@@ -206,7 +283,7 @@ void lm_ddp_worker(const LmImbalanceOptions& o, const std::string& result_dir) {
   const std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp);
-    out << nlohmann::json{{"steps", steps}, {"loss", loss_value}}.dump();
+    out << nlohmann::json{{"steps", steps}, {"loss", loss_value}, {"parameters", parameters}}.dump();
     DPE_CHECK(out.good(), "lm imbalance: cannot write " << tmp);
   }
   DPE_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, "lm imbalance: cannot write " << path);
@@ -214,7 +291,9 @@ void lm_ddp_worker(const LmImbalanceOptions& o, const std::string& result_dir) {
 }
 
 LmImbalanceRun profile_lm_ddp(const LmImbalanceOptions& o, int world,
-                              std::vector<std::string> worker_argv) {
+                              std::vector<std::string> worker_argv, DpVariant variant) {
+  DPE_CHECK(runs_ranks(variant), "lm imbalance: " << dp_variant_name(variant)
+                                                  << " does not run one process per device");
   DPE_CHECK(world >= 2, "lm imbalance: DDP needs at least 2 ranks, got " << world);
   char dir_template[] = "/tmp/dpe_lm_ddp_XXXXXX";
   const char* dir = mkdtemp(dir_template);
@@ -224,6 +303,8 @@ LmImbalanceRun profile_lm_ddp(const LmImbalanceOptions& o, int world,
   Runtime::get().empty_cache();
   worker_argv.push_back("--lm-ddp-worker");
   worker_argv.push_back(dir);
+  worker_argv.push_back("--lm-strategy");
+  worker_argv.push_back(strategy_flag(variant));
   const int failed = run_local_ranks(worker_argv, world);
   std::vector<nlohmann::json> ranks;
   for (int r = 0; r < world; ++r) {
@@ -236,7 +317,7 @@ LmImbalanceRun profile_lm_ddp(const LmImbalanceOptions& o, int world,
   DPE_CHECK(failed == 0 && ranks.size() == static_cast<size_t>(world),
             "lm imbalance: " << failed << " of " << world << " DDP ranks failed (" << ranks.size()
                              << " wrote a result)");
-  LmImbalanceRun run{DpVariant::kDdp, {}, {}, 0.0f};
+  LmImbalanceRun run{variant, {}, {}, 0.0f, ranks[0].at("parameters").get<int64_t>()};
   for (int r = 0; r < world; ++r) run.devices.emplace_back(DeviceType::kHost, r);
   std::vector<StepStats> stats;
   const size_t steps = ranks[0].at("steps").size();
@@ -257,8 +338,9 @@ LmImbalanceRun profile_lm_ddp(const LmImbalanceOptions& o, int world,
 std::string lm_imbalance_table(const std::vector<LmImbalanceRun>& runs) {
   std::string out;
   char line[512];
-  std::snprintf(line, sizeof line, "%-19s %4s %10s %12s %6s  %-44s  %s\n", "", "devs", "dev0 peak",
-                "others' mean", "ratio", "device 0 extra (MiB) by category",
+  std::snprintf(line, sizeof line, "%-19s %4s %10s %12s %6s  %-22s  %-44s  %s\n", "", "devs",
+                "dev0 peak", "others' mean", "ratio", "model states / ZeRO",
+                "device 0 extra (MiB) by category",
                 "device 0 busy ms: scatter+replicate / forward / gather+loss / backward / "
                 "reduce-add / step");
   out += line;
@@ -269,7 +351,7 @@ std::string lm_imbalance_table(const std::vector<LmImbalanceRun>& runs) {
     const double others = others_mean_peak(rep);
     // The three largest categories of device 0's extra, then the rest summed; for DDP, whose
     // ranks hold the same, what rank 0 holds.
-    const bool ddp = r.variant == DpVariant::kDdp;
+    const bool ddp = runs_ranks(r.variant);
     std::vector<std::pair<double, size_t>> extra;
     for (size_t c = 0; c < kMemoryCategoryCount; ++c) {
       extra.emplace_back(ddp ? rep.devices[0].peak_by_category[c] : rep.extra_peak_by_category[c],
@@ -291,11 +373,20 @@ std::string lm_imbalance_table(const std::vector<LmImbalanceRun>& runs) {
     if (ddp) cats = "each rank: " + cats;
     const auto& b = rep.devices[0].busy_ms;
     auto ms = [&](Phase p) { return b[static_cast<int>(p)]; };
+    // Device 0's (rank 0's) parameters, gradients and optimizer state held together, beside the
+    // ZeRO paper's prediction for the row's stage.
+    const double states = rep.devices[0].peak_model_state_bytes;
+    const double formula =
+        zero_formula_bytes(r.variant, r.parameters, static_cast<int>(r.devices.size()));
+    char model_states[64];
+    std::snprintf(model_states, sizeof model_states, "%s / %s %+.0f%%", mib(states).c_str(),
+                  mib(formula).c_str(), formula > 0 ? 100.0 * (states / formula - 1) : 0.0);
     std::snprintf(line, sizeof line,
-                  "%-19s %4zu %10s %12s %5.2fx  %-44s  %.0f / %.0f / %.0f / %.0f / %.0f / %.0f\n",
+                  "%-19s %4zu %10s %12s %5.2fx  %-22s  %-44s  %.0f / %.0f / %.0f / %.0f / %.0f / "
+                  "%.0f\n",
                   dp_variant_name(r.variant), r.devices.size(),
                   mib(rep.devices[0].peak_bytes).c_str(), mib(others).c_str(), rep.extra_peak_ratio,
-                  cats.c_str(), ms(Phase::kScatter) + ms(Phase::kReplicate), ms(Phase::kForward),
+                  model_states, cats.c_str(), ms(Phase::kScatter) + ms(Phase::kReplicate), ms(Phase::kForward),
                   ms(Phase::kGather) + ms(Phase::kLoss), ms(Phase::kBackward),
                   ms(Phase::kReduceAdd), ms(Phase::kStep));
     out += line;
@@ -311,7 +402,7 @@ std::string lm_imbalance_table(const std::vector<LmImbalanceRun>& runs) {
                              std::to_string(plain->report.extra_peak_ratio).substr(0, 4) + ")";
     for (const LmImbalanceRun* r : group) {
       if (r == plain) continue;
-      if (r->variant == DpVariant::kDdp) {
+      if (runs_ranks(r->variant)) {
         // No parameter server: the ranks' spread, (max - min) / mean of their peaks.
         double lo = 0, hi = 0, sum = 0;
         for (const DeviceSummary& d : r->report.devices) {
@@ -320,9 +411,8 @@ std::string lm_imbalance_table(const std::vector<LmImbalanceRun>& runs) {
           sum += d.peak_bytes;
         }
         const double mean = sum / static_cast<double>(r->report.devices.size());
-        std::snprintf(line, sizeof line,
-                      "; DDP's ranks peak at %s MiB each, within %.1f%% of each other",
-                      mib(mean).c_str(), 100.0 * (hi - lo) / mean);
+        std::snprintf(line, sizeof line, "; %s: %s MiB a rank (spread %.1f%%)",
+                      dp_variant_name(r->variant), mib(mean).c_str(), 100.0 * (hi - lo) / mean);
         conclusion += line;
         continue;
       }

@@ -5,8 +5,12 @@
 //   chunk_weights  device 0 gets a smaller share of the batch (the "balanced DataParallel" idea);
 //   parallel_loss  forward_replicas + parallel_criterion: the loss on every device, only scalars
 //                  gathered;
-// and DistributedDataParallel's ranks on the same global batch, as child processes (one host
-// device and one thread each), so the table sets DataParallel's device 0 beside DDP's ranks.
+// and the process-per-device ways out on the same global batch, as child processes (one host
+// device and one thread each): DistributedDataParallel's ranks, DDP with ZeroRedundancyOptimizer
+// (ZeRO-1), FullyShardedDataParallel SHARD_GRAD_OP (ZeRO-2) and FULL_SHARD (ZeRO-3) with each
+// transformer block a unit. Each row also shows the model states (parameters, gradients and
+// optimizer state held together) of device 0 or rank 0 beside what the ZeRO paper's formula
+// predicts for its stage.
 // Tokens are random (the imbalance depends on shapes, not on text), so the demo needs no corpus.
 //
 // Threading contract: called by one thread that is not a device worker.
@@ -22,8 +26,18 @@
 
 namespace dpe::tools {
 
-enum class DpVariant { kPlain, kChunkWeights, kParallelLoss, kDdp };
+enum class DpVariant { kPlain, kChunkWeights, kParallelLoss, kDdp, kDdpZero, kFsdpGradOp, kFsdpFull };
 const char* dp_variant_name(DpVariant v);
+// The rows that run one process per device (profile_lm_ddp), and their --lm-strategy names:
+// ddp, zero, grad-op, full.
+bool runs_ranks(DpVariant v);
+const char* strategy_flag(DpVariant v);
+DpVariant strategy_from_flag(const std::string& flag);  // throws naming an unknown one
+// The ZeRO paper's model states per device for this row, in bytes: fp32 parameters (4 bytes
+// each), gradients (4) and AdamW's two moments (8), on `devices` devices (Rajbhandari et al.,
+// 2020, section 5, with K = 8 and no fp16 copy): 16P for DataParallel's device 0 and DDP,
+// 8P + 8P/N for ZeRO-1, 4P + 12P/N for ZeRO-2 (SHARD_GRAD_OP), 16P/N for ZeRO-3 (FULL_SHARD).
+double zero_formula_bytes(DpVariant v, int64_t parameters, int devices);
 
 struct LmImbalanceOptions {
   models::GptConfig config;
@@ -43,6 +57,7 @@ struct LmImbalanceRun {
   std::vector<Device> devices;
   ImbalanceReport report;
   float last_loss = 0;
+  int64_t parameters = 0;  // the model's, for the ZeRO formula
 };
 
 // Trains a fresh model (same seed every time) for warmup_steps + steps with AdamW.
@@ -53,12 +68,14 @@ LmImbalanceRun profile_lm_dp(const LmImbalanceOptions& options, const std::vecto
 // ranks (tools/common/local_ranks.h); the program must then call lm_ddp_worker with the same
 // options. The run's devices are host:0..world-1, standing for the ranks' devices.
 LmImbalanceRun profile_lm_ddp(const LmImbalanceOptions& options, int world,
-                              std::vector<std::string> worker_argv);
+                              std::vector<std::string> worker_argv,
+                              DpVariant variant = DpVariant::kDdp);
 
 // One rank of profile_lm_ddp (RANK, WORLD_SIZE, MASTER_* from the environment): the same model,
 // optimizer and random global batch as profile_lm_dp, this rank's shard of it, each step profiled
 // on its one device; writes its steps to <result_dir>/rank<R>.json.
-void lm_ddp_worker(const LmImbalanceOptions& options, const std::string& result_dir);
+void lm_ddp_worker(const LmImbalanceOptions& options, const std::string& result_dir,
+                   DpVariant variant = DpVariant::kDdp);
 
 // One line per run: device 0's peak against the others' mean, its extra by category, and device
 // 0's busy time per phase; then a one-line conclusion per device count.

@@ -40,6 +40,7 @@
 #include "engine/data/token_cache.h"
 #include "engine/device/runtime.h"
 #include "engine/distributed/distributed.h"
+#include "engine/distributed/fully_sharded_data_parallel.h"
 #include "engine/distributed/zero_redundancy_optimizer.h"
 #include "engine/io/safetensors.h"
 #include "engine/optim/adam.h"
@@ -680,10 +681,30 @@ auto naming(const std::string& path, F load) {
   }
 }
 
+// How a run's state goes into and out of checkpoints: the bare model's and the optimizer's state
+// dicts, or under fsdp the full ones that FSDP's collectives assemble from every rank's shards
+// (the files are then those of the unwrapped model).
+struct StateIo {
+  bool collective = false;  // every rank calls model_state and optimizer_state
+  std::function<StateDict()> model_state, optimizer_state;
+  std::function<void(const StateDict&)> load_model, load_optimizer;
+};
+
+StateIo state_io(Module& model, Module& net, optim::Optimizer& opt) {
+  if (auto* fsdp = dynamic_cast<FullyShardedDataParallel*>(&net)) {
+    return {true, [fsdp] { return fsdp->full_state_dict(); },
+            [fsdp, &opt] { return fsdp->full_optim_state_dict(opt.state_dict()); },
+            [fsdp](const StateDict& s) { fsdp->load_full_state_dict(s); },
+            [fsdp, &opt](const StateDict& s) { opt.load_state_dict(fsdp->shard_optim_state_dict(s)); }};
+  }
+  return {false, [&model] { return model.state_dict(); }, [&opt] { return opt.state_dict(); },
+          [&model](const StateDict& s) { model.load_state_dict(s); },
+          [&opt](const StateDict& s) { opt.load_state_dict(s); }};
+}
+
 // The single-file layout (checkpoint.safetensors: the model's tensors, the optimizer's prefixed
 // "optimizer.", training metadata), read when a directory has no manifest.
-Position resume_legacy(const TrainConfig& c, bool language_model, Module& model,
-                       optim::Optimizer& opt) {
+Position resume_legacy(const TrainConfig& c, bool language_model, const StateIo& io) {
   const std::string path = legacy_checkpoint_path(c.checkpoint_dir);
   return naming(path, [&] {
     SafetensorsContents ck = read_safetensors(path, Device());
@@ -695,8 +716,8 @@ Position resume_legacy(const TrainConfig& c, bool language_model, Module& model,
       else
         model_state.emplace_back(k, v);
     }
-    model.load_state_dict(model_state);
-    opt.load_state_dict(optim_state);
+    io.load_model(model_state);
+    io.load_optimizer(optim_state);
     return at;
   });
 }
@@ -704,8 +725,7 @@ Position resume_legacy(const TrainConfig& c, bool language_model, Module& model,
 // The set named by checkpoint.json (design note "checkpoint set"): the manifest first (format,
 // generation, each file's size), then training_state.json (of the manifest's generation), then
 // the two state dicts. Every value is checked before use; messages name the file and the key.
-Position resume_set(const TrainConfig& c, bool language_model, Module& model,
-                    optim::Optimizer& opt) {
+Position resume_set(const TrainConfig& c, bool language_model, const StateIo& io) {
   const std::string& dir = c.checkpoint_dir;
   const std::string manifest_path = checkpoint_manifest_path(dir);
   const CheckpointManifest manifest = parse_manifest(manifest_path, read_json_object(manifest_path));
@@ -747,12 +767,12 @@ Position resume_set(const TrainConfig& c, bool language_model, Module& model,
   const Position at = check_training_state(state_path, state, c, language_model, /*legacy=*/false);
   const std::string model_path = model_checkpoint_path(dir);
   naming(model_path, [&] {
-    model.load_state_dict(read_safetensors(model_path, Device()).tensors);
+    io.load_model(read_safetensors(model_path, Device()).tensors);
     return 0;
   });
   const std::string optimizer_path = optimizer_checkpoint_path(dir);
   naming(optimizer_path, [&] {
-    opt.load_state_dict(read_safetensors(optimizer_path, Device()).tensors);
+    io.load_optimizer(read_safetensors(optimizer_path, Device()).tensors);
     return 0;
   });
   return at;
@@ -768,20 +788,19 @@ bool has_checkpoint(const std::string& dir) {
 // Loads the checkpoint in c.checkpoint_dir into `model` and `opt`; returns where it leaves the run
 // and sets `*from` to the file it was found by. A checkpoint that is missing, corrupt or does not
 // fit the command line is a DataError naming the file (and the key).
-Position resume(const TrainConfig& c, bool language_model, Module& model, optim::Optimizer& opt,
-                std::string* from) {
+Position resume(const TrainConfig& c, bool language_model, const StateIo& io, std::string* from) {
   const std::string manifest = checkpoint_manifest_path(c.checkpoint_dir);
   const std::string legacy = legacy_checkpoint_path(c.checkpoint_dir);
   if (::access(manifest.c_str(), F_OK) != 0 && ::access(legacy.c_str(), F_OK) == 0) {
     *from = legacy;
-    return resume_legacy(c, language_model, model, opt);
+    return resume_legacy(c, language_model, io);
   }
   DPE_TOOLS_CHECK(DataError, ::access(manifest.c_str(), F_OK) == 0,
                   "no checkpoint to resume from: '" << manifest << "' does not exist (nor '"
                                                     << legacy
                                                     << "', the older single-file layout)");
   *from = manifest;
-  return resume_set(c, language_model, model, opt);
+  return resume_set(c, language_model, io);
 }
 
 // The ddp backend --backend auto stands for: NCCL on CUDA devices (as PyTorch's choice for GPUs),
@@ -792,15 +811,18 @@ std::string ddp_backend(const TrainConfig& c) {
   return std::getenv("OMPI_COMM_WORLD_RANK") != nullptr ? "mpi" : "gloo";
 }
 
+// ddp and fsdp run one process per device, in a job of ranks.
+bool ranked(const TrainConfig& c) { return c.mode == "ddp" || c.mode == "fsdp"; }
+
 // Backends that cannot serve the device type are usage errors, found from the flags alone before
 // the environment is read.
 void check_backend(const TrainConfig& c) {
   const DeviceType type = parse_device_type(c.device);
   const std::string backend = ddp_backend(c);
-  DPE_TOOLS_CHECK(UsageError, c.mode != "ddp" || type == DeviceType::kCuda || backend != "nccl",
+  DPE_TOOLS_CHECK(UsageError, !ranked(c) || type == DeviceType::kCuda || backend != "nccl",
                   "--backend nccl needs --device cuda (NCCL reduces CUDA tensors)");
-  DPE_TOOLS_CHECK(UsageError, c.mode != "ddp" || type == DeviceType::kHost || backend == "nccl",
-                  "--device cuda with --mode ddp needs --backend nccl (or auto), not " << backend);
+  DPE_TOOLS_CHECK(UsageError, !ranked(c) || type == DeviceType::kHost || backend == "nccl",
+                  "--device cuda with --mode " << c.mode << " needs --backend nccl (or auto), not " << backend);
 }
 
 // --device cuda on a build or machine without (enough) CUDA devices is a usage error found before
@@ -810,7 +832,7 @@ void check_device(const TrainConfig& c) {
   if (type != DeviceType::kCuda) return;
   if (c.mode == "dp") {
     tool_devices(type, c.devices);
-  } else if (c.mode == "ddp") {
+  } else if (ranked(c)) {
     tool_cuda_device(distributed::get_local_rank());
   } else {
     tool_devices(type, 1);
@@ -864,7 +886,7 @@ void check_ddp_environment(const TrainConfig& c) {
 void check_environment(const TrainConfig& c) {
   try {
     host_options_from_env();
-    if (c.mode == "ddp") {
+    if (ranked(c)) {
       check_ddp_environment(c);
       distributed::rendezvous_timeout(distributed::kDefaultTimeout);
       distributed::rendezvous_log_interval();
@@ -901,8 +923,9 @@ void check_fresh_checkpoint_dir(const TrainConfig& c) {
 // environment value is found usable: a UsageError otherwise, before any work.
 TrainConfig checked_config(const TrainConfig& config) {
   DPE_TOOLS_CHECK(UsageError,
-                  config.mode == "single" || config.mode == "dp" || config.mode == "ddp",
-                  "unknown mode '" << config.mode << "' (expected single, dp or ddp)");
+                  config.mode == "single" || config.mode == "dp" || config.mode == "ddp" ||
+                      config.mode == "fsdp",
+                  "unknown mode '" << config.mode << "' (expected single, dp, ddp or fsdp)");
   const TrainConfig c = resolve_defaults(config);
   DPE_TOOLS_CHECK(UsageError, c.epochs >= 1 && c.epochs <= kMaxEpochs,
                   "--epochs " << c.epochs << " must be between 1 and " << kMaxEpochs);
@@ -916,6 +939,11 @@ TrainConfig checked_config(const TrainConfig& config) {
                   "--max-steps and --max-steps-per-epoch must be at least 0");
   DPE_TOOLS_CHECK(UsageError, !c.sync_bn || c.mode == "ddp", "--sync-bn needs --mode ddp");
   DPE_TOOLS_CHECK(UsageError, !c.zero || c.mode == "ddp", "--zero needs --mode ddp");
+  DPE_TOOLS_CHECK(UsageError, c.sharding == "full" || c.sharding == "grad-op",
+                  "--sharding " << shown(c.sharding) << " must be full or grad-op");
+  DPE_TOOLS_CHECK(UsageError, c.mode != "fsdp" || models::is_language_model(c.model),
+                  "--mode fsdp wraps each transformer block of the gpt models ("
+                      << language_model_list() << "), not " << c.model);
   DPE_TOOLS_CHECK(UsageError, std::isfinite(c.timeout) && c.timeout >= 0.001 && c.timeout <= 1e8,
                   "--timeout " << c.timeout << " must be a number of seconds from 0.001 to 1e8");
   for (const auto& [name, value] : {std::pair<const char*, float>{"--lr", c.lr},
@@ -996,7 +1024,7 @@ std::shared_ptr<Module> build_model(const TrainConfig& c, const Data& data,
 std::optional<Device> compute_device(const TrainConfig& c) {
   if (c.mode == "dp") return std::nullopt;
   if (c.device != "cuda") return Device();
-  return Device(DeviceType::kCuda, c.mode == "ddp" ? distributed::get_local_rank() : 0);
+  return Device(DeviceType::kCuda, ranked(c) ? distributed::get_local_rank() : 0);
 }
 
 // What forward runs for the mode: `model` itself (single), DataParallel over --devices, or DDP;
@@ -1010,15 +1038,23 @@ std::shared_ptr<Module> wrap_for_mode(const TrainConfig& c, std::shared_ptr<Modu
   }
   model->to(*compute_device(c));
   if (c.mode == "ddp") return dist.wrap(model, c.gradient_as_bucket_view);
+  if (c.mode == "fsdp") {
+    DPE_CHECK(dist.group != nullptr, "--mode fsdp needs a process group (run under //tools:launch)");
+    FullyShardedDataParallelOptions o;
+    o.sharding_strategy =
+        c.sharding == "full" ? ShardingStrategy::kFullShard : ShardingStrategy::kShardGradOp;
+    o.auto_wrap_policy = [](const Module& m) { return m.repr() == "GPT2Block"; };
+    return std::make_shared<FullyShardedDataParallel>(model, dist.group, o);
+  }
   return model;
 }
 
 // Loads --checkpoint-dir's checkpoint into `model` and `opt` and returns where it leaves the run;
 // the main process says where it resumed from and trims metrics.jsonl to match.
-Position resume_training(const TrainConfig& c, const Data& data, Module& model,
-                         optim::Optimizer& opt, bool main, FILE* out) {
+Position resume_training(const TrainConfig& c, const Data& data, const StateIo& io, bool main,
+                         FILE* out) {
   std::string from;
-  const Position at = resume(c, data.language_model, model, opt, &from);
+  const Position at = resume(c, data.language_model, io, &from);
   if (main) {
     std::fprintf(out, "resumed from %s after epoch %d\n", from.c_str(), at.epoch);
     trim_metrics(metrics_path(c.checkpoint_dir), at.epoch, out);
@@ -1058,7 +1094,7 @@ Plan plan_epochs(const TrainConfig& c, const DataLoader& loader, int start, int6
 // function of --seed and the epoch.
 std::shared_ptr<Sampler> make_train_sampler(const TrainConfig& c, const Data& data,
                                             const Distributed& dist) {
-  if (c.mode == "ddp") {
+  if (ranked(c)) {
     return std::make_shared<DistributedSampler>(data.train->size(), dist.world, dist.rank, true,
                                                 c.seed);
   }
@@ -1070,7 +1106,7 @@ DataLoaderOptions test_loader_options(const TrainConfig& c, const Data& data,
                                       const Distributed& dist) {
   DataLoaderOptions eo;
   eo.batch_size = data.language_model ? c.batch_size : 1000;
-  if (c.mode == "ddp") {
+  if (ranked(c)) {
     eo.sampler =
         std::make_shared<DistributedSampler>(data.test->size(), dist.world, dist.rank, false, 0);
   }
@@ -1085,7 +1121,7 @@ void print_run(const TrainConfig& c, const Data& data, const Module& model, cons
   std::fprintf(out, "training %s, mode %s (%d %s), batch %lld %s, %s%s lr %g, %s\n",
                c.model.c_str(), c.mode.c_str(), c.mode == "dp" ? c.devices : dist.world,
                c.mode == "dp" ? "devices" : "process(es)", static_cast<long long>(c.batch_size),
-               c.mode == "ddp" ? "per process" : "global", c.zero ? "ZeRO-1 " : "",
+               ranked(c) ? "per process" : "global", c.zero ? "ZeRO-1 " : "",
                c.optimizer.c_str(), lr, length.c_str());
   if (data.language_model) {
     int64_t parameters = 0;
@@ -1106,8 +1142,9 @@ struct Run {
   const Distributed& dist;
   const Data& data;
   Module& model;  // the bare model: its parameters are clipped, stepped and saved
-  Module& net;    // what forward runs: the model, DataParallel or DDP
+  Module& net;    // what forward runs: the model, DataParallel, DDP or FSDP
   optim::Optimizer& opt;
+  const StateIo& io;
   bool main;  // rank 0: prints, writes checkpoints
   FILE* out;
 };
@@ -1144,7 +1181,14 @@ EpochMetrics train_epoch(const Run& run, int epoch, Sampler& sampler, DataLoader
     backward(loss);
     // DataParallel: the gradients were reduced onto device 0's parameters, clipped there; DDP:
     // each rank clips its all-reduced (identical) gradients.
-    if (c.clip_grad_norm > 0) optim::clip_grad_norm_(run.model.parameters(), c.clip_grad_norm);
+    // FSDP: the norm over every rank's shards.
+    if (c.clip_grad_norm > 0) {
+      if (auto* fsdp = dynamic_cast<FullyShardedDataParallel*>(&run.net)) {
+        fsdp->clip_grad_norm_(c.clip_grad_norm);
+      } else {
+        optim::clip_grad_norm_(run.model.parameters(), c.clip_grad_norm);
+      }
+    }
     run.opt.step();
     // The line shows the whole job: every rank's samples and the loss averaged over ranks.
     progress.update(b->input.size(0) * run.dist.world, run.dist.reduce_mean(loss.item()));
@@ -1216,6 +1260,11 @@ void save_checkpoint(const Run& run, const EpochMetrics& m, int64_t* generation)
   if (auto* zero = dynamic_cast<distributed::ZeroRedundancyOptimizer*>(&run.opt)) {
     zero->consolidate_state_dict(0);
   }
+  StateDict model_state, optimizer_state;
+  if (run.main || run.io.collective) {
+    model_state = run.io.model_state();
+    optimizer_state = run.io.optimizer_state();
+  }
   if (run.main) {
     nlohmann::ordered_json state = {{"format", kTrainingStateFormat},
                                     {"generation", *generation},
@@ -1229,7 +1278,7 @@ void save_checkpoint(const Run& run, const EpochMetrics& m, int64_t* generation)
     // The metrics line before the manifest's rename: a kill between the two leaves a line
     // without its checkpoint, which resume drops, never a checkpoint without its line.
     write_checkpoint(
-        c.checkpoint_dir, (*generation)++, run.model.state_dict(), run.opt.state_dict(), state,
+        c.checkpoint_dir, (*generation)++, model_state, optimizer_state, state,
         [&] { append_metrics(metrics_path(c.checkpoint_dir), c, m, run.dist.world); }, run.out);
   }
   run.dist.barrier();
@@ -1242,7 +1291,7 @@ TrainResult train(const TrainConfig& config, FILE* out) {
   set_dp_device_count(c);
   const std::chrono::milliseconds timeout(std::llround(c.timeout * 1000));
   Distributed dist =
-      c.mode == "ddp" ? Distributed::init(ddp_backend(c), timeout) : Distributed::single();
+      ranked(c) ? Distributed::init(ddp_backend(c), timeout) : Distributed::single();
   const Device home = Device();  // host:0 in this process
   const bool main = dist.rank == 0;
   int64_t generation = recover_checkpoints(c, dist, out);
@@ -1252,11 +1301,14 @@ TrainResult train(const TrainConfig& config, FILE* out) {
   std::shared_ptr<Module> net = wrap_for_mode(c, model, dist);
   const int scale = c.mode == "dp" ? c.devices : dist.world;
   const float lr = c.scale_lr ? c.lr * static_cast<float>(scale) : c.lr;
-  std::unique_ptr<optim::Optimizer> opt = make_optimizer(c, model->parameters(), lr, dist);
+  // FSDP's parameters are each rank's flat shards.
+  std::unique_ptr<optim::Optimizer> opt =
+      make_optimizer(c, c.mode == "fsdp" ? net->parameters() : model->parameters(), lr, dist);
+  const StateIo io = state_io(*model, *net, *opt);
   // Where the run starts: the epoch after the checkpoint's, with the optimizer steps before it.
   Position at{-1, 0};
   if (c.resume || (c.resume_auto && has_checkpoint(c.checkpoint_dir))) {
-    at = resume_training(c, data, *model, *opt, main, out);
+    at = resume_training(c, data, io, main, out);
   } else if (c.resume_auto && main) {
     std::fprintf(out, "no checkpoint in %s yet: starting from scratch (--resume auto)\n",
                  c.checkpoint_dir.c_str());
@@ -1280,7 +1332,7 @@ TrainResult train(const TrainConfig& config, FILE* out) {
                  static_cast<long long>(done), static_cast<long long>(c.max_steps));
   }
 
-  const Run run{c, compute_device(c), dist, data, *model, *net, *opt, main, out};
+  const Run run{c, compute_device(c), dist, data, *model, *net, *opt, io, main, out};
   TrainResult result;
   for (int epoch = start_epoch; epoch < plan.end_epoch; ++epoch) {
     const int64_t limit =

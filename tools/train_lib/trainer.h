@@ -30,7 +30,7 @@ namespace dpe::tools {
 constexpr int kMaxEpochs = 1000000;
 
 struct TrainConfig {
-  std::string mode = "single";    // single | dp | ddp
+  std::string mode = "single";    // single | dp | ddp | fsdp
   std::string device = "host";    // host | cuda: the devices the run computes on
   // ddp: gloo | mpi | nccl | auto (nccl with --device cuda; else mpi under mpirun, else gloo)
   std::string backend = "auto";
@@ -53,6 +53,8 @@ struct TrainConfig {
   // ddp only: ZeroRedundancyOptimizer (ZeRO stage 1) over the optimizer; rank 0 checkpoints its
   // consolidated state, the same optimizer.safetensors as without it, which resume loads either way
   bool zero = false;
+  // --mode fsdp's sharding strategy: "full" (FULL_SHARD) or "grad-op" (SHARD_GRAD_OP).
+  std::string sharding = "full";
   // ddp: seconds a collective may take before the job ends naming the rank that holds it up
   // (init_process_group's timeout, PyTorch's default 30 minutes; engine/distributed/watchdog.h)
   double timeout = 1800;

@@ -89,6 +89,27 @@ TEST(AllocatorTest, BreaksThePeakDownByCategory) {
   a.deallocate(params, 1000, MemoryCategory::kParameters);
 }
 
+// Parameters, gradients and optimizer state held together, not each one's own peak: gradients
+// freed before the optimizer state grows do not count with it.
+TEST(AllocatorTest, TracksThePeakOfModelStatesHeldTogether) {
+  MallocAllocator a(Device::parse("host:0"), 0);
+  void* params = a.allocate(1000, MemoryCategory::kParameters);
+  void* grads = a.allocate(400, MemoryCategory::kGradients);
+  void* acts = a.allocate(5000, MemoryCategory::kActivations);  // not a model state
+  EXPECT_EQ(a.stats().peak_model_state_bytes, 1400);
+  a.deallocate(grads, 400, MemoryCategory::kGradients);
+  void* state = a.allocate(300, MemoryCategory::kOptimizerState);  // 1300 together: below 1400
+  EXPECT_EQ(a.stats().peak_model_state_bytes, 1400);
+  a.retag(5000, MemoryCategory::kActivations, MemoryCategory::kGradients);  // now 6300
+  EXPECT_EQ(a.stats().peak_model_state_bytes, 6300);
+  a.deallocate(acts, 5000, MemoryCategory::kGradients);
+  a.reset_peak();
+  EXPECT_EQ(a.stats().peak_model_state_bytes, 1300);
+  EXPECT_EQ(model_states(a.stats().current_by_category), 1300);
+  a.deallocate(state, 300, MemoryCategory::kOptimizerState);
+  a.deallocate(params, 1000, MemoryCategory::kParameters);
+}
+
 TEST(AllocatorTest, DefaultCategoryIsTheThreadsScope) {
   MallocAllocator a(Device::parse("host:0"), 0);
   EXPECT_EQ(current_memory_category(), MemoryCategory::kOther);

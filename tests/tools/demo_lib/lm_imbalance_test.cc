@@ -58,7 +58,48 @@ TEST(LmImbalanceTest, DdpRanksTrainTheSameStepsAndHoldTheSameMemory) {
       ddp.report.devices[1].peak_by_category[static_cast<size_t>(MemoryCategory::kOptimizerState)],
       0);
   const std::string table = lm_imbalance_table({dp, ddp});
-  EXPECT_NE(table.find("DDP's ranks peak at"), std::string::npos) << table;
+  EXPECT_NE(table.find("DDP ranks: "), std::string::npos) << table;
+}
+
+// ZeRO-1, SHARD_GRAD_OP and FULL_SHARD train the same steps as DDP, each holding fewer model
+// states a rank than the one before; FULL_SHARD's are within 5% of the ZeRO-3 formula (16P/N),
+// and the table prints each row's measured model states beside its formula.
+TEST(LmImbalanceTest, ShardedRanksTrainTheSameStepsWithLessModelState) {
+  const LmImbalanceOptions o = tiny_lm_options();
+  const std::string worker = ::testing::internal::GetArgvs().at(1);
+  std::vector<LmImbalanceRun> runs;
+  for (DpVariant v : {DpVariant::kDdp, DpVariant::kDdpZero, DpVariant::kFsdpGradOp,
+                      DpVariant::kFsdpFull}) {
+    runs.push_back(profile_lm_ddp(o, 2, {worker}, v));
+    const LmImbalanceRun& r = runs.back();
+    EXPECT_NEAR(r.last_loss, runs[0].last_loss, 1e-4 * std::abs(runs[0].last_loss))
+        << dp_variant_name(v);
+    const double states = r.report.devices[0].peak_model_state_bytes;
+    EXPECT_GT(states, 0) << dp_variant_name(v);
+    if (runs.size() > 1) {
+      EXPECT_LT(states, runs[runs.size() - 2].report.devices[0].peak_model_state_bytes)
+          << dp_variant_name(v);
+    }
+  }
+  const double full = runs.back().report.devices[0].peak_model_state_bytes;
+  const double formula = zero_formula_bytes(DpVariant::kFsdpFull, runs.back().parameters, 2);
+  EXPECT_LT(std::abs(full / formula - 1), 0.05) << full << " vs " << formula;
+  EXPECT_EQ(runs.back().parameters, runs[0].parameters);
+  const std::string table = lm_imbalance_table(runs);
+  for (const char* row : {"DDP + ZeRO-1", "FSDP SHARD_GRAD_OP", "FSDP FULL_SHARD"}) {
+    EXPECT_NE(table.find(row), std::string::npos) << table;
+  }
+}
+
+TEST(LmImbalanceTest, ZeroFormulaIsThePapersPerStage) {
+  // 7.5 B parameters on 64 devices with K = 12 is the paper's example; here K = 8 (fp32 AdamW):
+  // 16P, 8P + 8P/N, 4P + 12P/N, 16P/N.
+  const int64_t p = 1000;
+  EXPECT_DOUBLE_EQ(zero_formula_bytes(DpVariant::kDdp, p, 4), 16000);
+  EXPECT_DOUBLE_EQ(zero_formula_bytes(DpVariant::kPlain, p, 4), 16000);
+  EXPECT_DOUBLE_EQ(zero_formula_bytes(DpVariant::kDdpZero, p, 4), 8000 + 2000);
+  EXPECT_DOUBLE_EQ(zero_formula_bytes(DpVariant::kFsdpGradOp, p, 4), 4000 + 3000);
+  EXPECT_DOUBLE_EQ(zero_formula_bytes(DpVariant::kFsdpFull, p, 4), 4000);
 }
 
 TEST(LmImbalanceTest, FailedDdpRanksAreAnError) {

@@ -1,4 +1,5 @@
-// One DDP rank of lm_imbalance_test: run by profile_lm_ddp as `worker --lm-ddp-worker DIR`.
+// One rank of lm_imbalance_test: run by profile_lm_ddp as
+// `worker --lm-ddp-worker DIR --lm-strategy ddp|zero|grad-op|full`.
 #include <cstdio>
 #include <exception>
 #include <string>
@@ -6,12 +7,14 @@
 #include "tests/tools/demo_lib/lm_imbalance_tiny.h"
 
 int main(int argc, char** argv) {
-  if (argc != 3 || std::string(argv[1]) != "--lm-ddp-worker") {
-    std::fprintf(stderr, "usage: %s --lm-ddp-worker DIR\n", argv[0]);
+  if (argc != 5 || std::string(argv[1]) != "--lm-ddp-worker" ||
+      std::string(argv[3]) != "--lm-strategy") {
+    std::fprintf(stderr, "usage: %s --lm-ddp-worker DIR --lm-strategy NAME\n", argv[0]);
     return 2;
   }
   try {
-    dpe::tools::lm_ddp_worker(dpe::tools::tiny_lm_options(), argv[2]);
+    dpe::tools::lm_ddp_worker(dpe::tools::tiny_lm_options(), argv[2],
+                              dpe::tools::strategy_from_flag(argv[4]));
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "lm_imbalance_test_worker: %s\n", e.what());
