@@ -47,6 +47,7 @@
 #include "engine/parallel/data_parallel.h"
 #include "models/by_name.h"
 #include "models/gpt.h"
+#include "tools/common/activation_checkpointing.h"
 #include "tools/common/devices.h"
 #include "tools/common/exit_codes.h"
 #include "tools/common/train_distributed.h"
@@ -569,6 +570,11 @@ TrainConfig resolve_defaults(const TrainConfig& config) {
     DPE_TOOLS_CHECK(UsageError, !c.sync_bn,
                     "--sync-bn: " << c.model << " has no BatchNorm to synchronise");
   } else {
+    DPE_TOOLS_CHECK(UsageError, !c.activation_checkpointing,
+                    "--activation-checkpointing: "
+                        << c.model
+                        << " has no unit to checkpoint (the gpt models' transformer blocks are "
+                           "the only ones)");
     DPE_TOOLS_CHECK(UsageError, c.context == 0,
                     "--context applies to the gpt models only, not " << c.model);
     DPE_TOOLS_CHECK(UsageError, c.text.empty(),
@@ -963,7 +969,8 @@ Data load_checked_data(const TrainConfig& c, FILE* out, bool main) {
   return data;
 }
 
-// The bare model, seeded by --seed, its BatchNorms synchronised across ranks with --sync-bn. The
+// The bare model, seeded by --seed, its BatchNorms synchronised across ranks with --sync-bn, its
+// gpt blocks checkpointed with --activation-checkpointing. The
 // gpt models' vocabulary comes from the tokenizer, hence from `data`.
 std::shared_ptr<Module> build_model(const TrainConfig& c, const Data& data,
                                     const Distributed& dist) {
@@ -976,6 +983,7 @@ std::shared_ptr<Module> build_model(const TrainConfig& c, const Data& data,
   }
   std::shared_ptr<Module> model = models::make_model(c.model, gen, mo);
   if (c.sync_bn) model = dist.convert_sync_batchnorm(model);
+  if (c.activation_checkpointing) apply_activation_checkpointing_flag(c.model, *model);
   return model;
 }
 
