@@ -184,6 +184,11 @@ TEST(CheckpointGptTest, BlocksCheckpointedGiveTheSameLossesAndGradients) {
   models::Gpt plain(tiny_gpt(), g1), ckpt(tiny_gpt(), g2);
   EXPECT_EQ(nn::apply_activation_checkpointing(ckpt, models::is_gpt_block), 2);
   EXPECT_EQ(nn::apply_activation_checkpointing(ckpt, models::is_gpt_block), 0);  // wrapped once
+  const StateDict names_plain = plain.state_dict(), names_ckpt = ckpt.state_dict();
+  ASSERT_EQ(names_ckpt.size(), names_plain.size());
+  for (size_t i = 0; i < names_plain.size(); ++i) {
+    EXPECT_EQ(names_ckpt[i].first, names_plain[i].first);  // "h.0.attn.c_attn.weight", unchanged
+  }
   for (int step = 0; step < 2; ++step) {  // the dropout generators advance alike
     plain.zero_grad();
     ckpt.zero_grad();
