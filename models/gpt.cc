@@ -24,13 +24,16 @@ Tensor normal(const Shape& shape, float stddev, Generator& gen) {
 }
 
 // Seeds for the attention-probability dropout, shared by a module and its replicas (as nn::Dropout
-// shares its generator), so every forward on any replica draws a fresh mask.
+// shares its generator), so every forward on any replica draws a fresh mask. Drawn through
+// draw_seed so that a checkpoint's recompute draws the same mask (random.h, "seed replay").
 class SeedSource {
  public:
   explicit SeedSource(uint64_t seed) { gen_.manual_seed(seed); }
   uint64_t next() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return gen_.next_u64();
+    return draw_seed([this] {
+      std::lock_guard<std::mutex> lock(mu_);
+      return gen_.next_u64();
+    });
   }
 
  private:
@@ -130,6 +133,8 @@ class Block : public Cloneable<Block> {
 };
 
 }  // namespace
+
+bool is_gpt_block(const Module& m) { return dynamic_cast<const Block*>(&m) != nullptr; }
 
 GptConfig gpt_config(const std::string& name) {
   GptConfig c;

@@ -51,6 +51,10 @@ class Gpt : public Cloneable<Gpt> {
   GptConfig config_;
 };
 
+// True for one transformer block (h.<i>), the unit activation checkpointing wraps:
+// nn::apply_activation_checkpointing(model, is_gpt_block) (engine/nn/checkpoint.h).
+bool is_gpt_block(const Module& m);
+
 // Mean cross-entropy of logits [B, T, V] against int64 targets [B, T]; targets equal to
 // ignore_index (-100, PyTorch's default) do not count.
 Tensor lm_loss(const Tensor& logits, const Tensor& targets, int64_t ignore_index = -100);

@@ -49,6 +49,8 @@ nlohmann::json to_json(const BenchResult& r, double speedup, double peak_gflops)
     j["zero"] = r.config.zero;
   }
   j["fuse"] = r.config.fuse;
+  j["activation_checkpointing"] = r.config.activation_checkpointing;
+  j["final_loss"] = r.final_loss;
   j["devices"] = r.config.devices;
   j["global_batch"] = r.config.global_batch;
   j["step_ms"] = r.step_ms;
@@ -139,6 +141,12 @@ void add_step_options(CLI::App& app, Options& o) {
                  "run a BatchNorm2d followed by a ReLU as one op (false: the two ops, as "
                  "PyTorch's eager mode; the ConvNet and the ResNets have such pairs)")
       ->capture_default_str();
+  app.add_option("--activation-checkpointing", base.activation_checkpointing,
+                 "true or false (alone: true): gpt models only; recompute each transformer "
+                 "block's activations in backward instead of keeping them (torch.utils.checkpoint, "
+                 "non-reentrant): the same losses (JSON: final_loss), less activation memory")
+      ->expected(0, 1)
+      ->default_str("true");
 }
 
 // Reads the command line into `o`. Returns kRun, or the exit code when there is nothing to run
@@ -255,6 +263,13 @@ int check_inputs(const Options& o) {
     return dpe::tools::exit_code_for(e);
   }
   for (const std::string& model : o.models) {
+    if (o.base.activation_checkpointing && !dpe::models::is_language_model(model)) {
+      std::fprintf(stderr,
+                   "bench: --activation-checkpointing: %s has no unit to checkpoint (the gpt "
+                   "models' transformer blocks are the only ones)\n",
+                   model.c_str());
+      return dpe::tools::kExitUsage;
+    }
     try {
       dpe::tools::bench_context(model, o.base.context);
     } catch (const std::exception& e) {
@@ -302,14 +317,15 @@ void print_preamble(const Options& o, unsigned cores, double peak) {
       "step time over %d steps after %d warm-up steps (gpt, resnet50: %d after %d "
       "unless --steps/--warmup say otherwise); tokens/s = samples/s x context; ddp/B: DDP "
       "over process group B, gradient_as_bucket_view=%s, all-reduces start %s; batch norm + "
-      "ReLU %s\n",
+      "ReLU %s%s\n",
       base.threads, base.threads == 1 ? "" : "s", base.steps, base.warmup,
       o.steps_given ? base.steps : 3, o.warmup_given ? base.warmup : 1,
       base.bucket_view ? "true" : "false",
       base.overlap == "auto"     ? "as --overlap auto decides (JSON: overlap_during_backward)"
       : base.overlap == "during" ? "during backward"
                                  : "after backward",
-      base.fuse ? "fused" : "unfused (--fuse false)");
+      base.fuse ? "fused" : "unfused (--fuse false)",
+      base.activation_checkpointing ? "; gpt blocks checkpointed (--activation-checkpointing)" : "");
   if (o.zero) {
     std::printf("ddp/B+zero: the same DDP with ZeroRedundancyOptimizer (ZeRO-1): each rank steps "
                 "its shard, then every shard is broadcast from its owner\n");

@@ -43,6 +43,7 @@ struct Flags {
   bool lm_ddp = true;
   std::string lm_ddp_worker;  // internal: run as one DDP rank, writing into this folder
   std::string lm_strategy = "ddp";  // internal: the worker's ddp, zero, grad-op or full
+  bool lm_worker_ac = false;        // internal: the worker checkpoints every block
   bool lm_sharded = true;           // the ZeRO-1 and FSDP rows beside DDP's
   int steps = 8;
   int train_batch = 256;  // global
@@ -214,11 +215,17 @@ void lm_demo(const Flags& f, dpe::DeviceType type) {
     }
     if (!ddp) continue;
     using V = dpe::tools::DpVariant;
-    for (V v : {V::kDdp, V::kDdpZero, V::kFsdpGradOp, V::kFsdpFull}) {
-      if (v != V::kDdp && !f.lm_sharded) continue;
-      runs.push_back(dpe::tools::profile_lm_ddp(o, n, lm_worker_argv(f), v));
-      std::fflush(stdout);
+    // Each way out, then each with every transformer block checkpointed.
+    for (bool ac : {false, true}) {
+      if (ac && !f.lm_sharded) break;
+      o.activation_checkpointing = ac;
+      for (V v : {V::kDdp, V::kDdpZero, V::kFsdpGradOp, V::kFsdpFull}) {
+        if (v != V::kDdp && !f.lm_sharded) continue;
+        runs.push_back(dpe::tools::profile_lm_ddp(o, n, lm_worker_argv(f), v));
+        std::fflush(stdout);
+      }
     }
+    o.activation_checkpointing = false;
   }
   std::printf("\n%s", dpe::tools::lm_imbalance_table(runs).c_str());
 }
@@ -262,9 +269,13 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 1 << 20));
   app.add_flag("!--no-lm-ddp", f.lm_ddp, "leave DDP's ranks out of the language-model part");
   app.add_flag("!--no-lm-sharded", f.lm_sharded,
-               "leave the ZeRO-1 and FSDP rows out of the language-model part");
+               "leave the ZeRO-1, FSDP and activation-checkpointing rows out of the "
+               "language-model part");
   app.add_option("--lm-ddp-worker", f.lm_ddp_worker, "internal: run as one DDP rank")->group("");
   app.add_option("--lm-strategy", f.lm_strategy, "internal: the DDP rank's strategy")->group("");
+  app.add_flag("--lm-activation-checkpointing", f.lm_worker_ac,
+               "internal: the DDP rank checkpoints every block")
+      ->group("");
   app.add_option("--steps", f.steps, "training steps to profile (0 skips the training part)")
       ->check(CLI::Range(0, 1 << 20));
   app.add_option("--train-batch-size,--train-batch", f.train_batch,
@@ -294,6 +305,7 @@ int main(int argc, char** argv) {
     if (!f.lm_ddp_worker.empty()) {
       dpe::tools::LmImbalanceOptions o = lm_options(f);
       o.batch = worker_global_batch(f);
+      o.activation_checkpointing = f.lm_worker_ac;
       dpe::tools::lm_ddp_worker(o, f.lm_ddp_worker, dpe::tools::strategy_from_flag(f.lm_strategy));
       return 0;
     }

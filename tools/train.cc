@@ -135,6 +135,10 @@ int main(int argc, char** argv) {
   app.add_option("--seed", c.seed, "seed of the initial weights and the shuffling")
       ->capture_default_str();
   app.add_flag("--sync-bn", c.sync_bn, "SyncBatchNorm across ranks (ddp only)");
+  app.add_flag("--activation-checkpointing", c.activation_checkpointing,
+               "gpt models: recompute each transformer block's activations in backward instead "
+               "of keeping them (torch.utils.checkpoint, non-reentrant): the same losses, less "
+               "activation memory, about one more forward per step");
   CLI::Option* bucket_view =
       app.add_option("--gradient-as-bucket-view", c.gradient_as_bucket_view,
                      "ddp only; true or false (alone: true): DDP's gradient_as_bucket_view, the "

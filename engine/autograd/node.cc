@@ -62,10 +62,10 @@ std::vector<Tensor> AccumulateGrad::apply(const std::vector<Tensor>& grads) {
         impl->storage->nbytes() == static_cast<size_t>(g.numel()) * dtype_size(g.dtype());
     if (impl.use_count() == 1 && impl->storage.use_count() == 1 && whole_storage &&
         g.is_contiguous() && !g.requires_grad()) {
-      g.set_memory_category(MemoryCategory::kGradients);
+      g.set_memory_category(impl->autograd.grad_category);
       leaf.set_grad(g);
     } else {
-      MemoryCategoryScope category(MemoryCategory::kGradients);
+      MemoryCategoryScope category(impl->autograd.grad_category);
       leaf.set_grad(g.clone());
     }
   } else {

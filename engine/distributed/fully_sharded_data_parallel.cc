@@ -152,18 +152,22 @@ class FsdpUnitModule : public Cloneable<FsdpUnitModule> {
   std::string repr() const override {
     return "FullyShardedDataParallel(" + child("_fsdp_wrapped_module").repr() + ")";
   }
+  // Names look through the unit, as they do through a checkpoint wrapper (module.h).
+  Module* wrapped() const override { return &child("_fsdp_wrapped_module"); }
 
  private:
   FsdpState* state_;  // owned by the FullyShardedDataParallel that owns this module's tree
   size_t unit_;
 };
 
-// The outermost submodules the policy picks, by dotted name, in registration order.
+// The outermost submodules the policy picks, by dotted name, in registration order. A wrapper
+// (an activation-checkpointing one) is picked when the module it wraps is, so the unit holds
+// the wrapper and its parameters' names are the unwrapped ones.
 void find_units(const Module& m, const std::string& prefix,
                 const std::function<bool(const Module&)>& policy, std::vector<std::string>& out) {
   for (const auto& [name, child] : m.named_children()) {
     const std::string full = prefix.empty() ? name : prefix + "." + name;
-    if (policy(*child)) {
+    if (policy(*child) || (child->wrapped() != nullptr && policy(*child->wrapped()))) {
       out.push_back(full);
     } else {
       find_units(*child, full, policy, out);
@@ -279,6 +283,7 @@ FullyShardedDataParallel::FullyShardedDataParallel(
       view.copy_(params[s.index].second.detach());
       view.requires_grad_(true);
       view.autograd().name = s.name;
+      view.autograd().grad_category = MemoryCategory::kCommunication;  // copied on at once
       FsdpState* raw = state_.get();
       view.autograd().post_accumulate_hooks.emplace_back(
           [raw, k, j](Tensor& leaf) { raw->on_gradient(k, j, leaf); });

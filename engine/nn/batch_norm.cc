@@ -4,6 +4,7 @@
 
 #include "engine/autograd/grad_mode.h"
 #include "engine/autograd/ops.h"
+#include "engine/nn/recompute.h"
 
 namespace dpe::nn {
 
@@ -17,7 +18,7 @@ BatchNorm2d::BatchNorm2d(int64_t num_features, float eps, float momentum, Device
 }
 
 void BatchNorm2d::count_batch() {
-  if (!is_training()) return;
+  if (!is_training() || recomputing()) return;
   // num_batches_tracked counts on the host side of the tensor: a one-element int64 update.
   Tensor& n = buffer("num_batches_tracked");
   const int64_t next = n.to_vector<int64_t>()[0] + 1;
@@ -26,14 +27,25 @@ void BatchNorm2d::count_batch() {
 
 Tensor BatchNorm2d::forward(const Tensor& x) {
   count_batch();
-  return ops::batch_norm(x, param("weight"), param("bias"), buffer("running_mean"),
-                         buffer("running_var"), is_training(), momentum_, eps_, repr());
+  RunningStats stats = running_stats();
+  return ops::batch_norm(x, param("weight"), param("bias"), stats.mean, stats.var, is_training(),
+                         momentum_, eps_, repr());
 }
 
 Tensor BatchNorm2d::forward_relu(const Tensor& x) {
   count_batch();
-  return ops::batch_norm_relu(x, param("weight"), param("bias"), buffer("running_mean"),
-                              buffer("running_var"), is_training(), momentum_, eps_, repr());
+  RunningStats stats = running_stats();
+  return ops::batch_norm_relu(x, param("weight"), param("bias"), stats.mean, stats.var,
+                              is_training(), momentum_, eps_, repr());
+}
+
+BatchNorm2d::RunningStats BatchNorm2d::running_stats() {
+  // A checkpoint's recompute updates throwaway copies (recompute.h, "no second running-statistics
+  // update"); handles share the buffers' storage, so the op's in-place update lands in them.
+  if (is_training() && recomputing()) {
+    return {buffer("running_mean").clone(), buffer("running_var").clone()};
+  }
+  return {buffer("running_mean"), buffer("running_var")};
 }
 
 std::string BatchNorm2d::repr() const {

@@ -24,8 +24,14 @@ class BatchNorm2d : public Cloneable<BatchNorm2d> {
   float momentum() const { return momentum_; }
 
  protected:
-  // Counts a training forward in num_batches_tracked, as PyTorch.
+  // Counts a training forward in num_batches_tracked, as PyTorch (not while recomputing).
   void count_batch();
+  // The running statistics the op updates: the buffers, or copies of them while a checkpoint
+  // recomputes (engine/nn/recompute.h).
+  struct RunningStats {
+    Tensor mean, var;
+  };
+  RunningStats running_stats();
 
   int64_t channels_;
   float eps_, momentum_;

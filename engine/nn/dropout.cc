@@ -12,11 +12,11 @@ Dropout::Dropout(float p, uint64_t seed) : p_(p), seeds_(std::make_shared<SeedSo
 
 Tensor Dropout::forward(const Tensor& x) {
   if (!is_training()) return x;
-  uint64_t seed;
-  {
+  // Through draw_seed so that a checkpoint's recompute draws the same mask (random.h, "seed replay").
+  const uint64_t seed = draw_seed([this] {
     std::lock_guard<std::mutex> lock(seeds_->mu);
-    seed = seeds_->gen.next_u64();
-  }
+    return seeds_->gen.next_u64();
+  });
   return ops::dropout(x, p_, true, seed);
 }
 

@@ -65,6 +65,7 @@ Tensor& Module::buffer(const std::string& name) {
 }
 
 Module& Module::child(const std::string& name) const {
+  if (const Module* w = wrapped()) return w->child(name);
   for (const auto& [n, m] : children_) {
     if (n == name) return *m;
   }
@@ -82,6 +83,7 @@ void append_defined(const Named& own, Named& out) {
 }  // namespace
 
 Named Module::named_parameters(bool recurse) const {
+  if (const Module* w = wrapped()) return w->named_parameters(recurse);
   Named out;
   append_defined(params_, out);
   if (recurse) {
@@ -93,6 +95,7 @@ Named Module::named_parameters(bool recurse) const {
 }
 
 Named Module::named_buffers(bool recurse) const {
+  if (const Module* w = wrapped()) return w->named_buffers(recurse);
   Named out;
   append_defined(buffers_, out);
   if (recurse) {
@@ -132,6 +135,7 @@ void Module::replace_module(const std::string& name, std::shared_ptr<Module> mod
 }
 
 void Module::set_parameter(const std::string& name, const Tensor& t) {
+  if (Module* w = wrapped()) return w->set_parameter(name, t);
   const auto [path, leaf] = split_last(name);
   if (!path.empty()) {
     const auto dot = path.find('.');
@@ -143,6 +147,7 @@ void Module::set_parameter(const std::string& name, const Tensor& t) {
 }
 
 void Module::set_buffer(const std::string& name, const Tensor& t) {
+  if (Module* w = wrapped()) return w->set_buffer(name, t);
   const auto [path, leaf] = split_last(name);
   if (!path.empty()) {
     const auto dot = path.find('.');
@@ -174,6 +179,7 @@ void Module::zero_grad() {
 
 StateDict Module::state_dict() const {
   // PyTorch's order: a module's own parameters, then its own buffers, then each child's.
+  if (const Module* w = wrapped()) return w->state_dict();
   StateDict out;
   append_defined(params_, out);
   append_defined(buffers_, out);

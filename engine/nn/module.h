@@ -2,6 +2,14 @@
 // ("features.0.weight", "bn1.running_mean"), train/eval, state_dict, and a deep copy onto another
 // device (DataParallel's replicate builds on clone_structure + set_parameter/set_buffer).
 //
+// Design note "transparent wrappers": a module that only wraps another (nn::CheckpointWrapper,
+// PyTorch's checkpoint_wrapper) returns it from wrapped(); every function that walks names
+// (named_parameters, named_buffers, state_dict, load_state_dict, find, child, set_parameter,
+// set_buffer, and copy_to/replicate through them) treats the wrapper as the module it wraps, so
+// "h.0.attn.c_attn.weight" names the same tensor with or without the wrapper (PyTorch strips the
+// wrapper's "_checkpoint_wrapped_module." prefix from its state_dict for the same reason).
+// named_children() still lists the wrapper's own child: it is the tree as built.
+//
 // Threading contract: a module is used by one thread at a time; DataParallel gives each worker
 // its own replica.
 #pragma once
@@ -36,13 +44,15 @@ class Module {
   virtual std::shared_ptr<Module> clone_structure() const = 0;
 
   // --- the tree ---
+  // The module this one merely wraps (design note "transparent wrappers"), or null.
+  virtual Module* wrapped() const { return nullptr; }
   std::vector<std::pair<std::string, Tensor>> named_parameters(bool recurse = true) const;
   std::vector<std::pair<std::string, Tensor>> named_buffers(bool recurse = true) const;
   std::vector<Tensor> parameters() const;
   const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& named_children() const {
     return children_;
   }
-  // A child by name; composite modules reach their children through this rather than keeping
+  // A child by name (of the wrapped module, for a wrapper); composite modules reach their children through this rather than keeping
   // pointers of their own, so clone_structure() stays correct.
   Module& child(const std::string& name) const;
   // Replaces the child `name` in place (same name, same position); throws when absent.

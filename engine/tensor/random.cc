@@ -49,4 +49,34 @@ std::vector<int64_t> randperm(int64_t n, Generator& gen) {
   return p;
 }
 
+namespace {
+thread_local std::vector<uint64_t>* t_recording = nullptr;
+thread_local SeedReplay* t_replay = nullptr;
+}  // namespace
+
+uint64_t draw_seed(const std::function<uint64_t()>& draw) {
+  uint64_t seed;
+  if (t_replay != nullptr) {
+    DPE_CHECK(t_replay->next_ < t_replay->log_.size(),
+              "seed replay: the recomputed forward draws more random seeds than the recorded one ("
+                  << t_replay->log_.size()
+                  << "); a checkpointed module must draw the same randomness on each run");
+    seed = t_replay->log_[t_replay->next_++];
+  } else {
+    seed = draw();
+  }
+  if (t_recording != nullptr) t_recording->push_back(seed);
+  return seed;
+}
+
+SeedRecording::SeedRecording(std::vector<uint64_t>& log) : previous_(t_recording) {
+  t_recording = &log;
+}
+SeedRecording::~SeedRecording() { t_recording = previous_; }
+
+SeedReplay::SeedReplay(const std::vector<uint64_t>& log) : log_(log), previous_(t_replay) {
+  t_replay = this;
+}
+SeedReplay::~SeedReplay() { t_replay = previous_; }
+
 }  // namespace dpe

@@ -40,6 +40,9 @@ struct AutogradMeta {
   // Where a leaf's next gradient may be written directly (design note "gradient destinations").
   std::shared_ptr<GradDestination> grad_destination;
   std::string name;  // for error messages ("fc.weight")
+  // What this leaf's .grad counts as in its device's memory breakdown: a sharded module's
+  // parameter views hand their gradient on to a reduce-scatter at once (communication).
+  MemoryCategory grad_category = MemoryCategory::kGradients;
 };
 
 struct TensorImpl {

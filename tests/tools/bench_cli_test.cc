@@ -36,6 +36,14 @@ TEST(BenchCliTest, UsageErrorsExitWith2) {
   EXPECT_TRUE(has(out, "DPE_HOST_DEVICES='two'")) << out;
 }
 
+// --activation-checkpointing has units only in the gpt models: another model exits 2, naming both.
+TEST(BenchCliTest, ActivationCheckpointingNeedsAModelWithBlocks) {
+  std::string out;
+  EXPECT_EQ(run("--models gpt-small,convnet --activation-checkpointing", &out), 2) << out;
+  EXPECT_TRUE(has(out, "--activation-checkpointing: convnet has no unit to checkpoint")) << out;
+  EXPECT_FALSE(has(out, "machine:")) << "nothing runs: " << out;
+}
+
 TEST(BenchCliTest, MissingDataExitsWith3) {
   const char* t = std::getenv("TEST_TMPDIR");
   const std::string dir = std::string(t ? t : "/tmp") + "/no_fashion_mnist_here";

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -122,6 +123,34 @@ TEST(BenchJsonTest, ResnetRows) {
 
 // --fuse reaches every row, the DDP workers' too: with batch norm and ReLU apart, each row's
 // device 0 holds the pre-ReLU tensor and the ReLU's gradient as well, so its peak is higher.
+// --activation-checkpointing recomputes each gpt block in backward: every row's final_loss (single,
+// dp, ddp over MPI) is the one without it, and the row says it ran checkpointed.
+TEST(BenchJsonTest, ActivationCheckpointingKeepsTheLosses) {
+  const std::string dir = std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp";
+  std::map<bool, nlohmann::json> runs;
+  for (const bool ckpt : {false, true}) {
+    const std::string name = dir + "/bench_ckpt_" + (ckpt ? "true" : "false");
+    const std::string cmd = g_bench + " --models gpt-small --devices 1,2 --batch-size 2" +
+                            " --context 8 --warmup 0 --steps 2 --ddp-backends mpi" +
+                            (ckpt ? " --activation-checkpointing" : "") + " --json " + name +
+                            ".json > " + name + ".out 2>&1";
+    const int status = std::system(cmd.c_str());
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "bench failed: see " << name;
+    runs[ckpt] = nlohmann::json::parse(std::ifstream(name + ".json"));
+  }
+  const auto& plain = runs[false]["results"];
+  const auto& ckpt = runs[true]["results"];
+  ASSERT_EQ(plain.size(), 3u);  // single, dp, ddp/mpi
+  ASSERT_EQ(ckpt.size(), 3u);
+  for (size_t i = 0; i < plain.size(); ++i) {
+    EXPECT_EQ(plain[i].at("activation_checkpointing"), false);
+    EXPECT_EQ(ckpt[i].at("activation_checkpointing"), true);
+    const double want = plain[i].at("final_loss").get<double>();
+    EXPECT_NEAR(ckpt[i].at("final_loss").get<double>(), want, 1e-6 * std::abs(want))
+        << plain[i].at("mode");
+  }
+}
+
 TEST(BenchJsonTest, FuseFalseRunsBatchNormAndReluApart) {
   const std::string dir = std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp";
   std::map<bool, nlohmann::json> runs;

@@ -119,6 +119,31 @@ TEST(TrainCliTest, BadGptFlagsAreNamed) {
   EXPECT_NE(out.find("gpt3"), std::string::npos) << out;
 }
 
+// The "epoch N: train loss X, val loss Y, val perplexity Z" parts of `out`, without the timing.
+std::string epoch_losses(const std::string& out) {
+  std::string losses;
+  for (size_t at = out.find("epoch "); at != std::string::npos; at = out.find("epoch ", at + 1)) {
+    const size_t end = out.find(" (unigram", at);
+    if (end != std::string::npos) losses += out.substr(at, end - at) + "\n";
+  }
+  return losses;
+}
+
+// --activation-checkpointing recomputes the gpt blocks in backward: the same losses, single and
+// dp; a model without blocks exits 2 naming the model and the flag.
+TEST(TrainCliTest, ActivationCheckpointingGivesTheSameLosses) {
+  std::string plain, ckpt;
+  for (const std::string mode : {"--mode single", "--mode dp --devices 2"}) {
+    const std::string args = tiny_gpt("gpt-small") + " " + mode;
+    ASSERT_EQ(run(args, &plain), 0) << plain;
+    ASSERT_EQ(run(args + " --activation-checkpointing", &ckpt), 0) << ckpt;
+    ASSERT_NE(epoch_losses(plain), "") << plain;
+    EXPECT_EQ(epoch_losses(ckpt), epoch_losses(plain)) << mode;
+  }
+  EXPECT_EQ(run("--model convnet --activation-checkpointing", &ckpt), 2);
+  EXPECT_TRUE(has(ckpt, "--activation-checkpointing: convnet has no unit to checkpoint")) << ckpt;
+}
+
 std::string tmp_path(const std::string& name) {
   const char* t = std::getenv("TEST_TMPDIR");
   return std::string(t ? t : "/tmp") + "/" + name;

@@ -33,6 +33,7 @@
 #include "models/by_name.h"
 #include "models/gpt.h"
 #include "models/resnet.h"
+#include "tools/common/activation_checkpointing.h"
 #include "tools/common/devices.h"
 #include "tools/common/local_ranks.h"
 #include "tools/common/train_distributed.h"
@@ -92,12 +93,14 @@ Tensor loss_for(const std::string& model, const Tensor& out, const Tensor& y) {
   return model == "toy" ? ops::mse_loss(out, y) : ops::cross_entropy(out, y);
 }
 
-std::shared_ptr<Module> bench_model(const std::string& model, Generator& gen) {
+std::shared_ptr<Module> bench_model(const BenchConfig& c, Generator& gen) {
   models::ModelOptions mo;
-  if (models::is_language_model(model)) mo.vocab_size = kLmVocab;
+  if (models::is_language_model(c.model)) mo.vocab_size = kLmVocab;
   // Fashion-MNIST's images have one channel (as //tools:train gives resnet-tiny).
-  if (model == "resnet-tiny") mo.in_channels = 1;
-  return models::make_model(model, gen, mo);
+  if (c.model == "resnet-tiny") mo.in_channels = 1;
+  std::shared_ptr<Module> model = models::make_model(c.model, gen, mo);
+  if (c.activation_checkpointing) apply_activation_checkpointing_flag(c.model, *model);
+  return model;
 }
 
 // //tools:train's optimizers: AdamW (PyTorch's defaults, lr 1e-3) for the gpt models, SGD with
@@ -240,7 +243,7 @@ BenchResult run_in_process(const BenchConfig& c) {
   const std::vector<Device> devices = tool_devices(type, c.devices);
 
   Generator gen(0);
-  std::shared_ptr<Module> model = bench_model(c.model, gen);
+  std::shared_ptr<Module> model = bench_model(c, gen);
   model->to(devices[0]);
   std::shared_ptr<DataParallel> dp;
   if (c.mode == "dp") dp = std::make_shared<DataParallel>(model, devices);
@@ -252,6 +255,7 @@ BenchResult run_in_process(const BenchConfig& c) {
 
   std::vector<double> times;
   std::vector<StepStats> stats;
+  Tensor last_loss;
   for (int s = 0; s < c.warmup + c.steps; ++s) {
     const auto start = Clock::now();
     prof.begin_step(devices);
@@ -262,6 +266,7 @@ BenchResult run_in_process(const BenchConfig& c) {
       loss = loss_for(c.model, out, y);
     }
     prof.backward(loss);
+    last_loss = loss;
     {
       StepProfiler::Scope scope(&prof, devices[0], Phase::kStep);
       optimizer_step(c.model, *model, *opt);
@@ -277,6 +282,7 @@ BenchResult run_in_process(const BenchConfig& c) {
   BenchResult r;
   r.config = c;
   r.step_ms = median(times);
+  r.final_loss = last_loss.item();
   set_rates(r);
   ImbalanceReport report = ImbalanceReport::from_steps(stats);
   for (const DeviceSummary& d : report.devices) {
@@ -317,7 +323,7 @@ void ddp_worker(const BenchConfig& c, const std::string& result_path) {
       "the global batch " << c.global_batch << " must divide by the world size " << dist.world);
   const int64_t per_rank = c.global_batch / dist.world;
   Generator gen(0);
-  std::shared_ptr<Module> model = bench_model(c.model, gen);
+  std::shared_ptr<Module> model = bench_model(c, gen);
   model->to(device);
   std::shared_ptr<Module> ddp = dist.wrap(model, c.bucket_view, c.overlap);
   const bool overlap = std::static_pointer_cast<DistributedDataParallel>(ddp)->overlaps_backward();
@@ -333,13 +339,15 @@ void ddp_worker(const BenchConfig& c, const std::string& result_path) {
   auto [x, y] = on_device(make_batch(c, per_rank, per_rank * dist.rank), device);
   DeviceContext& ctx = Runtime::get().context(device);
   std::vector<double> times, busy;
+  Tensor last_loss;
   for (int s = 0; s < c.warmup + c.steps; ++s) {
     dist.barrier();  // every rank starts the step together
     if (s == c.warmup) ctx.allocator().reset_peak();
     const double cpu0 = thread_cpu_seconds();
     const auto start = Clock::now();
     Tensor out = ddp->forward(x);
-    backward(loss_for(c.model, out, y));
+    last_loss = loss_for(c.model, out, y);
+    backward(last_loss);
     optimizer_step(c.model, *model, *opt);
     finish_queued_work({device});
     const double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
@@ -358,6 +366,7 @@ void ddp_worker(const BenchConfig& c, const std::string& result_path) {
     nlohmann::json j;
     j["step_ms"] = median(times);
     j["overlap_during_backward"] = overlap;
+    j["final_loss"] = last_loss.item();
     for (int r = 0; r < dist.world; ++r) {
       const std::string name = type == DeviceType::kHost ? "host:0" : "cuda:" + std::to_string(r);
       j["devices"].push_back({{"device", "rank" + std::to_string(r) + ":" + name},
@@ -392,7 +401,8 @@ BenchResult run_ddp(const BenchConfig& c, const std::string& self_exe) {
       {"--gradient-as-bucket-view", c.bucket_view ? "true" : "false"},
       {"--overlap", c.overlap},
       {"--zero", c.zero ? "true" : "false"},
-      {"--fuse", c.fuse ? "true" : "false"}};
+      {"--fuse", c.fuse ? "true" : "false"},
+      {"--activation-checkpointing", c.activation_checkpointing ? "true" : "false"}};
   std::vector<std::string> argv{self_exe};
   for (const auto& [flag, value] : flags) argv.insert(argv.end(), {flag, value});
   // gloo and nccl: child processes with torchrun's variables (LOCAL_RANK picks the GPU).
@@ -409,6 +419,7 @@ BenchResult run_ddp(const BenchConfig& c, const std::string& self_exe) {
   r.config = c;
   r.step_ms = j["step_ms"].get<double>();
   r.overlap_during_backward = j["overlap_during_backward"].get<bool>();
+  r.final_loss = j["final_loss"].get<double>();
   set_rates(r);
   for (auto& d : j["devices"]) {
     r.devices.push_back({d["device"].get<std::string>(), d["peak_bytes"].get<double>(),

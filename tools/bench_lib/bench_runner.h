@@ -25,6 +25,7 @@ struct BenchConfig {
   std::string overlap = "auto";     // ddp: when all-reduces start: auto | during | after
   bool zero = false;                // ddp: ZeroRedundancyOptimizer (ZeRO-1) over the optimizer
   bool fuse = true;                 // BatchNorm2d + ReLU as one op (engine/nn/fusion.h)
+  bool activation_checkpointing = false;  // gpt: each block recomputed in backward
   int devices = 1;
   int threads = 1;             // compute threads per device (per DDP rank)
   int64_t global_batch = 256;  // samples (gpt: windows of `context` tokens)
@@ -54,6 +55,9 @@ struct BenchResult {
   double handoffs_per_step = 0;
   double handoff_wait_us = 0;
   bool overlap_during_backward = true;  // ddp: what the ranks' --overlap resolved to
+  // The last step's loss (ddp: rank 0's): a setting that must not change the arithmetic
+  // (--activation-checkpointing) leaves it as it was
+  double final_loss = 0;
 };
 
 // Training FLOPs per sample (forward + both backward products, except the input gradient of

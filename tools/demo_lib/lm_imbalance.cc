@@ -15,6 +15,7 @@
 #include "engine/device/runtime.h"
 #include "engine/distributed/fully_sharded_data_parallel.h"
 #include "engine/distributed/zero_redundancy_optimizer.h"
+#include "engine/nn/checkpoint.h"
 #include "engine/optim/adam.h"
 #include "engine/optim/clip_grad.h"
 #include "engine/parallel/data_parallel.h"
@@ -34,6 +35,11 @@ std::string mib(double bytes) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.1f", bytes / (1 << 20));
   return buf;
+}
+
+// "FSDP FULL_SHARD", "FSDP FULL_SHARD +AC".
+std::string row_name(const LmImbalanceRun& r) {
+  return std::string(dp_variant_name(r.variant)) + (r.activation_checkpointing ? " +AC" : "");
 }
 
 double others_mean_peak(const ImbalanceReport& r) {
@@ -130,7 +136,7 @@ LmImbalanceRun profile_lm_dp(const LmImbalanceOptions& o, const std::vector<Devi
   ao.lr = 3e-4f;
   optim::AdamW opt(model->parameters(), ao);
 
-  LmImbalanceRun run{variant, devices, {}, 0.0f, 0};
+  LmImbalanceRun run{variant, devices, {}, 0.0f, 0, false};
   for (const Tensor& p : model->parameters()) run.parameters += p.numel();
   std::vector<StepStats> stats;
   for (int step = 0; step < o.warmup_steps + o.steps; ++step) {
@@ -211,13 +217,14 @@ void lm_ddp_worker(const LmImbalanceOptions& o, const std::string& result_dir, D
   }
   int64_t parameters = 0;
   for (const Tensor& p : model->parameters()) parameters += p.numel();
+  if (o.activation_checkpointing) nn::apply_activation_checkpointing(*model, models::is_gpt_block);
   std::shared_ptr<Module> ddp;
   FullyShardedDataParallel* fsdp = nullptr;
   if (variant == DpVariant::kFsdpGradOp || variant == DpVariant::kFsdpFull) {
     FullyShardedDataParallelOptions fo;
     fo.sharding_strategy = variant == DpVariant::kFsdpFull ? ShardingStrategy::kFullShard
                                                            : ShardingStrategy::kShardGradOp;
-    fo.auto_wrap_policy = [](const Module& m) { return m.repr() == "GPT2Block"; };
+    fo.auto_wrap_policy = models::is_gpt_block;
     auto wrapped = std::make_shared<FullyShardedDataParallel>(model, dist.group, fo);
     fsdp = wrapped.get();
     ddp = wrapped;
@@ -305,6 +312,7 @@ LmImbalanceRun profile_lm_ddp(const LmImbalanceOptions& o, int world,
   worker_argv.push_back(dir);
   worker_argv.push_back("--lm-strategy");
   worker_argv.push_back(strategy_flag(variant));
+  if (o.activation_checkpointing) worker_argv.push_back("--lm-activation-checkpointing");
   const int failed = run_local_ranks(worker_argv, world);
   std::vector<nlohmann::json> ranks;
   for (int r = 0; r < world; ++r) {
@@ -317,7 +325,8 @@ LmImbalanceRun profile_lm_ddp(const LmImbalanceOptions& o, int world,
   DPE_CHECK(failed == 0 && ranks.size() == static_cast<size_t>(world),
             "lm imbalance: " << failed << " of " << world << " DDP ranks failed (" << ranks.size()
                              << " wrote a result)");
-  LmImbalanceRun run{variant, {}, {}, 0.0f, ranks[0].at("parameters").get<int64_t>()};
+  LmImbalanceRun run{variant, {}, {}, 0.0f, ranks[0].at("parameters").get<int64_t>(),
+                     o.activation_checkpointing};
   for (int r = 0; r < world; ++r) run.devices.emplace_back(DeviceType::kHost, r);
   std::vector<StepStats> stats;
   const size_t steps = ranks[0].at("steps").size();
@@ -338,7 +347,7 @@ LmImbalanceRun profile_lm_ddp(const LmImbalanceOptions& o, int world,
 std::string lm_imbalance_table(const std::vector<LmImbalanceRun>& runs) {
   std::string out;
   char line[512];
-  std::snprintf(line, sizeof line, "%-19s %4s %10s %12s %6s  %-22s  %-44s  %s\n", "", "devs",
+  std::snprintf(line, sizeof line, "%-22s %4s %10s %12s %6s  %-22s  %-44s  %s\n", "", "devs",
                 "dev0 peak", "others' mean", "ratio", "model states / ZeRO",
                 "device 0 extra (MiB) by category",
                 "device 0 busy ms: scatter+replicate / forward / gather+loss / backward / "
@@ -382,9 +391,9 @@ std::string lm_imbalance_table(const std::vector<LmImbalanceRun>& runs) {
     std::snprintf(model_states, sizeof model_states, "%s / %s %+.0f%%", mib(states).c_str(),
                   mib(formula).c_str(), formula > 0 ? 100.0 * (states / formula - 1) : 0.0);
     std::snprintf(line, sizeof line,
-                  "%-19s %4zu %10s %12s %5.2fx  %-22s  %-44s  %.0f / %.0f / %.0f / %.0f / %.0f / "
+                  "%-22s %4zu %10s %12s %5.2fx  %-22s  %-44s  %.0f / %.0f / %.0f / %.0f / %.0f / "
                   "%.0f\n",
-                  dp_variant_name(r.variant), r.devices.size(),
+                  row_name(r).c_str(), r.devices.size(),
                   mib(rep.devices[0].peak_bytes).c_str(), mib(others).c_str(), rep.extra_peak_ratio,
                   model_states, cats.c_str(), ms(Phase::kScatter) + ms(Phase::kReplicate), ms(Phase::kForward),
                   ms(Phase::kGather) + ms(Phase::kLoss), ms(Phase::kBackward),
@@ -412,7 +421,7 @@ std::string lm_imbalance_table(const std::vector<LmImbalanceRun>& runs) {
         }
         const double mean = sum / static_cast<double>(r->report.devices.size());
         std::snprintf(line, sizeof line, "; %s: %s MiB a rank (spread %.1f%%)",
-                      dp_variant_name(r->variant), mib(mean).c_str(), 100.0 * (hi - lo) / mean);
+                      row_name(*r).c_str(), mib(mean).c_str(), 100.0 * (hi - lo) / mean);
         conclusion += line;
         continue;
       }

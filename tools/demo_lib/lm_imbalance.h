@@ -50,6 +50,9 @@ struct LmImbalanceOptions {
   int steps = 2;                // profiled; the report takes medians
   double device0_weight = 0.5;  // chunk_weights: device 0's share relative to the others' 1
   uint64_t seed = 0;
+  // The process-per-device rows only: every transformer block recomputed in backward
+  // (nn::apply_activation_checkpointing; inside each FSDP unit).
+  bool activation_checkpointing = false;
 };
 
 struct LmImbalanceRun {
@@ -58,14 +61,16 @@ struct LmImbalanceRun {
   ImbalanceReport report;
   float last_loss = 0;
   int64_t parameters = 0;  // the model's, for the ZeRO formula
+  bool activation_checkpointing = false;
 };
 
 // Trains a fresh model (same seed every time) for warmup_steps + steps with AdamW.
 LmImbalanceRun profile_lm_dp(const LmImbalanceOptions& options, const std::vector<Device>& devices,
                              DpVariant variant);
 
-// DDP on `world` ranks: runs `worker_argv` plus {"--lm-ddp-worker", <a temporary folder>} as the
-// ranks (tools/common/local_ranks.h); the program must then call lm_ddp_worker with the same
+// DDP on `world` ranks: runs `worker_argv` plus {"--lm-ddp-worker", <a temporary folder>,
+// "--lm-strategy", strategy_flag(variant)} and, with options.activation_checkpointing,
+// "--lm-activation-checkpointing", as the ranks (tools/common/local_ranks.h); the program must then call lm_ddp_worker with the same
 // options. The run's devices are host:0..world-1, standing for the ranks' devices.
 LmImbalanceRun profile_lm_ddp(const LmImbalanceOptions& options, int world,
                               std::vector<std::string> worker_argv,

@@ -49,6 +49,7 @@
 #include "engine/parallel/data_parallel.h"
 #include "models/by_name.h"
 #include "models/gpt.h"
+#include "tools/common/activation_checkpointing.h"
 #include "tools/common/devices.h"
 #include "tools/common/exit_codes.h"
 #include "tools/common/train_distributed.h"
@@ -581,6 +582,11 @@ TrainConfig resolve_defaults(const TrainConfig& config) {
     DPE_TOOLS_CHECK(UsageError, !c.sync_bn,
                     "--sync-bn: " << c.model << " has no BatchNorm to synchronise");
   } else {
+    DPE_TOOLS_CHECK(UsageError, !c.activation_checkpointing,
+                    "--activation-checkpointing: "
+                        << c.model
+                        << " has no unit to checkpoint (the gpt models' transformer blocks are "
+                           "the only ones)");
     DPE_TOOLS_CHECK(UsageError, c.context == 0,
                     "--context applies to the gpt models only, not " << c.model);
     DPE_TOOLS_CHECK(UsageError, c.text.empty(),
@@ -1003,7 +1009,8 @@ Data load_checked_data(const TrainConfig& c, FILE* out, bool main) {
   return data;
 }
 
-// The bare model, seeded by --seed, its BatchNorms synchronised across ranks with --sync-bn. The
+// The bare model, seeded by --seed, its BatchNorms synchronised across ranks with --sync-bn, its
+// gpt blocks checkpointed with --activation-checkpointing. The
 // gpt models' vocabulary comes from the tokenizer, hence from `data`.
 std::shared_ptr<Module> build_model(const TrainConfig& c, const Data& data,
                                     const Distributed& dist) {
@@ -1016,6 +1023,7 @@ std::shared_ptr<Module> build_model(const TrainConfig& c, const Data& data,
   }
   std::shared_ptr<Module> model = models::make_model(c.model, gen, mo);
   if (c.sync_bn) model = dist.convert_sync_batchnorm(model);
+  if (c.activation_checkpointing) apply_activation_checkpointing_flag(c.model, *model);
   return model;
 }
 
@@ -1043,7 +1051,7 @@ std::shared_ptr<Module> wrap_for_mode(const TrainConfig& c, std::shared_ptr<Modu
     FullyShardedDataParallelOptions o;
     o.sharding_strategy =
         c.sharding == "full" ? ShardingStrategy::kFullShard : ShardingStrategy::kShardGradOp;
-    o.auto_wrap_policy = [](const Module& m) { return m.repr() == "GPT2Block"; };
+    o.auto_wrap_policy = models::is_gpt_block;
     return std::make_shared<FullyShardedDataParallel>(model, dist.group, o);
   }
   return model;

@@ -47,6 +47,9 @@ struct TrainConfig {
   float clip_grad_norm = -1;  // max global gradient 2-norm; 0: none; < 0: 1.0 for gpt, else none
   uint64_t seed = 0;
   bool sync_bn = false;
+  // Recompute each gpt block's activations in backward instead of keeping them
+  // (engine/nn/checkpoint.h); the same losses, less activation memory
+  bool activation_checkpointing = false;
   // ddp (ignored otherwise): PyTorch's DDP option of that name, whose default is false; true as
   // //tools:bench's
   bool gradient_as_bucket_view = true;

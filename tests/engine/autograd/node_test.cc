@@ -131,5 +131,19 @@ TEST(NodeMemoryCategoryTest, BackwardRunsUnderItsForwardsCategoryAndGradientsAre
   EXPECT_EQ(x.grad().memory_category(), MemoryCategory::kGradients);
 }
 
+// A leaf may say what its .grad counts as (a sharded module's views pass theirs on at once), both
+// when the gradient is taken as it is and when it is copied.
+TEST(NodeTest, ALeafsGradCategoryIsItsOwn) {
+  for (bool shared : {false, true}) {
+    Tensor x = Tensor::ones({8});
+    x.requires_grad_();
+    x.autograd().grad_category = MemoryCategory::kCommunication;
+    // x + x: one gradient, the engine's own; x * 2 seen twice: a sum the engine holds.
+    const Tensor loss = shared ? ops::sum(ops::add(x, x)) : ops::sum(ops::mul(x, x));
+    backward(loss);
+    EXPECT_EQ(x.grad().memory_category(), MemoryCategory::kCommunication) << shared;
+  }
+}
+
 }  // namespace
 }  // namespace dpe

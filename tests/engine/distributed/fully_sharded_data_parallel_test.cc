@@ -13,6 +13,7 @@
 #include "engine/autograd/ops.h"
 #include "engine/distributed/distributed_data_parallel.h"
 #include "engine/distributed/spawn.h"
+#include "engine/nn/checkpoint.h"
 #include "engine/nn/linear.h"
 #include "engine/optim/adam.h"
 #include "models/gpt.h"
@@ -46,7 +47,6 @@ std::shared_ptr<Gpt> make_gpt(uint64_t seed) {
   return std::make_shared<Gpt>(tiny_gpt(), gen);
 }
 
-bool is_block(const Module& m) { return m.repr() == "GPT2Block"; }
 
 // This rank's batch of step `step`: different on every rank and step.
 std::pair<Tensor, Tensor> batch(int rank, int step) {
@@ -97,7 +97,9 @@ void expect_close(const StateDict& got, const StateDict& want, float tol, const 
 
 class FsdpTest : public ::testing::TestWithParam<int> {};
 
-// Three AdamW steps of both strategies against DDP on the same per-rank batches.
+// Three AdamW steps of both strategies, with and without activation checkpointing (every block
+// recomputed in backward, the checkpoint inside each FSDP unit), against DDP on the same
+// per-rank batches.
 TEST_P(FsdpTest, EqualsDdpForBothStrategies) {
   const int n = GetParam();
   test::StoreServerProcess server;
@@ -110,14 +112,23 @@ TEST_P(FsdpTest, EqualsDdpForBothStrategies) {
         optim::Adam ddp_adam(ddp_model->parameters(), adam_options());
         std::vector<float> ddp_losses;
         for (int s = 0; s < 3; ++s) ddp_losses.push_back(train_step(ddp, ddp_adam, rank, s));
-        for (ShardingStrategy strategy :
-             {ShardingStrategy::kFullShard, ShardingStrategy::kShardGradOp}) {
-          const std::string what = sharding_strategy_name(strategy);
+        for (const auto& [strategy, checkpointed] :
+             {std::pair{ShardingStrategy::kFullShard, false},
+              std::pair{ShardingStrategy::kShardGradOp, false},
+              std::pair{ShardingStrategy::kFullShard, true},
+              std::pair{ShardingStrategy::kShardGradOp, true}}) {
+          const std::string what = std::string(sharding_strategy_name(strategy)) +
+                                   (checkpointed ? " + activation checkpointing" : "");
           FullyShardedDataParallelOptions o;
           o.sharding_strategy = strategy;
-          o.auto_wrap_policy = is_block;
+          o.auto_wrap_policy = models::is_gpt_block;
           // Rank-dependent seeds: the construction must take rank 0's parameters.
-          FullyShardedDataParallel fsdp(make_gpt(7 + 100 * rank), pg, o);
+          auto gpt = make_gpt(7 + 100 * rank);
+          if (checkpointed) {
+            RANK_CHECK(nn::apply_activation_checkpointing(*gpt, models::is_gpt_block) == 2,
+                       "two blocks checkpointed");
+          }
+          FullyShardedDataParallel fsdp(gpt, pg, o);
           RANK_CHECK((fsdp.unit_names() == std::vector<std::string>{"", "h.0", "h.1"}),
                      what << ": units");
           int64_t total = 0, kept = 0;
@@ -150,7 +161,7 @@ TEST_P(FsdpTest, FullStateDictsRoundTrip) {
       [&](int rank) {
         auto pg = join_job(port, rank, n);
         FullyShardedDataParallelOptions o;
-        o.auto_wrap_policy = is_block;
+        o.auto_wrap_policy = models::is_gpt_block;
         FullyShardedDataParallel a(make_gpt(3), pg, o);
         optim::Adam adam_a(a.parameters(), adam_options());
         train_step(a, adam_a, rank, 0);
@@ -202,9 +213,9 @@ TEST(FsdpErrors, MissedGradientsAndReleasedParameters) {
         auto pg = join_job(port, rank, 2);
         auto gpt = make_gpt(5);
         FullyShardedDataParallelOptions o;
-        o.auto_wrap_policy = is_block;
+        o.auto_wrap_policy = models::is_gpt_block;
         FullyShardedDataParallel fsdp(gpt, pg, o);
-        std::string e = error_of([&] { gpt->find("h.0._fsdp_wrapped_module.mlp.c_fc.weight").to_vector<float>(); });
+        std::string e = error_of([&] { gpt->find("h.0.mlp.c_fc.weight").to_vector<float>(); });
         RANK_CHECK(e.find("released") != std::string::npos, e);
         {
           NoGradGuard no_grad;

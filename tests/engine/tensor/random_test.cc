@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
+
+#include "engine/core/error.h"
 
 namespace dpe {
 namespace {
@@ -44,6 +47,33 @@ TEST(RandomTest, RandpermIsAPermutation) {
   std::sort(sorted.begin(), sorted.end());
   for (int64_t i = 0; i < 1000; ++i) EXPECT_EQ(sorted[i], i);
   EXPECT_NE(p, sorted);
+}
+
+// Design note "seed replay": a recording logs what draw_seed returns; a replay serves the log in
+// order without touching the generator, and throws once it runs out; scopes nest.
+TEST(SeedReplayTest, ReplaysTheRecordedSeedsAndLeavesTheGeneratorAlone) {
+  Generator gen(5), reference(5);
+  auto draw = [&gen] { return gen.next_u64(); };
+  std::vector<uint64_t> log;
+  {
+    SeedRecording recording(log);
+    draw_seed(draw);
+    draw_seed(draw);
+  }
+  ASSERT_EQ(log.size(), 2u);
+  EXPECT_EQ(log[0], reference.next_u64());
+  EXPECT_EQ(log[1], reference.next_u64());
+  {
+    SeedReplay replay(log);
+    std::vector<uint64_t> inner;
+    SeedRecording nested(inner);  // a checkpoint inside a recompute records the replayed seeds
+    EXPECT_EQ(draw_seed(draw), log[0]);
+    EXPECT_EQ(replay.remaining(), 1u);
+    EXPECT_EQ(draw_seed(draw), log[1]);
+    EXPECT_EQ(inner, log);
+    EXPECT_THROW(draw_seed(draw), Error);
+  }
+  EXPECT_EQ(draw_seed(draw), reference.next_u64());  // the generator moved only while recording
 }
 
 }  // namespace

@@ -81,12 +81,21 @@ TEST(LmImbalanceTest, ShardedRanksTrainTheSameStepsWithLessModelState) {
           << dp_variant_name(v);
     }
   }
-  const double full = runs.back().report.devices[0].peak_model_state_bytes;
-  const double formula = zero_formula_bytes(DpVariant::kFsdpFull, runs.back().parameters, 2);
+  const double full = runs[3].report.devices[0].peak_model_state_bytes;
+  const double formula = zero_formula_bytes(DpVariant::kFsdpFull, runs[3].parameters, 2);
   EXPECT_LT(std::abs(full / formula - 1), 0.05) << full << " vs " << formula;
-  EXPECT_EQ(runs.back().parameters, runs[0].parameters);
+  EXPECT_EQ(runs[3].parameters, runs[0].parameters);
+  // Every block recomputed in backward: the same loss, fewer activations at the peak.
+  LmImbalanceOptions checkpointed = o;
+  checkpointed.activation_checkpointing = true;
+  runs.push_back(profile_lm_ddp(checkpointed, 2, {worker}, DpVariant::kFsdpFull));
+  EXPECT_NEAR(runs.back().last_loss, runs[0].last_loss, 1e-4 * std::abs(runs[0].last_loss));
+  const auto activations = [](const LmImbalanceRun& r) {
+    return r.report.devices[0].peak_by_category[static_cast<size_t>(MemoryCategory::kActivations)];
+  };
+  EXPECT_LT(activations(runs.back()), activations(runs[runs.size() - 2]));
   const std::string table = lm_imbalance_table(runs);
-  for (const char* row : {"DDP + ZeRO-1", "FSDP SHARD_GRAD_OP", "FSDP FULL_SHARD"}) {
+  for (const char* row : {"DDP + ZeRO-1", "FSDP SHARD_GRAD_OP", "FSDP FULL_SHARD", "FULL_SHARD +AC"}) {
     EXPECT_NE(table.find(row), std::string::npos) << table;
   }
 }

@@ -1,5 +1,5 @@
 // One rank of lm_imbalance_test: run by profile_lm_ddp as
-// `worker --lm-ddp-worker DIR --lm-strategy ddp|zero|grad-op|full`.
+// `worker --lm-ddp-worker DIR --lm-strategy ddp|zero|grad-op|full [--lm-activation-checkpointing]`.
 #include <cstdio>
 #include <exception>
 #include <string>
@@ -7,14 +7,18 @@
 #include "tests/tools/demo_lib/lm_imbalance_tiny.h"
 
 int main(int argc, char** argv) {
-  if (argc != 5 || std::string(argv[1]) != "--lm-ddp-worker" ||
+  const bool ac = argc == 6 && std::string(argv[5]) == "--lm-activation-checkpointing";
+  if ((argc != 5 && !ac) || std::string(argv[1]) != "--lm-ddp-worker" ||
       std::string(argv[3]) != "--lm-strategy") {
-    std::fprintf(stderr, "usage: %s --lm-ddp-worker DIR --lm-strategy NAME\n", argv[0]);
+    std::fprintf(stderr,
+                 "usage: %s --lm-ddp-worker DIR --lm-strategy NAME [--lm-activation-checkpointing]\n",
+                 argv[0]);
     return 2;
   }
   try {
-    dpe::tools::lm_ddp_worker(dpe::tools::tiny_lm_options(), argv[2],
-                              dpe::tools::strategy_from_flag(argv[4]));
+    dpe::tools::LmImbalanceOptions o = dpe::tools::tiny_lm_options();
+    o.activation_checkpointing = ac;
+    dpe::tools::lm_ddp_worker(o, argv[2], dpe::tools::strategy_from_flag(argv[4]));
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "lm_imbalance_test_worker: %s\n", e.what());
