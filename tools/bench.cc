@@ -47,6 +47,7 @@ nlohmann::json to_json(const BenchResult& r, double speedup, double peak_gflops)
     j["overlap"] = r.config.overlap;
     j["overlap_during_backward"] = r.overlap_during_backward;
     j["zero"] = r.config.zero;
+    j["sharding"] = r.config.sharding.empty() ? "none" : r.config.sharding;
   }
   j["fuse"] = r.config.fuse;
   j["activation_checkpointing"] = r.config.activation_checkpointing;
@@ -92,6 +93,8 @@ struct Options {
   std::vector<int64_t> batch_sizes{256};  // global
   std::vector<std::string> ddp_backends{BenchConfig().ddp_backend};
   bool zero = false;  // --zero: a ZeRO-1 row beside each DDP row (a worker: this row is one)
+  // --sharding: FSDP rows beside each DDP row, one per strategy (a worker: "none" or its one)
+  std::vector<std::string> sharding;
   BenchConfig base;
   CLI::Option* ddp_backends_option = nullptr;
   std::string json_path = "bench.json", svg_path = "bench.svg";
@@ -137,6 +140,12 @@ void add_step_options(CLI::App& app, Options& o) {
                  "--devices count above 1")
       ->expected(0, 1)
       ->default_str("true");
+  app.add_option("--sharding", o.sharding,
+                 "full, grad-op or both (full,grad-op): beside each DDP row, one with "
+                 "FullyShardedDataParallel in DDP's place, FULL_SHARD or SHARD_GRAD_OP (rows "
+                 "fsdp/B+full, fsdp/B+grad-op), each gpt block a unit. Needs DDP rows")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"full", "grad-op", "none"}));
   app.add_option("--fuse", base.fuse,
                  "run a BatchNorm2d followed by a ReLU as one op (false: the two ops, as "
                  "PyTorch's eager mode; the ConvNet and the ResNets have such pairs)")
@@ -234,6 +243,7 @@ void run_ddp_worker(const Options& o) {
   c.global_batch = o.batch_sizes.at(0);  // run_ddp passes the model's batch explicitly
   c.ddp_backend = o.ddp_backends.at(0);
   c.zero = o.zero;
+  if (!o.sharding.empty() && o.sharding[0] != "none") c.sharding = o.sharding[0];
   dpe::tools::ddp_worker(c, o.worker_result);
 }
 
@@ -241,6 +251,13 @@ void run_ddp_worker(const Options& o) {
 // when a model reads them, --data-dir (a folder that does not exist: a usage error, as train's)
 // and its Fashion-MNIST files (a data error). Returns kRun or the exit code.
 int check_inputs(const Options& o) {
+  if (!o.sharding.empty() &&
+      *std::max_element(o.device_counts.begin(), o.device_counts.end()) < 2) {
+    std::fprintf(stderr,
+                 "bench: --sharding needs DDP rows (FSDP takes DDP's place): a --devices count "
+                 "above 1\n");
+    return dpe::tools::kExitUsage;
+  }
   if (o.zero && *std::max_element(o.device_counts.begin(), o.device_counts.end()) < 2) {
     std::fprintf(stderr,
                  "bench: --zero needs DDP rows (ZeroRedundancyOptimizer runs under DDP): a "
@@ -399,13 +416,17 @@ void run_model(const Options& o, const std::string& model, double peak, Runs& ru
       struct Mode {
         std::string mode, backend;
         bool zero;
+        std::string sharding;
       };
-      std::vector<Mode> modes{{"dp", "", false}};
+      std::vector<Mode> modes{{"dp", "", false, ""}};
       for (const std::string& b : o.ddp_backends) {
-        modes.push_back({"ddp", b, false});
-        if (o.zero) modes.push_back({"ddp", b, true});
+        modes.push_back({"ddp", b, false, ""});
+        if (o.zero) modes.push_back({"ddp", b, true, ""});
+        for (const std::string& s : o.sharding) {
+          if (s != "none") modes.push_back({"ddp", b, false, s});
+        }
       }
-      for (const auto& [mode, backend, zero] : modes) {
+      for (const auto& [mode, backend, zero, sharding] : modes) {
         if (n == 1 && mode == "ddp") continue;  // one device: the same step
         BenchConfig c = model_base;
         c.model = model;
@@ -414,6 +435,7 @@ void run_model(const Options& o, const std::string& model, double peak, Runs& ru
         c.mode = n == 1 ? "single" : mode;
         if (c.mode == "ddp") c.ddp_backend = backend;
         c.zero = c.mode == "ddp" && zero;
+        c.sharding = c.mode == "ddp" ? sharding : "";
         BenchResult r = c.mode == "ddp" ? dpe::tools::run_ddp(c, dpe::tools::self_executable())
                                         : dpe::tools::run_in_process(c);
         if (n == 1) one_device = r.samples_per_second;

@@ -82,7 +82,7 @@ int main(int argc, char** argv) {
       "    mpirun -np 2 bazel-bin/tools/train --mode ddp"};
   app.add_option("--mode", c.mode,
                  "single | dp | ddp | fsdp (FullyShardedDataParallel, one process per device as "
-                 "ddp, each transformer block of a gpt model a unit)")
+                 "ddp; each transformer block of a gpt model is a unit, other models are one)")
       ->check(CLI::IsMember({"single", "dp", "ddp", "fsdp"}))
       ->capture_default_str();
   app.add_option("--device", c.device,

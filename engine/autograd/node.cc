@@ -47,6 +47,7 @@ std::vector<Tensor> AccumulateGrad::apply(const std::vector<Tensor>& grads) {
                                                                         << " for a parameter on "
                                                                         << leaf.device());
   Tensor current = leaf.grad();
+  const MemoryCategory grad_category = impl->autograd.grad_category;
   GradDestination* destination = impl->autograd.grad_destination.get();
   if (!current.defined() && destination != nullptr && same_view(g, destination->view)) {
     // The op wrote its (scaled) gradient where the leaf's owner asked: it is .grad as it is.
@@ -62,10 +63,10 @@ std::vector<Tensor> AccumulateGrad::apply(const std::vector<Tensor>& grads) {
         impl->storage->nbytes() == static_cast<size_t>(g.numel()) * dtype_size(g.dtype());
     if (impl.use_count() == 1 && impl->storage.use_count() == 1 && whole_storage &&
         g.is_contiguous() && !g.requires_grad()) {
-      g.set_memory_category(impl->autograd.grad_category);
+      g.set_memory_category(grad_category);
       leaf.set_grad(g);
     } else {
-      MemoryCategoryScope category(impl->autograd.grad_category);
+      MemoryCategoryScope category(grad_category);
       leaf.set_grad(g.clone());
     }
   } else {

@@ -2,6 +2,7 @@
 #include "engine/distributed/broadcast_packed.h"
 
 #include "engine/core/error.h"
+#include "engine/device/memory_category.h"
 #include "engine/device/runtime.h"
 
 namespace dpe {
@@ -21,7 +22,12 @@ void broadcast_packed(ProcessGroup& group, const std::vector<Tensor>& tensors, i
     bytes += (static_cast<int64_t>(t.nbytes()) + 7) / 8 * 8;
   }
   if (bytes == 0) return;
-  Tensor flat = Tensor::empty(Shape{bytes / 4}, DType::kFloat32, tensors[0].device());
+  Tensor flat;
+  {
+    // A coalesced buffer, whichever phase broadcasts it (ZeRO-1's step among them).
+    MemoryCategoryScope category(MemoryCategory::kCommunication);
+    flat = Tensor::empty(Shape{bytes / 4}, DType::kFloat32, tensors[0].device());
+  }
   Runtime& rt = Runtime::get();
   DeviceContext& ctx = flat.context();
   char* base = static_cast<char*>(flat.raw_data());

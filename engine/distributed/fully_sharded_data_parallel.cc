@@ -7,6 +7,8 @@
 #include <utility>
 
 #include "engine/autograd/grad_mode.h"
+#include "engine/backend/dispatch.h"
+#include "engine/device/device_guard.h"
 #include "engine/autograd/node.h"
 #include "engine/autograd/ops.h"
 #include "engine/core/error.h"
@@ -147,13 +149,14 @@ class FsdpUnitModule : public Cloneable<FsdpUnitModule> {
     register_module("_fsdp_wrapped_module", std::move(inner));
   }
   Tensor forward(const Tensor& x) override {
-    return state_->run_unit(unit_, [&] { return child("_fsdp_wrapped_module").forward(x); });
+    return state_->run_unit(unit_, [&] { return wrapped()->forward(x); });
   }
   std::string repr() const override {
-    return "FullyShardedDataParallel(" + child("_fsdp_wrapped_module").repr() + ")";
+    return "FullyShardedDataParallel(" + wrapped()->repr() + ")";
   }
-  // Names look through the unit, as they do through a checkpoint wrapper (module.h).
-  Module* wrapped() const override { return &child("_fsdp_wrapped_module"); }
+  // Names look through the unit, as they do through a checkpoint wrapper (module.h); child()
+  // does too, so the one child is reached directly.
+  Module* wrapped() const override { return named_children().at(0).second.get(); }
 
  private:
   FsdpState* state_;  // owned by the FullyShardedDataParallel that owns this module's tree
@@ -361,10 +364,13 @@ float FullyShardedDataParallel::clip_grad_norm_(float max_norm) {
   const double total = std::sqrt(static_cast<double>(squares.item()));
   const double coef = static_cast<double>(max_norm) / (total + 1e-6);
   if (coef < 1.0) {
-    NoGradGuard no_grad;
+    // Scaled where they are: a shard-sized temporary would count as model state.
     for (const Tensor& p : flat) {
-      const Tensor g = p.grad();
-      if (g.defined()) g.detach().copy_(ops::mul_scalar(g, static_cast<float>(coef)));
+      Tensor g = p.grad();
+      if (!g.defined()) continue;
+      DeviceGuard guard(&g.context());
+      dispatch(prim::Scale{g, static_cast<float>(coef), g});
+      g.bump_version();
     }
   }
   return static_cast<float>(total);

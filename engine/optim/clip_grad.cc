@@ -6,11 +6,15 @@
 #include "engine/backend/dispatch.h"
 #include "engine/core/error.h"
 #include "engine/device/device_guard.h"
+#include "engine/device/memory_category.h"
 
 namespace dpe::optim {
 
 float clip_grad_norm_(const std::vector<Tensor>& params, float max_norm) {
   DPE_CHECK(max_norm >= 0.0f, "clip_grad_norm_: max_norm must be >= 0, got " << max_norm);
+  // The squares are scratch, not optimizer state, whatever the caller's scope says: the step's
+  // model states (memory_stats.h) must not count a gradient-sized temporary.
+  MemoryCategoryScope scratch(MemoryCategory::kOther);
   // One running sum of squares per device, kept on that device so the host reads each once.
   std::vector<std::pair<Device, Tensor>> partial;
   for (const Tensor& p : params) {

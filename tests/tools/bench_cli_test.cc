@@ -103,6 +103,22 @@ TEST(BenchCliTest, ZeroAddsARowBesideEachDdpRow) {
   EXPECT_TRUE(has(out, "ddp/gloo+zero")) << out;
 }
 
+// --sharding adds FSDP rows beside each DDP row (one per strategy), which need DDP rows too.
+TEST(BenchCliTest, ShardingAddsFsdpRowsBesideEachDdpRow) {
+  const char* t = std::getenv("TEST_TMPDIR");
+  const std::string dir = std::string(t ? t : "/tmp");
+  const std::string quick = "--models toy --steps 1 --warmup 0 --batch-size 8 --ddp-backends gloo "
+                            "--json " + dir + "/f.json --svg " + dir + "/f.svg ";
+  std::string out;
+  EXPECT_EQ(run(quick + "--devices 1 --sharding full", &out), 2) << out;
+  EXPECT_TRUE(has(out, "--sharding needs DDP rows")) << out;
+  EXPECT_EQ(run(quick + "--devices 2 --sharding half", &out), 2) << out;
+  ASSERT_EQ(run(quick + "--devices 2 --sharding full,grad-op", &out), 0) << out;
+  EXPECT_TRUE(has(out, " ddp/gloo ")) << out;
+  EXPECT_TRUE(has(out, "fsdp/gloo+full")) << out;
+  EXPECT_TRUE(has(out, "fsdp/gloo+grad-op")) << out;
+}
+
 // --device cuda where no CUDA device exists (this machine, or a build without CUDA): exit 2, and
 // the message says how many were needed and why there are none. Skipped where a GPU is present.
 TEST(BenchCliTest, CudaWithoutAGpuIsAUsageError) {

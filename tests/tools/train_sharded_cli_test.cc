@@ -4,6 +4,7 @@
 //   its checkpoint ends where the uninterrupted plain run does;
 // - --mode fsdp (both --sharding values) on a small gpt writes the files DDP writes, within float
 //   tolerance (a reduce-scatter sums in another order), and resumes from them;
+// - --mode fsdp on a model without transformer blocks (toy: one unit) writes DDP's files too;
 // - the flags without their mode exit 2 naming the flag.
 #include <gtest/gtest.h>
 
@@ -119,12 +120,24 @@ std::string tiny_gpt() {
          temp_dir("lm_cache");
 }
 
-TEST(TrainFsdpCliTest, FlagsOutsideTheirModeExitWith2) {
+TEST(TrainFsdpCliTest, ShardingOutsideFsdpExitsWith2) {
   std::string out;
   EXPECT_EQ(dpe::test::run_tool(g_train, "--model toy --sharding grad-op", &out), 2) << out;
   EXPECT_TRUE(has(out, "--sharding needs --mode fsdp")) << out;
-  EXPECT_EQ(run_two_ranks("--mode fsdp --model toy --no-progress", &out), 2) << out;
-  EXPECT_TRUE(has(out, "--mode fsdp wraps each transformer block of the gpt models")) << out;
+}
+
+TEST(TrainFsdpCliTest, AModelWithoutBlocksIsOneUnit) {
+  const std::string ddp = temp_dir("toy_ddp"), fsdp = temp_dir("toy_fsdp");
+  std::string out;
+  ASSERT_EQ(run_two_ranks(kToy + " --epochs 1 --optimizer adamw --checkpoint-dir " + ddp, &out), 0)
+      << out;
+  std::string args = kToy.substr(kToy.find(' ', 7));  // kToy without its "--mode ddp"
+  ASSERT_EQ(run_two_ranks("--mode fsdp" + args + " --epochs 1 --optimizer adamw --checkpoint-dir " +
+                              fsdp,
+                          &out),
+            0)
+      << out;
+  expect_same_checkpoint(fsdp, ddp, 2e-5f, /*same_bytes=*/false);
 }
 
 TEST(TrainFsdpCliTest, CheckpointsEqualDdpsAndResume) {

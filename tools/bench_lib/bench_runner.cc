@@ -23,6 +23,7 @@
 #include "engine/device/runtime.h"
 #include "engine/distributed/distributed.h"
 #include "engine/distributed/distributed_data_parallel.h"
+#include "engine/distributed/fully_sharded_data_parallel.h"
 #include "engine/distributed/zero_redundancy_optimizer.h"
 #include "engine/nn/fusion.h"
 #include "engine/optim/adam.h"
@@ -325,9 +326,23 @@ void ddp_worker(const BenchConfig& c, const std::string& result_path) {
   Generator gen(0);
   std::shared_ptr<Module> model = bench_model(c, gen);
   model->to(device);
-  std::shared_ptr<Module> ddp = dist.wrap(model, c.bucket_view, c.overlap);
-  const bool overlap = std::static_pointer_cast<DistributedDataParallel>(ddp)->overlaps_backward();
-  // ZeRO-1: each rank steps its shard with the same optimizer, then broadcasts it.
+  std::shared_ptr<Module> ddp;
+  FullyShardedDataParallel* fsdp = nullptr;
+  bool overlap = false;
+  if (!c.sharding.empty()) {
+    FullyShardedDataParallelOptions fo;
+    fo.sharding_strategy =
+        c.sharding == "full" ? ShardingStrategy::kFullShard : ShardingStrategy::kShardGradOp;
+    fo.auto_wrap_policy = models::is_gpt_block;
+    auto wrapped = std::make_shared<FullyShardedDataParallel>(model, dist.group, fo);
+    fsdp = wrapped.get();
+    ddp = wrapped;
+  } else {
+    ddp = dist.wrap(model, c.bucket_view, c.overlap);
+    overlap = std::static_pointer_cast<DistributedDataParallel>(ddp)->overlaps_backward();
+  }
+  // ZeRO-1: each rank steps its shard with the same optimizer, then broadcasts it. FSDP: the
+  // optimizer steps this rank's flat shards.
   std::unique_ptr<optim::Optimizer> opt =
       c.zero ? std::make_unique<distributed::ZeroRedundancyOptimizer>(
                    model->parameters(),
@@ -335,7 +350,7 @@ void ddp_worker(const BenchConfig& c, const std::string& result_path) {
                      return bench_optimizer(c.model, std::move(shard));
                    },
                    dist.group)
-             : bench_optimizer(c.model, model->parameters());
+             : bench_optimizer(c.model, fsdp ? ddp->parameters() : model->parameters());
   auto [x, y] = on_device(make_batch(c, per_rank, per_rank * dist.rank), device);
   DeviceContext& ctx = Runtime::get().context(device);
   std::vector<double> times, busy;
@@ -348,7 +363,13 @@ void ddp_worker(const BenchConfig& c, const std::string& result_path) {
     Tensor out = ddp->forward(x);
     last_loss = loss_for(c.model, out, y);
     backward(last_loss);
-    optimizer_step(c.model, *model, *opt);
+    if (fsdp != nullptr && models::is_language_model(c.model)) {
+      fsdp->clip_grad_norm_(1.0f);  // the norm over every rank's shards
+      opt->step();
+      opt->zero_grad();
+    } else {
+      optimizer_step(c.model, *model, *opt);
+    }
     finish_queued_work({device});
     const double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
     if (s >= c.warmup) {
@@ -401,6 +422,7 @@ BenchResult run_ddp(const BenchConfig& c, const std::string& self_exe) {
       {"--gradient-as-bucket-view", c.bucket_view ? "true" : "false"},
       {"--overlap", c.overlap},
       {"--zero", c.zero ? "true" : "false"},
+      {"--sharding", c.sharding.empty() ? "none" : c.sharding},
       {"--fuse", c.fuse ? "true" : "false"},
       {"--activation-checkpointing", c.activation_checkpointing ? "true" : "false"}};
   std::vector<std::string> argv{self_exe};

@@ -24,6 +24,9 @@ struct BenchConfig {
   bool bucket_view = true;          // ddp: gradient_as_bucket_view
   std::string overlap = "auto";     // ddp: when all-reduces start: auto | during | after
   bool zero = false;                // ddp: ZeroRedundancyOptimizer (ZeRO-1) over the optimizer
+  // ddp: "" (DDP), or FullyShardedDataParallel's "full" (FULL_SHARD) or "grad-op"
+  // (SHARD_GRAD_OP) in its place, each gpt block a unit (other models: one unit)
+  std::string sharding;
   bool fuse = true;                 // BatchNorm2d + ReLU as one op (engine/nn/fusion.h)
   bool activation_checkpointing = false;  // gpt: each block recomputed in backward
   int devices = 1;
@@ -76,9 +79,12 @@ int64_t bench_image(const std::string& model, int64_t image);
 // other models. Throws dpe::Error when `context` exceeds the block size.
 int64_t bench_context(const std::string& model, int64_t context);
 
-// The row's name: "single", "dp", "ddp/<backend>", or "ddp/<backend>+zero" (ZeRO-1).
+// The row's name: "single", "dp", "ddp/<backend>", "ddp/<backend>+zero" (ZeRO-1), or
+// "fsdp/<backend>+full" / "fsdp/<backend>+grad-op".
 inline std::string mode_label(const BenchConfig& c) {
-  return c.mode == "ddp" ? "ddp/" + c.ddp_backend + (c.zero ? "+zero" : "") : c.mode;
+  if (c.mode != "ddp") return c.mode;
+  if (!c.sharding.empty()) return "fsdp/" + c.ddp_backend + "+" + c.sharding;
+  return "ddp/" + c.ddp_backend + (c.zero ? "+zero" : "");
 }
 
 // Runs single or dp in this process: host devices with config.threads compute threads each, or

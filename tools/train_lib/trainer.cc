@@ -947,9 +947,6 @@ TrainConfig checked_config(const TrainConfig& config) {
   DPE_TOOLS_CHECK(UsageError, !c.zero || c.mode == "ddp", "--zero needs --mode ddp");
   DPE_TOOLS_CHECK(UsageError, c.sharding == "full" || c.sharding == "grad-op",
                   "--sharding " << shown(c.sharding) << " must be full or grad-op");
-  DPE_TOOLS_CHECK(UsageError, c.mode != "fsdp" || models::is_language_model(c.model),
-                  "--mode fsdp wraps each transformer block of the gpt models ("
-                      << language_model_list() << "), not " << c.model);
   DPE_TOOLS_CHECK(UsageError, std::isfinite(c.timeout) && c.timeout >= 0.001 && c.timeout <= 1e8,
                   "--timeout " << c.timeout << " must be a number of seconds from 0.001 to 1e8");
   for (const auto& [name, value] : {std::pair<const char*, float>{"--lr", c.lr},

@@ -61,9 +61,11 @@ TEST(LmImbalanceTest, DdpRanksTrainTheSameStepsAndHoldTheSameMemory) {
   EXPECT_NE(table.find("DDP ranks: "), std::string::npos) << table;
 }
 
-// ZeRO-1, SHARD_GRAD_OP and FULL_SHARD train the same steps as DDP, each holding fewer model
-// states a rank than the one before; FULL_SHARD's are within 5% of the ZeRO-3 formula (16P/N),
-// and the table prints each row's measured model states beside its formula.
+// ZeRO-1, SHARD_GRAD_OP and FULL_SHARD train the same steps as DDP, the ranks together holding
+// fewer model states than with the one before (ZeRO-1 partitions whole parameters, so the rank
+// that owns the large embedding holds more than the other); FULL_SHARD's are within 5% of the
+// ZeRO-3 formula (16P/N), and the table prints each row's measured model states beside its
+// formula.
 TEST(LmImbalanceTest, ShardedRanksTrainTheSameStepsWithLessModelState) {
   const LmImbalanceOptions o = tiny_lm_options();
   const std::string worker = ::testing::internal::GetArgvs().at(1);
@@ -74,11 +76,14 @@ TEST(LmImbalanceTest, ShardedRanksTrainTheSameStepsWithLessModelState) {
     const LmImbalanceRun& r = runs.back();
     EXPECT_NEAR(r.last_loss, runs[0].last_loss, 1e-4 * std::abs(runs[0].last_loss))
         << dp_variant_name(v);
-    const double states = r.report.devices[0].peak_model_state_bytes;
-    EXPECT_GT(states, 0) << dp_variant_name(v);
+    const auto ranks_states = [](const LmImbalanceRun& run) {
+      double sum = 0;
+      for (const DeviceSummary& d : run.report.devices) sum += d.peak_model_state_bytes;
+      return sum;
+    };
+    EXPECT_GT(ranks_states(r), 0) << dp_variant_name(v);
     if (runs.size() > 1) {
-      EXPECT_LT(states, runs[runs.size() - 2].report.devices[0].peak_model_state_bytes)
-          << dp_variant_name(v);
+      EXPECT_LT(ranks_states(r), ranks_states(runs[runs.size() - 2])) << dp_variant_name(v);
     }
   }
   const double full = runs[3].report.devices[0].peak_model_state_bytes;
@@ -95,6 +100,7 @@ TEST(LmImbalanceTest, ShardedRanksTrainTheSameStepsWithLessModelState) {
   };
   EXPECT_LT(activations(runs.back()), activations(runs[runs.size() - 2]));
   const std::string table = lm_imbalance_table(runs);
+  std::printf("%s", table.c_str());
   for (const char* row : {"DDP + ZeRO-1", "FSDP SHARD_GRAD_OP", "FSDP FULL_SHARD", "FULL_SHARD +AC"}) {
     EXPECT_NE(table.find(row), std::string::npos) << table;
   }
