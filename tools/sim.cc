@@ -196,9 +196,10 @@ int parse_options(int argc, char** argv, Options& o) {
   app.add_option("--strategy", o.strategies,
                  "also price these, a table of their own after DataParallel's and DDP's: ddp, "
                  "zero1 (DDP + ZeroRedundancyOptimizer), grad-op (FSDP SHARD_GRAD_OP), full-shard "
-                 "(FSDP FULL_SHARD); e.g. --strategy ddp,zero1,grad-op,full-shard")
+                 "(FSDP FULL_SHARD); e.g. --strategy ddp,zero1,grad-op,full-shard (dp, "
+                 "DataParallel, is always in the first table)")
       ->delimiter(',')
-      ->check(CLI::IsMember({"ddp", "zero1", "grad-op", "full-shard"}));
+      ->check(CLI::IsMember({"dp", "ddp", "zero1", "grad-op", "full-shard"}));
   app.add_flag("--activation-checkpointing", o.activation_checkpointing,
                "GPT: each --strategy row again with activation checkpointing per transformer "
                "block (non-reentrant); alone it means --strategy ddp");
@@ -221,6 +222,9 @@ int parse_options(int argc, char** argv, Options& o) {
   }
   spec.loss_on_replicas = o.loss == "replicas";
   if (!gpt_config_from_flags(o)) return dpe::tools::kExitUsage;
+  // DataParallel is the first table's, named or not.
+  o.strategies.erase(std::remove(o.strategies.begin(), o.strategies.end(), "dp"),
+                     o.strategies.end());
   if (o.activation_checkpointing && !o.largest_gpt && !is_gpt(spec.model)) {
     std::fprintf(stderr, "sim: --activation-checkpointing checkpoints transformer blocks: a GPT "
                          "(--model gpt, gpt2 or gpt-small), not %s\n", spec.model.c_str());
@@ -593,8 +597,8 @@ void run_largest_gpt(const Options& o, const dpe::sim::Cluster& cluster,
   for (size_t i = 0; i < ladder.size(); ++i) {
     std::printf("%s%s", i ? ", " : "", ladder[i].name.c_str());
   }
-  std::printf("; parameters 12 L d^2 + 13 L d + (V + context + 2) d; activations per block "
-              "Korthikanti et al. 2022; memory: ZeRO's model states + activations + buffers + "
+  std::printf(";\n parameters 12 L d^2 + 13 L d + (V + context + 2) d, activations per block as "
+              "Korthikanti et al. 2022;\n memory: ZeRO's model states + activations + buffers + "
               "%.1f GiB of context; +AC: activation checkpointing per block)\n",
               options.context_gib);
   dpe::tools::write_file_atomically(o.json_path, j.dump(2) + "\n");

@@ -231,7 +231,8 @@ TEST(SimCliTest, StrategiesAddTheirRowsWhenNamed) {
   EXPECT_FALSE(read_json(plain).contains("strategies"));
 
   const std::string json = tmp("sim_strategy.json");
-  ASSERT_EQ(run(gpt + json + " --strategy ddp,zero1,grad-op,full-shard --activation-checkpointing",
+  ASSERT_EQ(run(gpt + json +
+                    " --strategy dp,ddp,zero1,grad-op,full-shard --activation-checkpointing",
                 &out),
             0)
       << out;

@@ -96,8 +96,7 @@ double gpt_forward_flops(const models::GptConfig& c, int64_t batch, int64_t seq)
 namespace {
 
 // One block's activations, in bytes (Korthikanti et al. 2022, table 2).
-double layer_activation_bytes(const models::GptConfig& c, int64_t batch, int64_t seq,
-                              Precision p) {
+double layer_activation_bytes(const models::GptConfig& c, int64_t batch, int64_t seq, Precision p) {
   const double sbh = static_cast<double>(seq) * batch * c.n_embd;
   const double as2b = static_cast<double>(c.n_head) * seq * seq * batch;
   const double e = value_bytes(p);
@@ -139,8 +138,9 @@ double memory_us(double bytes, const GpuSpec& gpu, const ReplayOptions& o) {
 double block_forward_share(const models::GptConfig& c, int64_t batch, int64_t seq,
                            const GpuSpec& gpu, const ReplayOptions& o) {
   const double b = batch, s = seq, d = c.n_embd, L = c.n_layer;
-  const double blocks = gemm_us(2 * b * s * 12 * L * d * d + 4 * b * s * s * d * L, gpu, o) +
-                        memory_us(2 * L * layer_activation_bytes(c, batch, seq, o.precision), gpu, o);
+  const double blocks =
+      gemm_us(2 * b * s * 12 * L * d * d + 4 * b * s * s * d * L, gpu, o) +
+      memory_us(2 * L * layer_activation_bytes(c, batch, seq, o.precision), gpu, o);
   const double all = gemm_us(gpt_forward_flops(c, batch, seq), gpu, o) +
                      memory_us(2 * gpt_activation_bytes(c, batch, seq, o.precision, false), gpu, o);
   return all > 0 ? blocks / all : 0;
@@ -175,8 +175,7 @@ StepProfile gpt_profile(const models::GptConfig& c, int64_t batch, int64_t seq, 
 }
 
 StepProfile traced_profile(const TracedStep& trace, const std::optional<models::GptConfig>& gpt,
-                           int64_t batch, int64_t seq, const GpuSpec& gpu,
-                           const ReplayOptions& o) {
+                           int64_t batch, int64_t seq, const GpuSpec& gpu, const ReplayOptions& o) {
   DPE_CHECK(!trace.peak_bytes.empty() && !trace.peak_by_category.empty(),
             "traced_profile: a trace without memory peaks");
   StepProfile p;
@@ -287,8 +286,8 @@ Prediction predict_strategy(const StepProfile& pr, const StrategyOptions& so, in
     }
     const int k = one_bucket ? 1 : std::max(1, static_cast<int>(std::ceil(bytes / cap)));
     for (int i = 1; i <= k; ++i) {
-      pieces.push_back({start + (end - start) * i / k,
-                        nccl.all_reduce_us(static_cast<int64_t>(bytes / k))});
+      pieces.push_back(
+          {start + (end - start) * i / k, nccl.all_reduce_us(static_cast<int64_t>(bytes / k))});
     }
   };
   if (gpus > 1) {
@@ -307,8 +306,7 @@ Prediction predict_strategy(const StepProfile& pr, const StrategyOptions& so, in
   const double exposed = std::max(0.0, comm_end - span);
   // The compute beside a collective runs slower (ReplayOptions::overlap_slowdown).
   const double slowed = o.overlap_slowdown * std::min(pr.backward_us, comm_total - exposed);
-  const double zero1_gather = stage == 1 ? nccl.all_gather_us(static_cast<int64_t>(psi * pb))
-                                         : 0;
+  const double zero1_gather = stage == 1 ? nccl.all_gather_us(static_cast<int64_t>(psi * pb)) : 0;
   if (stage == 1 && gpus > 1) ++collectives;
 
   const Framework& fw = o.framework;
@@ -339,14 +337,14 @@ Prediction predict_strategy(const StepProfile& pr, const StrategyOptions& so, in
   p.buckets = collectives;
   const double ring = (n - 1) / n;
   p.comm_bytes_per_gpu = static_cast<int64_t>(
-      stage == 0   ? 2 * ring * psi * gb
-      : stage == 1 ? 2 * ring * psi * gb + ring * psi * pb
-                   : ring * psi * (gb + pb) +
-                         (stage == 3 ? ring * (psi - pr.unit_params[0]) * pb : 0));
+      stage == 0 ? 2 * ring * psi * gb
+      : stage == 1
+          ? 2 * ring * psi * gb + ring * psi * pb
+          : ring * psi * (gb + pb) + (stage == 3 ? ring * (psi - pr.unit_params[0]) * pb : 0));
 
   // Memory: ZeRO's model states, the activations, and each strategy's buffers.
-  const ModelStateBytes states = zero_model_state_bytes(stage, pr.params, gpus, o.precision,
-                                                        so.optimizer);
+  const ModelStateBytes states =
+      zero_model_state_bytes(stage, pr.params, gpus, o.precision, so.optimizer);
   const double activations = ac ? pr.checkpointed_activation_bytes : pr.activation_bytes;
   const int64_t largest_block =
       blocks > 0 ? *std::max_element(pr.unit_params.begin() + 1, pr.unit_params.end()) : 0;
@@ -377,10 +375,10 @@ Prediction predict_strategy(const StepProfile& pr, const StrategyOptions& so, in
 
 const std::vector<GptRung>& gpt_ladder() {
   static const std::vector<GptRung> ladder = {
-      {"GPT-2 124M", 12, 768, 12},   {"GPT-2 350M", 24, 1024, 16},  {"GPT-2 774M", 36, 1280, 20},
-      {"GPT-2 1.5B", 48, 1600, 25},  {"GPT-3 2.7B", 32, 2560, 32},  {"GPT-3 6.7B", 32, 4096, 32},
-      {"GPT-3 13B", 40, 5120, 40},   {"NeoX 20B", 44, 6144, 64},    {"MPT 30B", 48, 7168, 64},
-      {"65B", 80, 8192, 64},         {"GPT-3 175B", 96, 12288, 96},
+      {"GPT-2 124M", 12, 768, 12},  {"GPT-2 350M", 24, 1024, 16},  {"GPT-2 774M", 36, 1280, 20},
+      {"GPT-2 1.5B", 48, 1600, 25}, {"GPT-3 2.7B", 32, 2560, 32},  {"GPT-3 6.7B", 32, 4096, 32},
+      {"GPT-3 13B", 40, 5120, 40},  {"NeoX 20B", 44, 6144, 64},    {"MPT 30B", 48, 7168, 64},
+      {"65B", 80, 8192, 64},        {"GPT-3 175B", 96, 12288, 96},
   };
   return ladder;
 }
@@ -408,9 +406,8 @@ std::vector<LargestGpt> largest_gpt(const std::vector<StrategyOptions>& strategi
     const std::vector<GptRung>& ladder = gpt_ladder();
     for (size_t r = 0; r < ladder.size(); ++r) {
       const models::GptConfig config = gpt_rung_config(ladder[r], vocab, seq);
-      const Prediction pred =
-          predict_strategy(gpt_profile(config, batch, seq, c.gpu, o, s.optimizer), s, gpus, c, o,
-                           nccl);
+      const Prediction pred = predict_strategy(
+          gpt_profile(config, batch, seq, c.gpu, o, s.optimizer), s, gpus, c, o, nccl);
       if (r == 0 || !pred.out_of_memory) {
         if (!pred.out_of_memory) best.rung = static_cast<int>(r);
         if (!pred.out_of_memory || best.rung < 0) {

@@ -23,7 +23,7 @@ namespace dpe::sim {
 
 enum class Strategy { kDdp, kZero1, kShardGradOp, kFullShard };
 const std::vector<Strategy>& all_strategies();  // in that order
-std::string strategy_flag(Strategy s);   // sim's --strategy: "ddp", "zero1", "grad-op", "full-shard"
+std::string strategy_flag(Strategy s);   // --strategy's "ddp", "zero1", "grad-op", "full-shard"
 std::string strategy_label(Strategy s);  // "DDP", "DDP+ZeRO-1", "FSDP SHARD_GRAD_OP", ...
 int zero_stage(Strategy s);              // 0, 1, 2, 3
 Strategy strategy_from_flag(const std::string& flag);  // dpe::Error listing the flags
@@ -106,7 +106,7 @@ const std::vector<GptRung>& gpt_ladder();
 models::GptConfig gpt_rung_config(const GptRung& rung, int64_t vocab, int64_t context);
 struct LargestGpt {
   StrategyOptions strategy;
-  int rung = -1;  // the largest rung that fits; -1: none
+  int rung = -1;          // the largest rung that fits; -1: none
   Prediction prediction;  // of that rung (of the smallest when none fits)
   int64_t params = 0;
 };

@@ -9,11 +9,11 @@
 #include <cstdio>
 #include <map>
 
+#include "engine/core/error.h"
 #include "tools/cost_model/cluster.h"
 #include "tools/cost_model/replay.h"
 #include "tools/cost_model/step_trace.h"
 #include "tools/cost_model/zero.h"
-#include "engine/core/error.h"
 
 namespace dpe::sim {
 namespace {
@@ -108,11 +108,12 @@ TEST_F(Gpt2Fixture, AnalyticProfileMatchesTheTracedOne) {
   const StepProfile analytic_one = gpt_profile(config, 1, kSeq, c.gpu, o, "adamw");
   const double per_sequence = (traced.activation_bytes - traced_one.activation_bytes) /
                               (analytic.activation_bytes - analytic_one.activation_bytes);
-  std::printf("traced / analytic: forward %.3f, backward %.3f, step %.3f, activations per sequence "
-              "%.3f (%.1f MB traced)\n",
-              traced.forward_us / analytic.forward_us, traced.backward_us / analytic.backward_us,
-              traced.optimizer_us / analytic.optimizer_us, per_sequence,
-              (traced.activation_bytes - traced_one.activation_bytes) / 1e6);
+  std::printf(
+      "traced / analytic: forward %.3f, backward %.3f, step %.3f, activations per sequence "
+      "%.3f (%.1f MB traced)\n",
+      traced.forward_us / analytic.forward_us, traced.backward_us / analytic.backward_us,
+      traced.optimizer_us / analytic.optimizer_us, per_sequence,
+      (traced.activation_bytes - traced_one.activation_bytes) / 1e6);
   EXPECT_EQ(traced.params, analytic.params);
   EXPECT_NEAR(traced.forward_us / analytic.forward_us, 1.0, 0.2);
   EXPECT_NEAR(traced.backward_us / analytic.backward_us, 1.0, 0.2);
@@ -227,8 +228,8 @@ TEST(ShardingTest, LargestGptIsMonotoneAlongTheStrategies) {
     // The next rung does not fit.
     if (rows[i].rung + 1 < static_cast<int>(gpt_ladder().size())) {
       const models::GptConfig next = gpt_rung_config(gpt_ladder()[rows[i].rung + 1], 50257, 1024);
-      EXPECT_TRUE(predict_strategy(gpt_profile(next, 4, 1024, c.gpu, o, "adamw"),
-                                   rows[i].strategy, 8, c, o, nccl)
+      EXPECT_TRUE(predict_strategy(gpt_profile(next, 4, 1024, c.gpu, o, "adamw"), rows[i].strategy,
+                                   8, c, o, nccl)
                       .out_of_memory);
     }
   }
