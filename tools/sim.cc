@@ -2,6 +2,9 @@
 // training step of a model on host devices (the engine's real schedule, without the arithmetic),
 // then replays it on a described cluster for 1, 2, 4, 8 GPUs (and two nodes): step time of
 // DataParallel and DDP, speed-ups, per-GPU peak memory, device 0's extra, the limiting phase.
+// --strategy adds DDP+ZeRO-1 and FSDP's SHARD_GRAD_OP and FULL_SHARD (--activation-checkpointing:
+// each also with checkpointing per block); --largest-gpt answers "the largest GPT that trains on
+// this cluster with each of them", priced from GPT shapes without tracing.
 // Exit codes (tools/common/exit_codes.h): 0 done, 1 a run failed, 2 bad flags, 3 a --topology file
 // that is not nvidia-smi's matrix or is over its size limit.
 #include <CLI/CLI.hpp>
@@ -19,6 +22,7 @@
 #include "tools/common/paths.h"
 #include "tools/cost_model/cluster.h"
 #include "tools/cost_model/replay.h"
+#include "tools/cost_model/sharding.h"
 #include "tools/cost_model/sim_plot.h"
 #include "tools/cost_model/step_trace.h"
 #include "tools/cost_model/topology_file.h"
@@ -46,6 +50,12 @@ nlohmann::json to_json(const Prediction& p) {
   j["out_of_memory"] = p.out_of_memory;
   j["comm_bytes"] = p.comm_bytes_per_gpu;
   if (p.mode == "ddp") j["buckets"] = p.buckets;
+  if (!p.memory_gib.empty()) {
+    j["collectives"] = p.buckets;
+    nlohmann::json parts = nlohmann::json::object();
+    for (const auto& [name, gib] : p.memory_gib) parts[name] = gib;
+    j["memory_gib"] = parts;
+  }
   return j;
 }
 
@@ -67,6 +77,11 @@ struct Options {
   std::string loss = "device0";
   // --layers, --d-model, --heads, --vocab (0: the model's own).
   int64_t layers = 0, d_model = 0, heads = 0, vocab = 0;
+  // --strategy (empty: DataParallel and DDP only, today's table), --activation-checkpointing,
+  // --largest-gpt.
+  std::vector<std::string> strategies;
+  bool activation_checkpointing = false;
+  bool largest_gpt = false;
 };
 
 bool is_gpt(const std::string& model) {
@@ -178,6 +193,21 @@ int parse_options(int argc, char** argv, Options& o) {
   app.add_option("--framework", o.framework_name, "CPU-side costs: pytorch or dpe")
       ->check(CLI::IsMember({"pytorch", "dpe"}))
       ->capture_default_str();
+  app.add_option("--strategy", o.strategies,
+                 "also price these, a table of their own after DataParallel's and DDP's: ddp, "
+                 "zero1 (DDP + ZeroRedundancyOptimizer), grad-op (FSDP SHARD_GRAD_OP), full-shard "
+                 "(FSDP FULL_SHARD); e.g. --strategy ddp,zero1,grad-op,full-shard (dp, "
+                 "DataParallel, is always in the first table)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"dp", "ddp", "zero1", "grad-op", "full-shard"}));
+  app.add_flag("--activation-checkpointing", o.activation_checkpointing,
+               "GPT: each --strategy row again with activation checkpointing per transformer "
+               "block (non-reentrant); alone it means --strategy ddp");
+  app.add_flag("--largest-gpt", o.largest_gpt,
+               "the largest GPT of the GPT-2/GPT-3 ladder that trains on the largest --gpus count "
+               "with each strategy (--strategy, default all four), with and without activation "
+               "checkpointing, at --batch-size x --context tokens per GPU; priced from the shapes "
+               "(nothing traced)");
   app.add_option("--json", o.json_path,
                  "where to write the results (checked before the run: a path that cannot be "
                  "written exits 2)")
@@ -192,6 +222,17 @@ int parse_options(int argc, char** argv, Options& o) {
   }
   spec.loss_on_replicas = o.loss == "replicas";
   if (!gpt_config_from_flags(o)) return dpe::tools::kExitUsage;
+  // DataParallel is the first table's, named or not.
+  o.strategies.erase(std::remove(o.strategies.begin(), o.strategies.end(), "dp"),
+                     o.strategies.end());
+  if (o.activation_checkpointing && !o.largest_gpt && !is_gpt(spec.model)) {
+    std::fprintf(stderr, "sim: --activation-checkpointing checkpoints transformer blocks: a GPT "
+                         "(--model gpt, gpt2 or gpt-small), not %s\n", spec.model.c_str());
+    return dpe::tools::kExitUsage;
+  }
+  if (o.activation_checkpointing && o.strategies.empty() && !o.largest_gpt) {
+    o.strategies = {"ddp"};
+  }
   return kRun;
 }
 
@@ -269,11 +310,52 @@ void print_topology(const dpe::sim::Cluster& cluster) {
               dpe::sim::format_topology(cluster.topology).c_str());
 }
 
+std::string optimizer_of(const dpe::sim::StepSpec& spec) {
+  if (!spec.optimizer.empty()) return spec.optimizer;
+  return dpe::models::is_language_model(spec.model) ? "adamw" : "sgd";
+}
+
+// --strategy's strategies (all four when it is empty), each followed by its checkpointed variant
+// when `checkpointing`.
+std::vector<dpe::sim::StrategyOptions> strategy_options(const Options& o, bool checkpointing) {
+  std::vector<std::string> names = o.strategies;
+  if (names.empty()) {
+    for (dpe::sim::Strategy s : dpe::sim::all_strategies()) names.push_back(strategy_flag(s));
+  }
+  std::vector<dpe::sim::StrategyOptions> out;
+  for (const std::string& name : names) {
+    for (const bool ac : {false, true}) {
+      if (ac && !checkpointing) continue;
+      dpe::sim::StrategyOptions so;
+      so.strategy = dpe::sim::strategy_from_flag(name);
+      so.activation_checkpointing = ac;
+      so.optimizer = optimizer_of(o.spec);
+      so.bucket_cap_mb = o.spec.bucket_cap_mb;
+      out.push_back(so);
+    }
+  }
+  return out;
+}
+
+std::string strategy_row_label(const dpe::sim::StrategyOptions& so) {
+  return strategy_label(so.strategy) + (so.activation_checkpointing ? " +AC" : "");
+}
+
+// The traced model's GPT configuration (its blocks are FSDP's units and checkpointing's).
+std::optional<dpe::models::GptConfig> traced_gpt(const dpe::sim::StepSpec& spec) {
+  if (!is_gpt(spec.model)) return std::nullopt;
+  if (spec.gpt) return *spec.gpt;
+  return dpe::models::gpt_config(spec.model);
+}
+
 // One GPU without DataParallel or DDP (PyTorch's "1 GPU, no DDP"), the base of every speed-up,
-// and DataParallel's and DDP's predictions, one of each per GPU count.
+// and DataParallel's and DDP's predictions, one of each per GPU count; with --strategy, each
+// strategy's per GPU count (strategies[count][strategy]).
 struct Predictions {
   Prediction base;
   std::vector<Prediction> dp, ddp;
+  std::vector<dpe::sim::StrategyOptions> strategy_options;
+  std::vector<std::vector<Prediction>> strategies;
 };
 
 Predictions predict(const Options& o, const dpe::sim::Cluster& cluster,
@@ -289,6 +371,20 @@ Predictions predict(const Options& o, const dpe::sim::Cluster& cluster,
       p.dp.push_back(dpe::sim::dp_across_nodes(g));  // not traced: it cannot run
     }
     p.ddp.push_back(dpe::sim::replay_ddp(ddp_trace, g, cluster, options));
+  }
+  if (!o.strategies.empty()) {
+    p.strategy_options = strategy_options(o, o.activation_checkpointing);
+    const dpe::sim::StepProfile profile =
+        dpe::sim::traced_profile(ddp_trace, traced_gpt(o.spec), o.spec.batch_per_device,
+                                 o.spec.seq, cluster.gpu, options);
+    for (int g : o.gpu_counts) {
+      const dpe::sim::Collectives nccl(cluster, g);
+      std::vector<Prediction> row;
+      for (const dpe::sim::StrategyOptions& so : p.strategy_options) {
+        row.push_back(dpe::sim::predict_strategy(profile, so, g, cluster, options, nccl));
+      }
+      p.strategies.push_back(row);
+    }
   }
   return p;
 }
@@ -345,6 +441,49 @@ void print_table(const Options& o, const Predictions& p, const dpe::sim::Cluster
   }
 }
 
+// The communication a step waits for: all-gathers without prefetch, the collectives that
+// outlast backward, ZeRO-1's all-gather after the step.
+double exposed_comm_ms(const Prediction& p) {
+  double ms = 0;
+  for (const auto& [name, v] : p.phases) {
+    if (name.find("all_gather") != std::string::npos || name.find("exposed") != std::string::npos) {
+      ms += v;
+    }
+  }
+  return ms;
+}
+
+void print_strategies(const Options& o, const Predictions& p, const dpe::sim::Cluster& cluster,
+                      const dpe::sim::ReplayOptions& options) {
+  if (p.strategies.empty()) return;
+  std::printf("\nsharding strategies (%s; memory per GPU: ZeRO's model states for %s + "
+              "activations + buffers + %.1f GiB of context):\n",
+              o.precision == "fp16" ? "fp16: mixed precision, fp16 parameters and gradients, fp32 "
+                                      "master copy"
+                                    : "fp32 parameters, gradients and optimizer state",
+              optimizer_of(o.spec).c_str(), options.context_gib);
+  std::printf("%5s  %-24s %9s %8s %14s %10s  %-12s\n", "GPUs", "strategy", "step ms", "x",
+              "memory/GPU", "comm ms", "limit");
+  bool oom = false;
+  for (size_t i = 0; i < o.gpu_counts.size(); ++i) {
+    for (size_t k = 0; k < p.strategy_options.size(); ++k) {
+      const Prediction& r = p.strategies[i][k];
+      oom = oom || r.out_of_memory;
+      std::printf("%5d  %-24s %9.1f %8.2f %14s %10.1f  %-12s\n", o.gpu_counts[i],
+                  strategy_row_label(p.strategy_options[k]).c_str(), r.step_ms,
+                  o.gpu_counts[i] * p.base.step_ms / r.step_ms, gib(r.peak_gib[0], cluster).c_str(),
+                  exposed_comm_ms(r), r.limiting.c_str());
+    }
+  }
+  std::printf("(x: throughput against one GPU without DP/DDP; comm ms: the collectives the step "
+              "waits for; all-gathers without prefetch; +AC: activation checkpointing per "
+              "block)\n");
+  if (oom) {
+    std::printf("OOM: more than the %s's %.0f GiB\n", cluster.gpu.name.c_str(),
+                cluster.gpu.mem_gib);
+  }
+}
+
 // Writes the JSON of the run and its plot, and says where.
 void write_outputs(const Options& o, const Predictions& p, const dpe::sim::Cluster& cluster) {
   const dpe::sim::StepSpec& spec = o.spec;
@@ -377,6 +516,9 @@ void write_outputs(const Options& o, const Predictions& p, const dpe::sim::Clust
   for (size_t i = 0; i < o.gpu_counts.size(); ++i) {
     j["runs"].push_back(to_json(p.dp[i]));
     j["runs"].push_back(to_json(p.ddp[i]));
+    if (!p.strategies.empty()) {
+      for (const Prediction& r : p.strategies[i]) j["strategies"].push_back(to_json(r));
+    }
   }
   dpe::tools::write_file_atomically(o.json_path, j.dump(2) + "\n");
   std::vector<dpe::sim::PlotRow> rows;
@@ -385,6 +527,82 @@ void write_outputs(const Options& o, const Predictions& p, const dpe::sim::Clust
   }
   dpe::sim::write_sim_svg(o.svg_path, model_label(spec) + " on " + cluster.name, rows);
   std::printf("wrote %s and %s\n", o.json_path.c_str(), o.svg_path.c_str());
+}
+
+// --largest-gpt: per strategy, the largest rung of the GPT ladder that fits, and how much the next
+// one would need; the JSON beside it. Nothing is traced.
+void run_largest_gpt(const Options& o, const dpe::sim::Cluster& cluster,
+                     const dpe::sim::ReplayOptions& options) {
+  const int gpus = *std::max_element(o.gpu_counts.begin(), o.gpu_counts.end());
+  const int64_t vocab = o.vocab > 0 ? o.vocab : 50257;
+  const int64_t batch = o.spec.batch_per_device, seq = o.spec.seq;
+  const std::vector<dpe::sim::StrategyOptions> strategies = strategy_options(o, true);
+  std::printf("dpe sim --largest-gpt: %d x %s (%.0f GiB each, %s), %lld x %lld tokens per GPU, "
+              "vocab %lld, %s, %s\n",
+              gpus, cluster.gpu.name.c_str(), cluster.gpu.mem_gib, cluster.name.c_str(),
+              static_cast<long long>(batch), static_cast<long long>(seq),
+              static_cast<long long>(vocab), o.precision.c_str(), optimizer_of(o.spec).c_str());
+  const std::vector<dpe::sim::LargestGpt> rows =
+      dpe::sim::largest_gpt(strategies, batch, seq, vocab, gpus, cluster, options);
+  const auto& ladder = dpe::sim::gpt_ladder();
+  const dpe::sim::Collectives nccl(cluster, gpus);
+  std::printf("%-24s %-12s %8s %6s %7s %11s %9s %10s  %s\n", "strategy", "largest GPT",
+              "params", "layers", "d_model", "memory/GPU", "step ms", "tokens/s", "the next one");
+  nlohmann::json j;
+  j["cluster"] = cluster.name;
+  j["gpu"] = cluster.gpu.name;
+  j["gpus"] = gpus;
+  j["gpu_mem_gib"] = cluster.gpu.mem_gib;
+  j["batch_per_gpu"] = batch;
+  j["seq"] = seq;
+  j["vocab"] = vocab;
+  j["precision"] = o.precision;
+  j["optimizer"] = optimizer_of(o.spec);
+  for (const dpe::sim::LargestGpt& r : rows) {
+    nlohmann::json row;
+    row["strategy"] = strategy_mode(r.strategy);
+    std::string next = "-";
+    if (r.rung + 1 < static_cast<int>(ladder.size())) {
+      const dpe::sim::GptRung& n = ladder[r.rung + 1];
+      const Prediction np = dpe::sim::predict_strategy(
+          dpe::sim::gpt_profile(dpe::sim::gpt_rung_config(n, vocab, seq), batch, seq, cluster.gpu,
+                                options, r.strategy.optimizer),
+          r.strategy, gpus, cluster, options, nccl);
+      next = n.name + ": " + fmt("%.1f GiB", np.peak_gib[0]);
+      row["next"] = {{"name", n.name}, {"peak_gib", np.peak_gib[0]}};
+    }
+    if (r.rung < 0) {
+      std::printf("%-24s %-12s %8s %6s %7s %11s %9s %10s  %s\n",
+                  strategy_row_label(r.strategy).c_str(), "none", "-", "-", "-", "-", "-", "-",
+                  next.c_str());
+      row["largest"] = nullptr;
+    } else {
+      const dpe::sim::GptRung& g = ladder[r.rung];
+      const Prediction& p = r.prediction;
+      std::printf("%-24s %-12s %7.2fB %6lld %7lld %11s %9.1f %10.0f  %s\n",
+                  strategy_row_label(r.strategy).c_str(), g.name.c_str(), r.params / 1e9,
+                  static_cast<long long>(g.layers), static_cast<long long>(g.d_model),
+                  fmt("%.1f GiB", p.peak_gib[0]).c_str(), p.step_ms,
+                  gpus * batch * seq / (p.step_ms / 1e3), next.c_str());
+      row["largest"] = {{"name", g.name},
+                        {"params", r.params},
+                        {"layers", g.layers},
+                        {"d_model", g.d_model},
+                        {"heads", g.heads}};
+      row["prediction"] = to_json(p);
+    }
+    j["rows"].push_back(row);
+  }
+  std::printf("(the GPT-2/GPT-3 ladder, smallest first: ");
+  for (size_t i = 0; i < ladder.size(); ++i) {
+    std::printf("%s%s", i ? ", " : "", ladder[i].name.c_str());
+  }
+  std::printf(";\n parameters 12 L d^2 + 13 L d + (V + context + 2) d, activations per block as "
+              "Korthikanti et al. 2022;\n memory: ZeRO's model states + activations + buffers + "
+              "%.1f GiB of context; +AC: activation checkpointing per block)\n",
+              options.context_gib);
+  dpe::tools::write_file_atomically(o.json_path, j.dump(2) + "\n");
+  std::printf("wrote %s\n", o.json_path.c_str());
 }
 
 }  // namespace
@@ -401,9 +619,14 @@ int main(int argc, char** argv) {
     const std::optional<dpe::sim::Cluster> cluster = build_cluster(o);
     if (!cluster) return dpe::tools::kExitUsage;
     const dpe::sim::ReplayOptions options = replay_options(o);
+    if (o.largest_gpt) {
+      run_largest_gpt(o, *cluster, options);
+      return dpe::tools::kExitOk;
+    }
     print_setup(o, *cluster);
     const Predictions p = predict(o, *cluster, options);
     print_table(o, p, *cluster, options);
+    print_strategies(o, p, *cluster, options);
     print_topology(*cluster);
     write_outputs(o, p, *cluster);
     return dpe::tools::kExitOk;

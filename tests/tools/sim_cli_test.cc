@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <utility>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -214,6 +215,88 @@ TEST(SimCliTest, PricesResNet101AndTheBucketSizes) {
   }
   EXPECT_GT(small, 20);
   EXPECT_EQ(run("--model mlp --bucket-cap-mb 0", &out), 2) << out;
+}
+
+// --strategy adds a table and the JSON's "strategies" (each GPU count, each strategy, with
+// --activation-checkpointing its checkpointed variant after it); without it the output is today's.
+// A small GPT keeps it quick under the sanitizers.
+TEST(SimCliTest, StrategiesAddTheirRowsWhenNamed) {
+  const std::string gpt =
+      "--model gpt --layers 4 --d-model 128 --heads 4 --vocab 2000 --context 64 --batch-size 2 "
+      "--cluster dgx-a100 --gpus 1,8 --svg " + tmp("sim_strategy.svg") + " --json ";
+  std::string out;
+  const std::string plain = tmp("sim_plain.json");
+  ASSERT_EQ(run(gpt + plain, &out), 0) << out;
+  EXPECT_FALSE(has(out, "sharding strategies")) << out;
+  EXPECT_FALSE(read_json(plain).contains("strategies"));
+
+  const std::string json = tmp("sim_strategy.json");
+  ASSERT_EQ(run(gpt + json +
+                    " --strategy dp,ddp,zero1,grad-op,full-shard --activation-checkpointing",
+                &out),
+            0)
+      << out;
+  for (const char* label : {"DDP+ZeRO-1 +AC", "FSDP SHARD_GRAD_OP", "FSDP FULL_SHARD +AC"}) {
+    EXPECT_TRUE(has(out, label)) << label << ": " << out;
+  }
+  const nlohmann::json j = read_json(json);
+  ASSERT_EQ(j["strategies"].size(), 16u);  // 2 GPU counts x 4 strategies x with and without AC
+  std::map<std::string, nlohmann::json> on8;
+  for (const auto& r : j["strategies"]) {
+    if (r["gpus"] == 8) on8[r["mode"].get<std::string>()] = r;
+  }
+  const auto peak = [&](const std::string& m) { return on8[m]["peak_gib"][0].get<double>(); };
+  const auto ms = [&](const std::string& m) { return on8[m]["step_ms"].get<double>(); };
+  const auto acts = [&](const std::string& m) {
+    return on8[m]["memory_gib"]["activations"].get<double>();
+  };
+  EXPECT_GT(peak("ddp"), peak("zero1"));
+  EXPECT_GT(peak("zero1"), peak("grad-op"));
+  EXPECT_GT(peak("grad-op"), peak("full-shard"));
+  EXPECT_GT(ms("full-shard"), ms("grad-op"));
+  for (const char* m : {"ddp", "zero1", "grad-op", "full-shard"}) {
+    EXPECT_LT(acts(std::string(m) + "+ac"), acts(m)) << m;
+    EXPECT_GT(ms(std::string(m) + "+ac"), ms(m)) << m;
+  }
+  // Checkpointing alone prices DDP with and without it; a model without blocks cannot.
+  ASSERT_EQ(run(gpt + json + " --activation-checkpointing", &out), 0) << out;
+  EXPECT_EQ(read_json(json)["strategies"].size(), 4u);
+  EXPECT_EQ(run("--model mlp --activation-checkpointing", &out), 2) << out;
+  EXPECT_EQ(run("--model mlp --strategy zero2", &out), 2) << out;
+}
+
+// The largest GPT on 8 x 40 GiB A100s: a row per strategy with and without checkpointing, each
+// the largest rung that fits (the next one does not), FULL_SHARD fitting at least what the others
+// fit. Priced from the shapes: no trace, so it is quick.
+TEST(SimCliTest, LargestGptPrintsARowPerStrategy) {
+  std::string out;
+  const std::string json = tmp("sim_largest.json");
+  ASSERT_EQ(run("--cluster dgx-a100-40g --gpus 8 --largest-gpt --batch-size 4 --context 1024 "
+                "--precision fp16 --json " + json,
+                &out),
+            0)
+      << out;
+  EXPECT_TRUE(has(out, "8 x A100-SXM4-40GB (40 GiB each, dgx-a100-40g)")) << out;
+  const nlohmann::json j = read_json(json);
+  ASSERT_EQ(j["rows"].size(), 8u);
+  std::map<std::string, int64_t> params;
+  for (const auto& r : j["rows"]) {
+    const std::string m = r["strategy"];
+    ASSERT_FALSE(r["largest"].is_null()) << m;
+    params[m] = r["largest"]["params"].get<int64_t>();
+    EXPECT_LE(r["prediction"]["peak_gib"][0].get<double>(), 40.0) << m;
+    if (r.contains("next")) {
+      EXPECT_GT(r["next"]["peak_gib"].get<double>(), 40.0) << m;
+    }
+  }
+  for (const char* ac : {"", "+ac"}) {
+    const std::string x = ac;
+    EXPECT_GE(params["zero1" + x], params["ddp" + x]);
+    EXPECT_GE(params["grad-op" + x], params["zero1" + x]);
+    EXPECT_GE(params["full-shard" + x], params["grad-op" + x]);
+  }
+  EXPECT_GT(params["full-shard"], params["ddp"]);
+  EXPECT_GE(params["full-shard+ac"], params["full-shard"]);
 }
 
 TEST(SimCliTest, BadFlagsExitWith2) {

@@ -429,6 +429,10 @@ const std::vector<Preset>& presets() {
     p.push_back({"dgx-a100", "A100-SXM4-80GB", uniform_topology(8, "NV12", two_sockets, paired),
                  true, true,
                  Network{8 * 200 / 8.0 * kNicEfficiency, 9.6, "8x 200 Gb/s HDR InfiniBand"}, 0});
+    // The DGX A100 320GB: the same node with A100-SXM4-40GB.
+    p.push_back({"dgx-a100-40g", "A100-SXM4-40GB",
+                 uniform_topology(8, "NV12", two_sockets, paired), true, true,
+                 Network{8 * 200 / 8.0 * kNicEfficiency, 9.6, "8x 200 Gb/s HDR InfiniBand"}, 0});
     p.push_back({"dgx-h100", "H100-SXM5-80GB", uniform_topology(8, "NV18", two_sockets, paired),
                  true, true,
                  Network{8 * 400 / 8.0 * kNicEfficiency, 9.6, "8x 400 Gb/s NDR InfiniBand"}, 0});

@@ -151,6 +151,7 @@ struct Cluster {
 //  "dgx1-v100":       8x V100 SXM2 hybrid cube-mesh (NV1/NV2 as DGX-1's `nvidia-smi topo -m`
 //                     prints; pairs without NVLink are SYS), 4x 100 Gb/s EDR InfiniBand per node
 //  "dgx-a100":        8x A100 SXM4 80GB, NVSwitch (every pair NV12), 8x 200 Gb/s HDR per node
+//  "dgx-a100-40g":    the same with A100 SXM4 40GB (DGX A100 320GB)
 //  "dgx-h100":        8x H100 SXM5, NVSwitch (NV18), 8x 400 Gb/s NDR per node
 //  "pcie-a100":       8x A100 PCIe 40GB on two sockets behind PCIe switches (PIX/PXB/NODE/SYS),
 //                     100 Gb/s Ethernet

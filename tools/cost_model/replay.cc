@@ -244,25 +244,54 @@ double op_time_us(const TraceEvent& e, const GpuSpec& gpu, const ReplayOptions& 
   return std::max(t, gpu.launch_us);
 }
 
-double all_reduce_us(const Cluster& c, int gpus, int64_t bytes) {
+Collectives::Collectives(const Cluster& c, int gpus) : cluster_(c), gpus_(gpus) {
+  if (gpus <= 1) return;
+  const RingCost ring = Rings(c, gpus).cost(true);
+  us_per_byte_ = ring.us_per_byte;
+  latency_us_ = ring.latency_us;
+}
+
+double Collectives::all_reduce_us(int64_t bytes) const {
+  const Cluster& c = cluster_;
+  const int gpus = gpus_;
   if (gpus <= 1 || bytes == 0) return 0;
-  const Rings rings(c, gpus);
-  const RingCost ring = rings.cost(true);
   const double n = gpus;
   const double t_ring = c.links.collective_base_us +
-                        2 * (n - 1) / n * static_cast<double>(bytes) * ring.us_per_byte +
-                        2 * (n - 1) * ring.latency_us;
+                        2 * (n - 1) / n * static_cast<double>(bytes) * us_per_byte_ +
+                        2 * (n - 1) * latency_us_;
   const int nodes = (gpus + c.topology.gpus - 1) / c.topology.gpus;
   if (nodes <= 1) return t_ring;
   // NCCL's tree across nodes: reduce up and broadcast down, pipelined (each link carries the
   // bytes once each way), latency logarithmic in the nodes.
   const double bottleneck_us_per_byte =
-      std::max(ring.us_per_byte, 1.0 / (c.network.gbs_per_node * 1e3));
+      std::max(us_per_byte_, 1.0 / (c.network.gbs_per_node * 1e3));
   const double t_tree = c.links.collective_base_us +
                         2 * static_cast<double>(bytes) * bottleneck_us_per_byte +
                         2 * std::ceil(std::log2(nodes)) * c.network.latency_us +
                         2 * (c.topology.gpus - 1) * c.links.p2p_latency_us;
   return std::min(t_ring, t_tree);
+}
+
+// The ring's steps; a reduce-scatter takes the same steps, each adding what it receives in flight.
+double Collectives::all_gather_us(int64_t bytes) const {
+  if (gpus_ <= 1 || bytes == 0) return 0;
+  const double n = gpus_;
+  return cluster_.links.collective_base_us +
+         (n - 1) / n * static_cast<double>(bytes) * us_per_byte_ + (n - 1) * latency_us_;
+}
+
+double all_reduce_us(const Cluster& c, int gpus, int64_t bytes) {
+  if (gpus <= 1 || bytes == 0) return 0;
+  return Collectives(c, gpus).all_reduce_us(bytes);
+}
+
+double all_gather_us(const Cluster& c, int gpus, int64_t bytes) {
+  if (gpus <= 1 || bytes == 0) return 0;
+  return Collectives(c, gpus).all_gather_us(bytes);
+}
+
+double reduce_scatter_us(const Cluster& c, int gpus, int64_t bytes) {
+  return all_gather_us(c, gpus, bytes);
 }
 
 bool all_reduce_through_host(const Cluster& c, int gpus) {
@@ -370,6 +399,7 @@ Prediction replay_ddp(const TracedStep& trace, int gpus, const Cluster& c, const
   // Collectives that cannot overlap backward run on the compute stream, in order.
   const bool serial = o.communication_uses_compute ||
                       (!o.host_memory_all_reduce_overlaps && all_reduce_through_host(c, gpus));
+  const Collectives nccl(c, gpus);
   Stream s;
   double comm_free = 0, forward_end = -1, backward_end = 0, waited = 0, serial_comm = 0;
   for (size_t i = 0; i < trace.events.size(); ++i) {
@@ -383,7 +413,7 @@ Prediction replay_ddp(const TracedStep& trace, int gpus, const Cluster& c, const
       if (gpus > 1) s.cpu += fw.ddp_per_bucket_us;
       if (serial) {
         // On the compute stream: after the work queued before it, before the work after it.
-        const double t = all_reduce_us(c, gpus, e.bytes_read);
+        const double t = nccl.all_reduce_us(e.bytes_read);
         s.gpu = std::max(s.gpu, s.cpu) + t;
         s.cpu = s.gpu;
         comm_free = s.gpu;
@@ -396,7 +426,7 @@ Prediction replay_ddp(const TracedStep& trace, int gpus, const Cluster& c, const
         continue;
       }
       const double start = std::max({s.gpu, s.cpu, comm_free});
-      comm_free = start + all_reduce_us(c, gpus, e.bytes_read);
+      comm_free = start + nccl.all_reduce_us(e.bytes_read);
       if (static_cast<int>(i) == last_bucket) {
         // The reducer's finalize: backward ends when every bucket is reduced.
         backward_end = s.gpu;

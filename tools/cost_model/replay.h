@@ -76,6 +76,8 @@ struct Prediction {
   bool out_of_memory = false;      // a peak above the GPU's memory (GpuSpec::mem_gib)
   int64_t comm_bytes_per_gpu = 0;  // DDP: bytes each rank sends; DP: bytes through device 0
   int buckets = 0;                 // DDP: gradient buckets (all-reduces) per step
+  // The sharding strategies (sharding.h): what each GPU's peak holds, in GiB, in order.
+  std::vector<std::pair<std::string, double>> memory_gib;
 };
 
 // Whether a traced event is a kernel on its device's stream: an op, a fill, or a copy within one
@@ -89,6 +91,27 @@ double op_time_us(const TraceEvent& e, const GpuSpec& gpu, const ReplayOptions& 
 // alpha-beta models on the fastest ring the topology allows; microseconds.
 double all_reduce_us(const Cluster& cluster, int gpus, int64_t bytes);
 double broadcast_us(const Cluster& cluster, int gpus, int64_t bytes);  // from GPU 0; = reduce
+// NCCL's ring all-gather and reduce-scatter of `bytes` in all (the gathered buffer; each GPU
+// contributes or keeps bytes / gpus): collective_base_us + (N-1)/N x bytes over the ring's
+// slowest resource + (N-1) hops. An all-reduce on a ring is a reduce-scatter then an all-gather,
+// so their bandwidth terms add up to all_reduce_us's ring term. Ring only, over several nodes too:
+// NCCL runs these two on rings (its tree serves all-reduce alone).
+double all_gather_us(const Cluster& cluster, int gpus, int64_t bytes);
+double reduce_scatter_us(const Cluster& cluster, int gpus, int64_t bytes);
+// The same costs with the ring over GPUs 0..gpus-1 searched once (NCCL's ring search tries every
+// order of a node's GPUs), for pricing many collectives on one group.
+class Collectives {
+ public:
+  Collectives(const Cluster& cluster, int gpus);
+  double all_reduce_us(int64_t bytes) const;
+  double all_gather_us(int64_t bytes) const;
+  double reduce_scatter_us(int64_t bytes) const { return all_gather_us(bytes); }
+
+ private:
+  const Cluster& cluster_;
+  int gpus_;
+  double us_per_byte_ = 0, latency_us_ = 0;
+};
 // Whether the all-reduce ring over GPUs 0..gpus-1 crosses host memory inside a node (SHM).
 bool all_reduce_through_host(const Cluster& cluster, int gpus);
 

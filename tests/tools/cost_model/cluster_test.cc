@@ -254,8 +254,8 @@ TEST(ClusterPresetTest, PcieCardsOfOtherKinds) {
 TEST(ClusterPresetTest, EveryPresetIsSymmetricWithSelfOnTheDiagonal) {
   const std::vector<std::string> names = cluster_preset_names();
   EXPECT_EQ(names, (std::vector<std::string>{"titanrtx-nvlink", "titanrtx-pcie", "dgx1-v100",
-                                             "dgx-a100", "dgx-h100", "pcie-a100", "pcie-t4",
-                                             "pcie-l4", "pcie-rtx4090"}));
+                                             "dgx-a100", "dgx-a100-40g", "dgx-h100", "pcie-a100",
+                                             "pcie-t4", "pcie-l4", "pcie-rtx4090"}));
   for (const std::string& name : names) {
     const Cluster c = cluster_preset(name, name.rfind("titanrtx", 0) == 0 ? 2 : 8);
     SCOPED_TRACE(name);
