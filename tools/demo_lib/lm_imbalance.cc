@@ -16,6 +16,7 @@
 #include "engine/distributed/fully_sharded_data_parallel.h"
 #include "engine/distributed/zero_redundancy_optimizer.h"
 #include "engine/nn/checkpoint.h"
+#include "tools/cost_model/zero.h"
 #include "engine/optim/adam.h"
 #include "engine/optim/clip_grad.h"
 #include "engine/parallel/data_parallel.h"
@@ -97,17 +98,12 @@ DpVariant strategy_from_flag(const std::string& flag) {
 }
 
 double zero_formula_bytes(DpVariant v, int64_t parameters, int devices) {
-  const double p = static_cast<double>(parameters), n = static_cast<double>(devices);
-  switch (v) {
-    case DpVariant::kDdpZero:
-      return 8 * p + 8 * p / n;
-    case DpVariant::kFsdpGradOp:
-      return 4 * p + 12 * p / n;
-    case DpVariant::kFsdpFull:
-      return 16 * p / n;
-    default:
-      return 16 * p;
-  }
+  const int stage = v == DpVariant::kDdpZero      ? 1
+                    : v == DpVariant::kFsdpGradOp ? 2
+                    : v == DpVariant::kFsdpFull   ? 3
+                                                  : 0;
+  return sim::zero_model_state_bytes(stage, parameters, devices, sim::Precision::kFp32, "adamw")
+      .total();
 }
 
 LmImbalanceRun profile_lm_dp(const LmImbalanceOptions& o, const std::vector<Device>& devices,

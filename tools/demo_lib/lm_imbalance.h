@@ -33,10 +33,10 @@ const char* dp_variant_name(DpVariant v);
 bool runs_ranks(DpVariant v);
 const char* strategy_flag(DpVariant v);
 DpVariant strategy_from_flag(const std::string& flag);  // throws naming an unknown one
-// The ZeRO paper's model states per device for this row, in bytes: fp32 parameters (4 bytes
-// each), gradients (4) and AdamW's two moments (8), on `devices` devices (Rajbhandari et al.,
-// 2020, section 5, with K = 8 and no fp16 copy): 16P for DataParallel's device 0 and DDP,
-// 8P + 8P/N for ZeRO-1, 4P + 12P/N for ZeRO-2 (SHARD_GRAD_OP), 16P/N for ZeRO-3 (FULL_SHARD).
+// The ZeRO paper's model states per device for this row, in bytes (tools/cost_model/zero.h, fp32
+// AdamW: parameters 4 bytes each, gradients 4, two moments 8, on `devices` devices): 16P for
+// DataParallel's device 0 and DDP, 8P + 8P/N for ZeRO-1, 4P + 12P/N for ZeRO-2 (SHARD_GRAD_OP),
+// 16P/N for ZeRO-3 (FULL_SHARD).
 double zero_formula_bytes(DpVariant v, int64_t parameters, int devices);
 
 struct LmImbalanceOptions {
