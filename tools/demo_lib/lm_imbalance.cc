@@ -343,8 +343,8 @@ LmImbalanceRun profile_lm_ddp(const LmImbalanceOptions& o, int world,
 std::string lm_imbalance_table(const std::vector<LmImbalanceRun>& runs) {
   std::string out;
   char line[512];
-  std::snprintf(line, sizeof line, "%-22s %4s %10s %12s %6s  %-22s  %-44s  %s\n", "", "devs",
-                "dev0 peak", "others' mean", "ratio", "model states / ZeRO",
+  std::snprintf(line, sizeof line, "%-22s %4s %10s %12s %6s %8s  %-22s  %-44s  %s\n", "", "devs",
+                "dev0 peak", "others' mean", "ratio", "step ms", "model states / ZeRO",
                 "device 0 extra (MiB) by category",
                 "device 0 busy ms: scatter+replicate / forward / gather+loss / backward / "
                 "reduce-add / step");
@@ -387,11 +387,11 @@ std::string lm_imbalance_table(const std::vector<LmImbalanceRun>& runs) {
     std::snprintf(model_states, sizeof model_states, "%s / %s %+.0f%%", mib(states).c_str(),
                   mib(formula).c_str(), formula > 0 ? 100.0 * (states / formula - 1) : 0.0);
     std::snprintf(line, sizeof line,
-                  "%-22s %4zu %10s %12s %5.2fx  %-22s  %-44s  %.0f / %.0f / %.0f / %.0f / %.0f / "
-                  "%.0f\n",
+                  "%-22s %4zu %10s %12s %5.2fx %8.0f  %-22s  %-44s  %.0f / %.0f / %.0f / %.0f / "
+                  "%.0f / %.0f\n",
                   row_name(r).c_str(), r.devices.size(),
                   mib(rep.devices[0].peak_bytes).c_str(), mib(others).c_str(), rep.extra_peak_ratio,
-                  model_states, cats.c_str(), ms(Phase::kScatter) + ms(Phase::kReplicate), ms(Phase::kForward),
+                  rep.step_ms, model_states, cats.c_str(), ms(Phase::kScatter) + ms(Phase::kReplicate), ms(Phase::kForward),
                   ms(Phase::kGather) + ms(Phase::kLoss), ms(Phase::kBackward),
                   ms(Phase::kReduceAdd), ms(Phase::kStep));
     out += line;

@@ -82,8 +82,9 @@ LmImbalanceRun profile_lm_ddp(const LmImbalanceOptions& options, int world,
 void lm_ddp_worker(const LmImbalanceOptions& options, const std::string& result_dir,
                    DpVariant variant = DpVariant::kDdp);
 
-// One line per run: device 0's peak against the others' mean, its extra by category, and device
-// 0's busy time per phase; then a one-line conclusion per device count.
+// One line per run: device 0's peak against the others' mean, the step's wall time, device 0's
+// model states beside the ZeRO formula, its extra by category, and its busy time per phase; then
+// a one-line conclusion per device count.
 std::string lm_imbalance_table(const std::vector<LmImbalanceRun>& runs);
 
 }  // namespace dpe::tools
