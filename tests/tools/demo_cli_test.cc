@@ -97,10 +97,15 @@ TEST(DemoCliTest, BatchFlagsSayWhatTheyCountAndOlderSpellingsWork) {
   // The language-model part, its DDP ranks included (they get the per-device batch too).
   const std::string lm = "--model gpt-small --lm-devices 2 --lm-steps 1 --steps 1 --devices 2";
   EXPECT_EQ(run(lm + " --lm-batch-size 1 --context 8", &now), 0) << now;
-  EXPECT_EQ(run(lm + " --lm-batch 1 --lm-context 8", &old), 0) << old;
+  EXPECT_EQ(run(lm + " --lm-batch 1 --lm-context 8 --no-lm-sharded", &old), 0) << old;
   for (const std::string* o : {&now, &old}) {
     EXPECT_TRUE(has(*o, "1 sequences of 8 tokens (random) per device")) << *o;
     EXPECT_TRUE(has(*o, "DDP ranks")) << *o;
+  }
+  // The ways out beyond DDP, each with activation checkpointing, unless --no-lm-sharded.
+  for (const char* row : {"DDP + ZeRO-1", "FSDP SHARD_GRAD_OP", "FSDP FULL_SHARD +AC"}) {
+    EXPECT_TRUE(has(now, row)) << now;
+    EXPECT_FALSE(has(old, row)) << old;
   }
 }
 
