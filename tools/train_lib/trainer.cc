@@ -1350,7 +1350,8 @@ TrainResult train(const TrainConfig& config, FILE* out) {
     if (!c.checkpoint_dir.empty()) save_checkpoint(run, m, &generation);
     result.epochs.push_back(m);
   }
-  for (auto& [k, v] : model->state_dict()) result.final_state.emplace_back(k, v.to(home).clone());
+  // FSDP: the full state dict, which every rank takes part in gathering.
+  for (auto& [k, v] : io.model_state()) result.final_state.emplace_back(k, v.to(home).clone());
   return result;
 }
 
