@@ -1,4 +1,4 @@
-// //tools:bench's exit codes (README, "Exit codes"): bad flags and DPE_* values exit with 2
+// //tools:bench's exit codes (docs/flags.md, "Exit codes"): bad flags and DPE_* values exit with 2
 // before anything runs, missing or corrupt Fashion-MNIST files with 3.
 #include <gtest/gtest.h>
 #include <sys/stat.h>

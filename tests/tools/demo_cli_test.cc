@@ -1,4 +1,4 @@
-// //tools:demo's exit codes (README, "Exit codes"): bad flags and DPE_* values exit with 2
+// //tools:demo's exit codes (docs/flags.md, "Exit codes"): bad flags and DPE_* values exit with 2
 // before anything runs, a --data-dir that is not a folder with 2, missing Fashion-MNIST files in
 // one with 3; the older flag spellings (--lm-batch, --lm-context, --train-batch) keep working.
 #include <gtest/gtest.h>

@@ -257,7 +257,7 @@ TEST(LaunchTest, WorkersDieWithAKilledLauncher) {
   EXPECT_FALSE(contains(read_file(path), "survived"));
 }
 
-// Launcher flag errors are usage errors: exit code 2, as train's (README, "Exit codes").
+// Launcher flag errors are usage errors: exit code 2, as train's (docs/flags.md, "Exit codes").
 TEST(LaunchTest, BadFlagsExitWithCode2) {
   std::string out;
   for (const std::vector<std::string>& args :

@@ -1,4 +1,4 @@
-// //tools:train's command line and its exit codes (README, "Exit codes"): bad flags, flag values
+// //tools:train's command line and its exit codes (docs/flags.md, "Exit codes"): bad flags, flag values
 // and DPE_* environment values exit with 2, data and checkpoint files that are missing or corrupt
 // with 3, a failed run with 1; --devices against DPE_HOST_DEVICES, --rdzv-timeout; a run killed
 // at any moment resumes; DDP over MPI (mpirun) trains exactly as DDP over Gloo; --max-steps is a

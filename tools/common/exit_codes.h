@@ -1,5 +1,5 @@
 // The exit codes of dpe's command-line tools (train, bench, demo, launch) and the two errors that
-// choose them. One rule everywhere (README, "Exit codes"):
+// choose them. One rule everywhere (docs/flags.md, "Exit codes"):
 //   0  done
 //   1  the run failed (a non-finite loss, a lost rank, a rendezvous that timed out, out of memory)
 //   2  usage: a bad flag or flag value, or a bad DPE_* environment value; nothing was run

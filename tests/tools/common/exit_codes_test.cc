@@ -1,4 +1,4 @@
-// The tools' one rule (README, "Exit codes"): usage 2, data 3, anything else 1, out of memory
+// The tools' one rule (docs/flags.md, "Exit codes"): usage 2, data 3, anything else 1, out of memory
 // included, whichever way it comes (dpe's OutOfMemoryError, std::bad_alloc).
 #include "tools/common/exit_codes.h"
 
