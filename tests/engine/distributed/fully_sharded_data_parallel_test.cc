@@ -1,6 +1,7 @@
 // FullyShardedDataParallel with 2 and 3 ranks in separate processes on 127.0.0.1, one host device
 // each, on a small GPT wrapped per transformer block: several Adam steps of FULL_SHARD and
-// SHARD_GRAD_OP equal DDP's (losses, every parameter); each rank keeps 1/world of the parameters;
+// SHARD_GRAD_OP, with and without activation checkpointing, equal DDP's (losses, every parameter),
+// as ZeRO-1 with checkpointing does; each rank keeps 1/world of the parameters;
 // the full state dict is the unwrapped model's and loads back; the optimizer's state converts to
 // the plain optimizer's layout and back; the errors for a unit that missed gradients and for
 // parameters read outside forward.
@@ -13,6 +14,7 @@
 #include "engine/autograd/ops.h"
 #include "engine/distributed/distributed_data_parallel.h"
 #include "engine/distributed/spawn.h"
+#include "engine/distributed/zero_redundancy_optimizer.h"
 #include "engine/nn/checkpoint.h"
 #include "engine/nn/linear.h"
 #include "engine/optim/adam.h"
@@ -146,6 +148,43 @@ TEST_P(FsdpTest, EqualsDdpForBothStrategies) {
                        what + " parameters");
           expect_close(fsdp.full_optim_state_dict(adam.state_dict()), ddp_adam.state_dict(),
                        1e-4f, what + " optimizer state");
+        }
+      },
+      n);
+}
+
+// ZeRO-1 (ZeroRedundancyOptimizer under DDP) with every block checkpointed takes DDP's steps: the
+// same losses, and the same parameters and consolidated optimizer state after three steps.
+TEST_P(FsdpTest, ZeroOneWithCheckpointingEqualsDdp) {
+  const int n = GetParam();
+  test::StoreServerProcess server;
+  const int port = server.port();
+  spawn(
+      [&](int rank) {
+        auto pg = join_job(port, rank, n);
+        auto plain = make_gpt(7);
+        DistributedDataParallel ddp(plain, pg);
+        optim::Adam adam(plain->parameters(), adam_options());
+        auto sharded = make_gpt(7);
+        RANK_CHECK(nn::apply_activation_checkpointing(*sharded, models::is_gpt_block) == 2,
+                   "two blocks checkpointed");
+        DistributedDataParallel zero_ddp(sharded, pg);
+        distributed::ZeroRedundancyOptimizer zero(
+            sharded->parameters(),
+            [](std::vector<Tensor> shard) {
+              return std::make_unique<optim::Adam>(std::move(shard), adam_options());
+            },
+            pg);
+        for (int s = 0; s < 3; ++s) {
+          const float want = train_step(ddp, adam, rank, s);
+          const float got = train_step(zero_ddp, zero, rank, s);
+          RANK_CHECK(std::abs(got - want) <= 1e-5f * std::abs(want),
+                     "step " << s << " loss " << got << " vs DDP " << want);
+        }
+        expect_close(sharded->state_dict(), plain->state_dict(), 1e-5f, "ZeRO-1 parameters");
+        zero.consolidate_state_dict(0);
+        if (rank == 0) {
+          expect_close(zero.state_dict(), adam.state_dict(), 1e-4f, "ZeRO-1 optimizer state");
         }
       },
       n);
