@@ -17,6 +17,7 @@
 #include "engine/distributed/distributed.h"
 #include "engine/distributed/verify_params.h"
 #include "engine/optim/clip_grad.h"
+#include "engine/optim/optimizer.h"
 
 namespace dpe {
 namespace distributed {
@@ -176,22 +177,6 @@ void find_units(const Module& m, const std::string& prefix,
       find_units(*child, full, policy, out);
     }
   }
-}
-
-// "state.<i>.<field>" -> (i, field), i < count; throws naming the key and `who`.
-std::pair<size_t, std::string> parse_state_key(const std::string& key, size_t count,
-                                               const char* what) {
-  const std::string prefix = "state.";
-  const size_t dot = key.find('.', prefix.size());
-  bool ok = key.rfind(prefix, 0) == 0 && dot != std::string::npos && dot > prefix.size() &&
-            dot - prefix.size() <= 9 && dot + 1 < key.size();
-  for (size_t k = prefix.size(); ok && k < dot; ++k) ok = key[k] >= '0' && key[k] <= '9';
-  DPE_CHECK(ok, "FullyShardedDataParallel: optimizer state key '"
-                    << key << "' is not state.<" << what << " index>.<field>");
-  const size_t i = std::stoul(key.substr(prefix.size(), dot - prefix.size()));
-  DPE_CHECK(i < count, "FullyShardedDataParallel: optimizer state key '"
-                           << key << "' names " << what << " " << i << " of " << count);
-  return {i, key.substr(dot + 1)};
 }
 
 }  // namespace
@@ -426,7 +411,8 @@ StateDict FullyShardedDataParallel::full_optim_state_dict(const StateDict& shard
   FsdpState& st = *state_;
   std::vector<std::vector<std::pair<std::string, Tensor>>> fields(st.units.size());
   for (const auto& [key, t] : sharded) {
-    const auto [k, field] = distributed::parse_state_key(key, st.units.size(), "flat parameter");
+    const auto [k, field] = optim::parse_state_key("FullyShardedDataParallel.full_optim_state_dict",
+                                                   key, st.units.size(), "flat parameter");
     fields[k].emplace_back(field, t);
   }
   std::vector<std::vector<std::pair<std::string, Tensor>>> per_param(st.slot_of.size());
@@ -459,7 +445,8 @@ StateDict FullyShardedDataParallel::shard_optim_state_dict(const StateDict& full
   std::vector<std::map<std::string, std::vector<std::pair<size_t, Tensor>>>> fields(
       st.units.size());
   for (const auto& [key, t] : full) {
-    const auto [i, field] = distributed::parse_state_key(key, st.slot_of.size(), "parameter");
+    const auto [i, field] = optim::parse_state_key(
+        "FullyShardedDataParallel.shard_optim_state_dict", key, st.slot_of.size());
     const auto [k, j] = st.slot_of[i];
     fields[k][field].emplace_back(j, t);
   }

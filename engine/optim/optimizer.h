@@ -40,4 +40,10 @@ class Optimizer {
   float lr_;
 };
 
+// The index and the field of an optimizer state key "state.<i>.<field>" (PyTorch's layout), i below
+// `count`. Throws dpe::Error, prefixed by `who`, naming the key unless it has that form, <i> is a
+// decimal number of at most 9 digits, and below `count` (`what` names what <i> counts).
+std::pair<size_t, std::string> parse_state_key(const std::string& who, const std::string& name,
+                                               size_t count, const char* what = "parameter");
+
 }  // namespace dpe::optim
