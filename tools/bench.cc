@@ -16,6 +16,7 @@
 #include <cstring>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -26,6 +27,7 @@
 #include "models/by_name.h"
 #include "tools/bench_lib/bench_plot.h"
 #include "tools/bench_lib/bench_runner.h"
+#include "tools/bench_lib/roofline.h"
 #include "tools/common/devices.h"
 #include "tools/common/exit_codes.h"
 #include "tools/common/local_ranks.h"
@@ -37,7 +39,29 @@ namespace {
 using dpe::tools::BenchConfig;
 using dpe::tools::BenchResult;
 
-nlohmann::json to_json(const BenchResult& r, double speedup, double peak_gflops) {
+nlohmann::json roofline_json(const dpe::tools::Roofline& f) {
+  nlohmann::json j;
+  j["bound_ms"] = f.bound_ms;
+  j["compute_bound_ms"] = f.compute_bound_ms;
+  j["memory_bound_ms"] = f.memory_bound_ms;
+  j["kernel_ms"] = f.kernel_ms;
+  j["device"] = f.device;
+  j["peak_gflops"] = f.rates.peak_gflops;
+  j["memory_gbs"] = f.rates.memory_gbs;
+  j["memory_measured_at_bytes"] = f.rates.measured_at;
+  j["ops"] = nlohmann::json::array();
+  for (const auto& o : f.ops) {
+    nlohmann::json op{{"name", o.name},   {"op_class", o.op_class}, {"backward", o.backward},
+                      {"calls", o.calls}, {"flops", o.flops},       {"bytes", o.bytes},
+                      {"bound_ms", o.bound_ms}};
+    if (o.timed) op["measured_ms"] = o.measured_ms;
+    j["ops"].push_back(op);
+  }
+  return j;
+}
+
+nlohmann::json to_json(const BenchResult& r, double speedup, double peak_gflops,
+                       const dpe::tools::Roofline* roof) {
   nlohmann::json j;
   j["model"] = r.config.model;
   j["mode"] = r.config.mode;
@@ -67,6 +91,10 @@ nlohmann::json to_json(const BenchResult& r, double speedup, double peak_gflops)
   j["gflops"] = r.gflops;
   j["threads"] = r.config.threads;
   j["gflops_share_of_peak"] = r.gflops / (peak_gflops * r.config.devices * r.config.threads);
+  if (roof != nullptr) {
+    j["roofline"] = roofline_json(*roof);
+    j["share_of_roofline"] = roof->bound_ms / r.step_ms;
+  }
   for (const auto& d : r.devices) {
     j["per_device"].push_back(
         {{"device", d.device}, {"peak_bytes", d.peak_bytes}, {"busy_share", d.busy_share}});
@@ -95,6 +123,7 @@ struct Options {
   bool zero = false;  // --zero: a ZeRO-1 row beside each DDP row (a worker: this row is one)
   // --sharding: FSDP rows beside each DDP row, one per strategy (a worker: "none" or its one)
   std::vector<std::string> sharding;
+  bool op_profile = false;  // --op-profile: each in-process row's ops against the roofline
   BenchConfig base;
   CLI::Option* ddp_backends_option = nullptr;
   std::string json_path = "bench.json", svg_path = "bench.svg";
@@ -214,6 +243,9 @@ int parse_options(int argc, char** argv, Options& o) {
       ->check(CLI::Range(1, 256))
       ->capture_default_str();
   add_step_options(app, o);
+  app.add_flag("--op-profile", o.op_profile,
+               "after each single-device and DataParallel row, its traced step op by op: calls, "
+               "measured ms and share of the step, GFLOP/s, GB/s, and the roofline's bound");
   app.add_option("--json", o.json_path,
                  "where to write the results (checked before the run: a path that cannot be "
                  "written exits 2)")
@@ -355,13 +387,20 @@ void print_preamble(const Options& o, unsigned cores, double peak) {
           n, base.threads, cores);
     }
   }
-  std::printf("\n%-11s %6s %8s %4s %9s %10s %9s %7s %8s %6s %9s  %s\n", "model", "batch", "mode",
-              "dev", "step ms", "samples/s", "tokens/s", "speedup", "GFLOP/s", "%peak", "DP ovh us",
-              "per device: peak memory / busy share");
+  if (base.device != "cuda") {
+    std::printf(
+        "bound ms: the step a roofline of the row's traced ops allows (each op at max(FLOPs / "
+        "the peak, bytes / one thread's memory rate at the size the step's ops move); "
+        "--op-profile: op by op); %%bound = bound / step\n");
+  }
+  std::printf("\n%-11s %6s %8s %4s %9s %10s %9s %7s %8s %6s %8s %6s %9s  %s\n", "model", "batch",
+              "mode", "dev", "step ms", "samples/s", "tokens/s", "speedup", "GFLOP/s", "%peak",
+              "bound ms", "%bound", "DP ovh us", "per device: peak memory / busy share");
 }
 
 // One row of the table: the run `r` of configuration `c`.
-void print_row(const BenchConfig& c, const BenchResult& r, double speedup, double peak) {
+void print_row(const BenchConfig& c, const BenchResult& r, double speedup, double peak,
+               const dpe::tools::Roofline* roof) {
   std::string per_device;
   for (const auto& d : r.devices) {
     char buf[96];
@@ -386,12 +425,59 @@ void print_row(const BenchConfig& c, const BenchResult& r, double speedup, doubl
   if (r.tokens_per_second > 0) {
     std::snprintf(tokens, sizeof tokens, "%.0f", r.tokens_per_second);
   }
+  char bound[24] = "-", bound_share[16] = "-";
+  if (roof != nullptr) {
+    std::snprintf(bound, sizeof bound, "%.2f", roof->bound_ms);
+    std::snprintf(bound_share, sizeof bound_share, "%.0f%%", 100 * roof->bound_ms / r.step_ms);
+  }
   const std::string label = dpe::tools::mode_label(c);
-  std::printf("%-11s %6lld %8s %4d %9.2f %10.1f %9s %7.2f %8.1f %5.0f%% %9s  %s\n", c.model.c_str(),
-              static_cast<long long>(c.global_batch), label.c_str(), c.devices, r.step_ms,
-              r.samples_per_second, tokens, speedup, r.gflops,
-              100 * r.gflops / (peak * c.devices * c.threads), overhead, per_device.c_str());
+  std::printf("%-11s %6lld %8s %4d %9.2f %10.1f %9s %7.2f %8.1f %5.0f%% %8s %6s %9s  %s\n",
+              c.model.c_str(), static_cast<long long>(c.global_batch), label.c_str(), c.devices,
+              r.step_ms, r.samples_per_second, tokens, speedup, r.gflops,
+              100 * r.gflops / (peak * c.devices * c.threads), bound, bound_share, overhead,
+              per_device.c_str());
   std::fflush(stdout);
+}
+
+// The traced step of a row op by op, against the roofline (--op-profile).
+void print_op_profile(const dpe::tools::Roofline& f, double step_ms) {
+  std::printf(
+      "  %s's ops in one traced step (peak %.1f GFLOP/s; memory %.1f GB/s read + written, "
+      "measured at %s per op): prims %.2f ms of the %.2f ms step, the rest is the engine "
+      "(autograd, allocation, hand-offs) and untimed copies; roofline %.2f ms (compute-bound "
+      "ops %.2f, memory-bound %.2f)\n",
+      f.device.c_str(), f.rates.peak_gflops, f.rates.memory_gbs,
+      dpe::format_bytes(f.rates.measured_at).c_str(), f.kernel_ms, step_ms, f.bound_ms,
+      f.compute_bound_ms, f.memory_bound_ms);
+  std::printf("  %-32s %-11s %5s %9s %6s %8s %8s %9s %6s\n", "op", "class", "calls", "ms",
+              "%step", "GFLOP/s", "GB/s", "bound ms", "%bound");
+  for (const auto& o : f.ops) {
+    const std::string name = o.name + (o.backward ? " (bwd)" : "");
+    if (!o.timed) {
+      std::printf("  %-32s %-11s %5lld %9s %6s %8s %8s %9.3f %6s\n", name.c_str(),
+                  o.op_class.c_str(), static_cast<long long>(o.calls), "-", "-", "-", "-",
+                  o.bound_ms, "-");
+      continue;
+    }
+    const double s = o.measured_ms / 1e3;
+    std::printf("  %-32s %-11s %5lld %9.3f %5.1f%% %8.1f %8.1f %9.3f %5.0f%%\n", name.c_str(),
+                o.op_class.c_str(), static_cast<long long>(o.calls), o.measured_ms,
+                100 * o.measured_ms / step_ms, s > 0 ? o.flops / s / 1e9 : 0.0,
+                s > 0 ? o.bytes / s / 1e9 : 0.0, o.bound_ms,
+                o.measured_ms > 0 ? 100 * o.bound_ms / o.measured_ms : 0.0);
+  }
+  std::fflush(stdout);
+}
+
+// The roofline of a row that was traced (single and dp on host devices), else nothing.
+std::optional<dpe::tools::Roofline> row_roofline(const BenchConfig& c, const BenchResult& r,
+                                                 double peak) {
+  if (r.traced_step.empty()) return std::nullopt;
+  dpe::tools::MachineRates rates;
+  rates.peak_gflops = peak * c.threads;
+  rates.measured_at = dpe::tools::memory_measure_bytes(r.traced_step);
+  rates.memory_gbs = dpe::tools::measure_memory_gbs(rates.measured_at, 7);
+  return dpe::tools::roofline(r.traced_step, rates);
 }
 
 // Every run's result and its JSON, in the table's order.
@@ -440,8 +526,11 @@ void run_model(const Options& o, const std::string& model, double peak, Runs& ru
                                         : dpe::tools::run_in_process(c);
         if (n == 1) one_device = r.samples_per_second;
         const double speedup = one_device > 0 ? r.samples_per_second / one_device : 0;
-        print_row(c, r, speedup, peak);
-        runs.all.push_back(to_json(r, speedup, peak));
+        const std::optional<dpe::tools::Roofline> roof = row_roofline(c, r, peak);
+        print_row(c, r, speedup, peak, roof ? &*roof : nullptr);
+        if (o.op_profile && roof) print_op_profile(*roof, r.step_ms);
+        runs.all.push_back(to_json(r, speedup, peak, roof ? &*roof : nullptr));
+        r.traced_step.clear();  // the plot needs the figures, not the events
         runs.results.push_back(r);
       }
     }

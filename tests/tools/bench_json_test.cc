@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -37,6 +38,27 @@ TEST(BenchJsonTest, SchemaOfAQuickRun) {
       EXPECT_TRUE(r.contains(key)) << key;
     }
     EXPECT_EQ(r["per_device"].size(), r["devices"].get<size_t>());
+    // In-process rows carry their traced step's roofline, op by op; DDP's ranks do not.
+    ASSERT_EQ(r.contains("roofline"), r["mode"] != "ddp");
+    if (r.contains("roofline")) {
+      const auto& f = r["roofline"];
+      EXPECT_GT(f.at("peak_gflops").get<double>(), 0);
+      EXPECT_GT(f.at("memory_gbs").get<double>(), 0);
+      EXPECT_NEAR(r.at("share_of_roofline").get<double>(),
+                  f.at("bound_ms").get<double>() / r["step_ms"].get<double>(), 1e-9);
+      double sum = 0;
+      ASSERT_FALSE(f.at("ops").empty());
+      for (const auto& o : f["ops"]) {
+        const double compute_ms = o.at("flops").get<double>() / f["peak_gflops"].get<double>() / 1e6;
+        const double memory_ms = o.at("bytes").get<double>() / f["memory_gbs"].get<double>() / 1e6;
+        // Summed over calls: at least the larger of the two, at most their sum.
+        const double bound = o.at("bound_ms").get<double>(), eps = 1e-9 * (1 + bound);
+        EXPECT_GE(bound + eps, std::max(compute_ms, memory_ms)) << o.at("name");
+        EXPECT_LE(bound, compute_ms + memory_ms + eps) << o.at("name");
+        sum += o["bound_ms"].get<double>();
+      }
+      EXPECT_NEAR(sum, f.at("bound_ms").get<double>(), 1e-9);
+    }
     for (const auto& d : r["per_device"]) {
       EXPECT_GT(d.at("peak_bytes").get<double>(), 0);
       EXPECT_GE(d.at("busy_share").get<double>(), 0);

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "engine/device/device.h"
+#include "engine/trace/op_trace.h"
 
 namespace dpe::tools {
 
@@ -61,6 +62,9 @@ struct BenchResult {
   // The last step's loss (ddp: rank 0's): a setting that must not change the arithmetic
   // (--activation-checkpointing) leaves it as it was
   double final_loss = 0;
+  // single and dp on host devices: one more step after the timed ones, traced op by op with
+  // each prim's time (engine/trace/op_trace.h): the roofline's input (roofline.h)
+  std::vector<TraceEvent> traced_step;
 };
 
 // Training FLOPs per sample (forward + both backward products, except the input gradient of
