@@ -17,7 +17,10 @@ TEST(LogSoftmaxTest, ForwardAndBackwardMatchReference) {
   struct Dims {
     int64_t rows, cols;
   };
-  for (Dims d : {Dims{1, 1}, Dims{3, 10}, Dims{17, 7}, Dims{4096, 10}}) {
+  // The backward runs in blocks of rows: 32000 columns make blocks of 2 and a last one of 1;
+  // 70000, rows wider than a block.
+  for (Dims d : {Dims{1, 1}, Dims{3, 10}, Dims{17, 7}, Dims{4096, 10}, Dims{5, 32000},
+                 Dims{3, 70000}}) {
     const int64_t n = d.rows * d.cols;
     auto x = random_floats(n, 1, -30.0f, 30.0f);  // wide range: needs the max shift
     x[0] = 80.0f;                                 // exp(80) overflows float without it
