@@ -82,8 +82,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{3, 2, 9, 8, 5, 3, 2, 2, 0},        // stride 2, rectangular kernel
                       Case{2, 4, 10, 11, 3, 5, 5, 2, 2},      // stride 2 with padding
                       Case{2, 1, 28, 28, 16, 5, 5, 1, 2},     // the ConvNet's first layer
-                      // Few input channels: the weight gradient's im2col GEMMs, in groups of
-                      // 10 images here (a short last one), and padding past the kernel's reach
+                      // Few input channels (the weight gradient reads NHWC), and padding past
+                      // the kernel's reach
                       Case{23, 1, 28, 28, 4, 5, 5, 1, 2}, Case{2, 2, 6, 5, 3, 3, 3, 3, 3},
                       Case{2, 16, 14, 14, 32, 5, 5, 1, 2}));  // and its second
 
