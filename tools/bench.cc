@@ -100,6 +100,7 @@ nlohmann::json to_json(const BenchResult& r, double speedup, double peak_gflops,
         {{"device", d.device}, {"peak_bytes", d.peak_bytes}, {"busy_share", d.busy_share}});
   }
   if (r.config.mode == "dp") {
+    j["dp_loss"] = r.config.dp_loss;
     j["handoffs_per_step"] = r.handoffs_per_step;
     j["handoff_wait_us"] = r.handoff_wait_us;
     j["dp_overhead_us"] = 1000 * (r.phase_ms[0] + r.phase_ms[1] + r.phase_ms[3] + r.phase_ms[6]);
@@ -124,6 +125,7 @@ struct Options {
   // --sharding: FSDP rows beside each DDP row, one per strategy (a worker: "none" or its one)
   std::vector<std::string> sharding;
   bool op_profile = false;  // --op-profile: each in-process row's ops against the roofline
+  std::vector<std::string> dp_losses{"device0"};  // --dp-loss: a DataParallel row each
   BenchConfig base;
   CLI::Option* ddp_backends_option = nullptr;
   std::string json_path = "bench.json", svg_path = "bench.svg";
@@ -243,6 +245,14 @@ int parse_options(int argc, char** argv, Options& o) {
       ->check(CLI::Range(1, 256))
       ->capture_default_str();
   add_step_options(app, o);
+  app.add_option("--dp-loss", o.dp_losses,
+                 "where DataParallel rows compute the loss, a list (a row each): device0 "
+                 "(PyTorch's: the outputs gathered on device 0, the loss there) or replicas (row "
+                 "dp+ploss: each device's loss on its own outputs, only scalars gathered, dpe's "
+                 "parallel_criterion)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"device0", "replicas"}))
+      ->capture_default_str();
   app.add_flag("--op-profile", o.op_profile,
                "after each single-device and DataParallel row, its traced step op by op: calls, "
                "measured ms and share of the step, GFLOP/s, GB/s, and the roofline's bound");
@@ -504,7 +514,8 @@ void run_model(const Options& o, const std::string& model, double peak, Runs& ru
         bool zero;
         std::string sharding;
       };
-      std::vector<Mode> modes{{"dp", "", false, ""}};
+      std::vector<Mode> modes;
+      for (const std::string& l : o.dp_losses) modes.push_back({"dp", l, false, ""});
       for (const std::string& b : o.ddp_backends) {
         modes.push_back({"ddp", b, false, ""});
         if (o.zero) modes.push_back({"ddp", b, true, ""});
@@ -518,8 +529,11 @@ void run_model(const Options& o, const std::string& model, double peak, Runs& ru
         c.model = model;
         c.global_batch = batch;
         c.devices = n;
+        // One device: one row, whatever the DataParallel rows' loss.
+        if (n == 1 && mode == "dp" && backend != o.dp_losses.front()) continue;
         c.mode = n == 1 ? "single" : mode;
         if (c.mode == "ddp") c.ddp_backend = backend;
+        if (c.mode == "dp") c.dp_loss = backend;
         c.zero = c.mode == "ddp" && zero;
         c.sharding = c.mode == "ddp" ? sharding : "";
         BenchResult r = c.mode == "ddp" ? dpe::tools::run_ddp(c, dpe::tools::self_executable())

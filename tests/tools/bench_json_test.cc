@@ -71,6 +71,28 @@ TEST(BenchJsonTest, SchemaOfAQuickRun) {
   EXPECT_EQ(first.rfind("<svg", 0), 0u);
 }
 
+TEST(BenchJsonTest, DpLossOnTheReplicasIsARowOfItsOwnWithTheSameLoss) {
+  const std::string dir = std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp";
+  const std::string json = dir + "/bench_dp_loss.json", svg = dir + "/bench_dp_loss.svg";
+  const std::string cmd = g_bench +
+                          " --models toy --devices 1,2 --batch-size 8 --warmup 1 --steps 2"
+                          " --ddp-backends mpi --dp-loss device0,replicas --json " +
+                          json + " --svg " + svg + " > " + dir + "/bench_dp_loss.out 2>&1";
+  const int status = std::system(cmd.c_str());
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "bench failed";
+  nlohmann::json j = nlohmann::json::parse(std::ifstream(json));
+  ASSERT_EQ(j.at("results").size(), 4u);  // single, dp, dp (loss on the replicas), ddp/mpi
+  const auto& dp = j["results"][1];
+  const auto& ploss = j["results"][2];
+  EXPECT_EQ(dp.at("dp_loss"), "device0");
+  EXPECT_EQ(ploss.at("mode"), "dp");
+  EXPECT_EQ(ploss.at("dp_loss"), "replicas");
+  // A mean loss over the chunks equals the loss of the gathered outputs: the same training.
+  EXPECT_NEAR(ploss.at("final_loss").get<double>(), dp.at("final_loss").get<double>(),
+              1e-5 * std::abs(dp["final_loss"].get<double>()));
+  EXPECT_TRUE(ploss.contains("roofline"));
+}
+
 TEST(BenchJsonTest, ThreadsPerDeviceAreRecordedAndCountInTheShareOfPeak) {
   const std::string dir = std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp";
   const std::string json = dir + "/bench_threads.json";

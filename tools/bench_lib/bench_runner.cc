@@ -239,6 +239,8 @@ double training_flops_per_sample(const std::string& model, int64_t context, int6
 
 BenchResult run_in_process(const BenchConfig& c) {
   DPE_CHECK(c.mode == "single" || c.mode == "dp", "run_in_process: mode " << c.mode);
+  DPE_CHECK(c.dp_loss == "device0" || c.dp_loss == "replicas",
+            "run_in_process: dp_loss '" << c.dp_loss << "' (expected device0 or replicas)");
   const nn::FusionScope fusion(c.fuse);
   const DeviceType type = parse_device_type(c.device);
   if (type == DeviceType::kHost) set_host_devices({std::max(c.devices, 2), c.threads, 0});
@@ -258,15 +260,23 @@ BenchResult run_in_process(const BenchConfig& c) {
   std::vector<double> times;
   std::vector<StepStats> stats;
   Tensor last_loss;
+  // The step's forward and loss: on device 0 over the gathered outputs, or on every replica.
+  const bool replicas_loss = dp && c.dp_loss == "replicas";
+  auto forward_loss = [&](StepProfiler* p) {
+    if (replicas_loss) {
+      const ReplicaOutputs outs = dp->forward_replicas(Value(x));
+      return parallel_criterion(
+          outs, y, 0, [&](const Tensor& o, const Tensor& t) { return loss_for(c.model, o, t); },
+          devices[0], p);
+    }
+    Tensor out = net.forward(x);
+    StepProfiler::Scope scope(p, devices[0], Phase::kLoss);
+    return loss_for(c.model, out, y);
+  };
   for (int s = 0; s < c.warmup + c.steps; ++s) {
     const auto start = Clock::now();
     prof.begin_step(devices);
-    Tensor out = net.forward(x);
-    Tensor loss;
-    {
-      StepProfiler::Scope scope(&prof, devices[0], Phase::kLoss);
-      loss = loss_for(c.model, out, y);
-    }
+    Tensor loss = forward_loss(&prof);
     prof.backward(loss);
     last_loss = loss;
     {
@@ -291,7 +301,7 @@ BenchResult run_in_process(const BenchConfig& c) {
     // (its bookkeeping is not the step's work) and the timed steps are already measured.
     if (dp) dp->set_profiler(nullptr);
     OpTrace trace;
-    Tensor loss = loss_for(c.model, net.forward(x), y);
+    Tensor loss = forward_loss(nullptr);
     backward(loss);
     optimizer_step(c.model, *model, *opt);
     finish_queued_work(devices);

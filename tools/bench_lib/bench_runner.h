@@ -28,6 +28,10 @@ struct BenchConfig {
   // ddp: "" (DDP), or FullyShardedDataParallel's "full" (FULL_SHARD) or "grad-op"
   // (SHARD_GRAD_OP) in its place, each gpt block a unit (other models: one unit)
   std::string sharding;
+  // dp: where the loss is computed: "device0" (PyTorch's DataParallel: the outputs gathered on
+  // device 0, the loss there) or "replicas" (forward_replicas + parallel_criterion: each device's
+  // loss on its own outputs, only scalars gathered; engine/parallel/data_parallel.h)
+  std::string dp_loss = "device0";
   bool fuse = true;                 // BatchNorm2d + ReLU as one op (engine/nn/fusion.h)
   bool activation_checkpointing = false;  // gpt: each block recomputed in backward
   int devices = 1;
@@ -83,9 +87,10 @@ int64_t bench_image(const std::string& model, int64_t image);
 // other models. Throws dpe::Error when `context` exceeds the block size.
 int64_t bench_context(const std::string& model, int64_t context);
 
-// The row's name: "single", "dp", "ddp/<backend>", "ddp/<backend>+zero" (ZeRO-1), or
+// The row's name: "single", "dp", "dp+ploss" (the loss on the replicas), "ddp/<backend>", "ddp/<backend>+zero" (ZeRO-1), or
 // "fsdp/<backend>+full" / "fsdp/<backend>+grad-op".
 inline std::string mode_label(const BenchConfig& c) {
+  if (c.mode == "dp" && c.dp_loss == "replicas") return "dp+ploss";
   if (c.mode != "ddp") return c.mode;
   if (!c.sharding.empty()) return "fsdp/" + c.ddp_backend + "+" + c.sharding;
   return "ddp/" + c.ddp_backend + (c.zero ? "+zero" : "");
