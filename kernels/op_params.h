@@ -59,6 +59,7 @@ struct Conv2dShape {
   int64_t o, kh, kw;
   int64_t stride, padding;
   int64_t ho, wo;
+  bool channels_last = false;  // x, y and their gradients laid out NHWC (w stays OIHW)
 };
 
 // Max pooling of x [n, c, h, w] into y [n, c, ho, wo] (square window).
@@ -66,11 +67,13 @@ struct Pool2dShape {
   int64_t n, c, h, w;
   int64_t kernel, stride, padding;
   int64_t ho, wo;
+  bool channels_last = false;  // x, y, the indices and the gradients laid out NHWC
 };
 
 // Batch normalisation of x [n, c, ...] viewed as [n, c, s] (s: the product of the trailing sizes).
 struct BatchNormShape {
   int64_t n, c, s;
+  bool channels_last = false;  // laid out [n, s, c] instead (an NHWC activation)
 };
 
 // Layer normalisation of x [..., cols] viewed as [rows, cols], over each row.

@@ -74,6 +74,7 @@ nlohmann::json to_json(const BenchResult& r, double speedup, double peak_gflops,
     j["sharding"] = r.config.sharding.empty() ? "none" : r.config.sharding;
   }
   j["fuse"] = r.config.fuse;
+  j["channels_last"] = r.config.channels_last;
   j["activation_checkpointing"] = r.config.activation_checkpointing;
   j["final_loss"] = r.final_loss;
   j["devices"] = r.config.devices;
@@ -177,6 +178,11 @@ void add_step_options(CLI::App& app, Options& o) {
                  "fsdp/B+full, fsdp/B+grad-op), each gpt block a unit. Needs DDP rows")
       ->delimiter(',')
       ->check(CLI::IsMember({"full", "grad-op", "none"}));
+  app.add_option("--channels-last", base.channels_last,
+                 "image batches channels last (torch.channels_last): the convolutional layers' "
+                 "activations stay NHWC, with no reorder between layers (true|false)")
+      ->expected(0, 1)
+      ->default_str("true");
   app.add_option("--fuse", base.fuse,
                  "run a BatchNorm2d followed by a ReLU as one op (false: the two ops, as "
                  "PyTorch's eager mode; the ConvNet and the ResNets have such pairs)")
@@ -383,7 +389,9 @@ void print_preamble(const Options& o, unsigned cores, double peak) {
       base.overlap == "auto"     ? "as --overlap auto decides (JSON: overlap_during_backward)"
       : base.overlap == "during" ? "during backward"
                                  : "after backward",
-      base.fuse ? "fused" : "unfused (--fuse false)",
+      (std::string(base.fuse ? "fused" : "unfused (--fuse false)") +
+       (base.channels_last ? "; images channels last (--channels-last)" : ""))
+          .c_str(),
       base.activation_checkpointing ? "; gpt blocks checkpointed (--activation-checkpointing)" : "");
   if (o.zero) {
     std::printf("ddp/B+zero: the same DDP with ZeroRedundancyOptimizer (ZeRO-1): each rank steps "

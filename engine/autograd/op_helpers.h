@@ -6,13 +6,19 @@
 #include <string>
 
 #include "engine/backend/dispatch.h"
+#include "engine/backend/prims/views.h"
 #include "engine/core/error.h"
 #include "engine/device/device_guard.h"
 #include "engine/tensor/tensor.h"
 
 namespace dpe::ops::detail {
 
-inline Tensor like(const Tensor& t) { return Tensor::empty(t.shape(), t.dtype(), t.device()); }
+// A new tensor of t's shape, dtype and device, laid out as t when t is a channels-last activation
+// (torch.empty_like's preserve_format), else contiguous.
+inline Tensor like(const Tensor& t) {
+  return Tensor::empty(t.shape(), t.dtype(), t.device(),
+                       t.is_contiguous() ? MemoryFormat::kContiguous : prim::activation_format(t));
+}
 
 // Inputs of most ops: defined, float32, contiguous (made so), all on the first one's device.
 inline Tensor prepare(const char* op, const Tensor& t, const Tensor& first, const char* what) {
@@ -20,6 +26,22 @@ inline Tensor prepare(const char* op, const Tensor& t, const Tensor& first, cons
   check_dtype(op, t, DType::kFloat32, what);
   check_same_device(op, first, t);
   return t.contiguous();
+}
+
+// prepare() for the activations of the ops with channels-last kernels (convolution, batch norm,
+// max pooling): a channels-last input stays so (made dense where it is not), as in PyTorch, where
+// such a network keeps its activations channels last from the input on.
+inline Tensor prepare_activation(const char* op, const Tensor& t, const char* what) {
+  DPE_CHECK(t.defined(), op << ": " << what << " is undefined");
+  check_dtype(op, t, DType::kFloat32, what);
+  return t.contiguous(prim::activation_format(t));
+}
+
+// An elementwise op's view of a channels-last activation: its NHWC buffer as a contiguous
+// [N, H, W, C] tensor (every other tensor as it is). Elementwise kernels read and write flat
+// buffers, so operands laid out alike may run on these views, whatever their layout.
+inline Tensor dense_view(const Tensor& t) {
+  return t.is_contiguous() ? t : t.permute({0, 2, 3, 1});
 }
 
 inline void check_same_shape(const char* op, const Tensor& a, const Tensor& b) {

@@ -12,6 +12,7 @@ namespace dpe::ops {
 
 using detail::like;
 using detail::prepare;
+using detail::prepare_activation;
 
 Tensor bmm(const Tensor& a_in, const Tensor& b_in, bool trans_a, bool trans_b) {
   Tensor a = prepare("bmm", a_in, a_in, "batch1");
@@ -148,7 +149,7 @@ Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, const 
 Tensor conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, int64_t stride,
               int64_t padding, const std::string& who) {
   const Conv2dParams p{stride, padding};
-  Tensor x = prepare(who.c_str(), x_in, x_in, "input");
+  Tensor x = prepare_activation(who.c_str(), x_in, "input");
   Tensor w = prepare(who.c_str(), w_in, x_in, "weight");
   Tensor b = b_in.defined() ? prepare(who.c_str(), b_in, x_in, "bias") : Tensor();
   DPE_CHECK(w.dim() == 4, who << ": weight must be 4-D [out, in, kh, kw], got " << w.shape());
@@ -160,14 +161,16 @@ Tensor conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, int64_
   DPE_CHECK(ho > 0 && wo > 0, who << ": input " << x.shape() << " is smaller than the kernel "
                                   << w.shape() << " with padding " << p.padding);
   DeviceGuard guard(&x.context());
-  Tensor y = Tensor::empty(Shape{x.size(0), w.size(0), ho, wo}, DType::kFloat32, x.device());
+  const MemoryFormat format = prim::activation_format(x);
+  Tensor y =
+      Tensor::empty(Shape{x.size(0), w.size(0), ho, wo}, DType::kFloat32, x.device(), format);
   dispatch(prim::Conv2dForward{x, w, b, p, y});
   record(who, {x_in, w_in, b_in}, {&y},
-         [x, w, p, x_in, w_in, b_in](const std::vector<Tensor>& g) {
+         [x, w, p, x_in, w_in, b_in, format](const std::vector<Tensor>& g) {
            Tensor gx = x_in.requires_grad() ? like(x) : Tensor();
            Tensor gw = w_in.requires_grad() ? like(w) : Tensor();
            Tensor gb = b_in.requires_grad() ? like(b_in) : Tensor();
-           dispatch(prim::Conv2dBackward{x, w, g[0].contiguous(), p, gx, gw, gb});
+           dispatch(prim::Conv2dBackward{x, w, g[0].contiguous(format), p, gx, gw, gb});
            return std::vector<Tensor>{gx, gw, gb};
          },
          {x, w});
@@ -176,7 +179,7 @@ Tensor conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, int64_
 
 Tensor max_pool2d(const Tensor& x_in, int64_t kernel_size, int64_t stride, int64_t padding) {
   const Pool2dParams p{kernel_size, stride > 0 ? stride : kernel_size, padding};
-  Tensor x = prepare("max_pool2d", x_in, x_in, "input");
+  Tensor x = prepare_activation("max_pool2d", x_in, "input");
   DPE_CHECK(x.dim() == 4, "max_pool2d: expected a 4-D input [N, C, H, W], got " << x.shape());
   DPE_CHECK(p.padding * 2 <= p.kernel, "max_pool2d: pad should be at most half of kernel size");
   const int64_t ho = (x.size(2) + 2 * p.padding - p.kernel) / p.stride + 1;
@@ -184,15 +187,18 @@ Tensor max_pool2d(const Tensor& x_in, int64_t kernel_size, int64_t stride, int64
   DPE_CHECK(ho > 0 && wo > 0,
             "max_pool2d: input " << x.shape() << " is smaller than the kernel " << p.kernel);
   DeviceGuard guard(&x.context());
-  Tensor y = Tensor::empty(Shape{x.size(0), x.size(1), ho, wo}, DType::kFloat32, x.device());
-  Tensor workspace = Tensor::empty(y.shape(), DType::kInt64, x.device());
+  const MemoryFormat format = prim::activation_format(x);
+  const Shape out{x.size(0), x.size(1), ho, wo};
+  Tensor y = Tensor::empty(out, DType::kFloat32, x.device(), format);
+  Tensor workspace = Tensor::empty(out, DType::kInt64, x.device(), format);
   dispatch(prim::MaxPool2dForward{x, p, y, workspace});
   const Shape in_shape = x.shape();
-  record("max_pool2d", {x_in}, {&y}, [workspace, p, in_shape](const std::vector<Tensor>& g) {
-    Tensor gx = Tensor::empty(in_shape, DType::kFloat32, g[0].device());
-    dispatch(prim::MaxPool2dBackward{g[0].contiguous(), workspace, p, gx});
-    return std::vector<Tensor>{gx};
-  });
+  record("max_pool2d", {x_in}, {&y},
+         [workspace, p, in_shape, format](const std::vector<Tensor>& g) {
+           Tensor gx = Tensor::empty(in_shape, DType::kFloat32, g[0].device(), format);
+           dispatch(prim::MaxPool2dBackward{g[0].contiguous(format), workspace, p, gx});
+           return std::vector<Tensor>{gx};
+         });
   return y;
 }
 
@@ -236,12 +242,12 @@ Tensor batch_norm_train(const Tensor& x_in, const Tensor& gamma_in, const Tensor
       relu ? who + "+ReLU" : who, {x_in, gamma_in, beta_in}, {&y},
       [x, gamma, beta, mean, var, eps, relu](const std::vector<Tensor>& g) {
         Tensor gx = like(x), ggamma = like(gamma), gbeta = like(gamma);
+        const Tensor gy = g[0].contiguous(prim::activation_format(x));
         if (relu) {
-          dispatch(prim::BatchNormReluBackward{x, g[0].contiguous(), gamma, beta, mean, var, eps,
-                                               gx, ggamma, gbeta});
+          dispatch(prim::BatchNormReluBackward{x, gy, gamma, beta, mean, var, eps, gx, ggamma,
+                                               gbeta});
         } else {
-          dispatch(prim::BatchNormBackward{x, g[0].contiguous(), gamma, mean, var, eps, gx, ggamma,
-                                           gbeta});
+          dispatch(prim::BatchNormBackward{x, gy, gamma, mean, var, eps, gx, ggamma, gbeta});
         }
         return std::vector<Tensor>{gx, ggamma, gbeta};
       },
@@ -251,9 +257,13 @@ Tensor batch_norm_train(const Tensor& x_in, const Tensor& gamma_in, const Tensor
 
 // What batch_norm and batch_norm_relu check of their arguments; returns {x, gamma, beta} as the
 // backend takes them.
+// A channels-last x stays so for the training path (train = true); evaluation takes it
+// contiguous (its backward's per-channel sums have no channels-last kernel).
 std::array<Tensor, 3> prepare_batch_norm(const Tensor& x_in, const Tensor& gamma_in,
-                                         const Tensor& beta_in, const std::string& who) {
-  Tensor x = prepare(who.c_str(), x_in, x_in, "input");
+                                         const Tensor& beta_in, const std::string& who,
+                                         bool train) {
+  Tensor x = train ? prepare_activation(who.c_str(), x_in, "input")
+                   : prepare(who.c_str(), x_in, x_in, "input");
   DPE_CHECK(x.dim() == 2 || x.dim() == 4, who << ": expected 2-D or 4-D input, got " << x.shape());
   const int64_t channels = x.size(1);
   Tensor gamma = prepare(who.c_str(), gamma_in, x_in, "weight");
@@ -273,7 +283,7 @@ Tensor batch_norm_relu(const Tensor& x_in, const Tensor& gamma_in, const Tensor&
     return relu(batch_norm(x_in, gamma_in, beta_in, running_mean, running_var, training, momentum,
                            eps, who));
   }
-  auto [x, gamma, beta] = prepare_batch_norm(x_in, gamma_in, beta_in, who);
+  auto [x, gamma, beta] = prepare_batch_norm(x_in, gamma_in, beta_in, who, /*train=*/true);
   DeviceGuard guard(&x.context());
   return batch_norm_train(x_in, gamma_in, beta_in, x, gamma, beta, running_mean, running_var,
                           training, momentum, eps, /*relu=*/true, who);
@@ -282,9 +292,10 @@ Tensor batch_norm_relu(const Tensor& x_in, const Tensor& gamma_in, const Tensor&
 Tensor batch_norm(const Tensor& x_in, const Tensor& gamma_in, const Tensor& beta_in,
                   Tensor& running_mean, Tensor& running_var, bool training, float momentum,
                   float eps, const std::string& who) {
-  auto [x, gamma, beta] = prepare_batch_norm(x_in, gamma_in, beta_in, who);
+  const bool train = training || !running_mean.defined();
+  auto [x, gamma, beta] = prepare_batch_norm(x_in, gamma_in, beta_in, who, train);
   DeviceGuard guard(&x.context());
-  if (training || !running_mean.defined()) {
+  if (train) {
     return batch_norm_train(x_in, gamma_in, beta_in, x, gamma, beta, running_mean, running_var,
                             training, momentum, eps, /*relu=*/false, who);
   }

@@ -1,31 +1,46 @@
 // Elementwise ops and reductions.
+#include <array>
+
 #include "engine/autograd/node.h"
 #include "engine/autograd/op_helpers.h"
 #include "engine/autograd/ops.h"
 
 namespace dpe::ops {
 
+using detail::dense_view;
 using detail::like;
 using detail::prepare;
 
 namespace {
 
 // a + alpha * b, differentiable.
+// a and b as the elementwise kernels take them: both laid out as a, channels last where a is a
+// channels-last activation (a ResNet's residual sum keeps its layout), else contiguous.
+std::array<Tensor, 2> prepare_pair(const char* op, const Tensor& a_in, const Tensor& b_in) {
+  Tensor a = detail::prepare_activation(op, a_in, "a");
+  check_dtype(op, b_in, DType::kFloat32, "b");
+  check_same_device(op, a_in, b_in);
+  detail::check_same_shape(op, a, b_in);
+  return {a, b_in.contiguous(prim::activation_format(a))};
+}
+
 Tensor add_scaled(const char* op, const Tensor& a_in, const Tensor& b_in, float alpha) {
-  Tensor a = prepare(op, a_in, a_in, "a");
-  Tensor b = prepare(op, b_in, a_in, "b");
-  detail::check_same_shape(op, a, b);
+  DPE_CHECK(b_in.defined(), op << ": b is undefined");
+  auto [a, b] = prepare_pair(op, a_in, b_in);
   DeviceGuard guard(&a.context());
   Tensor out = like(a);
-  dispatch(prim::Add{a, b, alpha, out});
+  Tensor ad = dense_view(a), bd = dense_view(b), od = dense_view(out);
+  dispatch(prim::Add{ad, bd, alpha, od});
   record(op, {a_in, b_in}, {&out}, [alpha, a_in, b_in](const std::vector<Tensor>& g) {
     Tensor gb;
     if (b_in.requires_grad()) {
       if (alpha == 1.0f) {
         gb = g[0];
       } else {
-        gb = like(g[0]);
-        dispatch(prim::Scale{g[0], alpha, gb});
+        const Tensor gy = g[0].contiguous(prim::activation_format(g[0]));
+        gb = like(gy);
+        Tensor gyd = dense_view(gy), gbd = dense_view(gb);
+        dispatch(prim::Scale{gyd, alpha, gbd});
       }
     }
     return std::vector<Tensor>{a_in.requires_grad() ? g[0] : Tensor(), gb};
@@ -76,15 +91,19 @@ Tensor mul_scalar(const Tensor& a_in, float s) {
 }
 
 Tensor relu(const Tensor& x_in) {
-  Tensor x = prepare("relu", x_in, x_in, "input");
+  // A channels-last activation stays so (the ReLU between a batch norm and a pooling, unfused).
+  Tensor x = detail::prepare_activation("relu", x_in, "input");
   DeviceGuard guard(&x.context());
   Tensor y = like(x);
-  dispatch(prim::ReluForward{x, y});
+  Tensor xd = dense_view(x), yd = dense_view(y);
+  dispatch(prim::ReluForward{xd, yd});
   Tensor saved = y.detach();
   record("relu", {x_in}, {&y},
          [saved](const std::vector<Tensor>& g) {
            Tensor gx = like(saved);
-           dispatch(prim::ReluBackward{saved, g[0].contiguous(), gx});
+           const Tensor gy = g[0].contiguous(prim::activation_format(saved));
+           Tensor sd = dense_view(saved), gyd = dense_view(gy), gxd = dense_view(gx);
+           dispatch(prim::ReluBackward{sd, gyd, gxd});
            return std::vector<Tensor>{gx};
          },
          {saved});

@@ -9,19 +9,25 @@ OpCheck::OpCheck(const char* op, const Tensor& first) : op_(op) {
   device_ = first.device();
 }
 
-void OpCheck::tensor(const Tensor& t, const char* what, DType dt) const {
+void OpCheck::tensor(const Tensor& t, const char* what, DType dt, MemoryFormat format) const {
   DPE_CHECK(t.defined(), op_ << ": " << what << " is an undefined tensor");
   DPE_CHECK(t.device() == device_, op_ << ": expected all tensors to be on the same device, "
                                           "but found at least two devices, "
                                        << device_ << " and " << t.device() << " (" << what << ")");
   check_dtype(op_, t, dt, what);
-  DPE_CHECK(t.is_contiguous(),
-            op_ << ": " << what << " of shape " << t.shape() << " must be contiguous");
+  if (format == MemoryFormat::kContiguous) {
+    DPE_CHECK(t.is_contiguous(),
+              op_ << ": " << what << " of shape " << t.shape() << " must be contiguous");
+  } else {
+    DPE_CHECK(t.is_contiguous(format), op_ << ": " << what << " of shape " << t.shape()
+                                           << " must be " << memory_format_name(format)
+                                           << ", as the input is");
+  }
 }
 
 void OpCheck::shaped(const Tensor& t, const char* what, const Shape& want, const char* against,
-                     const Shape& from, DType dt) const {
-  tensor(t, what, dt);
+                     const Shape& from, DType dt, MemoryFormat format) const {
+  tensor(t, what, dt, format);
   DPE_CHECK(t.shape() == want, op_ << ": expected " << what << " of shape " << want << " for "
                                    << against << " of shape " << from << ", but got " << t.shape());
 }
@@ -31,8 +37,8 @@ void OpCheck::optional(const Tensor& t, const char* what, const Shape& want, con
   if (t.defined()) shaped(t, what, want, against, from);
 }
 
-void OpCheck::rank(const Tensor& t, const char* what, int64_t r) const {
-  tensor(t, what);
+void OpCheck::rank(const Tensor& t, const char* what, int64_t r, MemoryFormat format) const {
+  tensor(t, what, DType::kFloat32, format);
   DPE_CHECK(t.dim() == r,
             op_ << ": expected a " << r << "-D " << what << ", but got shape " << t.shape());
 }

@@ -17,16 +17,20 @@ class OpCheck {
   // `first` must be defined: its device runs the op, and every other tensor must be on it.
   OpCheck(const char* op, const Tensor& first);
 
-  // Defined, on this call's device, of dtype `dt`, contiguous.
-  void tensor(const Tensor& t, const char* what, DType dt = DType::kFloat32) const;
+  // Defined, on this call's device, of dtype `dt`, dense in `format` (contiguous by default;
+  // an op's channels-last activations, prim::activation_format).
+  void tensor(const Tensor& t, const char* what, DType dt = DType::kFloat32,
+              MemoryFormat format = MemoryFormat::kContiguous) const;
   // tensor() plus an exact shape; `against` names where the expected shape comes from.
   void shaped(const Tensor& t, const char* what, const Shape& want, const char* against,
-              const Shape& from, DType dt = DType::kFloat32) const;
+              const Shape& from, DType dt = DType::kFloat32,
+              MemoryFormat format = MemoryFormat::kContiguous) const;
   // shaped() when `t` is defined; an undefined optional tensor passes.
   void optional(const Tensor& t, const char* what, const Shape& want, const char* against,
                 const Shape& from) const;
   // tensor() of rank r.
-  void rank(const Tensor& t, const char* what, int64_t r) const;
+  void rank(const Tensor& t, const char* what, int64_t r,
+            MemoryFormat format = MemoryFormat::kContiguous) const;
   // An optional per-channel tensor of the input x: undefined, or [c].
   void channel(const Tensor& t, const char* what, int64_t c, const Tensor& x) const;
 

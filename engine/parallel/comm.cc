@@ -79,13 +79,15 @@ std::vector<Tensor> scatter(const Tensor& x, const std::vector<Device>& devices,
   DPE_CHECK(devices.size() == sizes.size(),
             "scatter: " << sizes.size() << " sizes for " << devices.size() << " devices");
   const int64_t d = x.shape().normalize_dim(dim);
+  // Each piece keeps x's layout (a channels-last batch stays so on every device), as PyTorch's.
+  const MemoryFormat format = x.suggest_memory_format();
   std::vector<Tensor> pieces;
   int64_t start = 0;
   for (size_t k = 0; k < sizes.size(); ++k) {
     Tensor piece = x.narrow(d, start, sizes[k]).detach();
-    pieces.push_back(piece.device() == devices[k] && piece.is_contiguous()
+    pieces.push_back(piece.device() == devices[k] && piece.is_contiguous(format)
                          ? piece
-                         : piece.to(devices[k]).contiguous());
+                         : piece.to(devices[k], format));
     start += sizes[k];
   }
   return pieces;

@@ -41,6 +41,17 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
   return Tensor(make_impl(shape, dtype, device));
 }
 
+const char* memory_format_name(MemoryFormat format) {
+  return format == MemoryFormat::kChannelsLast ? "channels_last" : "contiguous_format";
+}
+
+Tensor Tensor::empty(const Shape& shape, DType dtype, Device device, MemoryFormat format) {
+  if (format == MemoryFormat::kContiguous) return empty(shape, dtype, device);
+  DPE_CHECK(shape.rank() == 4,
+            "empty: channels_last needs a 4-D shape [N, C, H, W], got " << shape);
+  return empty(Shape{shape[0], shape[2], shape[3], shape[1]}, dtype, device).permute({0, 3, 1, 2});
+}
+
 Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {
   Tensor t = empty(shape, dtype, device);
   t.zero_();
@@ -113,6 +124,57 @@ bool Tensor::is_contiguous() const {
     expected *= dims[i];
   }
   return true;
+}
+
+bool Tensor::is_contiguous(MemoryFormat format) const {
+  if (format == MemoryFormat::kContiguous) return is_contiguous();
+  if (dim() != 4) return false;
+  int64_t expected = 1;
+  for (const int d : {1, 3, 2, 0}) {
+    if (size(d) == 1) continue;
+    if (impl_->strides[d] != expected) return false;
+    expected *= size(d);
+  }
+  return true;
+}
+
+MemoryFormat Tensor::suggest_memory_format() const {
+  // PyTorch's is_channels_last_strides_2d: the strides grow in the order C, W, H, N.
+  if (!defined() || dim() != 4 || impl_->strides[1] == 0) return MemoryFormat::kContiguous;
+  int64_t min = 0;
+  for (const int d : {1, 3, 2, 0}) {
+    if (size(d) == 0 || impl_->strides[d] < min) return MemoryFormat::kContiguous;
+    // N111 with equal strides: ambiguous, and contiguous by default.
+    if (d == 0 && min == impl_->strides[1]) return MemoryFormat::kContiguous;
+    min = impl_->strides[d] * (size(d) > 1 ? size(d) : 1);
+  }
+  return MemoryFormat::kChannelsLast;
+}
+
+// Already laid out in `format`: dense so, and for channels last also saying so by its strides
+// (a one-channel NCHW image is dense in both layouts but suggests contiguous, so its convolution
+// would answer NCHW: it is restrided, as PyTorch's x.to(memory_format=torch.channels_last)).
+bool Tensor::laid_out(MemoryFormat format) const {
+  return is_contiguous(format) &&
+         (format == MemoryFormat::kContiguous || suggest_memory_format() == format);
+}
+
+Tensor Tensor::contiguous(MemoryFormat format) const {
+  check_defined("contiguous");
+  if (laid_out(format)) return *this;
+  return to(device(), format);
+}
+
+Tensor Tensor::to(Device device, MemoryFormat format) const {
+  check_defined("to");
+  if (format == MemoryFormat::kContiguous) {
+    return device == this->device() ? contiguous() : to(device);
+  }
+  DPE_CHECK(dim() == 4, "to: channels_last needs a 4-D tensor [N, C, H, W], got " << str());
+  if (device == this->device() && laid_out(format)) return *this;
+  Tensor out = empty(shape(), dtype(), device, format);  // an NHWC buffer, permuted
+  copy_view_to(permute({0, 2, 3, 1}), out.context(), out.raw_data());
+  return out;
 }
 
 bool Tensor::shares_storage(const Tensor& other) const {

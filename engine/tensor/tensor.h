@@ -23,6 +23,14 @@
 
 namespace dpe {
 
+// How a 4-D tensor [N, C, H, W] lays its elements out, as torch.memory_format: contiguous (NCHW,
+// W fastest) or channels last (NHWC strides, C fastest: the layout the convolution kernels want,
+// so that a channels-last network runs without reorders between its layers). A channels-last
+// tensor is an ordinary strided view: Tensor::empty(..., kChannelsLast) is an [N, H, W, C]
+// buffer permuted to [N, C, H, W]. See docs/channels_last.md.
+enum class MemoryFormat { kContiguous, kChannelsLast };
+const char* memory_format_name(MemoryFormat format);  // "contiguous_format", "channels_last"
+
 class Node;              // engine/autograd/node.h
 struct GradDestination;  // engine/autograd/node.h
 class Tensor;
@@ -61,6 +69,8 @@ class Tensor {
 
   // --- factories (on host:0 unless a device is given) ---
   static Tensor empty(const Shape& shape, DType dtype = DType::kFloat32, Device device = {});
+  // kChannelsLast needs a 4-D shape.
+  static Tensor empty(const Shape& shape, DType dtype, Device device, MemoryFormat format);
   static Tensor zeros(const Shape& shape, DType dtype = DType::kFloat32, Device device = {});
   static Tensor ones(const Shape& shape, Device device = {});
   static Tensor full(const Shape& shape, float value, Device device = {});
@@ -81,6 +91,12 @@ class Tensor {
   Device device() const;
   DeviceContext& context() const;
   bool is_contiguous() const;
+  // Dense in `format`'s order (size-1 dims do not count, as PyTorch's: [N, 1, H, W] is both).
+  bool is_contiguous(MemoryFormat format) const;
+  // The layout the strides say, PyTorch's suggest_memory_format: channels last when a 4-D
+  // tensor's strides order C fastest, then W, H and N, ambiguous strides (N111) resolving to
+  // contiguous. Ops on channels-last inputs write channels-last outputs.
+  MemoryFormat suggest_memory_format() const;
   size_t nbytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype()); }
   // True when both handles view the same storage.
   bool shares_storage(const Tensor& other) const;
@@ -101,6 +117,13 @@ class Tensor {
   Tensor to(Device device) const;
   Tensor clone() const;       // same device, contiguous, new storage
   Tensor contiguous() const;  // *this when already contiguous
+  // *this when already laid out in `format` (dense so and, for channels last, suggesting it:
+  // a one-channel NCHW image is restrided, as torch's x.to(memory_format=channels_last)), else a
+  // copy laid out so.
+  Tensor contiguous(MemoryFormat format) const;
+  // to(device), laid out in `format` there (a copy even on the same device when the layout
+  // differs).
+  Tensor to(Device device, MemoryFormat format) const;
   void copy_(const Tensor& src);  // same shape; any devices
   void fill_(float value);
   void zero_() { fill_(0.0f); }
@@ -142,6 +165,7 @@ class Tensor {
 
  private:
   void check_defined(const char* what) const;
+  bool laid_out(MemoryFormat format) const;  // see contiguous(format)
   std::shared_ptr<TensorImpl> impl_;
 };
 

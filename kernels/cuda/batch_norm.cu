@@ -78,6 +78,7 @@ __global__ void backward_elemt_kernel(const float* x, const float* gy, const flo
 
 void batch_norm_apply(CudaContext& ctx, const BatchNormShape& sh, const float* x, const float* mean,
                       const float* invstd, const float* gamma, const float* beta, float* y) {
+  DPE_CHECK(!sh.channels_last, "batch_norm_apply: no channels_last kernel on CUDA devices");
   const int64_t total = sh.n * sh.c * sh.s;
   if (total == 0) return;
   apply_kernel<<<grid_for(total), kBlock, 0, stream_of(ctx)>>>(x, mean, invstd, gamma, beta, y,
@@ -88,6 +89,7 @@ void batch_norm_apply(CudaContext& ctx, const BatchNormShape& sh, const float* x
 void batch_norm_forward_train(CudaContext& ctx, const BatchNormShape& sh, const float* x,
                               const float* gamma, const float* beta, float eps, float* y,
                               float* mean, float* var) {
+  DPE_CHECK(!sh.channels_last, "batch_norm_forward_train: no channels_last kernel on CUDA devices");
   if (sh.c == 0) return;
   float* invstd = static_cast<float*>(ctx.workspace(sh.c * sizeof(float)));
   batch_stats_kernel<<<static_cast<unsigned>(sh.c), kBlock, 0, stream_of(ctx)>>>(
@@ -99,6 +101,7 @@ void batch_norm_forward_train(CudaContext& ctx, const BatchNormShape& sh, const 
 void batch_norm_forward_eval(CudaContext& ctx, const BatchNormShape& sh, const float* x,
                              const float* gamma, const float* beta, const float* mean,
                              const float* var, float eps, float* y) {
+  DPE_CHECK(!sh.channels_last, "batch_norm_forward_eval: no channels_last kernel on CUDA devices");
   if (sh.c == 0) return;
   float* invstd = static_cast<float*>(ctx.workspace(sh.c * sizeof(float)));
   invstd_kernel<<<grid_for(sh.c), kBlock, 0, stream_of(ctx)>>>(var, eps, invstd, sh.c);
@@ -109,6 +112,7 @@ void batch_norm_forward_eval(CudaContext& ctx, const BatchNormShape& sh, const f
 void batch_norm_backward(CudaContext& ctx, const BatchNormShape& sh, const float* x,
                          const float* gy, const float* gamma, const float* mean, const float* var,
                          float eps, float* gx, float* ggamma, float* gbeta) {
+  DPE_CHECK(!sh.channels_last, "batch_norm_backward: no channels_last kernel on CUDA devices");
   if (sh.c == 0) return;
   // Three per-channel temporaries in one workspace request (a second request could move it).
   float* t = static_cast<float*>(ctx.workspace(3 * sh.c * sizeof(float)));
@@ -127,6 +131,8 @@ void batch_norm_backward_elemt(CudaContext& ctx, const BatchNormShape& sh, const
                                const float* gy, const float* mean, const float* invstd,
                                const float* gamma, const float* mean_gy, const float* mean_gy_xmu,
                                float* gx) {
+  DPE_CHECK(!sh.channels_last,
+            "batch_norm_backward_elemt: no channels_last kernel on CUDA devices");
   const int64_t total = sh.n * sh.c * sh.s;
   if (total == 0) return;
   backward_elemt_kernel<<<grid_for(total), kBlock, 0, stream_of(ctx)>>>(

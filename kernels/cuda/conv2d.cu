@@ -174,6 +174,7 @@ __global__ void bias_grad_kernel(const float* gy, float* gb, int64_t n, int64_t 
 
 void conv2d_forward(CudaContext& ctx, const Conv2dShape& s, const float* x, const float* w,
                     const float* b, float* y) {
+  DPE_CHECK(!s.channels_last, "conv2d_forward: no channels_last kernel on CUDA devices");
   Descriptors d(ctx, s);
   size_t ws_bytes = 0;
   const cudnnConvolutionFwdAlgo_t algo = forward_algo(d, &ws_bytes);
@@ -192,6 +193,7 @@ void conv2d_forward(CudaContext& ctx, const Conv2dShape& s, const float* x, cons
 
 void conv2d_backward(CudaContext& ctx, const Conv2dShape& s, const float* x, const float* w,
                      const float* gy, float* gx, float* gw, float* gb) {
+  DPE_CHECK(!s.channels_last, "conv2d_backward: no channels_last kernel on CUDA devices");
   Descriptors d(ctx, s);
   const float one = 1.0f, zero = 0.0f;
   if (gx != nullptr) {

@@ -47,6 +47,7 @@ __global__ void max_pool2d_backward_kernel(Pool2dShape s, const float* gy, const
 
 void max_pool2d_forward(CudaContext& ctx, const Pool2dShape& s, const float* x, float* y,
                         int64_t* indices) {
+  DPE_CHECK(!s.channels_last, "max_pool2d_forward: no channels_last kernel on CUDA devices");
   const int64_t total = s.n * s.c * s.ho * s.wo;
   if (total == 0) return;
   max_pool2d_kernel<<<grid_for(total), kBlock, 0, stream_of(ctx)>>>(s, x, y, indices);
@@ -55,6 +56,7 @@ void max_pool2d_forward(CudaContext& ctx, const Pool2dShape& s, const float* x, 
 
 void max_pool2d_backward(CudaContext& ctx, const Pool2dShape& s, const float* gy,
                          const int64_t* indices, float* gx) {
+  DPE_CHECK(!s.channels_last, "max_pool2d_backward: no channels_last kernel on CUDA devices");
   const int64_t in_total = s.n * s.c * s.h * s.w;
   if (in_total == 0) return;
   DPE_CUDA_CHECK(cudaMemsetAsync(gx, 0, in_total * sizeof(float), stream_of(ctx)));

@@ -1,5 +1,6 @@
 #include "kernels/host/batch_norm.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -120,11 +121,181 @@ void backward(HostContext& ctx, const BatchNormShape& sh, const float* x, const 
                       gx);
 }
 
+// --- channels last: x laid out [rows = n * s, c], each row's channels contiguous. The loops run
+// across the channels (vectorised) and down the rows, with the same per-element arithmetic as the
+// planes above (channel_affine, normalised, masked), so the fused backward's mask is the forward's
+// here too. Each image's rows (s of them) make one block of the statistics, as each plane does
+// above.
+
+// mean[c] and biased var[c]: per image, its mean and squared deviations per channel (float), merged
+// into the running totals with Chan et al.'s update (double).
+void stats_rows(HostContext& ctx, const BatchNormShape& sh, const float* x, float* mean,
+                float* var) {
+  auto& t = scratch_for(ctx, sh.c);
+  std::vector<double> count_mean(static_cast<size_t>(sh.c), 0.0);
+  std::vector<double> m2(static_cast<size_t>(sh.c), 0.0);
+  float* sum = t.a.data();
+  float* sq = t.b.data();
+  double count = 0.0;
+  const double block = static_cast<double>(sh.s);
+  for (int64_t i = 0; i < sh.n; ++i) {
+    const float* img = x + i * sh.s * sh.c;
+    std::fill(sum, sum + sh.c, 0.0f);
+    for (int64_t r = 0; r < sh.s; ++r) {
+      const float* row = img + r * sh.c;
+#pragma omp simd
+      for (int64_t ch = 0; ch < sh.c; ++ch) sum[ch] += row[ch];
+    }
+    float* block_mean = t.c.data();
+    for (int64_t ch = 0; ch < sh.c; ++ch) block_mean[ch] = sum[ch] / static_cast<float>(sh.s);
+    std::fill(sq, sq + sh.c, 0.0f);
+    for (int64_t r = 0; r < sh.s; ++r) {
+      const float* row = img + r * sh.c;
+#pragma omp simd
+      for (int64_t ch = 0; ch < sh.c; ++ch) {
+        const float d = row[ch] - block_mean[ch];
+        sq[ch] += d * d;
+      }
+    }
+    const double total = count + block;
+    for (int64_t ch = 0; ch < sh.c; ++ch) {
+      const double delta = static_cast<double>(block_mean[ch]) - count_mean[ch];
+      count_mean[ch] += delta * (block / total);
+      m2[ch] += static_cast<double>(sq[ch]) + delta * delta * (count * block / total);
+    }
+    count = total;
+  }
+  for (int64_t ch = 0; ch < sh.c; ++ch) {
+    mean[ch] = static_cast<float>(count_mean[ch]);
+    var[ch] = static_cast<float>(m2[ch] / count);
+  }
+}
+
+// Per-channel coefficients as arrays (the loops below read them lane by lane, vectorised).
+struct RowCoefficients {
+  std::vector<float> scale, shift;        // the normalisation: x * scale + shift
+  std::vector<float> mean, proj, factor;  // the backward's elementwise step
+  explicit RowCoefficients(int64_t c)
+      : scale(c), shift(c), mean(c), proj(c), factor(c) {}
+};
+
+// scale and shift of every channel, from channel_affine (the planes' own values).
+void affine_rows(RowCoefficients& k, int64_t c, const float* mean, const float* invstd,
+                 const float* gamma, const float* beta) {
+  for (int64_t ch = 0; ch < c; ++ch) {
+    const ChannelAffine f = channel_affine(ch, mean, invstd, gamma, beta);
+    k.scale[ch] = f.scale;
+    k.shift[ch] = f.shift;
+  }
+}
+
+template <bool kRelu>
+void apply_rows(const BatchNormShape& sh, const RowCoefficients& k, const float* x, float* y) {
+  const int64_t rows = sh.n * sh.s, c = sh.c;
+  const float* scale = k.scale.data();
+  const float* shift = k.shift.data();
+#pragma omp parallel for if (rows * c >= kParallelGrain)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* in = x + r * c;
+    float* out = y + r * c;
+#pragma omp simd
+    for (int64_t ch = 0; ch < c; ++ch) {
+      const float v = normalised(in[ch], ChannelAffine{scale[ch], shift[ch]});
+      out[ch] = kRelu && v < 0.0f ? 0.0f : v;
+    }
+  }
+}
+
+// gx = (g - mean_gy - (x - mean) * invstd^2 * mean_gy_xmu) * invstd * gamma, g = masked(gy), with
+// the planes' per-channel factors.
+template <bool kRelu>
+void elemt_rows(const BatchNormShape& sh, RowCoefficients& k, const float* x, const float* gy,
+                const float* mean, const float* invstd, const float* gamma, const float* mean_gy,
+                const float* mean_gy_xmu, float* gx) {
+  const int64_t rows = sh.n * sh.s, c = sh.c;
+  for (int64_t ch = 0; ch < c; ++ch) {
+    const float is = invstd[ch];
+    k.mean[ch] = mean[ch];
+    k.proj[ch] = is * is * mean_gy_xmu[ch];
+    k.factor[ch] = is * (gamma ? gamma[ch] : 1.0f);
+  }
+  const float *m = k.mean.data(), *proj = k.proj.data(), *factor = k.factor.data();
+  const float *scale = k.scale.data(), *shift = k.shift.data();
+#pragma omp parallel for if (rows * c >= kParallelGrain)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xp = x + r * c;
+    const float* gp = gy + r * c;
+    float* out = gx + r * c;
+#pragma omp simd
+    for (int64_t ch = 0; ch < c; ++ch) {
+      const float g = kRelu ? masked<true>(gp[ch], xp[ch], ChannelAffine{scale[ch], shift[ch]})
+                            : gp[ch];
+      out[ch] = (g - mean_gy[ch] - (xp[ch] - m[ch]) * proj[ch]) * factor[ch];
+    }
+  }
+}
+
+template <bool kRelu>
+void backward_rows(HostContext& ctx, const BatchNormShape& sh, const float* x, const float* gy,
+                   const float* gamma, const float* beta, const float* mean, const float* var,
+                   float eps, float* gx, float* ggamma, float* gbeta) {
+  auto& t = scratch_for(ctx, sh.c);
+  const int64_t rows = sh.n * sh.s, c = sh.c;
+  for (int64_t ch = 0; ch < c; ++ch) t.c[ch] = 1.0f / std::sqrt(var[ch] + eps);
+  RowCoefficients k(c);
+  if (kRelu) affine_rows(k, c, mean, t.c.data(), gamma, beta);
+  const float *scale = k.scale.data(), *shift = k.shift.data();
+  // Per-channel sums of g and g * (x - mean): each image's in float (its s rows, as each plane's
+  // in NCHW), merged in double.
+  std::vector<double> sum_g(static_cast<size_t>(c), 0.0), sum_gx(static_cast<size_t>(c), 0.0);
+  std::vector<float> part_g(static_cast<size_t>(c)), part_gx(static_cast<size_t>(c));
+  float* pg_sum = part_g.data();
+  float* px_sum = part_gx.data();
+  for (int64_t i = 0; i < sh.n; ++i) {
+    std::fill(pg_sum, pg_sum + c, 0.0f);
+    std::fill(px_sum, px_sum + c, 0.0f);
+    for (int64_t r = i * sh.s; r < (i + 1) * sh.s; ++r) {
+      const float* xp = x + r * c;
+      const float* gp = gy + r * c;
+#pragma omp simd
+      for (int64_t ch = 0; ch < c; ++ch) {
+        const float g = kRelu ? masked<true>(gp[ch], xp[ch], ChannelAffine{scale[ch], shift[ch]})
+                              : gp[ch];
+        pg_sum[ch] += g;
+        px_sum[ch] += g * (xp[ch] - mean[ch]);
+      }
+    }
+    for (int64_t ch = 0; ch < c; ++ch) {
+      sum_g[ch] += pg_sum[ch];
+      sum_gx[ch] += px_sum[ch];
+    }
+  }
+  const float inv_m = 1.0f / static_cast<float>(rows);
+  for (int64_t ch = 0; ch < c; ++ch) {
+    t.a[ch] = static_cast<float>(sum_g[ch]);
+    t.b[ch] = static_cast<float>(sum_gx[ch]);
+    if (ggamma != nullptr) ggamma[ch] = t.b[ch] * t.c[ch];
+    if (gbeta != nullptr) gbeta[ch] = t.a[ch];
+    t.a[ch] *= inv_m;
+    t.b[ch] *= inv_m;
+  }
+  elemt_rows<kRelu>(sh, k, x, gy, mean, t.c.data(), gamma, t.a.data(), t.b.data(), gx);
+}
+
 }  // namespace
 
 void batch_norm_forward_train(HostContext& ctx, const BatchNormShape& sh, const float* x,
                               const float* gamma, const float* beta, float eps, float* y,
                               float* mean, float* var, bool relu) {
+  if (sh.channels_last) {
+    stats_rows(ctx, sh, x, mean, var);
+    auto& t = scratch_for(ctx, sh.c);
+    for (int64_t ch = 0; ch < sh.c; ++ch) t.c[ch] = 1.0f / std::sqrt(var[ch] + eps);
+    RowCoefficients k(sh.c);
+    affine_rows(k, sh.c, mean, t.c.data(), gamma, beta);
+    relu ? apply_rows<true>(sh, k, x, y) : apply_rows<false>(sh, k, x, y);
+    return;
+  }
   // One read of x: each plane's mean and squared deviations from it (its second loop reads the
   // plane from L1), merged into the channel's running count, mean and squared deviations with
   // Chan et al.'s update, in double. As stable as two passes over the batch (torch's CPU kernel:
@@ -165,12 +336,22 @@ void batch_norm_forward_eval(HostContext& ctx, const BatchNormShape& sh, const f
                              const float* var, float eps, float* y) {
   auto& scratch = scratch_for(ctx, sh.c);
   for (int64_t ch = 0; ch < sh.c; ++ch) scratch.a[ch] = 1.0f / std::sqrt(var[ch] + eps);
+  if (sh.channels_last) {
+    RowCoefficients k(sh.c);
+    affine_rows(k, sh.c, mean, scratch.a.data(), gamma, beta);
+    apply_rows<false>(sh, k, x, y);
+    return;
+  }
   apply_planes<false>(sh, x, mean, scratch.a.data(), gamma, beta, y);
 }
 
 void batch_norm_backward(HostContext& ctx, const BatchNormShape& sh, const float* x,
                          const float* gy, const float* gamma, const float* mean, const float* var,
                          float eps, float* gx, float* ggamma, float* gbeta) {
+  if (sh.channels_last) {
+    backward_rows<false>(ctx, sh, x, gy, gamma, nullptr, mean, var, eps, gx, ggamma, gbeta);
+    return;
+  }
   backward<false>(ctx, sh, x, gy, gamma, nullptr, mean, var, eps, gx, ggamma, gbeta);
 }
 
@@ -178,11 +359,22 @@ void batch_norm_relu_backward(HostContext& ctx, const BatchNormShape& sh, const 
                               const float* gy, const float* gamma, const float* beta,
                               const float* mean, const float* var, float eps, float* gx,
                               float* ggamma, float* gbeta) {
+  if (sh.channels_last) {
+    backward_rows<true>(ctx, sh, x, gy, gamma, beta, mean, var, eps, gx, ggamma, gbeta);
+    return;
+  }
   backward<true>(ctx, sh, x, gy, gamma, beta, mean, var, eps, gx, ggamma, gbeta);
 }
 
-void batch_norm_apply(HostContext&, const BatchNormShape& sh, const float* x, const float* mean,
-                      const float* invstd, const float* gamma, const float* beta, float* y) {
+void batch_norm_apply(HostContext& ctx, const BatchNormShape& sh, const float* x,
+                      const float* mean, const float* invstd, const float* gamma, const float* beta,
+                      float* y) {
+  if (sh.channels_last) {
+    RowCoefficients k(sh.c);
+    affine_rows(k, sh.c, mean, invstd, gamma, beta);
+    apply_rows<false>(sh, k, x, y);
+    return;
+  }
   apply_planes<false>(sh, x, mean, invstd, gamma, beta, y);
 }
 
@@ -190,6 +382,11 @@ void batch_norm_backward_elemt(HostContext&, const BatchNormShape& sh, const flo
                                const float* gy, const float* mean, const float* invstd,
                                const float* gamma, const float* mean_gy, const float* mean_gy_xmu,
                                float* gx) {
+  if (sh.channels_last) {
+    RowCoefficients k(sh.c);
+    elemt_rows<false>(sh, k, x, gy, mean, invstd, gamma, mean_gy, mean_gy_xmu, gx);
+    return;
+  }
   elemt_planes<false>(sh, x, gy, mean, invstd, gamma, mean_gy, mean_gy_xmu, nullptr, gx);
 }
 

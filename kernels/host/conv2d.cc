@@ -1,6 +1,7 @@
 #include "kernels/host/conv2d.h"
 
 #include <memory>
+#include <vector>
 
 #include "engine/core/error.h"
 #include "kernels/host/prepared_primitive.h"
@@ -37,6 +38,14 @@ constexpr int64_t kMinBlockedChannels = 8;
 
 Descs descs(const Conv2dShape& s) {
   const memory::dims src{s.n, s.c, s.h, s.w}, wei{s.o, s.c, s.kh, s.kw}, dst{s.n, s.o, s.ho, s.wo};
+  if (s.channels_last) {
+    // The caller's layout is the primitives' too: oneDNN's NHWC kernels, no reorder of the
+    // activations (the weights, a few KiB, are reordered to the kernel's blocking).
+    const memory::desc x(src, dt::f32, tag::nhwc), y(dst, dt::f32, tag::nhwc);
+    return {x, memory::desc(wei, dt::f32, tag::oihw), memory::desc({s.o}, dt::f32, tag::x), y,
+            x, memory::desc(wei, dt::f32, tag::any), y, x, x, y, x, {s.stride, s.stride},
+            {s.padding, s.padding}};
+  }
   const memory::desc any_src(src, dt::f32, tag::any), any_dst(dst, dt::f32, tag::any);
   const memory::desc plain_src(src, dt::f32, tag::nchw);
   const memory::desc nhwc_src(src, dt::f32, tag::nhwc);
@@ -71,6 +80,14 @@ dnnl::convolution_forward::primitive_desc forward_pd(HostContext& ctx, const Con
 
 void conv2d_bias_grad(const Conv2dShape& s, const float* gy, float* gb) {
   const int64_t plane = s.ho * s.wo;
+  if (s.channels_last) {  // gy [n * ho * wo, o]
+    std::vector<double> acc(static_cast<size_t>(s.o), 0.0);
+    for (int64_t r = 0; r < s.n * plane; ++r) {
+      for (int64_t oc = 0; oc < s.o; ++oc) acc[oc] += gy[r * s.o + oc];
+    }
+    for (int64_t oc = 0; oc < s.o; ++oc) gb[oc] = static_cast<float>(acc[oc]);
+    return;
+  }
   for (int64_t oc = 0; oc < s.o; ++oc) {
     double acc = 0.0;
     for (int64_t i = 0; i < s.n; ++i) {
@@ -87,7 +104,8 @@ void conv2d_forward(HostContext& ctx, const Conv2dShape& s, const float* x, cons
                     const float* b, float* y) {
   const bool bias = b != nullptr;
   auto& e = ctx.cached<PreparedPrimitive>(
-      CacheKey(kConvForward, {s.n, s.c, s.h, s.w, s.o, s.kh, s.kw, s.stride, s.padding, bias}),
+      CacheKey(kConvForward,
+               {s.n, s.c, s.h, s.w, s.o, s.kh, s.kw, s.stride, s.padding, bias, s.channels_last}),
       [&] {
         auto e = std::make_unique<PreparedPrimitive>();
         const auto pd = forward_pd(ctx, s, bias);
@@ -112,7 +130,8 @@ void conv2d_backward(HostContext& ctx, const Conv2dShape& s, const float* x, con
   PreparedPrimitive* data = nullptr;  // backward data, when run: its reordered gy serves both
   if (gx != nullptr) {
     auto& e = ctx.cached<PreparedPrimitive>(
-        CacheKey(kConvBackwardData, {s.n, s.c, s.h, s.w, s.o, s.kh, s.kw, s.stride, s.padding}),
+        CacheKey(kConvBackwardData, {s.n, s.c, s.h, s.w, s.o, s.kh, s.kw, s.stride, s.padding,
+                                     s.channels_last}),
         [&] {
           auto e = std::make_unique<PreparedPrimitive>();
           const dnnl::primitive_attr attr = user_scratchpad_attr();
@@ -136,7 +155,7 @@ void conv2d_backward(HostContext& ctx, const Conv2dShape& s, const float* x, con
     const bool bias = gb != nullptr;
     auto& e = ctx.cached<PreparedPrimitive>(
         CacheKey(kConvBackwardWeights,
-                 {s.n, s.c, s.h, s.w, s.o, s.kh, s.kw, s.stride, s.padding, bias}),
+                 {s.n, s.c, s.h, s.w, s.o, s.kh, s.kw, s.stride, s.padding, bias, s.channels_last}),
         [&] {
           auto e = std::make_unique<PreparedPrimitive>();
           const dnnl::primitive_attr attr = user_scratchpad_attr();

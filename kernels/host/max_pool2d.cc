@@ -188,10 +188,66 @@ void pool_general(const Pool2dShape& s, const float* in, float* out, int64_t* id
   }
 }
 
+// Channels last: each window's elements are C contiguous floats, so the maximum runs across the
+// channels, vectorised, with take()'s rule per lane (later elements win when larger or NaN).
+void pool_nhwc(const Pool2dShape& s, const float* x, float* y, int64_t* indices) {
+  const int64_t c = s.c;
+#pragma omp parallel for if (s.n * s.c * s.h * s.w >= kParallelGrain)
+  for (int64_t r = 0; r < s.n * s.ho; ++r) {
+    const int64_t n = r / s.ho, oh = r % s.ho;
+    const int64_t h0 = oh * s.stride - s.padding;
+    const int64_t hs = std::max<int64_t>(h0, 0), he = std::min(h0 + s.kernel, s.h);
+    for (int64_t ow = 0; ow < s.wo; ++ow) {
+      const int64_t w0 = ow * s.stride - s.padding;
+      const int64_t ws = std::max<int64_t>(w0, 0), we = std::min(w0 + s.kernel, s.w);
+      float* best = y + (r * s.wo + ow) * c;
+      int64_t* at = indices + (r * s.wo + ow) * c;
+      const int64_t first = hs * s.w + ws;
+      for (int64_t k = 0; k < c; ++k) {
+        best[k] = -std::numeric_limits<float>::infinity();
+        at[k] = first;
+      }
+      for (int64_t ih = hs; ih < he; ++ih) {
+        for (int64_t iw = ws; iw < we; ++iw) {
+          const float* in = x + ((n * s.h + ih) * s.w + iw) * c;
+          const int64_t pos = ih * s.w + iw;
+#pragma omp simd
+          for (int64_t k = 0; k < c; ++k) {
+            const float v = in[k];
+            const bool wins = (v > best[k]) | (v != v);
+            best[k] = wins ? v : best[k];
+            at[k] = wins ? pos : at[k];
+          }
+        }
+      }
+    }
+  }
+}
+
+// Each image's gradient planes are its own: images in parallel, positions in order within one
+// (the order, hence the sums where windows overlap, of the NCHW loop).
+void pool_nhwc_backward(const Pool2dShape& s, const float* gy, const int64_t* indices, float* gx) {
+  const int64_t c = s.c, in_image = s.h * s.w * c, out_image = s.ho * s.wo * c;
+#pragma omp parallel for if (s.n * in_image >= kParallelGrain)
+  for (int64_t n = 0; n < s.n; ++n) {
+    float* g = gx + n * in_image;
+    std::memset(g, 0, static_cast<size_t>(in_image) * sizeof(float));
+    const float* go = gy + n * out_image;
+    const int64_t* idx = indices + n * out_image;
+    for (int64_t p = 0; p < s.ho * s.wo; ++p) {
+      for (int64_t k = 0; k < c; ++k) g[idx[p * c + k] * c + k] += go[p * c + k];
+    }
+  }
+}
+
 }  // namespace
 
 void max_pool2d_forward(HostContext& ctx, const Pool2dShape& s, const float* x, float* y,
                         int64_t* indices) {
+  if (s.channels_last) {
+    pool_nhwc(s, x, y, indices);
+    return;
+  }
   // A plane's positions must fit pool_2x2's int32 lanes (16 of them, not 8 of int64).
   if (s.kernel == 2 && s.stride == 2 && s.padding == 0 &&
       s.h * s.w <= std::numeric_limits<int32_t>::max()) {
@@ -204,6 +260,10 @@ void max_pool2d_forward(HostContext& ctx, const Pool2dShape& s, const float* x, 
 
 void max_pool2d_backward(HostContext&, const Pool2dShape& s, const float* gy,
                          const int64_t* indices, float* gx) {
+  if (s.channels_last) {
+    pool_nhwc_backward(s, gy, indices, gx);
+    return;
+  }
   const int64_t in_plane = s.h * s.w, out_plane = s.ho * s.wo;
   for_each_plane(s, gx, gy, indices, [&](float* g, const float* go, const int64_t* idx) {
     std::memset(g, 0, static_cast<size_t>(in_plane) * sizeof(float));

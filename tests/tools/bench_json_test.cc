@@ -49,7 +49,8 @@ TEST(BenchJsonTest, SchemaOfAQuickRun) {
       double sum = 0;
       ASSERT_FALSE(f.at("ops").empty());
       for (const auto& o : f["ops"]) {
-        const double compute_ms = o.at("flops").get<double>() / f["peak_gflops"].get<double>() / 1e6;
+        const double compute_ms =
+            o.at("flops").get<double>() / f["peak_gflops"].get<double>() / 1e6;
         const double memory_ms = o.at("bytes").get<double>() / f["memory_gbs"].get<double>() / 1e6;
         // Summed over calls: at least the larger of the two, at most their sum.
         const double bound = o.at("bound_ms").get<double>(), eps = 1e-9 * (1 + bound);
@@ -224,6 +225,27 @@ TEST(BenchJsonTest, FuseFalseRunsBatchNormAndReluApart) {
 // --batch-size (the global batch) and --gradient-as-bucket-view (true or false, alone true, by
 // default true as in train) reach every row, the DDP ranks' included; the older spellings
 // --batches and --bucket-view keep working.
+// Channels-last batches train as contiguous ones: the same losses, recorded as such.
+TEST(BenchJsonTest, ChannelsLastKeepsTheLosses) {
+  const std::string dir = std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp";
+  double loss[2] = {0, 0};
+  for (const bool cl : {false, true}) {
+    const std::string json = dir + "/bench_cl.json", svg = dir + "/bench_cl.svg";
+    const std::string cmd = g_bench +
+                            " --models convnet --devices 1 --batch-size 8 --warmup 1 --steps 1"
+                            " --channels-last " +
+                            (cl ? "true" : "false") + " --json " + json + " --svg " + svg + " > " +
+                            dir + "/bench_cl.out 2>&1";
+    const int status = std::system(cmd.c_str());
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "bench failed";
+    nlohmann::json j = nlohmann::json::parse(std::ifstream(json));
+    ASSERT_EQ(j.at("results").size(), 1u);
+    EXPECT_EQ(j["results"][0].at("channels_last").get<bool>(), cl);
+    loss[cl] = j["results"][0].at("final_loss").get<double>();
+  }
+  EXPECT_NEAR(loss[1], loss[0], 1e-5 * std::abs(loss[0]));
+}
+
 TEST(BenchJsonTest, BatchSizeAndBucketViewSpellings) {
   const std::string dir = std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp";
   const std::pair<const char*, bool> cases[] = {

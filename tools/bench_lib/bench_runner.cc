@@ -170,9 +170,15 @@ double resnet_forward_macs(const models::ResNetConfig& rc, int64_t in_channels, 
   return macs + static_cast<double>(in * rc.num_classes);  // fc
 }
 
-// The batch where the step takes it: host:0 is where it is made.
-std::pair<Tensor, Tensor> on_device(std::pair<Tensor, Tensor> batch, Device device) {
-  if (batch.first.device() != device) batch.first = batch.first.to(device);
+// The batch where the step takes it (host:0 is where it is made), its images channels last when
+// asked.
+std::pair<Tensor, Tensor> on_device(std::pair<Tensor, Tensor> batch, Device device,
+                                    bool channels_last) {
+  if (channels_last && batch.first.dim() == 4) {
+    batch.first = batch.first.to(device, MemoryFormat::kChannelsLast);
+  } else if (batch.first.device() != device) {
+    batch.first = batch.first.to(device);
+  }
   if (batch.second.device() != device) batch.second = batch.second.to(device);
   return batch;
 }
@@ -255,7 +261,7 @@ BenchResult run_in_process(const BenchConfig& c) {
   StepProfiler prof;
   if (dp) dp->set_profiler(&prof);
   std::unique_ptr<optim::Optimizer> opt = bench_optimizer(c.model, model->parameters());
-  auto [x, y] = on_device(make_batch(c, c.global_batch, 0), devices[0]);
+  auto [x, y] = on_device(make_batch(c, c.global_batch, 0), devices[0], c.channels_last);
 
   std::vector<double> times;
   std::vector<StepStats> stats;
@@ -374,7 +380,8 @@ void ddp_worker(const BenchConfig& c, const std::string& result_path) {
                    },
                    dist.group)
              : bench_optimizer(c.model, fsdp ? ddp->parameters() : model->parameters());
-  auto [x, y] = on_device(make_batch(c, per_rank, per_rank * dist.rank), device);
+  auto [x, y] =
+      on_device(make_batch(c, per_rank, per_rank * dist.rank), device, c.channels_last);
   DeviceContext& ctx = Runtime::get().context(device);
   std::vector<double> times, busy;
   Tensor last_loss;
@@ -447,6 +454,7 @@ BenchResult run_ddp(const BenchConfig& c, const std::string& self_exe) {
       {"--zero", c.zero ? "true" : "false"},
       {"--sharding", c.sharding.empty() ? "none" : c.sharding},
       {"--fuse", c.fuse ? "true" : "false"},
+      {"--channels-last", c.channels_last ? "true" : "false"},
       {"--activation-checkpointing", c.activation_checkpointing ? "true" : "false"}};
   std::vector<std::string> argv{self_exe};
   for (const auto& [flag, value] : flags) argv.insert(argv.end(), {flag, value});

@@ -33,6 +33,9 @@ struct BenchConfig {
   // loss on its own outputs, only scalars gathered; engine/parallel/data_parallel.h)
   std::string dp_loss = "device0";
   bool fuse = true;                 // BatchNorm2d + ReLU as one op (engine/nn/fusion.h)
+  // Image batches laid out channels last (torch.channels_last): every activation of the
+  // convolutional layers stays NHWC on host devices (docs/channels_last.md)
+  bool channels_last = false;
   bool activation_checkpointing = false;  // gpt: each block recomputed in backward
   int devices = 1;
   int threads = 1;             // compute threads per device (per DDP rank)
@@ -87,7 +90,8 @@ int64_t bench_image(const std::string& model, int64_t image);
 // other models. Throws dpe::Error when `context` exceeds the block size.
 int64_t bench_context(const std::string& model, int64_t context);
 
-// The row's name: "single", "dp", "dp+ploss" (the loss on the replicas), "ddp/<backend>", "ddp/<backend>+zero" (ZeRO-1), or
+// The row's name: "single", "dp", "dp+ploss" (the loss on the replicas), "ddp/<backend>",
+// "ddp/<backend>+zero" (ZeRO-1), or
 // "fsdp/<backend>+full" / "fsdp/<backend>+grad-op".
 inline std::string mode_label(const BenchConfig& c) {
   if (c.mode == "dp" && c.dp_loss == "replicas") return "dp+ploss";

@@ -9,7 +9,7 @@ namespace {
 // The output shape [N, O, Ho, Wo] of a convolution; conv2d_shape (kernels/op_params.h) checks
 // the parameters, so its messages are those of every device type.
 Shape conv2d_output(const OpCheck& c, const Tensor& x, const Tensor& w, const Conv2dParams& p) {
-  c.rank(x, "input", 4);
+  c.rank(x, "input", 4, activation_format(x));
   c.rank(w, "weight", 4);
   DPE_CHECK(x.size(1) == w.size(1), c.op() << ": weight of shape " << w.shape()
                                            << " expects input with " << w.size(1)
@@ -31,7 +31,7 @@ Shape pool2d_output(const Shape& in, const Pool2dParams& p) {
 void Conv2dForward::check(const OpCheck& c) const {
   const Shape out = conv2d_output(c, x, w, p);
   c.optional(b, "bias", Shape{w.size(0)}, "weight", w.shape());
-  c.shaped(y, "output", out, "input", x.shape());
+  c.shaped(y, "output", out, "input", x.shape(), DType::kFloat32, activation_format(x));
 }
 OpCost Conv2dForward::cost() const {
   return op_cost::make("conv", op_cost::conv2d_flops(w, y), {&x, &w, &b}, {&y});
@@ -39,8 +39,9 @@ OpCost Conv2dForward::cost() const {
 
 void Conv2dBackward::check(const OpCheck& c) const {
   const Shape out = conv2d_output(c, x, w, p);
-  c.shaped(gy, "grad_output", out, "input", x.shape());
-  c.optional(gx, "grad_input", x.shape(), "input", x.shape());
+  const MemoryFormat f = activation_format(x);
+  c.shaped(gy, "grad_output", out, "input", x.shape(), DType::kFloat32, f);
+  if (gx.defined()) c.shaped(gx, "grad_input", x.shape(), "input", x.shape(), DType::kFloat32, f);
   c.optional(gw, "grad_weight", w.shape(), "weight", w.shape());
   c.optional(gb, "grad_bias", Shape{w.size(0)}, "weight", w.shape());
 }
@@ -58,20 +59,22 @@ OpCost Conv2dBackward::cost() const {
 }
 
 void MaxPool2dForward::check(const OpCheck& c) const {
-  c.rank(x, "input", 4);
+  const MemoryFormat f = activation_format(x);
+  c.rank(x, "input", 4, f);
   const Shape out = pool2d_output(x.shape(), p);
-  c.shaped(y, "output", out, "input", x.shape());
-  c.shaped(workspace, "indices", out, "input", x.shape(), DType::kInt64);
+  c.shaped(y, "output", out, "input", x.shape(), DType::kFloat32, f);
+  c.shaped(workspace, "indices", out, "input", x.shape(), DType::kInt64, f);
 }
 OpCost MaxPool2dForward::cost() const {
   return op_cost::make("pool", 1.0 * y.numel() * p.kernel * p.kernel, {&x}, {&y, &workspace});
 }
 
 void MaxPool2dBackward::check(const OpCheck& c) const {
-  c.rank(gx, "grad_input", 4);
+  const MemoryFormat f = activation_format(gx);
+  c.rank(gx, "grad_input", 4, f);
   const Shape out = pool2d_output(gx.shape(), p);
-  c.shaped(gy, "grad_output", out, "grad_input", gx.shape());
-  c.shaped(workspace, "indices", out, "grad_input", gx.shape(), DType::kInt64);
+  c.shaped(gy, "grad_output", out, "grad_input", gx.shape(), DType::kFloat32, f);
+  c.shaped(workspace, "indices", out, "grad_input", gx.shape(), DType::kInt64, f);
 }
 OpCost MaxPool2dBackward::cost() const {
   return op_cost::make("pool", 1.0 * gy.numel(), {&gy, &workspace}, {&gx});

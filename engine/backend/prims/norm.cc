@@ -6,9 +6,11 @@ namespace dpe::prim {
 
 namespace {
 
-// x [N, C, ...] for the batch-norm family, viewed as [N, C, S].
-BatchNormShape checked_channels(const OpCheck& c, const Tensor& x) {
-  c.tensor(x, "input");
+// x [N, C, ...] for the batch-norm family, viewed as [N, C, S] ([N, S, C] when channels last,
+// where `channels_last` allows it: SyncBatchNorm's sums take contiguous input only).
+BatchNormShape checked_channels(const OpCheck& c, const Tensor& x, bool channels_last = true) {
+  c.tensor(x, "input", DType::kFloat32,
+           channels_last ? activation_format(x) : MemoryFormat::kContiguous);
   DPE_CHECK(x.dim() >= 2, c.op() << ": expected an input of at least 2 dimensions [N, C, ...], "
                                     "but got shape "
                                  << x.shape());
@@ -24,7 +26,7 @@ void check_train(const OpCheck& c, const Tensor& x, const Tensor& gamma, const T
                                   << x.shape());
   c.channel(gamma, "weight", s.c, x);
   c.channel(beta, "bias", s.c, x);
-  c.shaped(y, "output", x.shape(), "input", x.shape());
+  c.shaped(y, "output", x.shape(), "input", x.shape(), DType::kFloat32, activation_format(x));
   c.shaped(mean, "mean", Shape{s.c}, "input", x.shape());
   c.shaped(var, "var", Shape{s.c}, "input", x.shape());
 }
@@ -34,11 +36,12 @@ BatchNormShape check_backward(const OpCheck& c, const Tensor& x, const Tensor& g
                               const Tensor& gamma, const Tensor& mean, const Tensor& var,
                               const Tensor& gx, const Tensor& ggamma, const Tensor& gbeta) {
   const BatchNormShape s = checked_channels(c, x);
-  c.shaped(gy, "grad_output", x.shape(), "input", x.shape());
+  const MemoryFormat f = activation_format(x);
+  c.shaped(gy, "grad_output", x.shape(), "input", x.shape(), DType::kFloat32, f);
   c.channel(gamma, "weight", s.c, x);
   c.shaped(mean, "mean", Shape{s.c}, "input", x.shape());
   c.shaped(var, "var", Shape{s.c}, "input", x.shape());
-  c.shaped(gx, "grad_input", x.shape(), "input", x.shape());
+  c.shaped(gx, "grad_input", x.shape(), "input", x.shape(), DType::kFloat32, f);
   c.channel(ggamma, "grad_weight", s.c, x);
   c.channel(gbeta, "grad_bias", s.c, x);
   return s;
@@ -67,7 +70,7 @@ void BatchNormForwardEval::check(const OpCheck& c) const {
   c.channel(beta, "bias", s.c, x);
   c.shaped(mean, "running_mean", Shape{s.c}, "input", x.shape());
   c.shaped(var, "running_var", Shape{s.c}, "input", x.shape());
-  c.shaped(y, "output", x.shape(), "input", x.shape());
+  c.shaped(y, "output", x.shape(), "input", x.shape(), DType::kFloat32, activation_format(x));
 }
 OpCost BatchNormForwardEval::cost() const {
   return op_cost::make("norm", 4.0 * x.numel(), {&x, &gamma, &beta, &mean, &var}, {&y});
@@ -98,7 +101,7 @@ OpCost BatchNormReluBackward::cost() const {
 }
 
 void ChannelSums::check(const OpCheck& c) const {
-  const BatchNormShape s = checked_channels(c, x);
+  const BatchNormShape s = checked_channels(c, x, /*channels_last=*/false);
   c.shaped(sum, "sum", Shape{s.c}, "input", x.shape());
   c.shaped(sumsq, "sumsq", Shape{s.c}, "input", x.shape());
 }
@@ -107,7 +110,7 @@ OpCost ChannelSums::cost() const {
 }
 
 void ChannelGradSums::check(const OpCheck& c) const {
-  const BatchNormShape s = checked_channels(c, x);
+  const BatchNormShape s = checked_channels(c, x, /*channels_last=*/false);
   c.shaped(gy, "grad_output", x.shape(), "input", x.shape());
   c.shaped(mean, "mean", Shape{s.c}, "input", x.shape());
   c.shaped(sum_gy, "sum_dy", Shape{s.c}, "input", x.shape());
@@ -123,7 +126,7 @@ void BatchNormApply::check(const OpCheck& c) const {
   c.shaped(invstd, "invstd", Shape{s.c}, "input", x.shape());
   c.channel(gamma, "weight", s.c, x);
   c.channel(beta, "bias", s.c, x);
-  c.shaped(y, "output", x.shape(), "input", x.shape());
+  c.shaped(y, "output", x.shape(), "input", x.shape(), DType::kFloat32, activation_format(x));
 }
 OpCost BatchNormApply::cost() const {
   return op_cost::make("norm", 4.0 * x.numel(), {&x, &mean, &invstd, &gamma, &beta}, {&y});
@@ -131,13 +134,14 @@ OpCost BatchNormApply::cost() const {
 
 void BatchNormBackwardElemt::check(const OpCheck& c) const {
   const BatchNormShape s = checked_channels(c, x);
-  c.shaped(gy, "grad_output", x.shape(), "input", x.shape());
+  const MemoryFormat f = activation_format(x);
+  c.shaped(gy, "grad_output", x.shape(), "input", x.shape(), DType::kFloat32, f);
   c.shaped(mean, "mean", Shape{s.c}, "input", x.shape());
   c.shaped(invstd, "invstd", Shape{s.c}, "input", x.shape());
   c.channel(gamma, "weight", s.c, x);
   c.shaped(mean_gy, "mean_dy", Shape{s.c}, "input", x.shape());
   c.shaped(mean_gy_xmu, "mean_dy_xmu", Shape{s.c}, "input", x.shape());
-  c.shaped(gx, "grad_input", x.shape(), "input", x.shape());
+  c.shaped(gx, "grad_input", x.shape(), "input", x.shape(), DType::kFloat32, f);
 }
 OpCost BatchNormBackwardElemt::cost() const {
   return op_cost::make("norm", 8.0 * x.numel(),

@@ -12,11 +12,23 @@
 
 namespace dpe::prim {
 
-// x [N, C, ...] (at least 2-D) as [N, C, S], S the product of the trailing sizes.
+// The layout of an activation through the ops with channels-last kernels (convolution, batch
+// norm, max pooling): channels last where a 4-D tensor's strides say so (suggest_memory_format)
+// and its device has those kernels (the host's), else contiguous. An op's other activations
+// (output, gradients, indices) must be laid out as its input.
+inline MemoryFormat activation_format(const Tensor& x) {
+  return x.defined() && x.device().is_host() && x.dim() == 4 &&
+                 x.suggest_memory_format() == MemoryFormat::kChannelsLast
+             ? MemoryFormat::kChannelsLast
+             : MemoryFormat::kContiguous;
+}
+
+// x [N, C, ...] (at least 2-D) as [N, C, S], S the product of the trailing sizes ([N, S, C] when
+// x is channels last).
 inline BatchNormShape channels_view(const Tensor& x) {
   int64_t s = 1;
   for (int64_t d = 2; d < x.dim(); ++d) s *= x.size(d);
-  return {x.size(0), x.size(1), s};
+  return {x.size(0), x.size(1), s, activation_format(x) == MemoryFormat::kChannelsLast};
 }
 
 // x [..., D] (D > 0) as [N, D].
@@ -32,13 +44,14 @@ inline SoftmaxShape softmax_view(const Tensor& x, bool causal) {
 inline Conv2dShape conv_view(const Tensor& x, const Tensor& w, const Conv2dParams& p,
                              const Tensor& y) {
   return {x.size(0), x.size(1), x.size(2), x.size(3), w.size(0), w.size(2),
-          w.size(3), p.stride,  p.padding, y.size(2), y.size(3)};
+          w.size(3), p.stride,  p.padding, y.size(2), y.size(3),
+          activation_format(x) == MemoryFormat::kChannelsLast};
 }
 
 // x [N, C, H, W] max-pooled into y [N, C, Ho, Wo].
 inline Pool2dShape pool_view(const Tensor& x, const Pool2dParams& p, const Tensor& y) {
-  return {x.size(0), x.size(1), x.size(2), x.size(3), p.kernel,
-          p.stride,  p.padding, y.size(2), y.size(3)};
+  return {x.size(0), x.size(1), x.size(2), x.size(3), p.kernel, p.stride, p.padding, y.size(2),
+          y.size(3), activation_format(x) == MemoryFormat::kChannelsLast};
 }
 
 // The data of an optional tensor: null when undefined.

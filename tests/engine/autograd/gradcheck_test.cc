@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <functional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,20 @@ struct OpCase {
   int64_t classes = 0;                   // label range for int inputs
   bool positive = false;                 // inputs in (0.5, 1.5), e.g. away from relu's kink
 };
+
+// x [N, C, H, W] as a channels-last copy, differentiably (an NHWC copy seen as NCHW).
+Tensor channels_last(const Tensor& x) {
+  const Tensor nhwc = ops::permute(x, {0, 2, 3, 1});
+  return ops::permute(ops::reshape(nhwc, nhwc.shape()), {0, 3, 1, 2});
+}
+
+// An op on channels-last input must answer channels last (on the host, which has the kernels).
+Tensor stays_channels_last(const Tensor& y) {
+  if (y.device().is_host() && y.suggest_memory_format() != MemoryFormat::kChannelsLast) {
+    throw std::runtime_error("expected a channels_last output, got strides of " + y.str());
+  }
+  return y;
+}
 
 std::vector<OpCase> op_cases() {
   return {
@@ -86,6 +101,40 @@ std::vector<OpCase> op_cases() {
        [](auto& x) { return ops::conv2d(x[0], x[1], Tensor(), 1, 2); }},
       {"max_pool2d", {{2, 3, 6, 6}}, [](auto& x) { return ops::max_pool2d(x[0], 2, 2, 0); }},
       {"max_pool2d_k3s2p1", {{1, 2, 7, 7}}, [](auto& x) { return ops::max_pool2d(x[0], 3, 2, 1); }},
+      // Channels last: the same ops on NHWC activations.
+      {"conv2d_channels_last",
+       {{2, 3, 6, 6}, {4, 3, 3, 3}, {4}},
+       [](auto& x) {
+         return stays_channels_last(ops::conv2d(channels_last(x[0]), x[1], x[2], 2, 1));
+       }},
+      {"conv2d_one_channel_channels_last",
+       {{2, 1, 6, 6}, {3, 1, 5, 5}},
+       [](auto& x) {
+         return stays_channels_last(ops::conv2d(channels_last(x[0]), x[1], Tensor(), 1, 2));
+       }},
+      {"max_pool2d_channels_last",
+       {{2, 3, 7, 7}},
+       [](auto& x) { return stays_channels_last(ops::max_pool2d(channels_last(x[0]), 3, 2, 1)); }},
+      {"batch_norm_relu_train_channels_last",
+       {{4, 3, 2, 3}, {3}, {3}},
+       [](auto& x) {
+         Tensor rm, rv;
+         return stays_channels_last(
+             ops::batch_norm_relu(channels_last(x[0]), x[1], x[2], rm, rv, true, 0.1f, 1e-5f));
+       }},
+      {"batch_norm_train_channels_last",
+       {{4, 3, 2, 3}, {3}, {3}},
+       [](auto& x) {
+         Tensor rm, rv;
+         return stays_channels_last(
+             ops::batch_norm(channels_last(x[0]), x[1], x[2], rm, rv, true, 0.1f, 1e-5f));
+       }},
+      {"relu_channels_last",
+       {{2, 3, 2, 4}},
+       [](auto& x) { return stays_channels_last(ops::relu(channels_last(x[0]))); }},
+      {"add_channels_last_and_contiguous",
+       {{2, 3, 2, 4}, {2, 3, 2, 4}},
+       [](auto& x) { return stays_channels_last(ops::add(channels_last(x[0]), x[1])); }},
       {"batch_norm_train",
        {{4, 3, 2, 2}, {3}, {3}},
        [](auto& x) {

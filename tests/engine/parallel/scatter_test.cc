@@ -71,6 +71,24 @@ TEST(ScatterTest, ListsDictsAndNonTensorsAreSplitAlike) {
   }
 }
 
+// As PyTorch's: each device's chunk keeps the batch's layout, channels last included.
+TEST(ScatterTest, AChannelsLastBatchStaysChannelsLastOnEveryDevice) {
+  const Tensor x = Tensor::from_vector(std::vector<float>(5 * 3 * 2 * 2, 1.0f), {5, 3, 2, 2})
+                       .contiguous(MemoryFormat::kChannelsLast);
+  Scattered s = scatter(Value(x), hosts(2), 0);
+  ASSERT_EQ(s.chunks.size(), 2u);
+  for (size_t k = 0; k < 2; ++k) {
+    const Tensor& t = s.chunks[k].tensor();
+    EXPECT_EQ(t.device(), s.devices[k]);
+    EXPECT_TRUE(t.is_contiguous(MemoryFormat::kChannelsLast)) << t.str();
+    EXPECT_EQ(t.suggest_memory_format(), MemoryFormat::kChannelsLast);
+  }
+  const Tensor y = Tensor::zeros({5, 3, 2, 2});  // a contiguous batch stays contiguous
+  for (const Value& chunk : scatter(Value(y), hosts(2), 0).chunks) {
+    EXPECT_TRUE(chunk.tensor().is_contiguous());
+  }
+}
+
 TEST(ScatterTest, InputMayLiveOnAnyDevice) {
   Tensor x = Tensor::from_vector(std::vector<float>{1, 2, 3, 4}, {4, 1}, Device::parse("host:1"));
   Scattered s = scatter(Value(x), hosts(2), 0);

@@ -180,3 +180,74 @@ TEST(TensorTest, DeviceMismatchErrorNamesBothDevices) {
 
 }  // namespace
 }  // namespace dpe
+
+namespace dpe {
+namespace {
+
+TEST(MemoryFormatTest, ChannelsLastIsAnNhwcBufferSeenAsNchw) {
+  const Tensor x = Tensor::from_vector(
+      [] {
+        std::vector<float> v(2 * 3 * 2 * 2);
+        for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i);
+        return v;
+      }(),
+      {2, 3, 2, 2});
+  EXPECT_EQ(x.suggest_memory_format(), MemoryFormat::kContiguous);
+  EXPECT_FALSE(x.is_contiguous(MemoryFormat::kChannelsLast));
+  const Tensor cl = x.contiguous(MemoryFormat::kChannelsLast);
+  EXPECT_EQ(cl.shape(), x.shape());
+  EXPECT_EQ(cl.strides(), (std::vector<int64_t>{12, 1, 6, 3}));  // PyTorch's for [2, 3, 2, 2]
+  EXPECT_TRUE(cl.is_contiguous(MemoryFormat::kChannelsLast));
+  EXPECT_FALSE(cl.is_contiguous());
+  EXPECT_EQ(cl.suggest_memory_format(), MemoryFormat::kChannelsLast);
+  EXPECT_EQ(cl.to_vector<float>(), x.to_vector<float>());  // the same values, read as NCHW
+  // The buffer itself is NHWC: element (n, c, h, w) at n*12 + h*6 + w*3 + c.
+  EXPECT_EQ(cl.data<float>()[0 * 12 + 1 * 6 + 0 * 3 + 2], 2 * 4 + 1 * 2 + 0.0f);
+  EXPECT_TRUE(cl.contiguous(MemoryFormat::kChannelsLast).is_same(cl));  // already so: no copy
+  EXPECT_EQ(cl.contiguous().strides(), (std::vector<int64_t>{12, 4, 2, 1}));
+  EXPECT_EQ(cl.contiguous().to_vector<float>(), x.to_vector<float>());
+}
+
+TEST(MemoryFormatTest, OneChannelIsBothAndItsStridesSayWhichItWas) {
+  const Tensor x = Tensor::zeros({4, 1, 3, 3});
+  EXPECT_TRUE(x.is_contiguous(MemoryFormat::kChannelsLast));
+  EXPECT_EQ(x.suggest_memory_format(), MemoryFormat::kContiguous);
+  const Tensor cl =
+      Tensor::empty({4, 1, 3, 3}, DType::kFloat32, Device(), MemoryFormat::kChannelsLast);
+  EXPECT_TRUE(cl.is_contiguous());
+  EXPECT_EQ(cl.suggest_memory_format(), MemoryFormat::kChannelsLast);
+  // Asked for channels last, a one-channel NCHW image is restrided so that its strides say it
+  // (torch's x.to(memory_format=channels_last)); the values are the same.
+  const Tensor restrided = x.contiguous(MemoryFormat::kChannelsLast);
+  EXPECT_EQ(restrided.suggest_memory_format(), MemoryFormat::kChannelsLast);
+  EXPECT_EQ(restrided.strides(), (std::vector<int64_t>{9, 1, 3, 1}));
+  EXPECT_TRUE(restrided.contiguous(MemoryFormat::kChannelsLast).is_same(restrided));
+  EXPECT_TRUE(x.contiguous(MemoryFormat::kContiguous).is_same(x));
+  // As PyTorch's: NC11 made channels last says so; N111's equal strides are ambiguous.
+  EXPECT_EQ(Tensor::empty({4, 5, 1, 1}, DType::kFloat32, Device(), MemoryFormat::kChannelsLast)
+                .suggest_memory_format(),
+            MemoryFormat::kChannelsLast);
+  EXPECT_EQ(Tensor::zeros({4, 1, 1, 1}).suggest_memory_format(), MemoryFormat::kContiguous);
+}
+
+TEST(MemoryFormatTest, ToAnotherDeviceKeepsTheLayoutAsked) {
+  const Tensor x = Tensor::from_vector(std::vector<float>(2 * 4 * 3 * 5, 1.5f), {2, 4, 3, 5});
+  const Tensor cl = x.to(Device::parse("host:1"), MemoryFormat::kChannelsLast);
+  EXPECT_EQ(cl.device(), Device::parse("host:1"));
+  EXPECT_TRUE(cl.is_contiguous(MemoryFormat::kChannelsLast));
+  EXPECT_EQ(cl.to_vector<float>(), x.to_vector<float>());
+  const Tensor back = cl.to(Device::parse("host:0"), MemoryFormat::kContiguous);
+  EXPECT_TRUE(back.is_contiguous());
+  EXPECT_EQ(back.to_vector<float>(), x.to_vector<float>());
+}
+
+TEST(MemoryFormatTest, ChannelsLastNeedsFourDims) {
+  EXPECT_THROW(Tensor::empty({2, 3}, DType::kFloat32, Device(), MemoryFormat::kChannelsLast),
+               Error);
+  EXPECT_THROW(Tensor::zeros({2, 3}).contiguous(MemoryFormat::kChannelsLast), Error);
+  EXPECT_FALSE(Tensor::zeros({2, 3}).is_contiguous(MemoryFormat::kChannelsLast));
+  EXPECT_EQ(Tensor::zeros({2, 3}).suggest_memory_format(), MemoryFormat::kContiguous);
+}
+
+}  // namespace
+}  // namespace dpe

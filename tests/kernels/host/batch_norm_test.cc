@@ -17,6 +17,11 @@ using testing::random_floats;
 
 class BatchNormTest : public ::testing::TestWithParam<BatchNormShape> {};
 
+// The channel of flat element k.
+int64_t channel_of(const BatchNormShape& sh, int64_t k) {
+  return sh.channels_last ? k % sh.c : (k / sh.s) % sh.c;
+}
+
 TEST_P(BatchNormTest, TrainEvalAndBackwardMatchReference) {
   const BatchNormShape sh = GetParam();
   HostContext ctx;
@@ -25,7 +30,10 @@ TEST_P(BatchNormTest, TrainEvalAndBackwardMatchReference) {
   auto x = random_floats(total, 1, -2.0f, 3.0f);
   const auto gamma = random_floats(sh.c, 2, 0.5f, 1.5f), beta = random_floats(sh.c, 3);
   const auto gy = random_floats(total, 4);
-  auto at = [&](int64_t i, int64_t ch, int64_t j) { return (i * sh.c + ch) * sh.s + j; };
+  // Element (i, ch, j) of [N, C, S], or of [N, S, C] when channels last.
+  auto at = [&](int64_t i, int64_t ch, int64_t j) {
+    return sh.channels_last ? (i * sh.s + j) * sh.c + ch : (i * sh.c + ch) * sh.s + j;
+  };
 
   std::vector<double> mean(sh.c, 0.0), var(sh.c, 0.0), y(total), gx(total), gg(sh.c, 0.0),
       gb(sh.c, 0.0), y_eval(total);
@@ -74,7 +82,7 @@ TEST_P(BatchNormTest, TrainEvalAndBackwardMatchReference) {
   // Evaluation with given statistics (here: other ones than the batch's).
   const auto rm = random_floats(sh.c, 5), rv = random_floats(sh.c, 6, 0.5f, 2.0f);
   for (int64_t k = 0; k < total; ++k) {
-    const int64_t ch = (k / sh.s) % sh.c;
+    const int64_t ch = channel_of(sh, k);
     y_eval[k] = (x[k] - rm[ch]) / std::sqrt(double(rv[ch]) + eps) * gamma[ch] + beta[ch];
   }
   batch_norm_forward_eval(ctx, sh, x.data(), gamma.data(), beta.data(), rm.data(), rv.data(), eps,
@@ -85,7 +93,7 @@ TEST_P(BatchNormTest, TrainEvalAndBackwardMatchReference) {
   batch_norm_forward_eval(ctx, sh, x.data(), nullptr, nullptr, rm.data(), rv.data(), eps,
                           got_y.data());
   for (int64_t k = 0; k < total; ++k) {
-    const int64_t ch = (k / sh.s) % sh.c;
+    const int64_t ch = channel_of(sh, k);
     y_eval[k] = (x[k] - rm[ch]) / std::sqrt(double(rv[ch]) + eps);
   }
   expect_close(y_eval, got_y, 1e-4, 1e-4, "batch_norm eval y without affine");
@@ -101,7 +109,7 @@ TEST_P(BatchNormTest, SyncBuildingBlocksMatchReference) {
   const auto mg = random_floats(sh.c, 13), mgx = random_floats(sh.c, 14);
   std::vector<double> y(total), gx(total);
   for (int64_t k = 0; k < total; ++k) {
-    const int64_t ch = (k / sh.s) % sh.c;
+    const int64_t ch = channel_of(sh, k);
     y[k] = (double(x[k]) - mean[ch]) * invstd[ch] * gamma[ch] + beta[ch];
     gx[k] = (double(gy[k]) - mg[ch] -
              (double(x[k]) - mean[ch]) * double(invstd[ch]) * invstd[ch] * mgx[ch]) *
@@ -238,7 +246,12 @@ INSTANTIATE_TEST_SUITE_P(Shapes, BatchNormTest,
                                            BatchNormShape{3, 5, 35},    // odd [N, C, 5, 7]
                                            BatchNormShape{4, 16, 784},  // the ConvNet's first
                                            BatchNormShape{5, 32, 196},
-                                           BatchNormShape{3, 130, 90}));  // 3 channel blocks
+                                           BatchNormShape{3, 130, 90},  // 3 channel blocks
+                                           // channels last ([N, H, W, C])
+                                           BatchNormShape{3, 5, 35, true},
+                                           BatchNormShape{4, 16, 784, true},
+                                           BatchNormShape{5, 32, 196, true},
+                                           BatchNormShape{3, 130, 90, true}));
 
 }  // namespace
 }  // namespace dpe::host

@@ -9,6 +9,7 @@ namespace {
 
 using testing::expect_close;
 using testing::random_floats;
+using testing::to_nhwc;
 
 struct Case {
   int64_t n, c, h, w, o, kh, kw, stride, padding;
@@ -73,6 +74,20 @@ TEST_P(Conv2dTest, ForwardAndBackwardMatchReference) {
   std::vector<float> gw2(nw);
   conv2d_backward(ctx, s, x.data(), w.data(), gy.data(), nullptr, gw2.data(), nullptr);
   expect_close(want_gw, gw2, 1e-4, 1e-4, "conv2d gw alone");
+
+  // Channels last: the activations and their gradients NHWC, the weights OIHW.
+  Conv2dShape cl = s;
+  cl.channels_last = true;
+  const auto x_cl = to_nhwc(x, s.n, s.c, s.h, s.w), gy_cl = to_nhwc(gy, s.n, s.o, s.ho, s.wo);
+  for (int64_t i = 0; i < ny; ++i) want_y[i] += b[(i / (s.ho * s.wo)) % s.o];
+  conv2d_forward(ctx, cl, x_cl.data(), w.data(), b.data(), y.data());
+  expect_close(to_nhwc(want_y, s.n, s.o, s.ho, s.wo), y, 1e-4, 1e-4, "conv2d y, channels last");
+  conv2d_backward(ctx, cl, x_cl.data(), w.data(), gy_cl.data(), gx.data(), gw.data(), gb.data());
+  expect_close(to_nhwc(want_gx, s.n, s.c, s.h, s.w), gx, 1e-4, 1e-4, "conv2d gx, channels last");
+  expect_close(want_gw, gw, 1e-4, 1e-4, "conv2d gw, channels last");
+  expect_close(want_gb, gb, 1e-4, 1e-4, "conv2d gb, channels last");
+  conv2d_backward(ctx, cl, x_cl.data(), w.data(), gy_cl.data(), nullptr, nullptr, gb2.data());
+  expect_close(want_gb, gb2, 1e-4, 1e-4, "conv2d gb alone, channels last");
 }
 
 INSTANTIATE_TEST_SUITE_P(

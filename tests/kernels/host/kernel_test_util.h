@@ -21,6 +21,18 @@ inline std::vector<float> random_floats(int64_t n, uint32_t seed, float lo = -1.
   return v;
 }
 
+// [n, c, h, w] values re-laid out as [n, h, w, c] (channels last).
+template <typename T>
+std::vector<T> to_nhwc(const std::vector<T>& v, int64_t n, int64_t c, int64_t h, int64_t w) {
+  std::vector<T> out(v.size());
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t ch = 0; ch < c; ++ch)
+      for (int64_t y = 0; y < h; ++y)
+        for (int64_t x = 0; x < w; ++x)
+          out[((i * h + y) * w + x) * c + ch] = v[((i * c + ch) * h + y) * w + x];
+  return out;
+}
+
 // Every |got - want| <= atol + rtol * |want|; the message names the first bad index.
 inline void expect_close(const std::vector<double>& want, const float* got, double rtol,
                          double atol, const std::string& what) {

@@ -13,6 +13,7 @@ namespace {
 
 using testing::expect_close;
 using testing::random_floats;
+using testing::to_nhwc;
 
 struct Case {
   int64_t n, c, h, w, kernel, stride, padding;
@@ -57,6 +58,16 @@ TEST_P(MaxPool2dTest, ForwardAndBackwardMatchReference) {
   EXPECT_EQ(idx, want_i);
   max_pool2d_backward(ctx, s, gy.data(), idx.data(), gx.data());
   expect_close(want_gx, gx, 1e-6, 1e-6, "max_pool2d gx");
+
+  // Channels last: the same values and indices (h * w + w within a plane), laid out NHWC.
+  Pool2dShape cl = s;
+  cl.channels_last = true;
+  const auto x_cl = to_nhwc(x, s.n, s.c, s.h, s.w), gy_cl = to_nhwc(gy, s.n, s.c, s.ho, s.wo);
+  max_pool2d_forward(ctx, cl, x_cl.data(), y.data(), idx.data());
+  expect_close(to_nhwc(want_y, s.n, s.c, s.ho, s.wo), y, 0, 0, "max_pool2d y, channels last");
+  EXPECT_EQ(idx, to_nhwc(want_i, s.n, s.c, s.ho, s.wo));
+  max_pool2d_backward(ctx, cl, gy_cl.data(), idx.data(), gx.data());
+  expect_close(to_nhwc(want_gx, s.n, s.c, s.h, s.w), gx, 1e-6, 1e-6, "max_pool2d gx, cl");
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, MaxPool2dTest,
@@ -107,6 +118,16 @@ TEST(MaxPool2dNanTest, TiesTakeTheFirstMaximumAndNaNsTheLast) {
   EXPECT_EQ(i[2], 13);  // [nan, 1, 2, nan] -> the last NaN (window position 3)
   EXPECT_EQ(y[3], 3.0f);
   EXPECT_EQ(i[3], 6);  // [3, 3, 1, 3] -> the first 3
+  // One channel's NHWC is its NCHW: channels last chooses alike.
+  Pool2dShape cl = s;
+  cl.channels_last = true;
+  float y_cl[4];
+  int64_t i_cl[4];
+  max_pool2d_forward(ctx, cl, x, y_cl, i_cl);
+  for (int k = 0; k < 4; ++k) {
+    EXPECT_EQ(i_cl[k], i[k]) << k;
+    EXPECT_TRUE(y_cl[k] == y[k] || (std::isnan(y_cl[k]) && std::isnan(y[k]))) << k;
+  }
 }
 
 // Two row pairs share one vector where rows are narrow: NaNs in the second pair follow the same
