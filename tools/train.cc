@@ -139,6 +139,10 @@ int main(int argc, char** argv) {
                "gpt models: recompute each transformer block's activations in backward instead "
                "of keeping them (torch.utils.checkpoint, non-reentrant): the same losses, less "
                "activation memory, about one more forward per step");
+  app.add_flag("--channels-last", c.channels_last,
+               "image models: batches laid out channels last (torch.channels_last), so the "
+               "convolutions, batch norms and poolings run on NHWC activations with no reorder "
+               "between layers; the same losses");
   CLI::Option* bucket_view =
       app.add_option("--gradient-as-bucket-view", c.gradient_as_bucket_view,
                      "ddp only; true or false (alone: true): DDP's gradient_as_bucket_view, the "

@@ -489,6 +489,22 @@ TEST(TrainCliTest, ResnetTinyTrainsOnFashionMnist) {
   }
 }
 
+// --channels-last lays the image batches out NHWC: the ConvNet trains to the same losses (up to
+// the convolution kernels' rounding), on one device and under DataParallel.
+TEST(TrainCliTest, ChannelsLastTrainsAsContiguous) {
+  const std::string convnet =
+      "--model convnet --epochs 1 --train-samples 400 --max-steps-per-epoch 4 --batch-size 50 "
+      "--test-samples 100 --no-progress";
+  for (const char* mode : {"single", "dp --devices 2"}) {
+    std::string plain, cl;
+    ASSERT_EQ(run(convnet + " --mode " + mode, &plain), 0) << plain;
+    ASSERT_EQ(run(convnet + " --mode " + mode + " --channels-last", &cl), 0) << cl;
+    const double want = train_loss(plain, 0), got = train_loss(cl, 0);
+    EXPECT_GT(want, 0) << plain;
+    EXPECT_NEAR(got, want, 1e-4 * want) << mode << ": " << cl;
+  }
+}
+
 // A run that fails (here a diverging loss) exits with 1.
 TEST(TrainCliTest, AFailedRunExitsWith1) {
   std::string out;

@@ -1154,8 +1154,12 @@ struct Run {
   FILE* out;
 };
 
-// `input` where the run's forward takes it: a batch is loaded on host:0.
+// `input` where the run's forward takes it (a batch is loaded on host:0), images channels last
+// when the run asks.
 Tensor on_input_device(const Run& run, const Tensor& input) {
+  if (run.c.channels_last && input.dim() == 4) {
+    return input.to(run.input_device.value_or(input.device()), MemoryFormat::kChannelsLast);
+  }
   return run.input_device && input.device() != *run.input_device ? input.to(*run.input_device)
                                                                  : input;
 }

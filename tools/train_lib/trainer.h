@@ -50,6 +50,9 @@ struct TrainConfig {
   // Recompute each gpt block's activations in backward instead of keeping them
   // (engine/nn/checkpoint.h); the same losses, less activation memory
   bool activation_checkpointing = false;
+  // Image batches channels last (torch.channels_last): the convolutional layers' activations stay
+  // NHWC on host devices (docs/channels_last.md); the same losses
+  bool channels_last = false;
   // ddp (ignored otherwise): PyTorch's DDP option of that name, whose default is false; true as
   // //tools:bench's
   bool gradient_as_bucket_view = true;
