@@ -13,7 +13,6 @@ using detail::prepare;
 
 namespace {
 
-// a + alpha * b, differentiable.
 // a and b as the elementwise kernels take them: both laid out as a, channels last where a is a
 // channels-last activation (a ResNet's residual sum keeps its layout), else contiguous.
 std::array<Tensor, 2> prepare_pair(const char* op, const Tensor& a_in, const Tensor& b_in) {
@@ -24,6 +23,7 @@ std::array<Tensor, 2> prepare_pair(const char* op, const Tensor& a_in, const Ten
   return {a, b_in.contiguous(prim::activation_format(a))};
 }
 
+// a + alpha * b, differentiable.
 Tensor add_scaled(const char* op, const Tensor& a_in, const Tensor& b_in, float alpha) {
   DPE_CHECK(b_in.defined(), op << ": b is undefined");
   auto [a, b] = prepare_pair(op, a_in, b_in);

@@ -29,6 +29,16 @@ inline ChannelAffine channel_affine(int64_t ch, const float* mean, const float* 
 }
 inline float normalised(float x, ChannelAffine f) { return x * f.scale + f.shift; }
 
+// Chan et al.'s update: a block of `block` values with mean `block_mean` and squared deviations
+// `block_sq` merged into a running count, mean and squared deviations (double).
+inline void merge_block(double count, double block, float block_mean, float block_sq,
+                        double& mean_so_far, double& m2) {
+  const double total = count + block;
+  const double delta = static_cast<double>(block_mean) - mean_so_far;
+  mean_so_far += delta * (block / total);
+  m2 += static_cast<double>(block_sq) + delta * delta * (count * block / total);
+}
+
 // Per-channel temporaries, kept in the HostContext so a call allocates nothing.
 struct ChannelScratch : HostContext::CacheEntry {
   std::vector<float> a, b, c;
@@ -157,13 +167,10 @@ void stats_rows(HostContext& ctx, const BatchNormShape& sh, const float* x, floa
         sq[ch] += d * d;
       }
     }
-    const double total = count + block;
     for (int64_t ch = 0; ch < sh.c; ++ch) {
-      const double delta = static_cast<double>(block_mean[ch]) - count_mean[ch];
-      count_mean[ch] += delta * (block / total);
-      m2[ch] += static_cast<double>(sq[ch]) + delta * delta * (count * block / total);
+      merge_block(count, block, block_mean[ch], sq[ch], count_mean[ch], m2[ch]);
     }
-    count = total;
+    count += block;
   }
   for (int64_t ch = 0; ch < sh.c; ++ch) {
     mean[ch] = static_cast<float>(count_mean[ch]);
@@ -173,10 +180,9 @@ void stats_rows(HostContext& ctx, const BatchNormShape& sh, const float* x, floa
 
 // Per-channel coefficients as arrays (the loops below read them lane by lane, vectorised).
 struct RowCoefficients {
-  std::vector<float> scale, shift;        // the normalisation: x * scale + shift
-  std::vector<float> mean, proj, factor;  // the backward's elementwise step
-  explicit RowCoefficients(int64_t c)
-      : scale(c), shift(c), mean(c), proj(c), factor(c) {}
+  std::vector<float> scale, shift;  // the normalisation: x * scale + shift
+  std::vector<float> proj, factor;  // the backward's elementwise step
+  explicit RowCoefficients(int64_t c) : scale(c), shift(c), proj(c), factor(c) {}
 };
 
 // scale and shift of every channel, from channel_affine (the planes' own values).
@@ -215,11 +221,10 @@ void elemt_rows(const BatchNormShape& sh, RowCoefficients& k, const float* x, co
   const int64_t rows = sh.n * sh.s, c = sh.c;
   for (int64_t ch = 0; ch < c; ++ch) {
     const float is = invstd[ch];
-    k.mean[ch] = mean[ch];
     k.proj[ch] = is * is * mean_gy_xmu[ch];
     k.factor[ch] = is * (gamma ? gamma[ch] : 1.0f);
   }
-  const float *m = k.mean.data(), *proj = k.proj.data(), *factor = k.factor.data();
+  const float *proj = k.proj.data(), *factor = k.factor.data();
   const float *scale = k.scale.data(), *shift = k.shift.data();
 #pragma omp parallel for if (rows * c >= kParallelGrain)
   for (int64_t r = 0; r < rows; ++r) {
@@ -228,9 +233,8 @@ void elemt_rows(const BatchNormShape& sh, RowCoefficients& k, const float* x, co
     float* out = gx + r * c;
 #pragma omp simd
     for (int64_t ch = 0; ch < c; ++ch) {
-      const float g = kRelu ? masked<true>(gp[ch], xp[ch], ChannelAffine{scale[ch], shift[ch]})
-                            : gp[ch];
-      out[ch] = (g - mean_gy[ch] - (xp[ch] - m[ch]) * proj[ch]) * factor[ch];
+      const float g = masked<kRelu>(gp[ch], xp[ch], ChannelAffine{scale[ch], shift[ch]});
+      out[ch] = (g - mean_gy[ch] - (xp[ch] - mean[ch]) * proj[ch]) * factor[ch];
     }
   }
 }
@@ -242,7 +246,7 @@ void backward_rows(HostContext& ctx, const BatchNormShape& sh, const float* x, c
   auto& t = scratch_for(ctx, sh.c);
   const int64_t rows = sh.n * sh.s, c = sh.c;
   for (int64_t ch = 0; ch < c; ++ch) t.c[ch] = 1.0f / std::sqrt(var[ch] + eps);
-  RowCoefficients k(c);
+  RowCoefficients k(c);  // scale and shift stay 0 without the ReLU: masked<false> reads neither
   if (kRelu) affine_rows(k, c, mean, t.c.data(), gamma, beta);
   const float *scale = k.scale.data(), *shift = k.shift.data();
   // Per-channel sums of g and g * (x - mean): each image's in float (its s rows, as each plane's
@@ -259,8 +263,7 @@ void backward_rows(HostContext& ctx, const BatchNormShape& sh, const float* x, c
       const float* gp = gy + r * c;
 #pragma omp simd
       for (int64_t ch = 0; ch < c; ++ch) {
-        const float g = kRelu ? masked<true>(gp[ch], xp[ch], ChannelAffine{scale[ch], shift[ch]})
-                              : gp[ch];
+        const float g = masked<kRelu>(gp[ch], xp[ch], ChannelAffine{scale[ch], shift[ch]});
         pg_sum[ch] += g;
         px_sum[ch] += g * (xp[ch] - mean[ch]);
       }
@@ -312,11 +315,9 @@ void batch_norm_forward_train(HostContext& ctx, const BatchNormShape& sh, const 
 #pragma omp simd reduction(+ : sq)
         for (int64_t k = 0; k < sh.s; ++k) sq += (p[k] - plane_mean) * (p[k] - plane_mean);
         auto& [count, mean_so_far, m2] = acc;
-        const double s = static_cast<double>(sh.s), total = count + s;
-        const double delta = static_cast<double>(plane_mean) - mean_so_far;
-        mean_so_far += delta * (s / total);
-        m2 += static_cast<double>(sq) + delta * delta * (count * s / total);
-        count = total;
+        const double s = static_cast<double>(sh.s);
+        merge_block(count, s, plane_mean, sq, mean_so_far, m2);
+        count += s;
       },
       [&](int64_t ch, const std::array<double, 3>& acc) {
         mean[ch] = static_cast<float>(acc[1]);
