@@ -11,10 +11,6 @@ namespace dpe::tools {
 
 namespace {
 
-bool compute_bound_class(const std::string& op_class) {
-  return op_class == "gemm" || op_class == "conv";
-}
-
 // What an event moves: a copy reads and writes its bytes, a fill writes them.
 double moved_bytes(const TraceEvent& e) {
   return static_cast<double>(e.bytes_read) + static_cast<double>(e.bytes_written);
@@ -72,14 +68,8 @@ Roofline roofline(const std::vector<TraceEvent>& events, const MachineRates& rat
 
 int64_t memory_measure_bytes(const std::vector<TraceEvent>& events) {
   constexpr int64_t kFloor = int64_t{64} << 10;  // below it a memcpy's time is the clock's
-  bool any = false;
-  for (const TraceEvent& e : events) {
-    any = any || (sim::is_kernel(e) && !compute_bound_class(e.op_class) && moved_bytes(e) > 0);
-  }
-  if (!any) return kFloor;
-  sim::TracedStep step;
-  step.events = events;
-  return std::max(kFloor, sim::memory_op_bytes(step));
+  if (std::none_of(events.begin(), events.end(), sim::is_memory_bound_kernel)) return kFloor;
+  return std::max(kFloor, sim::memory_op_bytes(events));
 }
 
 double measure_memory_gbs(int64_t bytes, int reps) {

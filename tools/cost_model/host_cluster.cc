@@ -231,14 +231,18 @@ double measure_memcpy_gbs(int reps, int64_t moved_bytes) {
   return static_cast<double>(bytes) / median(times) / 1e9;
 }
 
-int64_t memory_op_bytes(const TracedStep& trace) {
+bool is_memory_bound_kernel(const TraceEvent& e) {
+  const bool compute_bound =
+      e.kind == TraceKind::kOp && (e.op_class == "gemm" || e.op_class == "conv");
+  return is_kernel(e) && !compute_bound && e.bytes_read + e.bytes_written > 0;
+}
+
+int64_t memory_op_bytes(const std::vector<TraceEvent>& events) {
   std::vector<int64_t> sizes;  // each op's bytes, also its weight
   int64_t total = 0;
-  for (const TraceEvent& e : trace.events) {
-    const bool compute_bound =
-        e.kind == TraceKind::kOp && (e.op_class == "gemm" || e.op_class == "conv");
+  for (const TraceEvent& e : events) {
+    if (!is_memory_bound_kernel(e)) continue;
     const int64_t b = e.bytes_read + e.bytes_written;
-    if (!is_kernel(e) || compute_bound || b <= 0) continue;
     sizes.push_back(b);
     total += b;
   }

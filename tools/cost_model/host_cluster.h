@@ -52,10 +52,13 @@ double measure_gemm_gflops(const TracedStep& trace, int reps);
 // caches: memory_op_bytes gives the size to measure at.
 double measure_memcpy_gbs(int reps, int64_t moved_bytes = int64_t{128} << 20);
 
-// The size at which `trace`'s memory-bound ops (every op but the GEMMs and convolutions, fills,
-// copies within a device) move their bytes: the median of their read + written bytes, weighted
-// by those bytes.
-int64_t memory_op_bytes(const TracedStep& trace);
+// Whether `e` is a memory-bound kernel: an op but a GEMM or a convolution, a fill, or a copy within
+// a device, moving some bytes.
+bool is_memory_bound_kernel(const TraceEvent& e);
+
+// The size at which `events`' memory-bound kernels move their bytes: the median of their read +
+// written bytes, weighted by those bytes. Throws dpe::Error when there is none.
+int64_t memory_op_bytes(const std::vector<TraceEvent>& events);
 
 // The bytes of each bucket all-reduce a DDP trace launches, in launch order.
 std::vector<int64_t> bucket_bytes(const TracedStep& ddp_trace);

@@ -88,12 +88,12 @@ TEST(HostCheckTest, MlpDataParallelAndDdpSpeedupsMatchTheBenchWithin15Percent) {
   // in the fifth, while single and DDP ran steady.)
   std::printf(
       "memory-bound ops of the step move %lld bytes (bytes-weighted median): memcpy at that size\n",
-      static_cast<long long>(memory_op_bytes(t_single)));
+      static_cast<long long>(memory_op_bytes(t_single.events)));
   std::vector<Round> rounds(kRounds);
   for (Round& r : rounds) {
     r.gemm_single = measure_gemm_gflops(t_single, 10);
     r.gemm_shared = measure_gemm_gflops(t_dp, 10);  // = a DDP rank's GEMMs, 2 at once
-    r.memcpy = measure_memcpy_gbs(8, memory_op_bytes(t_single));
+    r.memcpy = measure_memcpy_gbs(8, memory_op_bytes(t_single.events));
     r.dram = measure_memcpy_gbs(4);  // 64 MiB: past the caches
     r.all_reduce = measure_all_reduce(self, buckets, 15);
     r.single = tools::run_in_process(bench("single", 1)).step_ms;
