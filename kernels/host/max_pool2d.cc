@@ -6,7 +6,7 @@
 #include <limits>
 #include <vector>
 
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || defined(__AVX2__)
 #include <immintrin.h>
 #endif
 
@@ -28,7 +28,7 @@ void for_each_plane(const Pool2dShape& s, In* in, Out* out, Index* indices, F f)
   }
 }
 
-#if !defined(__AVX512F__)
+#if !defined(__AVX512F__) && !defined(__AVX2__)
 enum : int64_t { kPool2x2Corners = 0x6d707001 };
 
 // pool_2x2's window corners for an input plane's size, kept in the HostContext: a call neither
@@ -54,7 +54,7 @@ inline void take(float v, int64_t i, float& best, int64_t& best_i) {
 }
 
 // The ConvNet's 2x2 windows with stride 2 and no padding: always in bounds, no clamping.
-// Both versions below keep take()'s rule as selects, with no branch per element: after a ReLU
+// The versions below keep take()'s rule as selects, with no branch per element: after a ReLU
 // half the inputs are 0, and a branch per element mispredicts so often that the op takes 5x its
 // memory-bound time. Later elements of a window win when larger or NaN, in window order.
 #if defined(__AVX512F__)
@@ -138,9 +138,85 @@ void pool_2x2(HostContext&, const Pool2dShape& s, const float* x, float* y, int6
     }
   });
 }
+#elif defined(__AVX2__)
+// Even (kOdd = false) or odd columns of the 16 floats a, b, in order: one in-lane shuffle and one
+// cross-lane permute of 64-bit pairs.
+template <bool kOdd>
+inline __m256 columns(__m256 a, __m256 b) {
+  const __m256 picked = _mm256_shuffle_ps(a, b, kOdd ? 0xDD : 0x88);  // a0 a2 b0 b2 | a4 a6 b4 b6
+  return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(picked), 0xD8));
+}
+
+// 8 windows side by side: top and bottom point at their rows' first 16 floats, corner is the
+// first window's top-left as a flat input position and w the input's width.
+inline void pool_8_windows(const float* top, const float* bottom, int32_t corner, int32_t w,
+                           float* out, int64_t* at_out) {
+  const __m256 t0 = _mm256_loadu_ps(top), t1 = _mm256_loadu_ps(top + 8);
+  const __m256 b0 = _mm256_loadu_ps(bottom), b1 = _mm256_loadu_ps(bottom + 8);
+  const __m256 v[3] = {columns<true>(t0, t1), columns<false>(b0, b1), columns<true>(b0, b1)};
+  const __m256i first =
+      _mm256_add_epi32(_mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14), _mm256_set1_epi32(corner));
+  const __m256i at_v[3] = {_mm256_add_epi32(first, _mm256_set1_epi32(1)),
+                           _mm256_add_epi32(first, _mm256_set1_epi32(w)),
+                           _mm256_add_epi32(first, _mm256_set1_epi32(w + 1))};
+  __m256 best = columns<false>(t0, t1);
+  __m256 at = _mm256_castsi256_ps(first);
+  for (int j = 0; j < 3; ++j) {
+    // A NaN or a larger value replaces the running maximum.
+    const __m256 k = _mm256_or_ps(_mm256_cmp_ps(v[j], best, _CMP_GT_OQ),
+                                  _mm256_cmp_ps(v[j], v[j], _CMP_UNORD_Q));
+    best = _mm256_blendv_ps(best, v[j], k);
+    at = _mm256_blendv_ps(at, _mm256_castsi256_ps(at_v[j]), k);
+  }
+  _mm256_storeu_ps(out, best);
+  const __m256i at_i = _mm256_castps_si256(at);
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(at_out),
+                      _mm256_cvtepi32_epi64(_mm256_castsi256_si128(at_i)));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(at_out + 4),
+                      _mm256_cvtepi32_epi64(_mm256_extracti128_si256(at_i, 1)));
+}
+
+// Outputs 8 at a time from one pair of input rows: each row's 16 floats split into even and odd
+// columns by shuffles, no gathers (AMD's are slow: the ConvNet's poolings at batch 256 took 4.2
+// and 1.6 ms with gathers, tools/kernel_bench). A row's last outputs, fewer than 8, are computed
+// in place where the plane has room after them, else through a copy on the stack: AVX2's masked
+// stores are microcoded on AMD, and slower than the gathers.
+void pool_2x2(HostContext&, const Pool2dShape& s, const float* x, float* y, int64_t* indices) {
+  const int64_t wo = s.wo, full = wo / 8 * 8, rest = wo - full;
+  const int32_t w = static_cast<int32_t>(s.w);
+  for_each_plane(s, x, y, indices, [&](const float* in, float* out, int64_t* idx) {
+    for (int64_t oh = 0; oh < s.ho; ++oh) {
+      const float* top = in + 2 * oh * s.w;
+      const float* bottom = top + s.w;
+      const int32_t row_corner = static_cast<int32_t>(2 * oh * s.w);
+      float* out_row = out + oh * wo;
+      int64_t* idx_row = idx + oh * wo;
+      for (int64_t ow = 0; ow < full; ow += 8) {
+        pool_8_windows(top + 2 * ow, bottom + 2 * ow, row_corner + static_cast<int32_t>(2 * ow),
+                       w, out_row + ow, idx_row + ow);
+      }
+      if (rest == 0) continue;
+      // Where 16 floats of each row and 8 outputs still lie in the plane (reading on into the next
+      // row, writing outputs the next rows overwrite), directly.
+      if ((2 * oh + 1) * s.w + 2 * full + 16 <= s.h * s.w && oh * wo + full + 8 <= s.ho * wo) {
+        pool_8_windows(top + 2 * full, bottom + 2 * full,
+                       row_corner + static_cast<int32_t>(2 * full), w, out_row + full,
+                       idx_row + full);
+        continue;
+      }
+      alignas(32) float rows[32] = {}, best[8];
+      alignas(32) int64_t at[8];
+      std::memcpy(rows, top + 2 * full, static_cast<size_t>(2 * rest) * sizeof(float));
+      std::memcpy(rows + 16, bottom + 2 * full, static_cast<size_t>(2 * rest) * sizeof(float));
+      pool_8_windows(rows, rows + 16, row_corner + static_cast<int32_t>(2 * full), w, best, at);
+      std::memcpy(out_row + full, best, static_cast<size_t>(rest) * sizeof(float));
+      std::memcpy(idx_row + full, at, static_cast<size_t>(rest) * sizeof(int64_t));
+    }
+  });
+}
 #else
-// Vectorised over the whole output plane (its rows are only 7 or 14 wide), each window found
-// through its corner, the flat input position of its top-left element.
+// Without AVX2: vectorised over the whole output plane (its rows are only 7 or 14 wide), each
+// window found through its corner, the flat input position of its top-left element.
 void pool_2x2(HostContext& ctx, const Pool2dShape& s, const float* x, float* y, int64_t* indices) {
   const int32_t* corner =
       ctx.cached<WindowCorners>(CacheKey(kPool2x2Corners, {s.h, s.w}),
