@@ -1,17 +1,21 @@
 #include "kernels/host/batch_norm.h"
 
+#include <omp.h>
+
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <vector>
 
 #include "kernels/host/elementwise.h"
+#include "kernels/host/max_pool2d.h"
 #include "kernels/host/reduce.h"
 
 namespace dpe::host {
 
 namespace {
 
-enum : int64_t { kBnScratch = 0x626e01 };
+enum : int64_t { kBnScratch = 0x626e01, kBnPoolBlock = 0x626e02 };
 
 // Channel ch's normalisation as one multiply-add, x * scale + shift. The forward and the fused
 // backward (which recomputes the ReLU's mask from x) both take it from here and evaluate it the
@@ -52,14 +56,15 @@ ChannelScratch& scratch_for(HostContext& ctx, int64_t channels) {
                                     [&] { return std::make_unique<ChannelScratch>(channels); });
 }
 
-// y = x * scale + shift per plane, then max(., 0) when kRelu (NaN stays NaN, as torch.relu).
+// y = x * scale + shift per plane, then max(., 0) when kRelu (NaN stays NaN, as torch.relu), for
+// `planes` planes from plane `first` of the batch on (x and y point at that plane).
 template <bool kRelu>
-void apply_planes(const BatchNormShape& sh, const float* x, const float* mean, const float* invstd,
-                  const float* gamma, const float* beta, float* y) {
-  const int64_t planes = sh.n * sh.c;
+void apply_planes(const BatchNormShape& sh, int64_t first, int64_t planes, const float* x,
+                  const float* mean, const float* invstd, const float* gamma, const float* beta,
+                  float* y) {
 #pragma omp parallel for if (planes * sh.s >= kParallelGrain)
   for (int64_t p = 0; p < planes; ++p) {
-    const ChannelAffine f = channel_affine(p % sh.c, mean, invstd, gamma, beta);
+    const ChannelAffine f = channel_affine((first + p) % sh.c, mean, invstd, gamma, beta);
     const float* in = x + p * sh.s;
     float* out = y + p * sh.s;
 #pragma omp simd
@@ -77,15 +82,23 @@ inline float masked(float gy, float x, ChannelAffine f) {
   return !kRelu || normalised(x, f) > 0.0f ? gy : 0.0f;
 }
 
-// gx = (g - mean_gy - (x - mean) * invstd^2 * mean_gy_xmu) * invstd * gamma, g = masked(gy).
+// masked<true> as the per-element gradient plane_grad_sums takes: one type for every caller, so
+// the plain and the pooling-fused backward share one compiled instance of the sums.
+struct ReluMasked {
+  ChannelAffine f;
+  float operator()(float gy, float x) const { return masked<true>(gy, x, f); }
+};
+
+// gx = (g - mean_gy - (x - mean) * invstd^2 * mean_gy_xmu) * invstd * gamma, g = masked(gy), for
+// `planes` planes from plane `first` of the batch on (x, gy and gx point at that plane).
 template <bool kRelu>
-void elemt_planes(const BatchNormShape& sh, const float* x, const float* gy, const float* mean,
-                  const float* invstd, const float* gamma, const float* mean_gy,
-                  const float* mean_gy_xmu, const ChannelAffine* affine, float* gx) {
-  const int64_t planes = sh.n * sh.c;
+void elemt_planes(const BatchNormShape& sh, int64_t first, int64_t planes, const float* x,
+                  const float* gy, const float* mean, const float* invstd, const float* gamma,
+                  const float* mean_gy, const float* mean_gy_xmu, const ChannelAffine* affine,
+                  float* gx) {
 #pragma omp parallel for if (planes * sh.s >= kParallelGrain)
   for (int64_t p = 0; p < planes; ++p) {
-    const int64_t ch = p % sh.c;
+    const int64_t ch = (first + p) % sh.c;
     const float is = invstd[ch], m = mean[ch], mg = mean_gy[ch];
     const float proj = is * is * mean_gy_xmu[ch];
     const float g = is * (gamma ? gamma[ch] : 1.0f);
@@ -97,6 +110,18 @@ void elemt_planes(const BatchNormShape& sh, const float* x, const float* gy, con
     for (int64_t k = 0; k < sh.s; ++k) {
       out[k] = (masked<kRelu>(gp[k], xp[k], f) - mg - (xp[k] - m) * proj) * g;
     }
+  }
+}
+
+// From the sums of g (t.a) and of g * (x - mean) (t.b) and invstd (t.c): the parameters' gradients
+// and, in t.a and t.b, the means the elementwise step takes.
+void grad_coefficients(const BatchNormShape& sh, ChannelScratch& t, float* ggamma, float* gbeta) {
+  const float inv_m = 1.0f / static_cast<float>(sh.n * sh.s);
+  for (int64_t ch = 0; ch < sh.c; ++ch) {
+    if (ggamma != nullptr) ggamma[ch] = t.b[ch] * t.c[ch];
+    if (gbeta != nullptr) gbeta[ch] = t.a[ch];
+    t.a[ch] *= inv_m;  // mean of g
+    t.b[ch] *= inv_m;  // mean of g * (x - mean)
   }
 }
 
@@ -113,22 +138,14 @@ void backward(HostContext& ctx, const BatchNormShape& sh, const float* x, const 
     for (int64_t ch = 0; ch < sh.c; ++ch)
       t.affine[ch] = channel_affine(ch, mean, t.c.data(), gamma, beta);
     channel_grad_sums_of(x, gy, mean, t.a.data(), t.b.data(), sh.n, sh.c, sh.s,
-                         sh.n * sh.c * sh.s >= kParallelGrain, [&](int64_t ch) {
-                           const ChannelAffine f = t.affine[ch];
-                           return [f](float g, float v) { return masked<true>(g, v, f); };
-                         });
+                         sh.n * sh.c * sh.s >= kParallelGrain,
+                         [&](int64_t ch) { return ReluMasked{t.affine[ch]}; });
   } else {
     channel_grad_sums(ctx, x, gy, mean, t.a.data(), t.b.data(), sh.n, sh.c, sh.s);
   }
-  const float inv_m = 1.0f / static_cast<float>(sh.n * sh.s);
-  for (int64_t ch = 0; ch < sh.c; ++ch) {
-    if (ggamma != nullptr) ggamma[ch] = t.b[ch] * t.c[ch];
-    if (gbeta != nullptr) gbeta[ch] = t.a[ch];
-    t.a[ch] *= inv_m;  // mean of g
-    t.b[ch] *= inv_m;  // mean of g * (x - mean)
-  }
-  elemt_planes<kRelu>(sh, x, gy, mean, t.c.data(), gamma, t.a.data(), t.b.data(), t.affine.data(),
-                      gx);
+  grad_coefficients(sh, t, ggamma, gbeta);
+  elemt_planes<kRelu>(sh, 0, sh.n * sh.c, x, gy, mean, t.c.data(), gamma, t.a.data(), t.b.data(),
+                      t.affine.data(), gx);
 }
 
 // --- channels last: x laid out [rows = n * s, c], each row's channels contiguous. The loops run
@@ -239,64 +256,61 @@ void elemt_rows(const BatchNormShape& sh, RowCoefficients& k, const float* x, co
   }
 }
 
+// One image's (s rows of x and gy) sums of g = masked(gy) and g * (x - mean) per channel, in
+// float, added to the running totals sum_g and sum_gx (double).
+template <bool kRelu>
+void add_image_grad_sums(const BatchNormShape& sh, const RowCoefficients& k, const float* x,
+                         const float* gy, const float* mean, double* sum_g, double* sum_gx) {
+  const int64_t c = sh.c;
+  const float *scale = k.scale.data(), *shift = k.shift.data();
+  std::vector<float> part_g(static_cast<size_t>(c), 0.0f), part_gx(static_cast<size_t>(c), 0.0f);
+  float* pg_sum = part_g.data();
+  float* px_sum = part_gx.data();
+  for (int64_t r = 0; r < sh.s; ++r) {
+    const float* xp = x + r * c;
+    const float* gp = gy + r * c;
+#pragma omp simd
+    for (int64_t ch = 0; ch < c; ++ch) {
+      const float g = masked<kRelu>(gp[ch], xp[ch], ChannelAffine{scale[ch], shift[ch]});
+      pg_sum[ch] += g;
+      px_sum[ch] += g * (xp[ch] - mean[ch]);
+    }
+  }
+  for (int64_t ch = 0; ch < c; ++ch) {
+    sum_g[ch] += pg_sum[ch];
+    sum_gx[ch] += px_sum[ch];
+  }
+}
+
 template <bool kRelu>
 void backward_rows(HostContext& ctx, const BatchNormShape& sh, const float* x, const float* gy,
                    const float* gamma, const float* beta, const float* mean, const float* var,
                    float eps, float* gx, float* ggamma, float* gbeta) {
   auto& t = scratch_for(ctx, sh.c);
-  const int64_t rows = sh.n * sh.s, c = sh.c;
+  const int64_t c = sh.c;
   for (int64_t ch = 0; ch < c; ++ch) t.c[ch] = 1.0f / std::sqrt(var[ch] + eps);
   RowCoefficients k(c);  // scale and shift stay 0 without the ReLU: masked<false> reads neither
   if (kRelu) affine_rows(k, c, mean, t.c.data(), gamma, beta);
-  const float *scale = k.scale.data(), *shift = k.shift.data();
   // Per-channel sums of g and g * (x - mean): each image's in float (its s rows, as each plane's
   // in NCHW), merged in double.
   std::vector<double> sum_g(static_cast<size_t>(c), 0.0), sum_gx(static_cast<size_t>(c), 0.0);
-  std::vector<float> part_g(static_cast<size_t>(c)), part_gx(static_cast<size_t>(c));
-  float* pg_sum = part_g.data();
-  float* px_sum = part_gx.data();
   for (int64_t i = 0; i < sh.n; ++i) {
-    std::fill(pg_sum, pg_sum + c, 0.0f);
-    std::fill(px_sum, px_sum + c, 0.0f);
-    for (int64_t r = i * sh.s; r < (i + 1) * sh.s; ++r) {
-      const float* xp = x + r * c;
-      const float* gp = gy + r * c;
-#pragma omp simd
-      for (int64_t ch = 0; ch < c; ++ch) {
-        const float g = masked<kRelu>(gp[ch], xp[ch], ChannelAffine{scale[ch], shift[ch]});
-        pg_sum[ch] += g;
-        px_sum[ch] += g * (xp[ch] - mean[ch]);
-      }
-    }
-    for (int64_t ch = 0; ch < c; ++ch) {
-      sum_g[ch] += pg_sum[ch];
-      sum_gx[ch] += px_sum[ch];
-    }
+    add_image_grad_sums<kRelu>(sh, k, x + i * sh.s * c, gy + i * sh.s * c, mean, sum_g.data(),
+                               sum_gx.data());
   }
-  const float inv_m = 1.0f / static_cast<float>(rows);
   for (int64_t ch = 0; ch < c; ++ch) {
     t.a[ch] = static_cast<float>(sum_g[ch]);
     t.b[ch] = static_cast<float>(sum_gx[ch]);
-    if (ggamma != nullptr) ggamma[ch] = t.b[ch] * t.c[ch];
-    if (gbeta != nullptr) gbeta[ch] = t.a[ch];
-    t.a[ch] *= inv_m;
-    t.b[ch] *= inv_m;
   }
+  grad_coefficients(sh, t, ggamma, gbeta);
   elemt_rows<kRelu>(sh, k, x, gy, mean, t.c.data(), gamma, t.a.data(), t.b.data(), gx);
 }
 
-}  // namespace
-
-void batch_norm_forward_train(HostContext& ctx, const BatchNormShape& sh, const float* x,
-                              const float* gamma, const float* beta, float eps, float* y,
-                              float* mean, float* var, bool relu) {
+// The batch's mean[c] and biased var[c], in either layout.
+void batch_stats(HostContext& ctx, const BatchNormShape& sh, const float* x, float* mean,
+                 float* var) {
   if (sh.channels_last) {
     stats_rows(ctx, sh, x, mean, var);
-    auto& t = scratch_for(ctx, sh.c);
-    for (int64_t ch = 0; ch < sh.c; ++ch) t.c[ch] = 1.0f / std::sqrt(var[ch] + eps);
-    RowCoefficients k(sh.c);
-    affine_rows(k, sh.c, mean, t.c.data(), gamma, beta);
-    relu ? apply_rows<true>(sh, k, x, y) : apply_rows<false>(sh, k, x, y);
     return;
   }
   // One read of x: each plane's mean and squared deviations from it (its second loop reads the
@@ -323,12 +337,26 @@ void batch_norm_forward_train(HostContext& ctx, const BatchNormShape& sh, const 
         mean[ch] = static_cast<float>(acc[1]);
         var[ch] = static_cast<float>(acc[2] / acc[0]);
       });
-  auto& scratch = scratch_for(ctx, sh.c);
-  for (int64_t ch = 0; ch < sh.c; ++ch) scratch.a[ch] = 1.0f / std::sqrt(var[ch] + eps);
+}
+
+}  // namespace
+
+void batch_norm_forward_train(HostContext& ctx, const BatchNormShape& sh, const float* x,
+                              const float* gamma, const float* beta, float eps, float* y,
+                              float* mean, float* var, bool relu) {
+  batch_stats(ctx, sh, x, mean, var);
+  auto& t = scratch_for(ctx, sh.c);
+  for (int64_t ch = 0; ch < sh.c; ++ch) t.c[ch] = 1.0f / std::sqrt(var[ch] + eps);
+  if (sh.channels_last) {
+    RowCoefficients k(sh.c);
+    affine_rows(k, sh.c, mean, t.c.data(), gamma, beta);
+    relu ? apply_rows<true>(sh, k, x, y) : apply_rows<false>(sh, k, x, y);
+    return;
+  }
   if (relu) {
-    apply_planes<true>(sh, x, mean, scratch.a.data(), gamma, beta, y);
+    apply_planes<true>(sh, 0, sh.n * sh.c, x, mean, t.c.data(), gamma, beta, y);
   } else {
-    apply_planes<false>(sh, x, mean, scratch.a.data(), gamma, beta, y);
+    apply_planes<false>(sh, 0, sh.n * sh.c, x, mean, t.c.data(), gamma, beta, y);
   }
 }
 
@@ -343,7 +371,7 @@ void batch_norm_forward_eval(HostContext& ctx, const BatchNormShape& sh, const f
     apply_rows<false>(sh, k, x, y);
     return;
   }
-  apply_planes<false>(sh, x, mean, scratch.a.data(), gamma, beta, y);
+  apply_planes<false>(sh, 0, sh.n * sh.c, x, mean, scratch.a.data(), gamma, beta, y);
 }
 
 void batch_norm_backward(HostContext& ctx, const BatchNormShape& sh, const float* x,
@@ -376,7 +404,7 @@ void batch_norm_apply(HostContext& ctx, const BatchNormShape& sh, const float* x
     apply_rows<false>(sh, k, x, y);
     return;
   }
-  apply_planes<false>(sh, x, mean, invstd, gamma, beta, y);
+  apply_planes<false>(sh, 0, sh.n * sh.c, x, mean, invstd, gamma, beta, y);
 }
 
 void batch_norm_backward_elemt(HostContext&, const BatchNormShape& sh, const float* x,
@@ -388,7 +416,145 @@ void batch_norm_backward_elemt(HostContext&, const BatchNormShape& sh, const flo
     elemt_rows<false>(sh, k, x, gy, mean, invstd, gamma, mean_gy, mean_gy_xmu, gx);
     return;
   }
-  elemt_planes<false>(sh, x, gy, mean, invstd, gamma, mean_gy, mean_gy_xmu, nullptr, gx);
+  elemt_planes<false>(sh, 0, sh.n * sh.c, x, gy, mean, invstd, gamma, mean_gy, mean_gy_xmu,
+                      nullptr, gx);
+}
+
+namespace {
+
+// Batch norm + ReLU + max pooling walks the batch a block at a time: a block of whole planes
+// (NCHW) or images (channels last), whose full-size ReLU output or pooling gradient lives in this
+// scratch, sized to stay in the caches (about 256 KB a thread), instead of in a tensor in memory.
+struct PoolBlock : HostContext::CacheEntry {
+  std::vector<float> values;       // the block's full-size tensor
+  std::vector<float> sums_g, sums_gx;  // per plane of the block: the backward's float sums
+  PoolBlock(int64_t floats, int64_t units) : values(floats), sums_g(units), sums_gx(units) {}
+};
+
+struct Blocks {
+  int64_t unit;       // floats of x per plane (NCHW) or image (channels last)
+  int64_t out_unit;   // elements of the pooled output (and indices) per plane or image
+  int64_t units;      // planes or images in the batch
+  int64_t per_block;  // planes or images in a block
+  PoolBlock* scratch;
+};
+
+Blocks blocks_for(HostContext& ctx, const BatchNormShape& sh, const Pool2dShape& pool) {
+  Blocks b;
+  b.unit = sh.channels_last ? sh.s * sh.c : sh.s;
+  b.out_unit = pool.ho * pool.wo * (sh.channels_last ? sh.c : 1);
+  b.units = sh.channels_last ? sh.n : sh.n * sh.c;
+  const int64_t target = (int64_t{1} << 16) * std::max(omp_get_max_threads(), 1);
+  b.per_block = std::clamp<int64_t>(target / std::max<int64_t>(b.unit, 1), 1, b.units);
+  b.scratch = &ctx.cached<PoolBlock>(CacheKey(kBnPoolBlock, {b.unit, b.per_block}), [&] {
+    return std::make_unique<PoolBlock>(b.unit * b.per_block, b.per_block);
+  });
+  return b;
+}
+
+// The pooling over `count` units from unit `first` on, as max_pool2d_forward/backward take it.
+Pool2dShape block_pool(const BatchNormShape& sh, Pool2dShape pool, int64_t count) {
+  if (sh.channels_last) {
+    pool.n = count;
+  } else {
+    pool.n = 1;
+    pool.c = count;
+  }
+  return pool;
+}
+
+}  // namespace
+
+void batch_norm_relu_max_pool_forward(HostContext& ctx, const BatchNormShape& sh,
+                                      const Pool2dShape& pool, const float* x, const float* gamma,
+                                      const float* beta, float eps, float* y, int64_t* indices,
+                                      float* mean, float* var) {
+  batch_stats(ctx, sh, x, mean, var);
+  auto& t = scratch_for(ctx, sh.c);
+  for (int64_t ch = 0; ch < sh.c; ++ch) t.c[ch] = 1.0f / std::sqrt(var[ch] + eps);
+  RowCoefficients k(sh.channels_last ? sh.c : 0);
+  if (sh.channels_last) affine_rows(k, sh.c, mean, t.c.data(), gamma, beta);
+  const Blocks b = blocks_for(ctx, sh, pool);
+  float* block = b.scratch->values.data();
+  for (int64_t first = 0; first < b.units; first += b.per_block) {
+    const int64_t count = std::min(b.per_block, b.units - first);
+    if (sh.channels_last) {
+      apply_rows<true>(BatchNormShape{count, sh.c, sh.s, true}, k, x + first * b.unit, block);
+    } else {
+      apply_planes<true>(sh, first, count, x + first * b.unit, mean, t.c.data(), gamma, beta,
+                         block);
+    }
+    max_pool2d_forward(ctx, block_pool(sh, pool, count), block, y + first * b.out_unit,
+                       indices + first * b.out_unit);
+  }
+}
+
+void batch_norm_relu_max_pool_backward(HostContext& ctx, const BatchNormShape& sh,
+                                       const Pool2dShape& pool, const float* x, const float* gy,
+                                       const int64_t* indices, const float* gamma,
+                                       const float* beta, const float* mean, const float* var,
+                                       float eps, float* gx, float* ggamma, float* gbeta) {
+  auto& t = scratch_for(ctx, sh.c);
+  for (int64_t ch = 0; ch < sh.c; ++ch) t.c[ch] = 1.0f / std::sqrt(var[ch] + eps);
+  for (int64_t ch = 0; ch < sh.c; ++ch) {
+    t.affine[ch] = channel_affine(ch, mean, t.c.data(), gamma, beta);
+  }
+  RowCoefficients k(sh.channels_last ? sh.c : 0);
+  if (sh.channels_last) affine_rows(k, sh.c, mean, t.c.data(), gamma, beta);
+  const Blocks b = blocks_for(ctx, sh, pool);
+  float* block = b.scratch->values.data();
+  // The pooling's gradient of a block, into the scratch: max_pool2d_backward itself.
+  auto pool_grad = [&](int64_t first, int64_t count) {
+    max_pool2d_backward(ctx, block_pool(sh, pool, count), gy + first * b.out_unit,
+                        indices + first * b.out_unit, block);
+  };
+  // The per-channel sums, block by block, each channel's planes (images) in batch order: the
+  // float sums of each, then added in double, as batch_norm_relu_backward adds them.
+  std::vector<double> sum_g(static_cast<size_t>(sh.c), 0.0), sum_gx(static_cast<size_t>(sh.c), 0.0);
+  float* part_g = b.scratch->sums_g.data();
+  float* part_gx = b.scratch->sums_gx.data();
+  for (int64_t first = 0; first < b.units; first += b.per_block) {
+    const int64_t count = std::min(b.per_block, b.units - first);
+    pool_grad(first, count);
+    if (sh.channels_last) {
+      for (int64_t i = 0; i < count; ++i) {
+        add_image_grad_sums<true>(sh, k, x + (first + i) * b.unit, block + i * b.unit, mean,
+                                  sum_g.data(), sum_gx.data());
+      }
+      continue;
+    }
+#pragma omp parallel for if (count * sh.s >= kParallelGrain)
+    for (int64_t q = 0; q < count; ++q) {
+      const int64_t ch = (first + q) % sh.c;
+      const std::array<float, 2> a = plane_grad_sums(
+          x + (first + q) * sh.s, block + q * sh.s, mean[ch], sh.s, ReluMasked{t.affine[ch]});
+      part_g[q] = a[0];
+      part_gx[q] = a[1];
+    }
+    for (int64_t q = 0; q < count; ++q) {
+      const int64_t ch = (first + q) % sh.c;
+      sum_g[ch] += part_g[q];
+      sum_gx[ch] += part_gx[q];
+    }
+  }
+  for (int64_t ch = 0; ch < sh.c; ++ch) {
+    t.a[ch] = static_cast<float>(sum_g[ch]);
+    t.b[ch] = static_cast<float>(sum_gx[ch]);
+  }
+  grad_coefficients(sh, t, ggamma, gbeta);
+  // gx, block by block, from the pooling's gradient made once more (cheaper than keeping it).
+  for (int64_t first = 0; first < b.units; first += b.per_block) {
+    const int64_t count = std::min(b.per_block, b.units - first);
+    pool_grad(first, count);
+    const int64_t at = first * b.unit;
+    if (sh.channels_last) {
+      elemt_rows<true>(BatchNormShape{count, sh.c, sh.s, true}, k, x + at, block, mean,
+                       t.c.data(), gamma, t.a.data(), t.b.data(), gx + at);
+    } else {
+      elemt_planes<true>(sh, first, count, x + at, block, mean, t.c.data(), gamma, t.a.data(),
+                         t.b.data(), t.affine.data(), gx + at);
+    }
+  }
 }
 
 }  // namespace dpe::host

@@ -49,6 +49,22 @@ void reduce_channels(int64_t n, int64_t c, int64_t s, bool parallel, Plane plane
   }
 }
 
+// One plane's float sums of g = grad(gy, x) and of g * (x - m), as channel_grad_sums_of adds them
+// up: one function, not inlined, so that a caller summing the planes in its own loop (batch norm
+// fused with pooling) gets the same vectorised sums, bit for bit.
+template <typename Grad>
+[[gnu::noinline]] std::array<float, 2> plane_grad_sums(const float* px, const float* pg, float m,
+                                                     int64_t s, Grad grad) {
+  float a1 = 0.0f, a2 = 0.0f;
+#pragma omp simd reduction(+ : a1, a2)
+  for (int64_t k = 0; k < s; ++k) {
+    const float g = grad(pg[k], px[k]);
+    a1 += g;
+    a2 += g * (px[k] - m);
+  }
+  return {a1, a2};
+}
+
 // channel_grad_sums of g = grad_of(ch)(gy, x) in place of gy, over the same planes in the same
 // order: the identity gives channel_grad_sums, and batch norm fused with a ReLU masks gy with it.
 template <typename GradOf>
@@ -58,19 +74,10 @@ void channel_grad_sums_of(const float* x, const float* gy, const float* mean, fl
   reduce_channels<2>(
       n, c, s, parallel,
       [&](int64_t ch, int64_t offset, std::array<double, 2>& acc) {
-        const float* px = x + offset;
-        const float* pg = gy + offset;
-        const float m = mean[ch];
-        const auto grad = grad_of(ch);
-        float a1 = 0.0f, a2 = 0.0f;
-#pragma omp simd reduction(+ : a1, a2)
-        for (int64_t k = 0; k < s; ++k) {
-          const float g = grad(pg[k], px[k]);
-          a1 += g;
-          a2 += g * (px[k] - m);
-        }
-        acc[0] += a1;
-        acc[1] += a2;
+        const std::array<float, 2> a = plane_grad_sums(x + offset, gy + offset, mean[ch], s,
+                                                       grad_of(ch));
+        acc[0] += a[0];
+        acc[1] += a[1];
       },
       [&](int64_t ch, const std::array<double, 2>& acc) {
         sum_gy[ch] = static_cast<float>(acc[0]);
