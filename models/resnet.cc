@@ -85,7 +85,8 @@ ResNetConfig resnet_config(const std::string& name) {
     c.num_classes = 10;
     return c;
   }
-  DPE_THROW("unknown resnet configuration '" << name << "' (expected resnet50, resnet101 or resnet-tiny)");
+  DPE_THROW("unknown resnet configuration '" << name
+                                             << "' (expected resnet50, resnet101 or resnet-tiny)");
 }
 
 ResNet::ResNet(const ResNetConfig& c, Generator& gen) : config_(c) {
@@ -119,7 +120,7 @@ Tensor ResNet::forward(const Tensor& x) {
   DPE_CHECK(x.dim() == 4 && x.size(1) == config_.in_channels,
             "ResNet: expected images [N, " << config_.in_channels << ", H, W], got " << x.shape());
   Tensor h = child("conv1").forward(x);
-  h = child("maxpool").forward(nn::forward_batch_norm_relu(child("bn1"), child("relu"), h));
+  h = nn::forward_batch_norm_relu_max_pool(child("bn1"), child("relu"), child("maxpool"), h);
   for (const char* layer : {"layer1", "layer2", "layer3", "layer4"}) h = child(layer).forward(h);
   return child("fc").forward(ops::flatten(child("avgpool").forward(h), 1));
 }

@@ -63,12 +63,24 @@ Tensor batch_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tens
 // relu(batch_norm(...)) with the same arguments and results. In training it is one op and one
 // autograd node ("<who>+ReLU"): the ReLU is applied in batch norm's output pass and its mask
 // recomputed in the backward, so the pre-ReLU tensor and the ReLU's two passes are never made.
-// In evaluation with running statistics it is the two ops (without them, batch statistics: fused).
+// In evaluation with running statistics it is the two ops (without them, batch statistics: fused),
+// and on a device type without the fused kernels (CUDA) too.
 // The node saves x, gamma and beta (beta for the mask), so beta written in place between forward
 // and backward fails the saved-tensor version check, where batch_norm's node would not notice.
 Tensor batch_norm_relu(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                        Tensor& running_mean, Tensor& running_var, bool training, float momentum,
                        float eps, const std::string& who = "batch_norm");
+// max_pool2d(batch_norm_relu(...), kernel_size, stride, padding) with the same arguments and
+// results. In training it is one op and one autograd node ("<who>+ReLU+MaxPool2d") whose kernel
+// pools each block of normalised planes from the caches: the full-size ReLU output is never made,
+// nor, in the backward, the pooling's full-size gradient. It saves x, gamma, beta and the
+// pooling's indices. In evaluation with running statistics, and on a device type without the
+// fused kernels (CUDA), it is the three ops.
+Tensor batch_norm_relu_max_pool2d(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                  Tensor& running_mean, Tensor& running_var, bool training,
+                                  float momentum, float eps, int64_t kernel_size,
+                                  int64_t stride = 0, int64_t padding = 0,
+                                  const std::string& who = "batch_norm");
 // Rows of weight [V, D] at int64 indices of any shape: out [..., D], as F.embedding(index, weight).
 // The gradient scatter-adds into weight (repeated indices accumulate); indices get none.
 Tensor embedding(const Tensor& weight, const Tensor& index);

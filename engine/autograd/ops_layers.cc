@@ -177,18 +177,29 @@ Tensor conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, int64_
   return y;
 }
 
-Tensor max_pool2d(const Tensor& x_in, int64_t kernel_size, int64_t stride, int64_t padding) {
+namespace {
+
+// max_pool2d's parameters (stride 0: the kernel size) checked against x; returns them and the
+// output's shape.
+std::pair<Pool2dParams, Shape> checked_pool(const Tensor& x, int64_t kernel_size, int64_t stride,
+                                            int64_t padding) {
   const Pool2dParams p{kernel_size, stride > 0 ? stride : kernel_size, padding};
-  Tensor x = prepare_activation("max_pool2d", x_in, "input");
   DPE_CHECK(x.dim() == 4, "max_pool2d: expected a 4-D input [N, C, H, W], got " << x.shape());
   DPE_CHECK(p.padding * 2 <= p.kernel, "max_pool2d: pad should be at most half of kernel size");
   const int64_t ho = (x.size(2) + 2 * p.padding - p.kernel) / p.stride + 1;
   const int64_t wo = (x.size(3) + 2 * p.padding - p.kernel) / p.stride + 1;
   DPE_CHECK(ho > 0 && wo > 0,
             "max_pool2d: input " << x.shape() << " is smaller than the kernel " << p.kernel);
+  return {p, Shape{x.size(0), x.size(1), ho, wo}};
+}
+
+}  // namespace
+
+Tensor max_pool2d(const Tensor& x_in, int64_t kernel_size, int64_t stride, int64_t padding) {
+  Tensor x = prepare_activation("max_pool2d", x_in, "input");
+  const auto [p, out] = checked_pool(x, kernel_size, stride, padding);
   DeviceGuard guard(&x.context());
   const MemoryFormat format = prim::activation_format(x);
-  const Shape out{x.size(0), x.size(1), ho, wo};
   Tensor y = Tensor::empty(out, DType::kFloat32, x.device(), format);
   Tensor workspace = Tensor::empty(out, DType::kInt64, x.device(), format);
   dispatch(prim::MaxPool2dForward{x, p, y, workspace});
@@ -211,41 +222,58 @@ void update_running(Tensor& running, const Tensor& batch, float momentum) {
   running.bump_version();
 }
 
+// A training forward's batch statistics [C], for x [N, C, ...].
+struct BatchStatistics {
+  Tensor mean, var;
+  int64_t per_channel;  // values per channel
+};
+
+BatchStatistics new_batch_statistics(const Tensor& x, const std::string& who) {
+  const int64_t channels = x.size(1);
+  const int64_t per_channel = x.numel() / channels;
+  DPE_CHECK(per_channel > 1, who << ": expected more than 1 value per channel when training, "
+                                    "got input size "
+                                 << x.shape());
+  return {Tensor::empty(Shape{channels}, DType::kFloat32, x.device()),
+          Tensor::empty(Shape{channels}, DType::kFloat32, x.device()), per_channel};
+}
+
+// The running statistics updated in place from the batch's (unbiased variance), as PyTorch, when
+// training and they exist.
+void update_running_statistics(Tensor& running_mean, Tensor& running_var,
+                               const BatchStatistics& batch, bool training, float momentum) {
+  if (!training || !running_mean.defined()) return;
+  NoGradGuard no_grad;
+  Tensor unbiased = like(batch.var);
+  const int64_t n = batch.per_channel;
+  dispatch(prim::Scale{batch.var, static_cast<float>(n) / static_cast<float>(n - 1), unbiased});
+  update_running(running_mean, batch.mean, momentum);
+  update_running(running_var, unbiased, momentum);
+}
+
 // The training path of batch_norm and batch_norm_relu: batch statistics, running statistics
 // updated in place, one node whose backward reads x, gamma (and beta for the ReLU's mask).
 Tensor batch_norm_train(const Tensor& x_in, const Tensor& gamma_in, const Tensor& beta_in,
                         const Tensor& x, const Tensor& gamma, const Tensor& beta,
                         Tensor& running_mean, Tensor& running_var, bool training, float momentum,
                         float eps, bool relu, const std::string& who) {
-  const int64_t channels = x.size(1);
-  const int64_t per_channel = x.numel() / channels;
-  DPE_CHECK(per_channel > 1, who << ": expected more than 1 value per channel when training, "
-                                    "got input size "
-                                 << x.shape());
+  BatchStatistics batch = new_batch_statistics(x, who);
   Tensor y = like(x);
-  Tensor mean = Tensor::empty(Shape{channels}, DType::kFloat32, x.device());
-  Tensor var = Tensor::empty(Shape{channels}, DType::kFloat32, x.device());
+  Tensor mean = batch.mean, var = batch.var;
   if (relu) {
     dispatch(prim::BatchNormReluForwardTrain{x, gamma, beta, eps, y, mean, var});
   } else {
     dispatch(prim::BatchNormForwardTrain{x, gamma, beta, eps, y, mean, var});
   }
-  if (training && running_mean.defined()) {
-    NoGradGuard no_grad;
-    Tensor unbiased = like(var);
-    dispatch(prim::Scale{var, static_cast<float>(per_channel) / static_cast<float>(per_channel - 1),
-                         unbiased});
-    update_running(running_mean, mean, momentum);
-    update_running(running_var, unbiased, momentum);
-  }
+  update_running_statistics(running_mean, running_var, batch, training, momentum);
   record(
       relu ? who + "+ReLU" : who, {x_in, gamma_in, beta_in}, {&y},
       [x, gamma, beta, mean, var, eps, relu](const std::vector<Tensor>& g) {
         Tensor gx = like(x), ggamma = like(gamma), gbeta = like(gamma);
         const Tensor gy = g[0].contiguous(prim::activation_format(x));
         if (relu) {
-          dispatch(prim::BatchNormReluBackward{x, gy, gamma, beta, mean, var, eps, gx, ggamma,
-                                               gbeta});
+          dispatch(
+              prim::BatchNormReluBackward{x, gy, gamma, beta, mean, var, eps, gx, ggamma, gbeta});
         } else {
           dispatch(prim::BatchNormBackward{x, gy, gamma, mean, var, eps, gx, ggamma, gbeta});
         }
@@ -253,6 +281,13 @@ Tensor batch_norm_train(const Tensor& x_in, const Tensor& gamma_in, const Tensor
       },
       relu ? std::vector<Tensor>{x, gamma, beta} : std::vector<Tensor>{x, gamma});
   return y;
+}
+
+// Whether x's device type has a fused op's optional kernels (Forward and Backward); where it has
+// not (CUDA), the fused ops run as the ops they fuse.
+template <class Forward, class Backward>
+bool has_fused_kernels(const Tensor& x) {
+  return !x.defined() || (supports<Forward>(x.device()) && supports<Backward>(x.device()));
 }
 
 // What batch_norm and batch_norm_relu check of their arguments; returns {x, gamma, beta} as the
@@ -279,7 +314,8 @@ std::array<Tensor, 3> prepare_batch_norm(const Tensor& x_in, const Tensor& gamma
 Tensor batch_norm_relu(const Tensor& x_in, const Tensor& gamma_in, const Tensor& beta_in,
                        Tensor& running_mean, Tensor& running_var, bool training, float momentum,
                        float eps, const std::string& who) {
-  if (!training && running_mean.defined()) {
+  if ((!training && running_mean.defined()) ||
+      !has_fused_kernels<prim::BatchNormReluForwardTrain, prim::BatchNormReluBackward>(x_in)) {
     return relu(batch_norm(x_in, gamma_in, beta_in, running_mean, running_var, training, momentum,
                            eps, who));
   }
@@ -287,6 +323,39 @@ Tensor batch_norm_relu(const Tensor& x_in, const Tensor& gamma_in, const Tensor&
   DeviceGuard guard(&x.context());
   return batch_norm_train(x_in, gamma_in, beta_in, x, gamma, beta, running_mean, running_var,
                           training, momentum, eps, /*relu=*/true, who);
+}
+
+Tensor batch_norm_relu_max_pool2d(const Tensor& x_in, const Tensor& gamma_in, const Tensor& beta_in,
+                                  Tensor& running_mean, Tensor& running_var, bool training,
+                                  float momentum, float eps, int64_t kernel_size, int64_t stride,
+                                  int64_t padding, const std::string& who) {
+  if ((!training && running_mean.defined()) ||
+      !has_fused_kernels<prim::BatchNormReluMaxPoolForwardTrain,
+                         prim::BatchNormReluMaxPoolBackward>(x_in)) {
+    return max_pool2d(batch_norm_relu(x_in, gamma_in, beta_in, running_mean, running_var, training,
+                                      momentum, eps, who),
+                      kernel_size, stride, padding);
+  }
+  auto [x, gamma, beta] = prepare_batch_norm(x_in, gamma_in, beta_in, who, /*train=*/true);
+  const auto [p, out] = checked_pool(x, kernel_size, stride, padding);
+  DeviceGuard guard(&x.context());
+  BatchStatistics batch = new_batch_statistics(x, who);
+  const MemoryFormat format = prim::activation_format(x);
+  Tensor y = Tensor::empty(out, DType::kFloat32, x.device(), format);
+  Tensor workspace = Tensor::empty(out, DType::kInt64, x.device(), format);
+  Tensor mean = batch.mean, var = batch.var;
+  dispatch(prim::BatchNormReluMaxPoolForwardTrain{x, gamma, beta, eps, p, y, workspace, mean, var});
+  update_running_statistics(running_mean, running_var, batch, training, momentum);
+  record(who + "+ReLU+MaxPool2d", {x_in, gamma_in, beta_in}, {&y},
+         [x, gamma, beta, mean, var, eps, workspace, p = p](const std::vector<Tensor>& g) {
+           Tensor gx = like(x), ggamma = like(gamma), gbeta = like(gamma);
+           const Tensor gy = g[0].contiguous(prim::activation_format(x));
+           dispatch(prim::BatchNormReluMaxPoolBackward{x, gy, workspace, gamma, beta, mean, var,
+                                                       eps, p, gx, ggamma, gbeta});
+           return std::vector<Tensor>{gx, ggamma, gbeta};
+         },
+         {x, gamma, beta});
+  return y;
 }
 
 Tensor batch_norm(const Tensor& x_in, const Tensor& gamma_in, const Tensor& beta_in,

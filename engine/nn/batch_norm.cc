@@ -39,6 +39,15 @@ Tensor BatchNorm2d::forward_relu(const Tensor& x) {
                               is_training(), momentum_, eps_, repr());
 }
 
+Tensor BatchNorm2d::forward_relu_max_pool(const Tensor& x, int64_t kernel_size, int64_t stride,
+                                          int64_t padding) {
+  count_batch();
+  RunningStats stats = running_stats();
+  return ops::batch_norm_relu_max_pool2d(x, param("weight"), param("bias"), stats.mean, stats.var,
+                                         is_training(), momentum_, eps_, kernel_size, stride,
+                                         padding, repr());
+}
+
 BatchNorm2d::RunningStats BatchNorm2d::running_stats() {
   // A checkpoint's recompute updates throwaway copies (recompute.h, "no second running-statistics
   // update"); handles share the buffers' storage, so the op's in-place update lands in them.

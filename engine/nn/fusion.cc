@@ -6,6 +6,7 @@
 #include "engine/backend/dispatch.h"
 #include "engine/nn/activation.h"
 #include "engine/nn/batch_norm.h"
+#include "engine/nn/pooling.h"
 
 namespace dpe::nn {
 
@@ -23,6 +24,12 @@ bool has_fused_kernel(Device device) {
   return supports<prim::BatchNormReluForwardTrain>(device) &&
          supports<prim::BatchNormReluBackward>(device);
 }
+
+// The same for batch norm + ReLU + max pooling.
+bool has_fused_pool_kernel(Device device) {
+  return supports<prim::BatchNormReluMaxPoolForwardTrain>(device) &&
+         supports<prim::BatchNormReluMaxPoolBackward>(device);
+}
 }  // namespace
 
 bool fuses_batch_norm_relu(const Module& norm, const Module& activation) {
@@ -35,6 +42,22 @@ Tensor forward_batch_norm_relu(Module& norm, Module& activation, const Tensor& x
     return static_cast<BatchNorm2d&>(norm).forward_relu(x);
   }
   return activation.forward(norm.forward(x));
+}
+
+bool fuses_batch_norm_relu_max_pool(const Module& norm, const Module& activation,
+                                    const Module& pool) {
+  return fuses_batch_norm_relu(norm, activation) && typeid(pool) == typeid(MaxPool2d);
+}
+
+Tensor forward_batch_norm_relu_max_pool(Module& norm, Module& activation, Module& pool,
+                                        const Tensor& x) {
+  if (fusion_enabled() && fuses_batch_norm_relu_max_pool(norm, activation, pool) && x.defined() &&
+      has_fused_pool_kernel(x.device())) {
+    const auto& p = static_cast<const MaxPool2d&>(pool);
+    return static_cast<BatchNorm2d&>(norm).forward_relu_max_pool(x, p.kernel_size(), p.stride(),
+                                                                 p.padding());
+  }
+  return pool.forward(forward_batch_norm_relu(norm, activation, x));
 }
 
 }  // namespace dpe::nn

@@ -1,6 +1,7 @@
 // Module fusion: a BatchNorm2d followed by a ReLU runs as one op (ops::batch_norm_relu) wherever a
-// model chains the two: nn::Sequential does it for adjacent children, and models that call their
-// modules by hand (ResNet) call forward_batch_norm_relu.
+// model chains the two, and with a MaxPool2d after them, the three run as one
+// (ops::batch_norm_relu_max_pool2d): nn::Sequential does it for adjacent children, and models
+// that call their modules by hand (ResNet) call forward_batch_norm_relu(_max_pool).
 //
 // Design note "same results, fewer passes": the output, the gradients, the running statistics, the
 // modules and their state-dict keys are bit for bit those of the two modules run one after the
@@ -16,10 +17,18 @@
 // between forward and backward fails, and writing the output in place does not. In
 // evaluation the two ops run as they are.
 //
+// With the pooling fused too, the kernel normalises a cache-sized block of planes at a time and
+// pools it from the caches, so the full-size ReLU output is never written to memory (at batch 256
+// the ConvNet's first is 12.8 MB), and the backward makes the pooling's full-size gradient a
+// block at a time in the same scratch. Its node is "<BatchNorm2d(...)>+ReLU+MaxPool2d"; the trace
+// shows batch_norm_relu_max_pool2d in place of the two ops. Results are again bit for bit the
+// unfused ones (tests/kernels/host/batch_norm_relu_max_pool_test.cc, fusion_test.cc).
+//
 // Only those exact classes fuse: a subclass, or another module in either place (SyncBatchNorm
 // after convert_sync_batchnorm, a user's own ReLU), runs its own forward. Only device types with
-// the fused kernels fuse (supports<prim::BatchNormReluForwardTrain>, engine/backend/dispatch.h):
-// host devices; CUDA has none yet, so the two ops run apart there.
+// the fused kernels fuse (supports<prim::BatchNormReluForwardTrain>, engine/backend/dispatch.h,
+// and BatchNormReluMaxPoolForwardTrain for the three): host devices; CUDA has none yet, so the
+// ops run apart there.
 // set_fusion_enabled(false) turns fusion off for the process: //tools:bench --fuse false measures
 // the difference, and the cost model traces unfused steps, as PyTorch's eager mode runs them.
 // The switch is one process-wide flag read at each forward: set it (or hold a FusionScope) from
@@ -52,5 +61,15 @@ bool fuses_batch_norm_relu(const Module& norm, const Module& activation);
 // activation.forward(norm.forward(x)), fused when fusion is enabled, fuses_batch_norm_relu and x
 // is on a host device.
 Tensor forward_batch_norm_relu(Module& norm, Module& activation, const Tensor& x);
+
+// True when `norm` is a BatchNorm2d, `activation` a ReLU and `pool` a MaxPool2d, all exactly.
+bool fuses_batch_norm_relu_max_pool(const Module& norm, const Module& activation,
+                                    const Module& pool);
+
+// pool.forward(activation.forward(norm.forward(x))): the three fused where
+// fuses_batch_norm_relu_max_pool and x's device has the kernels, else as
+// forward_batch_norm_relu and then the pooling.
+Tensor forward_batch_norm_relu_max_pool(Module& norm, Module& activation, Module& pool,
+                                        const Tensor& x);
 
 }  // namespace dpe::nn

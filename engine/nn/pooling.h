@@ -13,6 +13,9 @@ class MaxPool2d : public Cloneable<MaxPool2d> {
   explicit MaxPool2d(int64_t kernel_size, int64_t stride = 0, int64_t padding = 0);
   Tensor forward(const Tensor& x) override;
   std::string repr() const override;
+  int64_t kernel_size() const { return kernel_; }
+  int64_t stride() const { return stride_; }
+  int64_t padding() const { return padding_; }
 
  private:
   int64_t kernel_, stride_, padding_;

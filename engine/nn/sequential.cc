@@ -17,7 +17,12 @@ Tensor Sequential::forward(const Tensor& x) {
   Tensor h = x;
   for (size_t i = 0; i < layers.size(); ++i) {
     Module& layer = *layers[i].second;
-    if (i + 1 < layers.size() && fuses_batch_norm_relu(layer, *layers[i + 1].second)) {
+    if (i + 2 < layers.size() &&
+        fuses_batch_norm_relu_max_pool(layer, *layers[i + 1].second, *layers[i + 2].second)) {
+      // As below, with the pooling after them.
+      h = forward_batch_norm_relu_max_pool(layer, *layers[i + 1].second, *layers[i + 2].second, h);
+      i += 2;
+    } else if (i + 1 < layers.size() && fuses_batch_norm_relu(layer, *layers[i + 1].second)) {
       // Unfused where forward_batch_norm_relu decides so: the same two forwards.
       h = forward_batch_norm_relu(layer, *layers[++i].second, h);
     } else {

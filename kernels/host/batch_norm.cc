@@ -395,9 +395,8 @@ void batch_norm_relu_backward(HostContext& ctx, const BatchNormShape& sh, const 
   backward<true>(ctx, sh, x, gy, gamma, beta, mean, var, eps, gx, ggamma, gbeta);
 }
 
-void batch_norm_apply(HostContext& ctx, const BatchNormShape& sh, const float* x,
-                      const float* mean, const float* invstd, const float* gamma, const float* beta,
-                      float* y) {
+void batch_norm_apply(HostContext& ctx, const BatchNormShape& sh, const float* x, const float* mean,
+                      const float* invstd, const float* gamma, const float* beta, float* y) {
   if (sh.channels_last) {
     RowCoefficients k(sh.c);
     affine_rows(k, sh.c, mean, invstd, gamma, beta);
@@ -416,8 +415,8 @@ void batch_norm_backward_elemt(HostContext&, const BatchNormShape& sh, const flo
     elemt_rows<false>(sh, k, x, gy, mean, invstd, gamma, mean_gy, mean_gy_xmu, gx);
     return;
   }
-  elemt_planes<false>(sh, 0, sh.n * sh.c, x, gy, mean, invstd, gamma, mean_gy, mean_gy_xmu,
-                      nullptr, gx);
+  elemt_planes<false>(sh, 0, sh.n * sh.c, x, gy, mean, invstd, gamma, mean_gy, mean_gy_xmu, nullptr,
+                      gx);
 }
 
 namespace {
@@ -426,7 +425,7 @@ namespace {
 // (NCHW) or images (channels last), whose full-size ReLU output or pooling gradient lives in this
 // scratch, sized to stay in the caches (about 256 KB a thread), instead of in a tensor in memory.
 struct PoolBlock : HostContext::CacheEntry {
-  std::vector<float> values;       // the block's full-size tensor
+  std::vector<float> values;           // the block's full-size tensor
   std::vector<float> sums_g, sums_gx;  // per plane of the block: the backward's float sums
   PoolBlock(int64_t floats, int64_t units) : values(floats), sums_g(units), sums_gx(units) {}
 };
@@ -526,8 +525,8 @@ void batch_norm_relu_max_pool_backward(HostContext& ctx, const BatchNormShape& s
 #pragma omp parallel for if (count * sh.s >= kParallelGrain)
     for (int64_t q = 0; q < count; ++q) {
       const int64_t ch = (first + q) % sh.c;
-      const std::array<float, 2> a = plane_grad_sums(
-          x + (first + q) * sh.s, block + q * sh.s, mean[ch], sh.s, ReluMasked{t.affine[ch]});
+      const std::array<float, 2> a = plane_grad_sums(x + (first + q) * sh.s, block + q * sh.s,
+                                                     mean[ch], sh.s, ReluMasked{t.affine[ch]});
       part_g[q] = a[0];
       part_gx[q] = a[1];
     }
@@ -548,8 +547,8 @@ void batch_norm_relu_max_pool_backward(HostContext& ctx, const BatchNormShape& s
     pool_grad(first, count);
     const int64_t at = first * b.unit;
     if (sh.channels_last) {
-      elemt_rows<true>(BatchNormShape{count, sh.c, sh.s, true}, k, x + at, block, mean,
-                       t.c.data(), gamma, t.a.data(), t.b.data(), gx + at);
+      elemt_rows<true>(BatchNormShape{count, sh.c, sh.s, true}, k, x + at, block, mean, t.c.data(),
+                       gamma, t.a.data(), t.b.data(), gx + at);
     } else {
       elemt_planes<true>(sh, first, count, x + at, block, mean, t.c.data(), gamma, t.a.data(),
                          t.b.data(), t.affine.data(), gx + at);

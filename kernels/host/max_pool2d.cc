@@ -192,8 +192,8 @@ void pool_2x2(HostContext&, const Pool2dShape& s, const float* x, float* y, int6
       float* out_row = out + oh * wo;
       int64_t* idx_row = idx + oh * wo;
       for (int64_t ow = 0; ow < full; ow += 8) {
-        pool_8_windows(top + 2 * ow, bottom + 2 * ow, row_corner + static_cast<int32_t>(2 * ow),
-                       w, out_row + ow, idx_row + ow);
+        pool_8_windows(top + 2 * ow, bottom + 2 * ow, row_corner + static_cast<int32_t>(2 * ow), w,
+                       out_row + ow, idx_row + ow);
       }
       if (rest == 0) continue;
       // Where 16 floats of each row and 8 outputs still lie in the plane (reading on into the next

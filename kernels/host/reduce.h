@@ -54,7 +54,7 @@ void reduce_channels(int64_t n, int64_t c, int64_t s, bool parallel, Plane plane
 // fused with pooling) gets the same vectorised sums, bit for bit.
 template <typename Grad>
 [[gnu::noinline]] std::array<float, 2> plane_grad_sums(const float* px, const float* pg, float m,
-                                                     int64_t s, Grad grad) {
+                                                       int64_t s, Grad grad) {
   float a1 = 0.0f, a2 = 0.0f;
 #pragma omp simd reduction(+ : a1, a2)
   for (int64_t k = 0; k < s; ++k) {
@@ -74,8 +74,8 @@ void channel_grad_sums_of(const float* x, const float* gy, const float* mean, fl
   reduce_channels<2>(
       n, c, s, parallel,
       [&](int64_t ch, int64_t offset, std::array<double, 2>& acc) {
-        const std::array<float, 2> a = plane_grad_sums(x + offset, gy + offset, mean[ch], s,
-                                                       grad_of(ch));
+        const std::array<float, 2> a =
+            plane_grad_sums(x + offset, gy + offset, mean[ch], s, grad_of(ch));
         acc[0] += a[0];
         acc[1] += a[1];
       },

@@ -32,7 +32,7 @@ namespace {
 
 struct HostKernels {
   static constexpr const char* kName = "host";
-  // Every prim, the optional fused batch norm + ReLU included.
+  // Every prim, the optional fused batch norm kernels included.
   template <class Op>
   static constexpr bool implements = true;
 

@@ -100,6 +100,57 @@ OpCost BatchNormReluBackward::cost() const {
                        {&gx, &ggamma, &gbeta});
 }
 
+namespace {
+// The pooled output's shape of the fused batch norm + ReLU + max pooling over x (4-D).
+Shape pooled_shape(const OpCheck& c, const Tensor& x, const Pool2dParams& p) {
+  c.rank(x, "input", 4, activation_format(x));
+  const Pool2dShape s =
+      max_pool2d_shape(x.size(0), x.size(1), x.size(2), x.size(3), p.kernel, p.stride, p.padding);
+  return Shape{s.n, s.c, s.ho, s.wo};
+}
+}  // namespace
+
+void BatchNormReluMaxPoolForwardTrain::check(const OpCheck& c) const {
+  const Shape out = pooled_shape(c, x, p);
+  const BatchNormShape s = checked_channels(c, x);
+  DPE_CHECK(s.n * s.s > 1, c.op() << ": expected more than 1 value per channel when training, "
+                                     "got input size "
+                                  << x.shape());
+  c.channel(gamma, "weight", s.c, x);
+  c.channel(beta, "bias", s.c, x);
+  const MemoryFormat f = activation_format(x);
+  c.shaped(y, "output", out, "input", x.shape(), DType::kFloat32, f);
+  c.shaped(workspace, "indices", out, "input", x.shape(), DType::kInt64, f);
+  c.shaped(mean, "mean", Shape{s.c}, "input", x.shape());
+  c.shaped(var, "var", Shape{s.c}, "input", x.shape());
+}
+OpCost BatchNormReluMaxPoolForwardTrain::cost() const {
+  // x twice (statistics, then the normalised blocks, pooled from the caches).
+  return op_cost::make("norm", 9.0 * x.numel() + 1.0 * y.numel() * p.kernel * p.kernel,
+                       {&x, &x, &gamma, &beta}, {&y, &workspace, &mean, &var});
+}
+
+void BatchNormReluMaxPoolBackward::check(const OpCheck& c) const {
+  const Shape out = pooled_shape(c, x, p);
+  const BatchNormShape s = checked_channels(c, x);
+  const MemoryFormat f = activation_format(x);
+  c.shaped(gy, "grad_output", out, "input", x.shape(), DType::kFloat32, f);
+  c.shaped(workspace, "indices", out, "input", x.shape(), DType::kInt64, f);
+  c.channel(gamma, "weight", s.c, x);
+  c.channel(beta, "bias", s.c, x);
+  c.shaped(mean, "mean", Shape{s.c}, "input", x.shape());
+  c.shaped(var, "var", Shape{s.c}, "input", x.shape());
+  c.shaped(gx, "grad_input", x.shape(), "input", x.shape(), DType::kFloat32, f);
+  c.channel(ggamma, "grad_weight", s.c, x);
+  c.channel(gbeta, "grad_bias", s.c, x);
+}
+OpCost BatchNormReluMaxPoolBackward::cost() const {
+  // x, gy and the indices twice (the sums, then gx), the pooling gradient made in the caches.
+  return op_cost::make("norm", 16.0 * x.numel() + 2.0 * gy.numel(),
+                       {&x, &gy, &workspace, &x, &gy, &workspace, &gamma, &beta, &mean, &var},
+                       {&gx, &ggamma, &gbeta});
+}
+
 void ChannelSums::check(const OpCheck& c) const {
   const BatchNormShape s = checked_channels(c, x, /*channels_last=*/false);
   c.shaped(sum, "sum", Shape{s.c}, "input", x.shape());

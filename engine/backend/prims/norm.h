@@ -1,7 +1,7 @@
 // Normalisation prims: batch norm over (N, H, W) per channel C (x [N, C] or [N, C, H, W]), the
-// building blocks of SyncBatchNorm, batch norm fused with a ReLU, and layer norm over the last
-// dim. gamma/beta (and their gradients) may be undefined: then 1 and 0 (not computed). See
-// prims.h for what a prim declares.
+// building blocks of SyncBatchNorm, batch norm fused with a ReLU (and a max pooling), layer norm
+// over the last dim. gamma/beta (and their gradients) may be undefined: then 1 and 0 (not
+// computed). See prims.h for what a prim declares.
 #pragma once
 
 #include "engine/backend/op_check.h"
@@ -129,6 +129,63 @@ struct BatchNormReluBackward {
                              data_or_null(gamma), data_or_null(beta), mean.data<float>(),
                              var.data<float>(), eps, gx.data<float>(), data_or_null(ggamma),
                              data_or_null(gbeta));
+  }
+};
+
+// A training batch norm, a ReLU and a max pooling, y = max_pool2d(max(batch_norm(x), 0)), as one
+// op: the full-size ReLU output is never made (engine/nn/fusion.h). workspace: the pooling's
+// indices, as MaxPool2dForward's. Optional, as the batch norm + ReLU pair.
+struct BatchNormReluMaxPoolForwardTrain {
+  static constexpr const char* kName = "batch_norm_relu_max_pool2d";
+  static constexpr bool kOptional = true;
+  const Tensor& x;
+  const Tensor& gamma;
+  const Tensor& beta;
+  float eps;
+  const Pool2dParams& p;
+  Tensor& y;
+  Tensor& workspace;
+  Tensor& mean;
+  Tensor& var;
+
+  const Tensor& first() const { return x; }
+  void check(const OpCheck& c) const;
+  OpCost cost() const;
+  template <class Ctx>
+  void launch(Ctx& ctx) const {
+    batch_norm_relu_max_pool_forward(ctx, channels_view(x), pool_view(x, p, y), x.data<float>(),
+                                     data_or_null(gamma), data_or_null(beta), eps, y.data<float>(),
+                                     workspace.data<int64_t>(), mean.data<float>(),
+                                     var.data<float>());
+  }
+};
+
+// Its gradients from gy, the pooled output's.
+struct BatchNormReluMaxPoolBackward {
+  static constexpr const char* kName = "batch_norm_relu_max_pool2d_backward";
+  static constexpr bool kOptional = true;
+  const Tensor& x;
+  const Tensor& gy;
+  const Tensor& workspace;
+  const Tensor& gamma;
+  const Tensor& beta;
+  const Tensor& mean;
+  const Tensor& var;
+  float eps;
+  const Pool2dParams& p;
+  Tensor& gx;
+  Tensor& ggamma;
+  Tensor& gbeta;
+
+  const Tensor& first() const { return x; }
+  void check(const OpCheck& c) const;
+  OpCost cost() const;
+  template <class Ctx>
+  void launch(Ctx& ctx) const {
+    batch_norm_relu_max_pool_backward(
+        ctx, channels_view(x), pool_view(x, p, gy), x.data<float>(), gy.data<float>(),
+        workspace.data<int64_t>(), data_or_null(gamma), data_or_null(beta), mean.data<float>(),
+        var.data<float>(), eps, gx.data<float>(), data_or_null(ggamma), data_or_null(gbeta));
   }
 };
 

@@ -159,6 +159,33 @@ std::vector<OpCase> op_cases() {
          Tensor rm, rv;
          return ops::batch_norm_relu(x[0], x[1], x[2], rm, rv, true, 0.1f, 1e-5f);
        }},
+      {"batch_norm_relu_max_pool_train",
+       {{4, 3, 4, 4}, {3}, {3}},
+       [](auto& x) {
+         Tensor rm, rv;
+         return ops::batch_norm_relu_max_pool2d(x[0], x[1], x[2], rm, rv, true, 0.1f, 1e-5f, 2);
+       }},
+      {"batch_norm_relu_max_pool_train_overlapping",
+       {{3, 2, 5, 5}, {2}, {2}},
+       [](auto& x) {
+         Tensor rm, rv;
+         return ops::batch_norm_relu_max_pool2d(x[0], x[1], x[2], rm, rv, true, 0.1f, 1e-5f, 3, 2,
+                                                1);
+       }},
+      {"batch_norm_relu_max_pool_train_channels_last",
+       {{4, 3, 4, 6}, {3}, {3}},
+       [](auto& x) {
+         Tensor rm, rv;
+         return stays_channels_last(ops::batch_norm_relu_max_pool2d(channels_last(x[0]), x[1], x[2],
+                                                                    rm, rv, true, 0.1f, 1e-5f, 2));
+       }},
+      {"batch_norm_relu_max_pool_eval",
+       {{3, 2, 4, 4}, {2}, {2}},
+       [](auto& x) {
+         Tensor rm = Tensor::from_vector(std::vector<float>{0.1f, -0.2f}, {2}, x[0].device());
+         Tensor rv = Tensor::from_vector(std::vector<float>{0.5f, 2.0f}, {2}, x[0].device());
+         return ops::batch_norm_relu_max_pool2d(x[0], x[1], x[2], rm, rv, false, 0.1f, 1e-5f, 2);
+       }},
       {"batch_norm_relu_eval",
        {{3, 2, 2, 2}, {2}, {2}},
        [](auto& x) {

@@ -12,6 +12,7 @@
 #include "engine/nn/activation.h"
 #include "engine/nn/batch_norm.h"
 #include "engine/nn/conv2d.h"
+#include "engine/nn/pooling.h"
 #include "engine/nn/sequential.h"
 #include "engine/tensor/random.h"
 
@@ -76,6 +77,81 @@ TEST(FusionTest, SequentialFusesBatchNormAndReluWithTheUnfusedResults) {
   const Tensor e = fused->forward(x);
   EXPECT_EQ(grad_fn_name(e), "relu");
   EXPECT_EQ(e.to_vector<float>(), plain->forward(x).to_vector<float>());
+}
+
+// Two conv -> BatchNorm2d -> ReLU -> MaxPool2d blocks, as the ConvNet's: the first with 2x2
+// windows, the second with ResNet's stem pooling (3x3, stride 2, padding 1).
+std::shared_ptr<nn::Sequential> two_pooled_blocks(Generator& g) {
+  auto s = std::make_shared<nn::Sequential>();
+  s->push_back(std::make_shared<nn::Conv2d>(2, 4, 3, g, 1, 1));
+  s->push_back(std::make_shared<nn::BatchNorm2d>(4));
+  s->push_back(std::make_shared<nn::ReLU>());
+  s->push_back(std::make_shared<nn::MaxPool2d>(2));
+  s->push_back(std::make_shared<nn::Conv2d>(4, 3, 3, g, 1, 1));
+  s->push_back(std::make_shared<nn::BatchNorm2d>(3));
+  s->push_back(std::make_shared<nn::ReLU>());
+  s->push_back(std::make_shared<nn::MaxPool2d>(3, 2, 1));
+  return s;
+}
+
+// The three as one node, with the unfused results bit for bit (outputs, every gradient, the
+// running statistics), in both layouts; in evaluation the three ops.
+TEST(FusionTest, SequentialFusesBatchNormReluAndMaxPoolWithTheUnfusedResults) {
+  for (const MemoryFormat format : {MemoryFormat::kContiguous, MemoryFormat::kChannelsLast}) {
+    SCOPED_TRACE(format == MemoryFormat::kContiguous ? "contiguous" : "channels last");
+    Generator g(5);
+    auto fused = two_pooled_blocks(g);
+    auto plain = fused->copy_to(kHost0);
+    const Tensor x = randn({6, 2, 12, 10}, g).contiguous(format);
+    const Tensor w = randn({6, 3, 3, 3}, g);
+
+    const Tensor y = step(*fused, x, w);
+    Tensor y_plain;
+    {
+      const nn::FusionScope off(false);
+      y_plain = step(*plain, x, w);
+    }
+    EXPECT_EQ(grad_fn_name(y), fused->child("5").repr() + "+ReLU+MaxPool2d");
+    EXPECT_EQ(grad_fn_name(y_plain), "max_pool2d");
+    EXPECT_EQ(y.shape(), y_plain.shape());
+    EXPECT_EQ(y.to_vector<float>(), y_plain.to_vector<float>());
+    for (const auto& [name, p] : fused->named_parameters()) {
+      EXPECT_EQ(p.grad().to_vector<float>(), plain->find(name).grad().to_vector<float>()) << name;
+    }
+    for (const auto& [name, b] : fused->named_buffers()) {
+      if (b.dtype() == DType::kInt64) {
+        EXPECT_EQ(b.to_vector<int64_t>(), plain->find(name).to_vector<int64_t>()) << name;
+      } else {
+        EXPECT_EQ(b.to_vector<float>(), plain->find(name).to_vector<float>()) << name;
+      }
+    }
+    EXPECT_EQ(fused->find("1.num_batches_tracked").to_vector<int64_t>()[0], 1);
+
+    fused->eval();
+    plain->eval();
+    const Tensor e = fused->forward(x);
+    EXPECT_EQ(grad_fn_name(e), "max_pool2d");
+    EXPECT_EQ(e.to_vector<float>(), plain->forward(x).to_vector<float>());
+  }
+}
+
+// Only a MaxPool2d right after the pair joins it; a module between (a second ReLU here) keeps
+// the pair alone.
+TEST(FusionTest, OnlyAnAdjacentMaxPoolJoinsThePair) {
+  nn::BatchNorm2d bn(3);
+  nn::ReLU relu;
+  nn::MaxPool2d pool(2);
+  EXPECT_TRUE(nn::fuses_batch_norm_relu_max_pool(bn, relu, pool));
+  EXPECT_FALSE(nn::fuses_batch_norm_relu_max_pool(bn, pool, relu));
+  EXPECT_FALSE(nn::fuses_batch_norm_relu_max_pool(bn, relu, relu));
+  Generator g(4);
+  Tensor x = randn({4, 3, 4, 4}, g);
+  x.requires_grad_();
+  nn::Sequential s({std::make_shared<nn::BatchNorm2d>(3), std::make_shared<nn::ReLU>(),
+                    std::make_shared<nn::ReLU>(), std::make_shared<nn::MaxPool2d>(2)});
+  const Tensor y = s.forward(x);
+  EXPECT_EQ(grad_fn_name(y), "max_pool2d");
+  EXPECT_EQ(y.shape(), Shape({4, 3, 2, 2}));
 }
 
 // The fused node saves batch norm's bias (it recomputes the ReLU's mask from it): writing the bias

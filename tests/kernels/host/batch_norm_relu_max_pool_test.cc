@@ -34,8 +34,8 @@ TEST_P(BatchNormReluMaxPoolTest, IsBitForBitTheUnfusedKernels) {
   const BatchNormShape sh{k.n, k.c, k.h * k.w, k.channels_last};
   const int64_t ho = (k.h + 2 * k.padding - k.kernel) / k.stride + 1;
   const int64_t wo = (k.w + 2 * k.padding - k.kernel) / k.stride + 1;
-  const Pool2dShape pool{k.n, k.c, k.h, k.w, k.kernel, k.stride, k.padding, ho, wo,
-                         k.channels_last};
+  const Pool2dShape pool{k.n,      k.c,       k.h, k.w, k.kernel,
+                         k.stride, k.padding, ho,  wo,  k.channels_last};
   const int64_t total = k.n * k.c * k.h * k.w, pooled = k.n * k.c * ho * wo;
   const float eps = 1e-5f;
   HostContext ctx;
