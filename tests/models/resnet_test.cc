@@ -314,9 +314,9 @@ TEST(ResNetTest, FusedBatchNormReluEqualsTheTwoOps) {
   for (const char* name : {"bn1.running_var", "layer4.0.bn2.running_mean"}) {
     EXPECT_EQ(fused->find(name).to_vector<float>(), apart->find(name).to_vector<float>()) << name;
   }
-  // Not vacuous: the graph of a fused forward has batch norm + ReLU nodes, one per pair (the stem's
-  // and two per block), and the other none.
-  auto fused_nodes = [&](Module& m) {
+  // Not vacuous: the graph of a fused forward has batch norm + ReLU nodes, one per pair (the stem's,
+  // with its max pooling, and two per block), and the other none.
+  auto fused_nodes = [&](Module& m, const std::string& suffix) {
     const Tensor out = m(x);  // holds the graph while it is walked
     std::set<Node*> seen;
     std::vector<Node*> todo{out.grad_fn().get()};
@@ -326,14 +326,17 @@ TEST(ResNetTest, FusedBatchNormReluEqualsTheTwoOps) {
       todo.pop_back();
       if (n == nullptr || !seen.insert(n).second) continue;
       const std::string& name = n->name();
-      count += name.size() > 5 && name.compare(name.size() - 5, 5, "+ReLU") == 0;
+      count += name.size() > suffix.size() &&
+               name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
       for (const Edge& e : n->next_edges()) todo.push_back(e.fn.get());
     }
     return count;
   };
-  EXPECT_EQ(fused_nodes(*fused), 1 + 2 * 4);
+  EXPECT_EQ(fused_nodes(*fused, "+ReLU"), 2 * 4);
+  EXPECT_EQ(fused_nodes(*fused, "+ReLU+MaxPool2d"), 1);
   const nn::FusionScope off(false);
-  EXPECT_EQ(fused_nodes(*fused), 0);
+  EXPECT_EQ(fused_nodes(*fused, "+ReLU"), 0);
+  EXPECT_EQ(fused_nodes(*fused, "+ReLU+MaxPool2d"), 0);
 }
 
 }  // namespace
