@@ -422,10 +422,10 @@ void batch_norm_backward_elemt(HostContext&, const BatchNormShape& sh, const flo
 namespace {
 
 // Batch norm + ReLU + max pooling walks the batch a block at a time: a block of whole planes
-// (NCHW) or images (channels last), whose full-size ReLU output or pooling gradient lives in this
-// scratch, sized to stay in the caches (about 256 KB a thread), instead of in a tensor in memory.
+// (NCHW) or images (channels last), sized to stay in the caches (about 256 KB a thread). The
+// forward's full-size ReLU output lives in this scratch instead of in a tensor in memory.
 struct PoolBlock : HostContext::CacheEntry {
-  std::vector<float> values;           // the block's full-size tensor
+  std::vector<float> values;           // the block's ReLU output (forward)
   std::vector<float> sums_g, sums_gx;  // per plane of the block: the backward's float sums
   PoolBlock(int64_t floats, int64_t units) : values(floats), sums_g(units), sums_gx(units) {}
 };
@@ -501,20 +501,19 @@ void batch_norm_relu_max_pool_backward(HostContext& ctx, const BatchNormShape& s
   RowCoefficients k(sh.channels_last ? sh.c : 0);
   if (sh.channels_last) affine_rows(k, sh.c, mean, t.c.data(), gamma, beta);
   const Blocks b = blocks_for(ctx, sh, pool);
-  float* block = b.scratch->values.data();
-  // The pooling's gradient of a block, into the scratch: max_pool2d_backward itself.
-  auto pool_grad = [&](int64_t first, int64_t count) {
-    max_pool2d_backward(ctx, block_pool(sh, pool, count), gy + first * b.out_unit,
-                        indices + first * b.out_unit, block);
-  };
-  // The per-channel sums, block by block, each channel's planes (images) in batch order: the
-  // float sums of each, then added in double, as batch_norm_relu_backward adds them.
+  // The pooling's gradient goes straight into gx, a block at a time (max_pool2d_backward itself),
+  // and the block's per-channel sums are taken while it is in the caches: each channel's planes
+  // (images) in batch order, their float sums added in double, as batch_norm_relu_backward adds
+  // them. Then gx is computed in place from it. One pass fewer over memory than the two ops (the
+  // pooling gradient is not read back for the sums), and no full-size temporary.
   std::vector<double> sum_g(static_cast<size_t>(sh.c), 0.0), sum_gx(static_cast<size_t>(sh.c), 0.0);
   float* part_g = b.scratch->sums_g.data();
   float* part_gx = b.scratch->sums_gx.data();
   for (int64_t first = 0; first < b.units; first += b.per_block) {
     const int64_t count = std::min(b.per_block, b.units - first);
-    pool_grad(first, count);
+    float* block = gx + first * b.unit;
+    max_pool2d_backward(ctx, block_pool(sh, pool, count), gy + first * b.out_unit,
+                        indices + first * b.out_unit, block);
     if (sh.channels_last) {
       for (int64_t i = 0; i < count; ++i) {
         add_image_grad_sums<true>(sh, k, x + (first + i) * b.unit, block + i * b.unit, mean,
@@ -541,18 +540,12 @@ void batch_norm_relu_max_pool_backward(HostContext& ctx, const BatchNormShape& s
     t.b[ch] = static_cast<float>(sum_gx[ch]);
   }
   grad_coefficients(sh, t, ggamma, gbeta);
-  // gx, block by block, from the pooling's gradient made once more (cheaper than keeping it).
-  for (int64_t first = 0; first < b.units; first += b.per_block) {
-    const int64_t count = std::min(b.per_block, b.units - first);
-    pool_grad(first, count);
-    const int64_t at = first * b.unit;
-    if (sh.channels_last) {
-      elemt_rows<true>(BatchNormShape{count, sh.c, sh.s, true}, k, x + at, block, mean, t.c.data(),
-                       gamma, t.a.data(), t.b.data(), gx + at);
-    } else {
-      elemt_planes<true>(sh, first, count, x + at, block, mean, t.c.data(), gamma, t.a.data(),
-                         t.b.data(), t.affine.data(), gx + at);
-    }
+  // Elementwise, in place: each element's gradient is read before its gx is written.
+  if (sh.channels_last) {
+    elemt_rows<true>(sh, k, x, gx, mean, t.c.data(), gamma, t.a.data(), t.b.data(), gx);
+  } else {
+    elemt_planes<true>(sh, 0, sh.n * sh.c, x, gx, mean, t.c.data(), gamma, t.a.data(), t.b.data(),
+                       t.affine.data(), gx);
   }
 }
 

@@ -41,8 +41,9 @@ void batch_norm_relu_max_pool_forward(HostContext& ctx, const BatchNormShape& sh
                                       const float* beta, float eps, float* y, int64_t* indices,
                                       float* mean, float* var);
 // Its gradients from gy, the pooled output's: bit for bit max_pool2d_backward then
-// batch_norm_relu_backward, with the pooling's full-size gradient made a block at a time in the
-// scratch (twice: for the sums, then for gx) instead of in memory.
+// batch_norm_relu_backward. The pooling's gradient is written into gx a block at a time and
+// summed while in the caches, then turned into gx in place: no full-size temporary, and one pass
+// over memory fewer than the two ops.
 void batch_norm_relu_max_pool_backward(HostContext& ctx, const BatchNormShape& sh,
                                        const Pool2dShape& pool, const float* x, const float* gy,
                                        const int64_t* indices, const float* gamma,

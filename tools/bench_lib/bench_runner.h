@@ -32,7 +32,7 @@ struct BenchConfig {
   // device 0, the loss there) or "replicas" (forward_replicas + parallel_criterion: each device's
   // loss on its own outputs, only scalars gathered; engine/parallel/data_parallel.h)
   std::string dp_loss = "device0";
-  bool fuse = true;                 // BatchNorm2d + ReLU as one op (engine/nn/fusion.h)
+  bool fuse = true;                 // BatchNorm2d + ReLU (+ MaxPool2d) as one op (nn/fusion.h)
   // Image batches laid out channels last (torch.channels_last): every activation of the
   // convolutional layers stays NHWC on host devices (docs/channels_last.md)
   bool channels_last = false;

@@ -81,6 +81,29 @@ INSTANTIATE_TEST_SUITE_P(Shapes, MaxPool2dTest,
                                            Case{3, 2, 14, 14, 2, 2, 0},   // 7 wide: two rows a step
                                            Case{1, 2, 4, 17, 2, 2, 0}));  // 8 wide: all 16 lanes
 
+// The backward's values are the scatter-add's onto zeros, bit for bit, in every version of the
+// 2x2 kernel: a -0 gradient lands as +0 (0 + -0), a NaN as NaN, the other three elements +0.
+TEST(MaxPool2dBackwardTest, MinusZeroLandsAsPlusZeroAndNaNAsNaN) {
+  HostContext ctx;
+  const Pool2dShape s = max_pool2d_shape(1, 1, 2, 20, 2, 2, 0);  // 10 windows: 8 + a tail of 2
+  std::vector<float> gy(10, -0.0f);
+  gy[3] = std::numeric_limits<float>::quiet_NaN();
+  gy[9] = std::numeric_limits<float>::quiet_NaN();
+  std::vector<int64_t> idx(10);
+  for (int64_t k = 0; k < 10; ++k) idx[k] = (k % 2 == 0 ? 20 : 0) + 2 * k + (k % 3 == 0 ? 1 : 0);
+  std::vector<float> gx(40, 7.0f);
+  max_pool2d_backward(ctx, s, gy.data(), idx.data(), gx.data());
+  for (int64_t i = 0; i < 40; ++i) {
+    const int64_t window = (i % 20) / 2;
+    if (i == idx[window] && std::isnan(gy[window])) {
+      EXPECT_TRUE(std::isnan(gx[i])) << i;
+    } else {
+      EXPECT_EQ(gx[i], 0.0f) << i;
+      EXPECT_FALSE(std::signbit(gx[i])) << i;
+    }
+  }
+}
+
 TEST(MaxPool2dShapeTest, RejectsPaddingLargerThanHalfTheKernel) {
   EXPECT_THROW(max_pool2d_shape(1, 1, 4, 4, 2, 2, 2), Error);
 }
