@@ -21,7 +21,8 @@ cd "$(dirname "$0")/../.."
 seconds=${1:-60}
 shift || true
 targets=("$@")
-((${#targets[@]})) || targets=(safetensors idx tcp_store topology token_cache checkpoint_json)
+((${#targets[@]})) || targets=(safetensors idx tcp_store topology token_cache checkpoint_json
+  state_key)
 out=${FUZZ_OUT:-/tmp/dpe_fuzz}
 jobs=${FUZZ_JOBS:-2}
 
@@ -69,6 +70,8 @@ srcs[token_cache]="${tensor_srcs[*]} engine/data/text_corpus.cc engine/data/toke
 libs[token_cache]="-ltbb -ldnnl -lz -lsentencepiece -lsentencepiece_train"
 srcs[checkpoint_json]="engine/io/json_nesting.cc tools/train_lib/checkpoint_json.cc"
 libs[checkpoint_json]=""
+srcs[state_key]="${tensor_srcs[*]} engine/optim/optimizer.cc"
+libs[state_key]="-ltbb -ldnnl"
 # The longest input a target is given: 64 KiB, or what its seeds need (a SentencePiece model
 # with its normalization table is about 240 KB).
 declare -A max_len
