@@ -316,76 +316,6 @@ void pool_nhwc_backward(const Pool2dShape& s, const float* gy, const int64_t* in
   }
 }
 
-#if defined(__AVX2__)
-// The 2x2, stride-2 backward written row pair by row pair, every input element once: each window's
-// gradient goes to the element its index names and 0 to the other three, 8 windows at a time (the
-// indices compared with each window's four positions), so no zeroing pass and no scattered
-// read-modify-write. Each value is 0 + g, as the scatter-add's, so a -0 gradient lands as +0 in
-// both.
-void unpool_2x2(const Pool2dShape& s, const float* gy, const int64_t* indices, float* gx) {
-  const int64_t wo = s.wo, full = wo / 8 * 8, w = s.w;
-  const __m256i take_low = _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6);
-  const __m256i lane2 = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
-  const __m256 zero = _mm256_setzero_ps();
-  const __m256i at[4] = {_mm256_setzero_si256(), _mm256_set1_epi32(1),
-                         _mm256_set1_epi32(static_cast<int32_t>(w)),
-                         _mm256_set1_epi32(static_cast<int32_t>(w + 1))};
-  for_each_plane(s, gx, gy, indices, [&](float* g, const float* go, const int64_t* idx) {
-    for (int64_t oh = 0; oh < s.ho; ++oh) {
-      float* top = g + 2 * oh * w;
-      float* bottom = top + w;
-      const float* go_row = go + oh * wo;
-      const int64_t* idx_row = idx + oh * wo;
-      // 8 windows from output column ow on.
-      auto eight = [&](int64_t ow) {
-        const __m256 v = _mm256_loadu_ps(go_row + ow);
-        // The 8 indices' low 32 bits (a plane's positions fit: max_pool2d_backward checks).
-        const __m256i lo = _mm256_permutevar8x32_epi32(
-            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(idx_row + ow)), take_low);
-        const __m256i hi = _mm256_permutevar8x32_epi32(
-            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(idx_row + ow + 4)), take_low);
-        const __m256i rel = _mm256_sub_epi32(
-            _mm256_permute2x128_si256(lo, hi, 0x20),
-            _mm256_add_epi32(lane2, _mm256_set1_epi32(static_cast<int32_t>(2 * oh * w + 2 * ow))));
-        __m256 part[4];
-        for (int k = 0; k < 4; ++k) {
-          const __m256 hit = _mm256_castsi256_ps(_mm256_cmpeq_epi32(rel, at[k]));
-          part[k] = _mm256_add_ps(zero, _mm256_and_ps(hit, v));
-        }
-        // Interleave each row's left and right elements: [l0 r0 l1 r1 ...]; the top row first, so
-        // that the bottom row overwrites what a row's last windows spill into it (below).
-        for (int row = 0; row < 2; ++row) {
-          const __m256 a = _mm256_unpacklo_ps(part[2 * row], part[2 * row + 1]);
-          const __m256 b = _mm256_unpackhi_ps(part[2 * row], part[2 * row + 1]);
-          float* out = (row == 0 ? top : bottom) + 2 * ow;
-          _mm256_storeu_ps(out, _mm256_permute2f128_ps(a, b, 0x20));
-          _mm256_storeu_ps(out + 8, _mm256_permute2f128_ps(a, b, 0x31));
-        }
-      };
-      // A row's last windows, fewer than 8, first: as 8 where the plane has room after them, else
-      // one by one. As 8 they read the next row's gradients and indices and write past the row's
-      // windows: into the uncovered columns (zeroed below), the bottom row's first elements (that
-      // the steps after write, from w >= 16 on, or this step's bottom row) and the next row pair
-      // (written after this one).
-      if (full < wo && oh * wo + full + 8 <= s.ho * wo &&
-          (2 * oh + 1) * w + 2 * full + 16 <= s.h * w) {
-        eight(full);
-      } else {
-        for (int64_t ow = full; ow < wo; ++ow) {
-          const int64_t c = 2 * oh * w + 2 * ow;
-          g[c] = g[c + 1] = g[c + w] = g[c + w + 1] = 0.0f;
-          g[idx_row[ow]] += go_row[ow];
-        }
-      }
-      for (int64_t ow = 0; ow < full; ow += 8) eight(ow);
-      // Columns no window covers (an odd width).
-      for (int64_t col = 2 * wo; col < w; ++col) top[col] = bottom[col] = 0.0f;
-    }
-    // Rows no window covers (an odd height).
-    std::memset(g + 2 * s.ho * w, 0, static_cast<size_t>((s.h - 2 * s.ho) * w) * sizeof(float));
-  });
-}
-#endif
 
 }  // namespace
 
@@ -411,13 +341,6 @@ void max_pool2d_backward(HostContext&, const Pool2dShape& s, const float* gy,
     pool_nhwc_backward(s, gy, indices, gx);
     return;
   }
-#if defined(__AVX2__)
-  if (s.kernel == 2 && s.stride == 2 && s.padding == 0 &&
-      s.h * s.w <= std::numeric_limits<int32_t>::max()) {
-    unpool_2x2(s, gy, indices, gx);
-    return;
-  }
-#endif
   const int64_t in_plane = s.h * s.w, out_plane = s.ho * s.wo;
   for_each_plane(s, gx, gy, indices, [&](float* g, const float* go, const int64_t* idx) {
     std::memset(g, 0, static_cast<size_t>(in_plane) * sizeof(float));

@@ -81,8 +81,9 @@ INSTANTIATE_TEST_SUITE_P(Shapes, MaxPool2dTest,
                                            Case{3, 2, 14, 14, 2, 2, 0},   // 7 wide: two rows a step
                                            Case{1, 2, 4, 17, 2, 2, 0}));  // 8 wide: all 16 lanes
 
-// The backward's values are the scatter-add's onto zeros, bit for bit, in every version of the
-// 2x2 kernel: a -0 gradient lands as +0 (0 + -0), a NaN as NaN, the other three elements +0.
+// The backward's values are the scatter-add's onto zeros, bit for bit: a -0 gradient lands as +0
+// (0 + -0), a NaN as NaN, the other three elements +0 (the fused batch norm + ReLU + pooling
+// backward relies on it to match the ops apart).
 TEST(MaxPool2dBackwardTest, MinusZeroLandsAsPlusZeroAndNaNAsNaN) {
   HostContext ctx;
   const Pool2dShape s = max_pool2d_shape(1, 1, 2, 20, 2, 2, 0);  // 10 windows: 8 + a tail of 2
