@@ -337,9 +337,10 @@ Tensor batch_norm_relu_max_pool2d(const Tensor& x_in, const Tensor& gamma_in, co
                       kernel_size, stride, padding);
   }
   auto [x, gamma, beta] = prepare_batch_norm(x_in, gamma_in, beta_in, who, /*train=*/true);
-  const auto [p, out] = checked_pool(x, kernel_size, stride, padding);
   DeviceGuard guard(&x.context());
+  // Batch norm's checks first, then the pooling's, as the ops apart would report them.
   BatchStatistics batch = new_batch_statistics(x, who);
+  const auto [p, out] = checked_pool(x, kernel_size, stride, padding);
   const MemoryFormat format = prim::activation_format(x);
   Tensor y = Tensor::empty(out, DType::kFloat32, x.device(), format);
   Tensor workspace = Tensor::empty(out, DType::kInt64, x.device(), format);

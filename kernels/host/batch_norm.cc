@@ -199,7 +199,9 @@ void stats_rows(HostContext& ctx, const BatchNormShape& sh, const float* x, floa
 struct RowCoefficients {
   std::vector<float> scale, shift;  // the normalisation: x * scale + shift
   std::vector<float> proj, factor;  // the backward's elementwise step
-  explicit RowCoefficients(int64_t c) : scale(c), shift(c), proj(c), factor(c) {}
+  std::vector<float> part_g, part_gx;  // the backward's sums over one image
+  explicit RowCoefficients(int64_t c)
+      : scale(c), shift(c), proj(c), factor(c), part_g(c), part_gx(c) {}
 };
 
 // scale and shift of every channel, from channel_affine (the planes' own values).
@@ -259,13 +261,14 @@ void elemt_rows(const BatchNormShape& sh, RowCoefficients& k, const float* x, co
 // One image's (s rows of x and gy) sums of g = masked(gy) and g * (x - mean) per channel, in
 // float, added to the running totals sum_g and sum_gx (double).
 template <bool kRelu>
-void add_image_grad_sums(const BatchNormShape& sh, const RowCoefficients& k, const float* x,
+void add_image_grad_sums(const BatchNormShape& sh, RowCoefficients& k, const float* x,
                          const float* gy, const float* mean, double* sum_g, double* sum_gx) {
   const int64_t c = sh.c;
   const float *scale = k.scale.data(), *shift = k.shift.data();
-  std::vector<float> part_g(static_cast<size_t>(c), 0.0f), part_gx(static_cast<size_t>(c), 0.0f);
-  float* pg_sum = part_g.data();
-  float* px_sum = part_gx.data();
+  float* pg_sum = k.part_g.data();
+  float* px_sum = k.part_gx.data();
+  std::fill(pg_sum, pg_sum + c, 0.0f);
+  std::fill(px_sum, px_sum + c, 0.0f);
   for (int64_t r = 0; r < sh.s; ++r) {
     const float* xp = x + r * c;
     const float* gp = gy + r * c;

@@ -316,7 +316,6 @@ void pool_nhwc_backward(const Pool2dShape& s, const float* gy, const int64_t* in
   }
 }
 
-
 }  // namespace
 
 void max_pool2d_forward(HostContext& ctx, const Pool2dShape& s, const float* x, float* y,

@@ -1,11 +1,16 @@
 // Batch norm + ReLU + max pooling fused gives bit for bit what the kernels give one after the
 // other: batch_norm_forward_train(relu) then max_pool2d_forward, and max_pool2d_backward then
 // batch_norm_relu_backward. Shapes cover one block and several (block edges inside an image and
-// between a channel's planes), overlapping and padded windows, and both layouts.
+// between a channel's planes), overlapping and padded windows, poolings that drop the last row
+// and column, and both layouts, with 1 and 2 threads: a block is 64 Ki floats a thread, so the
+// large shapes span several blocks at these counts.
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "kernels/host/batch_norm.h"
@@ -20,6 +25,7 @@ using testing::random_floats;
 struct Case {
   int64_t n, c, h, w, kernel, stride, padding;
   bool channels_last;
+  bool nan = false;
 };
 
 class BatchNormReluMaxPoolTest : public ::testing::TestWithParam<Case> {};
@@ -29,8 +35,7 @@ bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
 }
 
-TEST_P(BatchNormReluMaxPoolTest, IsBitForBitTheUnfusedKernels) {
-  const Case k = GetParam();
+void expect_fused_equals_apart(const Case& k) {
   const BatchNormShape sh{k.n, k.c, k.h * k.w, k.channels_last};
   const int64_t ho = (k.h + 2 * k.padding - k.kernel) / k.stride + 1;
   const int64_t wo = (k.w + 2 * k.padding - k.kernel) / k.stride + 1;
@@ -39,8 +44,11 @@ TEST_P(BatchNormReluMaxPoolTest, IsBitForBitTheUnfusedKernels) {
   const int64_t total = k.n * k.c * k.h * k.w, pooled = k.n * k.c * ho * wo;
   const float eps = 1e-5f;
   HostContext ctx;
-  // About 40% of the normalised values are clipped, so windows of zeros tie.
-  const auto x = random_floats(total, 41, -2.0f, 3.0f), gy = random_floats(pooled, 42);
+  // About 40% of the normalised values are clipped, so windows of zeros tie. With k.nan, channel
+  // 1 holds a NaN (its statistics, outputs and gradients are NaN, as the ops apart make them).
+  auto x = random_floats(total, 41, -2.0f, 3.0f);
+  if (k.nan) x[k.channels_last ? 1 : k.h * k.w] = std::numeric_limits<float>::quiet_NaN();
+  const auto gy = random_floats(pooled, 42);
   const auto gamma = random_floats(k.c, 43, -1.5f, 1.5f), beta = random_floats(k.c, 44);
   for (const bool affine : {true, false}) {
     SCOPED_TRACE(affine ? "affine" : "affine=False");
@@ -76,7 +84,19 @@ TEST_P(BatchNormReluMaxPoolTest, IsBitForBitTheUnfusedKernels) {
     const auto zeros = std::count(y.begin(), y.end(), 0.0f);
     EXPECT_GT(zeros, 0);
     EXPECT_LT(zeros, pooled);
+    if (k.nan) {
+      EXPECT_TRUE(std::isnan(fmean[1]));
+    }
   }
+}
+
+TEST_P(BatchNormReluMaxPoolTest, IsBitForBitTheUnfusedKernels) {
+  for (const int threads : {1, 2}) {
+    SCOPED_TRACE(::testing::Message() << threads << " threads");
+    omp_set_num_threads(threads);
+    expect_fused_equals_apart(GetParam());
+  }
+  omp_set_num_threads(omp_get_num_procs());
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -88,7 +108,12 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{64, 16, 28, 28, 2, 2, 0, false},  // blocks end mid-batch, mid-channel
                       Case{4, 16, 28, 28, 2, 2, 0, true},    // channels last
                       Case{3, 5, 9, 9, 3, 2, 1, true},
-                      Case{24, 16, 28, 28, 2, 2, 0, true}));  // several blocks of images
+                      Case{24, 16, 28, 28, 2, 2, 0, true},  // several blocks of images
+                      // several blocks, the last row and column dropped
+                      Case{64, 7, 29, 31, 2, 2, 0, false}, Case{40, 3, 63, 65, 3, 2, 1, false},
+                      Case{24, 5, 27, 29, 2, 2, 0, true}, Case{24, 5, 27, 29, 3, 2, 1, true},
+                      Case{4, 16, 28, 28, 2, 2, 0, false, true},  // a NaN
+                      Case{4, 16, 28, 28, 2, 2, 0, true, true}));
 
 }  // namespace
 }  // namespace dpe::host

@@ -105,6 +105,48 @@ TEST(MaxPool2dBackwardTest, MinusZeroLandsAsPlusZeroAndNaNAsNaN) {
   }
 }
 
+// Every 2x2 row layout the fast kernels take apart: widths whose rows have full steps of 8 (16)
+// windows and tails of every length, computed in place or through the stack, with values on a
+// coarse grid (ties in most windows) and NaNs sprinkled in: each output is the window's first
+// maximum, or its last NaN, as take() defines them.
+TEST(MaxPool2dNanTest, EveryRowLayoutKeepsTheTieAndNaNRules) {
+  HostContext ctx;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (int64_t h : {2, 3, 5}) {
+    for (int64_t w = 2; w <= 41; ++w) {
+      SCOPED_TRACE(::testing::Message() << "h " << h << ", w " << w);
+      const Pool2dShape s = max_pool2d_shape(2, 2, h, w, 2, 2, 0);
+      const int64_t plane = h * w, n = 4 * plane, out_plane = s.ho * s.wo;
+      auto x = random_floats(n, static_cast<uint32_t>(100 + h * 50 + w), -2.0f, 2.0f);
+      for (int64_t i = 0; i < n; ++i) x[i] = i % 13 == 5 ? nan : std::round(x[i]);
+      std::vector<float> y(4 * out_plane);
+      std::vector<int64_t> idx(4 * out_plane);
+      max_pool2d_forward(ctx, s, x.data(), y.data(), idx.data());
+      for (int64_t p = 0; p < 4; ++p) {
+        for (int64_t oh = 0; oh < s.ho; ++oh) {
+          for (int64_t ow = 0; ow < s.wo; ++ow) {
+            float best = -INFINITY;
+            int64_t at = 2 * oh * w + 2 * ow;
+            for (int64_t a = 0; a < 2; ++a) {
+              for (int64_t e = 0; e < 2; ++e) {
+                const int64_t pos = (2 * oh + a) * w + 2 * ow + e;
+                const float v = x[p * plane + pos];
+                if (v > best || std::isnan(v)) {
+                  best = v;
+                  at = pos;
+                }
+              }
+            }
+            const int64_t o = p * out_plane + oh * s.wo + ow;
+            ASSERT_EQ(idx[o], at) << "plane " << p << ", output " << oh << ", " << ow;
+            ASSERT_TRUE(std::isnan(best) ? std::isnan(y[o]) : y[o] == best) << o;
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(MaxPool2dShapeTest, RejectsPaddingLargerThanHalfTheKernel) {
   EXPECT_THROW(max_pool2d_shape(1, 1, 4, 4, 2, 2, 2), Error);
 }
@@ -128,8 +170,8 @@ TEST(MaxPool2dNanTest, TiesTakeTheFirstMaximumAndNaNsTheLast) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   // Four 2x2 windows side by side in one 2x8 plane: all zero, two NaNs, NaNs at both ends, a
   // tie of 3s with a smaller value between.
-  const float x[16] = {0, 0, 1, nan, nan, 1, 3, 3,  //
-                       0, 0, nan, 2, 2, nan, 1, 3};
+  const float x[16] = {0, 0, 1,   nan, nan, 1,   3, 3,  //
+                       0, 0, nan, 2,   2,   nan, 1, 3};
   const Pool2dShape s = max_pool2d_shape(1, 1, 2, 8, 2, 2, 0);
   float y[4];
   int64_t i[4];
