@@ -17,27 +17,32 @@ BatchNormShape checked_channels(const OpCheck& c, const Tensor& x, bool channels
   return channels_view(x);
 }
 
-// The training forward's arguments (plain and fused with a ReLU).
-void check_train(const OpCheck& c, const Tensor& x, const Tensor& gamma, const Tensor& beta,
-                 const Tensor& y, const Tensor& mean, const Tensor& var) {
+// The training forward's arguments (plain, fused with a ReLU, and with a pooling after it: y_shape
+// is the output's); returns x's [N, C, S].
+BatchNormShape check_train(const OpCheck& c, const Tensor& x, const Tensor& gamma,
+                           const Tensor& beta, const Tensor& y, const Shape& y_shape,
+                           const Tensor& mean, const Tensor& var) {
   const BatchNormShape s = checked_channels(c, x);
   DPE_CHECK(s.n * s.s > 1, c.op() << ": expected more than 1 value per channel when training, "
                                      "got input size "
                                   << x.shape());
   c.channel(gamma, "weight", s.c, x);
   c.channel(beta, "bias", s.c, x);
-  c.shaped(y, "output", x.shape(), "input", x.shape(), DType::kFloat32, activation_format(x));
+  c.shaped(y, "output", y_shape, "input", x.shape(), DType::kFloat32, activation_format(x));
   c.shaped(mean, "mean", Shape{s.c}, "input", x.shape());
   c.shaped(var, "var", Shape{s.c}, "input", x.shape());
+  return s;
 }
 
-// The training backward's arguments (plain and fused with a ReLU); returns x's [N, C, S].
+// The training backward's arguments (plain, fused with a ReLU, and with a pooling after it:
+// gy_shape is the output's); returns x's [N, C, S].
 BatchNormShape check_backward(const OpCheck& c, const Tensor& x, const Tensor& gy,
-                              const Tensor& gamma, const Tensor& mean, const Tensor& var,
-                              const Tensor& gx, const Tensor& ggamma, const Tensor& gbeta) {
+                              const Shape& gy_shape, const Tensor& gamma, const Tensor& mean,
+                              const Tensor& var, const Tensor& gx, const Tensor& ggamma,
+                              const Tensor& gbeta) {
   const BatchNormShape s = checked_channels(c, x);
   const MemoryFormat f = activation_format(x);
-  c.shaped(gy, "grad_output", x.shape(), "input", x.shape(), DType::kFloat32, f);
+  c.shaped(gy, "grad_output", gy_shape, "input", x.shape(), DType::kFloat32, f);
   c.channel(gamma, "weight", s.c, x);
   c.shaped(mean, "mean", Shape{s.c}, "input", x.shape());
   c.shaped(var, "var", Shape{s.c}, "input", x.shape());
@@ -58,7 +63,7 @@ LayerNormShape checked_rows(const OpCheck& c, const Tensor& x) {
 }  // namespace
 
 void BatchNormForwardTrain::check(const OpCheck& c) const {
-  check_train(c, x, gamma, beta, y, mean, var);
+  check_train(c, x, gamma, beta, y, x.shape(), mean, var);
 }
 OpCost BatchNormForwardTrain::cost() const {
   return op_cost::make("norm", 8.0 * x.numel(), {&x, &x, &gamma, &beta}, {&y, &mean, &var});
@@ -77,7 +82,7 @@ OpCost BatchNormForwardEval::cost() const {
 }
 
 void BatchNormBackward::check(const OpCheck& c) const {
-  check_backward(c, x, gy, gamma, mean, var, gx, ggamma, gbeta);
+  check_backward(c, x, gy, x.shape(), gamma, mean, var, gx, ggamma, gbeta);
 }
 OpCost BatchNormBackward::cost() const {
   return op_cost::make("norm", 12.0 * x.numel(), {&x, &gy, &x, &gy, &gamma, &mean, &var},
@@ -85,14 +90,14 @@ OpCost BatchNormBackward::cost() const {
 }
 
 void BatchNormReluForwardTrain::check(const OpCheck& c) const {
-  check_train(c, x, gamma, beta, y, mean, var);
+  check_train(c, x, gamma, beta, y, x.shape(), mean, var);
 }
 OpCost BatchNormReluForwardTrain::cost() const {
   return op_cost::make("norm", 9.0 * x.numel(), {&x, &x, &gamma, &beta}, {&y, &mean, &var});
 }
 
 void BatchNormReluBackward::check(const OpCheck& c) const {
-  const BatchNormShape s = check_backward(c, x, gy, gamma, mean, var, gx, ggamma, gbeta);
+  const BatchNormShape s = check_backward(c, x, gy, x.shape(), gamma, mean, var, gx, ggamma, gbeta);
   c.channel(beta, "bias", s.c, x);
 }
 OpCost BatchNormReluBackward::cost() const {
@@ -112,17 +117,8 @@ Shape pooled_shape(const OpCheck& c, const Tensor& x, const Pool2dParams& p) {
 
 void BatchNormReluMaxPoolForwardTrain::check(const OpCheck& c) const {
   const Shape out = pooled_shape(c, x, p);
-  const BatchNormShape s = checked_channels(c, x);
-  DPE_CHECK(s.n * s.s > 1, c.op() << ": expected more than 1 value per channel when training, "
-                                     "got input size "
-                                  << x.shape());
-  c.channel(gamma, "weight", s.c, x);
-  c.channel(beta, "bias", s.c, x);
-  const MemoryFormat f = activation_format(x);
-  c.shaped(y, "output", out, "input", x.shape(), DType::kFloat32, f);
-  c.shaped(workspace, "indices", out, "input", x.shape(), DType::kInt64, f);
-  c.shaped(mean, "mean", Shape{s.c}, "input", x.shape());
-  c.shaped(var, "var", Shape{s.c}, "input", x.shape());
+  check_train(c, x, gamma, beta, y, out, mean, var);
+  c.shaped(workspace, "indices", out, "input", x.shape(), DType::kInt64, activation_format(x));
 }
 OpCost BatchNormReluMaxPoolForwardTrain::cost() const {
   // x twice (statistics, then the normalised blocks, pooled from the caches).
@@ -132,17 +128,9 @@ OpCost BatchNormReluMaxPoolForwardTrain::cost() const {
 
 void BatchNormReluMaxPoolBackward::check(const OpCheck& c) const {
   const Shape out = pooled_shape(c, x, p);
-  const BatchNormShape s = checked_channels(c, x);
-  const MemoryFormat f = activation_format(x);
-  c.shaped(gy, "grad_output", out, "input", x.shape(), DType::kFloat32, f);
-  c.shaped(workspace, "indices", out, "input", x.shape(), DType::kInt64, f);
-  c.channel(gamma, "weight", s.c, x);
+  const BatchNormShape s = check_backward(c, x, gy, out, gamma, mean, var, gx, ggamma, gbeta);
+  c.shaped(workspace, "indices", out, "input", x.shape(), DType::kInt64, activation_format(x));
   c.channel(beta, "bias", s.c, x);
-  c.shaped(mean, "mean", Shape{s.c}, "input", x.shape());
-  c.shaped(var, "var", Shape{s.c}, "input", x.shape());
-  c.shaped(gx, "grad_input", x.shape(), "input", x.shape(), DType::kFloat32, f);
-  c.channel(ggamma, "grad_weight", s.c, x);
-  c.channel(gbeta, "grad_bias", s.c, x);
 }
 OpCost BatchNormReluMaxPoolBackward::cost() const {
   // x, gy and the indices twice (the sums, then gx), the pooling gradient made in the caches.

@@ -33,6 +33,20 @@ std::shared_ptr<nn::Sequential> two_blocks(Generator& g) {
   return s;
 }
 
+// Every parameter's gradient and every buffer of `fused` equal `plain`'s, bit for bit.
+void expect_same_grads_and_buffers(Module& fused, Module& plain) {
+  for (const auto& [name, p] : fused.named_parameters()) {
+    EXPECT_EQ(p.grad().to_vector<float>(), plain.find(name).grad().to_vector<float>()) << name;
+  }
+  for (const auto& [name, b] : fused.named_buffers()) {
+    if (b.dtype() == DType::kInt64) {
+      EXPECT_EQ(b.to_vector<int64_t>(), plain.find(name).to_vector<int64_t>()) << name;
+    } else {
+      EXPECT_EQ(b.to_vector<float>(), plain.find(name).to_vector<float>()) << name;
+    }
+  }
+}
+
 std::string grad_fn_name(const Tensor& t) { return t.grad_fn() ? t.grad_fn()->name() : ""; }
 
 // Runs one training step's forward and backward (loss = sum(y * w)) and returns y.
@@ -59,16 +73,7 @@ TEST(FusionTest, SequentialFusesBatchNormAndReluWithTheUnfusedResults) {
   EXPECT_EQ(grad_fn_name(y), fused->child("4").repr() + "+ReLU");
   EXPECT_EQ(grad_fn_name(y_plain), "relu");
   EXPECT_EQ(y.to_vector<float>(), y_plain.to_vector<float>());
-  for (const auto& [name, p] : fused->named_parameters()) {
-    EXPECT_EQ(p.grad().to_vector<float>(), plain->find(name).grad().to_vector<float>()) << name;
-  }
-  for (const auto& [name, b] : fused->named_buffers()) {
-    if (b.dtype() == DType::kInt64) {
-      EXPECT_EQ(b.to_vector<int64_t>(), plain->find(name).to_vector<int64_t>()) << name;
-    } else {
-      EXPECT_EQ(b.to_vector<float>(), plain->find(name).to_vector<float>()) << name;
-    }
-  }
+  expect_same_grads_and_buffers(*fused, *plain);
   EXPECT_EQ(fused->find("1.num_batches_tracked").to_vector<int64_t>()[0], 1);
 
   // Evaluation runs the two ops (with the running statistics), as unfused.
@@ -115,16 +120,7 @@ TEST(FusionTest, SequentialFusesBatchNormReluAndMaxPoolWithTheUnfusedResults) {
     EXPECT_EQ(grad_fn_name(y_plain), "max_pool2d");
     EXPECT_EQ(y.shape(), y_plain.shape());
     EXPECT_EQ(y.to_vector<float>(), y_plain.to_vector<float>());
-    for (const auto& [name, p] : fused->named_parameters()) {
-      EXPECT_EQ(p.grad().to_vector<float>(), plain->find(name).grad().to_vector<float>()) << name;
-    }
-    for (const auto& [name, b] : fused->named_buffers()) {
-      if (b.dtype() == DType::kInt64) {
-        EXPECT_EQ(b.to_vector<int64_t>(), plain->find(name).to_vector<int64_t>()) << name;
-      } else {
-        EXPECT_EQ(b.to_vector<float>(), plain->find(name).to_vector<float>()) << name;
-      }
-    }
+    expect_same_grads_and_buffers(*fused, *plain);
     EXPECT_EQ(fused->find("1.num_batches_tracked").to_vector<int64_t>()[0], 1);
 
     fused->eval();
