@@ -132,42 +132,53 @@ void bench_bn_pool(const char* name, int64_t n, int64_t c, int64_t h, int reps) 
 // Batch norm + ReLU + 2x2 max pooling in training, as the three kernels one after the other
 // (batch_norm_relu, then max_pool2d; backward: max_pool2d's, then batch_norm_relu's) and as the
 // fused op (engine/nn/fusion.h). GB/s of the fused op's tensors read and written.
-void bench_bn_relu_pool(const char* name, int64_t n, int64_t c, int64_t h, int reps) {
-  Tensor x = activations({n, c, h, h}, false), full = Tensor::empty(x.shape());
+void bench_bn_relu_pool(const char* name, int64_t n, int64_t c, int64_t h, int reps,
+                        dpe::MemoryFormat format = dpe::MemoryFormat::kContiguous) {
+  const auto laid_out = [&](const dpe::Shape& shape, dpe::DType dtype = dpe::DType::kFloat32) {
+    return Tensor::empty(shape, dtype, {}, format);
+  };
+  Tensor x = activations({n, c, h, h}, false).contiguous(format), full = laid_out(x.shape());
   Tensor g = filled({c}, 1), beta = filled({c}, 0), mean = Tensor::empty({c}),
          var = Tensor::empty({c}), gg = Tensor::empty({c}), gb = Tensor::empty({c});
-  Tensor p = Tensor::empty({n, c, h / 2, h / 2}),
-         idx = Tensor::empty(p.shape(), dpe::DType::kInt64);
-  Tensor gp = activations(p.shape(), false), gfull = Tensor::empty(x.shape()),
-         gx = Tensor::empty(x.shape());
+  Tensor p = laid_out({n, c, h / 2, h / 2}), idx = laid_out(p.shape(), dpe::DType::kInt64);
+  Tensor gp = activations(p.shape(), false).contiguous(format), gfull = laid_out(x.shape()),
+         gx = laid_out(x.shape());
   const dpe::Pool2dParams pool{2, 2, 0};
   const double bytes = 4.0 * x.numel();
   char label[80];
   std::snprintf(label, sizeof label, "%s bn+relu, pool forward", name);
-  report_bytes(label, 2.75 * bytes, time_it([&] {
-                 dispatch(prim::BatchNormReluForwardTrain{x, g, beta, 1e-5f, full, mean, var});
-                 dispatch(prim::MaxPool2dForward{full, pool, p, idx});
-               },
-                                            reps));
+  report_bytes(label, 2.75 * bytes,
+               time_it(
+                   [&] {
+                     dispatch(prim::BatchNormReluForwardTrain{x, g, beta, 1e-5f, full, mean, var});
+                     dispatch(prim::MaxPool2dForward{full, pool, p, idx});
+                   },
+                   reps));
   std::snprintf(label, sizeof label, "%s bn+relu+pool fused forward", name);
-  report_bytes(label, 2.75 * bytes, time_it([&] {
-                 dispatch(prim::BatchNormReluMaxPoolForwardTrain{x, g, beta, 1e-5f, pool, p, idx,
-                                                                 mean, var});
-               },
-                                            reps));
+  report_bytes(label, 2.75 * bytes,
+               time_it(
+                   [&] {
+                     dispatch(prim::BatchNormReluMaxPoolForwardTrain{x, g, beta, 1e-5f, pool, p,
+                                                                     idx, mean, var});
+                   },
+                   reps));
   std::snprintf(label, sizeof label, "%s pool, bn+relu backward", name);
-  report_bytes(label, 4.5 * bytes, time_it([&] {
-                 dispatch(prim::MaxPool2dBackward{gp, idx, pool, gfull});
-                 dispatch(prim::BatchNormReluBackward{x, gfull, g, beta, mean, var, 1e-5f, gx, gg,
-                                                      gb});
-               },
-                                          reps));
+  report_bytes(
+      label, 4.5 * bytes,
+      time_it(
+          [&] {
+            dispatch(prim::MaxPool2dBackward{gp, idx, pool, gfull});
+            dispatch(prim::BatchNormReluBackward{x, gfull, g, beta, mean, var, 1e-5f, gx, gg, gb});
+          },
+          reps));
   std::snprintf(label, sizeof label, "%s bn+relu+pool fused backward", name);
-  report_bytes(label, 4.5 * bytes, time_it([&] {
-                 dispatch(prim::BatchNormReluMaxPoolBackward{x, gp, idx, g, beta, mean, var, 1e-5f,
-                                                             pool, gx, gg, gb});
-               },
-                                          reps));
+  report_bytes(label, 4.5 * bytes,
+               time_it(
+                   [&] {
+                     dispatch(prim::BatchNormReluMaxPoolBackward{x, gp, idx, g, beta, mean, var,
+                                                                 1e-5f, pool, gx, gg, gb});
+                   },
+                   reps));
 }
 
 void bench_linear(int64_t n, int64_t in, int64_t out, int reps) {
@@ -346,6 +357,9 @@ int main() {
   bench_bn_relu_pool("[100, 32, 14, 14]", 100, 32, 14, 20);
   bench_bn_relu_pool("[256, 16, 28, 28]", 256, 16, 28, 20);
   bench_bn_relu_pool("[256, 32, 14, 14]", 256, 32, 14, 20);
+  const auto nhwc = dpe::MemoryFormat::kChannelsLast;
+  bench_bn_relu_pool("[256, 16, 28, 28] NHWC", 256, 16, 28, 20, nhwc);
+  bench_bn_relu_pool("[256, 32, 14, 14] NHWC", 256, 32, 14, 20, nhwc);
   bench_linear(100, 1568, 10, 50);
   bench_linear(64, 784, 512, 50);
   bench_linear(64, 512, 512, 50);

@@ -44,11 +44,26 @@ inline void merge_block(double count, double block, float block_mean, float bloc
 }
 
 // Per-channel temporaries, kept in the HostContext so a call allocates nothing.
+// Sums down an image's rows (channels last) run as kRowChains interleaved partial sums per
+// channel, row r into chain r % kRowChains, added pairwise at the end. The partial sums live in
+// memory (the channel count is known only at run time): with one chain each row's add waits on
+// the previous row's store (store-to-load forwarding), which made the statistics and the
+// backward's sums 2-3x a read of the image at 16 and 32 channels.
+constexpr int64_t kRowChains = 4;
+
+// Per channel, the total of the kRowChains partial sums in `chains` (kRowChains runs of c).
+inline void add_chains(const float* chains, int64_t c, float* total) {
+  for (int64_t ch = 0; ch < c; ++ch) {
+    total[ch] = (chains[ch] + chains[c + ch]) + (chains[2 * c + ch] + chains[3 * c + ch]);
+  }
+}
+
 struct ChannelScratch : HostContext::CacheEntry {
   std::vector<float> a, b, c;
+  std::vector<float> chains;  // kRowChains partial sums per channel
   std::vector<ChannelAffine> affine;
   explicit ChannelScratch(int64_t channels)
-      : a(channels), b(channels), c(channels), affine(channels) {}
+      : a(channels), b(channels), c(channels), chains(kRowChains * channels), affine(channels) {}
 };
 
 ChannelScratch& scratch_for(HostContext& ctx, int64_t channels) {
@@ -163,27 +178,33 @@ void stats_rows(HostContext& ctx, const BatchNormShape& sh, const float* x, floa
   std::vector<double> m2(static_cast<size_t>(sh.c), 0.0);
   float* sum = t.a.data();
   float* sq = t.b.data();
+  float* chains = t.chains.data();
+  const int64_t c = sh.c;
   double count = 0.0;
   const double block = static_cast<double>(sh.s);
   for (int64_t i = 0; i < sh.n; ++i) {
-    const float* img = x + i * sh.s * sh.c;
-    std::fill(sum, sum + sh.c, 0.0f);
+    const float* img = x + i * sh.s * c;
+    std::fill(chains, chains + kRowChains * c, 0.0f);
     for (int64_t r = 0; r < sh.s; ++r) {
-      const float* row = img + r * sh.c;
+      const float* row = img + r * c;
+      float* part = chains + (r % kRowChains) * c;
 #pragma omp simd
-      for (int64_t ch = 0; ch < sh.c; ++ch) sum[ch] += row[ch];
+      for (int64_t ch = 0; ch < c; ++ch) part[ch] += row[ch];
     }
+    add_chains(chains, c, sum);
     float* block_mean = t.c.data();
-    for (int64_t ch = 0; ch < sh.c; ++ch) block_mean[ch] = sum[ch] / static_cast<float>(sh.s);
-    std::fill(sq, sq + sh.c, 0.0f);
+    for (int64_t ch = 0; ch < c; ++ch) block_mean[ch] = sum[ch] / static_cast<float>(sh.s);
+    std::fill(chains, chains + kRowChains * c, 0.0f);
     for (int64_t r = 0; r < sh.s; ++r) {
-      const float* row = img + r * sh.c;
+      const float* row = img + r * c;
+      float* part = chains + (r % kRowChains) * c;
 #pragma omp simd
-      for (int64_t ch = 0; ch < sh.c; ++ch) {
+      for (int64_t ch = 0; ch < c; ++ch) {
         const float d = row[ch] - block_mean[ch];
-        sq[ch] += d * d;
+        part[ch] += d * d;
       }
     }
+    add_chains(chains, c, sq);
     for (int64_t ch = 0; ch < sh.c; ++ch) {
       merge_block(count, block, block_mean[ch], sq[ch], count_mean[ch], m2[ch]);
     }
@@ -197,11 +218,18 @@ void stats_rows(HostContext& ctx, const BatchNormShape& sh, const float* x, floa
 
 // Per-channel coefficients as arrays (the loops below read them lane by lane, vectorised).
 struct RowCoefficients {
-  std::vector<float> scale, shift;  // the normalisation: x * scale + shift
-  std::vector<float> proj, factor;  // the backward's elementwise step
-  std::vector<float> part_g, part_gx;  // the backward's sums over one image
+  std::vector<float> scale, shift;     // the normalisation: x * scale + shift
+  std::vector<float> proj, factor;     // the backward's elementwise step
+  std::vector<float> part_g, part_gx;  // the backward's sums over one image, kRowChains each
+  std::vector<float> total;            // the chains' total, per channel
   explicit RowCoefficients(int64_t c)
-      : scale(c), shift(c), proj(c), factor(c), part_g(c), part_gx(c) {}
+      : scale(c),
+        shift(c),
+        proj(c),
+        factor(c),
+        part_g(kRowChains * c),
+        part_gx(kRowChains * c),
+        total(c) {}
 };
 
 // scale and shift of every channel, from channel_affine (the planes' own values).
@@ -265,24 +293,27 @@ void add_image_grad_sums(const BatchNormShape& sh, RowCoefficients& k, const flo
                          const float* gy, const float* mean, double* sum_g, double* sum_gx) {
   const int64_t c = sh.c;
   const float *scale = k.scale.data(), *shift = k.shift.data();
-  float* pg_sum = k.part_g.data();
-  float* px_sum = k.part_gx.data();
-  std::fill(pg_sum, pg_sum + c, 0.0f);
-  std::fill(px_sum, px_sum + c, 0.0f);
+  float* pg_chains = k.part_g.data();
+  float* px_chains = k.part_gx.data();
+  std::fill(pg_chains, pg_chains + kRowChains * c, 0.0f);
+  std::fill(px_chains, px_chains + kRowChains * c, 0.0f);
   for (int64_t r = 0; r < sh.s; ++r) {
     const float* xp = x + r * c;
     const float* gp = gy + r * c;
+    float* pg = pg_chains + (r % kRowChains) * c;
+    float* px = px_chains + (r % kRowChains) * c;
 #pragma omp simd
     for (int64_t ch = 0; ch < c; ++ch) {
       const float g = masked<kRelu>(gp[ch], xp[ch], ChannelAffine{scale[ch], shift[ch]});
-      pg_sum[ch] += g;
-      px_sum[ch] += g * (xp[ch] - mean[ch]);
+      pg[ch] += g;
+      px[ch] += g * (xp[ch] - mean[ch]);
     }
   }
-  for (int64_t ch = 0; ch < c; ++ch) {
-    sum_g[ch] += pg_sum[ch];
-    sum_gx[ch] += px_sum[ch];
-  }
+  float* total = k.total.data();
+  add_chains(pg_chains, c, total);
+  for (int64_t ch = 0; ch < c; ++ch) sum_g[ch] += total[ch];
+  add_chains(px_chains, c, total);
+  for (int64_t ch = 0; ch < c; ++ch) sum_gx[ch] += total[ch];
 }
 
 template <bool kRelu>

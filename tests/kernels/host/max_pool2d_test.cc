@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "engine/core/error.h"
@@ -247,6 +248,42 @@ TEST(MaxPool2dTest, TiesAfterAReluGoToTheFirstMaximum) {
   }
   EXPECT_EQ(y, y_ref);
   EXPECT_EQ(i, i_ref);
+}
+
+// The channels-last 2x2 kernels (16 channels a vector, the rest one at a time) choose and scatter
+// as the NCHW kernels do, bit for bit: ties and NaNs in the windows, -0 and NaN gradients, and
+// odd sizes whose last row and column no window covers (their gradient 0, not what gx held).
+TEST(MaxPool2dNanTest, ChannelsLastChoosesAndScattersAsNchw) {
+  HostContext ctx;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const int64_t n = 2, c = 19, h = 5, w = 7;
+  const Pool2dShape s = max_pool2d_shape(n, c, h, w, 2, 2, 0);
+  const int64_t nx = n * c * h * w, ny = n * c * s.ho * s.wo;
+  std::vector<float> x(nx), gy(ny);
+  for (int64_t k = 0; k < nx; ++k) x[k] = k % 11 == 0 ? nan : static_cast<float>((k * 7) % 3);
+  for (int64_t k = 0; k < ny; ++k) {
+    gy[k] = k % 3 == 0 ? -0.0f : (k % 7 == 0 ? nan : static_cast<float>(k % 5) - 2.0f);
+  }
+  std::vector<float> y(ny), gx(nx, 5.0f);
+  std::vector<int64_t> idx(ny);
+  max_pool2d_forward(ctx, s, x.data(), y.data(), idx.data());
+  max_pool2d_backward(ctx, s, gy.data(), idx.data(), gx.data());
+
+  Pool2dShape cl = s;
+  cl.channels_last = true;
+  const auto x_cl = to_nhwc(x, n, c, h, w), gy_cl = to_nhwc(gy, n, c, s.ho, s.wo);
+  std::vector<float> y_cl(ny), gx_cl(nx, 5.0f);
+  std::vector<int64_t> idx_cl(ny);
+  max_pool2d_forward(ctx, cl, x_cl.data(), y_cl.data(), idx_cl.data());
+  max_pool2d_backward(ctx, cl, gy_cl.data(), idx_cl.data(), gx_cl.data());
+  EXPECT_EQ(idx_cl, to_nhwc(idx, n, c, s.ho, s.wo));
+  const auto bits = [](const std::vector<float>& v) {
+    std::vector<uint32_t> b(v.size());
+    std::memcpy(b.data(), v.data(), v.size() * sizeof(float));
+    return b;
+  };
+  EXPECT_EQ(bits(y_cl), bits(to_nhwc(y, n, c, s.ho, s.wo)));
+  EXPECT_EQ(bits(gx_cl), bits(to_nhwc(gx, n, c, h, w)));
 }
 
 }  // namespace
