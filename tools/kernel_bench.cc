@@ -227,6 +227,52 @@ void bench_optimizers(int64_t n, int reps) {
 }
 
 // gpt-small's layer norm: [batch x 128 tokens, 256], with its affine parameters.
+// The language model's loss over its vocabulary: log_softmax then nll_loss, and the fused
+// cross-entropy, forward and backward. GB/s of the logits read (and their gradient written).
+void bench_cross_entropy(int64_t rows, int64_t cols, int reps) {
+  Tensor x = activations({rows, cols}, false), logp = Tensor::empty(x.shape());
+  Tensor target = Tensor::empty({rows}, dpe::DType::kInt64);
+  for (int64_t r = 0; r < rows; ++r) target.data<int64_t>()[r] = (r * 7919) % cols;
+  Tensor loss = Tensor::empty({}), lse = Tensor::empty({rows}), gout = filled({}, 1.0f);
+  Tensor glogp = Tensor::empty(x.shape()), gx = Tensor::empty(x.shape());
+  const double bytes = 4.0 * x.numel();
+  char label[80];
+  std::snprintf(label, sizeof label, "[%lld, %lld] log_softmax+nll forward",
+                static_cast<long long>(rows), static_cast<long long>(cols));
+  report_bytes(label, 2 * bytes,
+               time_it(
+                   [&] {
+                     dispatch(prim::LogSoftmaxForward{x, logp});
+                     dispatch(prim::NllLossForward{logp, target, -100, loss});
+                   },
+                   reps));
+  std::snprintf(label, sizeof label, "[%lld, %lld] nll+log_softmax backward",
+                static_cast<long long>(rows), static_cast<long long>(cols));
+  report_bytes(label, 4 * bytes,
+               time_it(
+                   [&] {
+                     dispatch(prim::NllLossBackward{gout, target, -100, glogp});
+                     dispatch(prim::LogSoftmaxBackward{logp, glogp, gx});
+                   },
+                   reps));
+  std::snprintf(label, sizeof label, "[%lld, %lld] cross_entropy forward",
+                static_cast<long long>(rows), static_cast<long long>(cols));
+  report_bytes(label, bytes,
+               time_it(
+                   [&] {
+                     dispatch(prim::CrossEntropyForward{x, target, -100, loss, lse});
+                   },
+                   reps));
+  std::snprintf(label, sizeof label, "[%lld, %lld] cross_entropy backward",
+                static_cast<long long>(rows), static_cast<long long>(cols));
+  report_bytes(label, 2 * bytes,
+               time_it(
+                   [&] {
+                     dispatch(prim::CrossEntropyBackward{x, target, lse, gout, -100, gx});
+                   },
+                   reps));
+}
+
 void bench_layer_norm(int64_t rows, int64_t cols, int reps) {
   Tensor x = activations({rows, cols}, false), gy = activations({rows, cols}, false);
   Tensor gamma = filled({cols}, 1.1f), beta = filled({cols}, 0.1f);
@@ -366,6 +412,7 @@ int main() {
   bench_linear(64, 512, 10, 50);
   bench_optimizers(669706, 50);
   bench_layer_norm(1024, 256, 50);
+  bench_cross_entropy(1024, 32000, 10);
   std::printf("%-40s %9.3f ms\n", "ConvNet step kernels, batch 100", convnet_step(100, 20) * 1e3);
   std::printf("%-40s %9.3f ms\n", "gpt-small attention fwd+bwd, batch 8",
               gpt_small_attention(8, 10) * 1e3);

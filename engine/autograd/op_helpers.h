@@ -49,4 +49,11 @@ inline void check_same_shape(const char* op, const Tensor& a, const Tensor& b) {
                                        << " must match the size of tensor b " << b.shape());
 }
 
+// Whether x's device type has a fused op's optional kernels (Forward and Backward); where it has
+// not (CUDA), the fused ops run as the ops they fuse.
+template <class Forward, class Backward>
+bool has_fused_kernels(const Tensor& x) {
+  return !x.defined() || (supports<Forward>(x.device()) && supports<Backward>(x.device()));
+}
+
 }  // namespace dpe::ops::detail

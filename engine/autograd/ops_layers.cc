@@ -10,6 +10,7 @@
 
 namespace dpe::ops {
 
+using detail::has_fused_kernels;
 using detail::like;
 using detail::prepare;
 using detail::prepare_activation;
@@ -281,13 +282,6 @@ Tensor batch_norm_train(const Tensor& x_in, const Tensor& gamma_in, const Tensor
       },
       relu ? std::vector<Tensor>{x, gamma, beta} : std::vector<Tensor>{x, gamma});
   return y;
-}
-
-// Whether x's device type has a fused op's optional kernels (Forward and Backward); where it has
-// not (CUDA), the fused ops run as the ops they fuse.
-template <class Forward, class Backward>
-bool has_fused_kernels(const Tensor& x) {
-  return !x.defined() || (supports<Forward>(x.device()) && supports<Backward>(x.device()));
 }
 
 // What batch_norm and batch_norm_relu check of their arguments; returns {x, gamma, beta} as the

@@ -5,6 +5,7 @@
 
 namespace dpe::ops {
 
+using detail::has_fused_kernels;
 using detail::like;
 using detail::prepare;
 
@@ -49,8 +50,49 @@ Tensor nll_loss(const Tensor& logp_in, const Tensor& target_in, int64_t ignore_i
   return out;
 }
 
-Tensor CrossEntropy::operator()(const Tensor& logits, const Tensor& target,
+namespace {
+
+// nll_loss's checks of logits [N, C] and target [N], under cross_entropy's name.
+Tensor checked_target(const Tensor& logits, const Tensor& target) {
+  DPE_CHECK(target.defined(), "cross_entropy: target is undefined");
+  check_dtype("cross_entropy", target, DType::kInt64, "target");
+  check_same_device("cross_entropy", logits, target);
+  DPE_CHECK(logits.dim() == 2 && target.dim() == 1 && target.size(0) == logits.size(0),
+            "cross_entropy: expected input [N, C] and target [N], got input "
+                << logits.shape() << " and target " << target.shape());
+  DPE_CHECK(logits.size(0) > 0, "cross_entropy: the batch is empty");
+  return target.contiguous();
+}
+
+// log_softmax then nll_loss as one op, where the device has its kernels: neither the [N, C]
+// log-probabilities nor nll_loss's [N, C] gradient is made, the backward writes the logits'
+// gradient from them and each row's log-sum-exp. The same loss and gradients up to rounding
+// (tests/engine/autograd/cross_entropy_test.cc).
+Tensor fused_cross_entropy(const Tensor& logits_in, const Tensor& target_in, int64_t ignore_index) {
+  Tensor logits = prepare("cross_entropy", logits_in, logits_in, "input");
+  Tensor target = checked_target(logits, target_in);
+  DeviceGuard guard(&logits.context());
+  Tensor out = Tensor::empty(Shape{}, DType::kFloat32, logits.device());
+  Tensor lse = Tensor::empty(Shape{logits.size(0)}, DType::kFloat32, logits.device());
+  dispatch(prim::CrossEntropyForward{logits, target, ignore_index, out, lse});
+  Tensor saved = logits.detach();
+  record("cross_entropy", {logits_in}, {&out},
+         [saved, target, lse, ignore_index](const std::vector<Tensor>& g) {
+           Tensor gx = like(saved);
+           dispatch(
+               prim::CrossEntropyBackward{saved, target, lse, g[0].contiguous(), ignore_index, gx});
+           return std::vector<Tensor>{gx};
+         },
+         {saved, target});
+  return out;
+}
+
+}  // namespace
+
+Tensor CrossEntropy::operator()(const Tensor& logits_in, const Tensor& target,
                                 int64_t ignore_index) const {
+  Tensor logits = logits_in;
+  Tensor flat_target = target;
   if (logits.defined() && target.defined() && logits.dim() == 3) {
     // A language model's [B, T, V] against [B, T]: one row per position.
     DPE_CHECK(
@@ -58,10 +100,13 @@ Tensor CrossEntropy::operator()(const Tensor& logits, const Tensor& target,
         "cross_entropy: expected target [B, T] for logits [B, T, V] "
             << logits.shape() << ", got target " << target.shape());
     const int64_t rows = logits.size(0) * logits.size(1);
-    return nll_loss(log_softmax(reshape(logits, Shape{rows, logits.size(2)})),
-                    target.reshape(Shape{rows}), ignore_index);
+    logits = reshape(logits, Shape{rows, logits.size(2)});
+    flat_target = target.reshape(Shape{rows});
   }
-  return nll_loss(log_softmax(logits), target, ignore_index);
+  if (has_fused_kernels<prim::CrossEntropyForward, prim::CrossEntropyBackward>(logits)) {
+    return fused_cross_entropy(logits, flat_target, ignore_index);
+  }
+  return nll_loss(log_softmax(logits), flat_target, ignore_index);
 }
 
 Tensor mse_loss(const Tensor& input, const Tensor& target) {

@@ -71,6 +71,8 @@
   X(LogSoftmaxBackward)               \
   X(NllLossForward)                   \
   X(NllLossBackward)                  \
+  X(CrossEntropyForward)              \
+  X(CrossEntropyBackward)             \
   X(SgdStep)                          \
   X(AdamStep)
 

@@ -67,4 +67,32 @@ OpCost NllLossBackward::cost() const {
   return op_cost::make("loss", 1.0 * target.numel(), {&gout, &target}, {&gx});
 }
 
+void CrossEntropyForward::check(const OpCheck& c) const {
+  c.rank(logits, "input", 2);
+  c.shaped(target, "target", Shape{logits.size(0)}, "input", logits.shape(), DType::kInt64);
+  c.tensor(out, "out");
+  DPE_CHECK(out.numel() == 1,
+            "cross_entropy: expected a scalar out, but got shape " << out.shape());
+  c.shaped(lse, "lse", Shape{logits.size(0)}, "input", logits.shape());
+}
+// Two passes' exps per element (max and the sum of exp), the logits read once.
+OpCost CrossEntropyForward::cost() const {
+  return op_cost::make("softmax", 4.0 * logits.numel(), {&logits, &target}, {&out, &lse});
+}
+
+void CrossEntropyBackward::check(const OpCheck& c) const {
+  c.rank(logits, "input", 2);
+  c.shaped(target, "target", Shape{logits.size(0)}, "input", logits.shape(), DType::kInt64);
+  c.shaped(lse, "lse", Shape{logits.size(0)}, "input", logits.shape());
+  c.tensor(gout, "grad_output");
+  DPE_CHECK(gout.numel() == 1,
+            "cross_entropy_backward: expected a scalar grad_output, but got "
+            "shape "
+                << gout.shape());
+  c.shaped(gx, "grad_input", logits.shape(), "input", logits.shape());
+}
+OpCost CrossEntropyBackward::cost() const {
+  return op_cost::make("softmax", 4.0 * logits.numel(), {&logits, &target, &lse, &gout}, {&gx});
+}
+
 }  // namespace dpe::prim

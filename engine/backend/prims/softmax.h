@@ -117,4 +117,49 @@ struct NllLossBackward {
   }
 };
 
+// log_softmax then nll_loss as one op (torch's cross_entropy): logits [N, C], int64 targets [N],
+// the mean loss into the scalar out and each row's log-sum-exp into lse [N] for the backward.
+// Optional: ops::cross_entropy asks supports<CrossEntropyForward>(device) and takes the two ops
+// apart where it is missing.
+struct CrossEntropyForward {
+  static constexpr const char* kName = "cross_entropy";
+  static constexpr bool kOptional = true;
+  const Tensor& logits;
+  const Tensor& target;
+  int64_t ignore_index;
+  Tensor& out;
+  Tensor& lse;
+
+  const Tensor& first() const { return logits; }
+  void check(const OpCheck& c) const;
+  OpCost cost() const;
+  template <class Ctx>
+  void launch(Ctx& ctx) const {
+    cross_entropy_forward(ctx, logits.data<float>(), target.data<int64_t>(), out.data<float>(),
+                          lse.data<float>(), logits.size(0), logits.size(1), ignore_index);
+  }
+};
+
+// Its gradient with respect to the logits, from the forward's lse and the loss's scalar gradient.
+struct CrossEntropyBackward {
+  static constexpr const char* kName = "cross_entropy_backward";
+  static constexpr bool kOptional = true;
+  const Tensor& logits;
+  const Tensor& target;
+  const Tensor& lse;
+  const Tensor& gout;
+  int64_t ignore_index;
+  Tensor& gx;
+
+  const Tensor& first() const { return logits; }
+  void check(const OpCheck& c) const;
+  OpCost cost() const;
+  template <class Ctx>
+  void launch(Ctx& ctx) const {
+    cross_entropy_backward(ctx, logits.data<float>(), target.data<int64_t>(), lse.data<float>(),
+                           gout.data<float>(), gx.data<float>(), logits.size(0), logits.size(1),
+                           ignore_index);
+  }
+};
+
 }  // namespace dpe::prim

@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <future>
 #include <map>
 #include <mutex>
@@ -265,6 +266,32 @@ TEST(OpsErrorsTest, NonFiniteLossIsDetectableWithOneCall) {
   EXPECT_TRUE(ops::all_finite(Tensor::scalar(1.0f)));
   EXPECT_FALSE(ops::all_finite(Tensor::scalar(std::nanf(""))));
   EXPECT_FALSE(ops::all_finite(Tensor::full({3}, INFINITY)));
+}
+
+// cross_entropy runs as one op on host devices (no [N, C] log-probabilities in memory): its loss
+// and the logits' gradient are nll_loss(log_softmax)'s to rounding, for the language model's
+// [B, T, V] logits with an ignored target.
+TEST(CrossEntropyTest, FusedOpMatchesLogSoftmaxThenNllLoss) {
+  const int64_t b = 2, t = 3, v = 50;
+  std::vector<float> values(b * t * v);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = std::sin(0.37f * i) * 4.0f;
+  Tensor fused_in = Tensor::from_vector(values, {b, t, v}).requires_grad_();
+  Tensor apart_in = Tensor::from_vector(values, {b, t, v}).requires_grad_();
+  Tensor target = Tensor::from_vector(std::vector<int64_t>{4, -100, 49, 0, 17, 30}, {b, t});
+
+  Tensor fused = ops::cross_entropy(fused_in, target);
+  ASSERT_NE(fused.grad_fn(), nullptr);
+  EXPECT_EQ(fused.grad_fn()->name(), "cross_entropy");
+  Tensor apart =
+      ops::nll_loss(ops::log_softmax(ops::reshape(apart_in, {b * t, v})), target.reshape({b * t}));
+  EXPECT_NEAR(fused.item(), apart.item(), 1e-5);
+  backward(fused);
+  backward(apart);
+  const auto gf = fused_in.grad().to_vector<float>(), ga = apart_in.grad().to_vector<float>();
+  ASSERT_EQ(gf.size(), ga.size());
+  for (size_t i = 0; i < gf.size(); ++i) EXPECT_NEAR(gf[i], ga[i], 1e-6) << i;
+  // The ignored position's row gets no gradient.
+  for (int64_t j = 0; j < v; ++j) EXPECT_EQ(gf[v + j], 0.0f) << j;
 }
 
 }  // namespace
