@@ -51,6 +51,9 @@ struct LinearShape {
   int64_t batch;
   int64_t in;
   int64_t out;
+  // w (and gw) stored [in, out], the transpose of [out, in]: GPT-2's Conv1D keeps its weight so,
+  // and the linear runs on it as it is instead of on a transposed copy.
+  bool w_transposed = false;
 };
 
 // x [n, c, h, w] convolved by w [o, c, kh, kw] into y [n, o, ho, wo].

@@ -109,22 +109,41 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
   return c;
 }
 
+namespace {
+
+// A weight [out, in] that is the transpose of a dense [in, out] matrix (GPT-2's Conv1D passes
+// W.t()): linear runs on it as it is stored.
+bool dense_transpose(const Tensor& w) {
+  return w.dim() == 2 && w.size(0) > 1 && w.size(1) > 1 && w.strides()[0] == 1 &&
+         w.strides()[1] == w.size(0);
+}
+
+}  // namespace
+
 Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, const std::string& who) {
   Tensor x = prepare(who.c_str(), x_in, x_in, "input");
-  Tensor w = prepare(who.c_str(), w_in, x_in, "weight");
+  // A transposed weight runs as stored (prim::LinearForward::w_transposed): no transposed copy of
+  // it each forward, and its gradient is made [in, out], so that the transpose's backward hands
+  // the parameter a dense gradient to keep rather than one to copy.
+  DPE_CHECK(w_in.defined(), who << ": weight is undefined");
+  const bool transposed = dense_transpose(w_in);
+  Tensor w = prepare(who.c_str(), transposed ? w_in.permute({1, 0}) : w_in, x_in, "weight");
   Tensor b = b_in.defined() ? prepare(who.c_str(), b_in, x_in, "bias") : Tensor();
-  DPE_CHECK(x.dim() == 2 && x.size(1) == w.size(1), who << ": expected input of shape [N, "
-                                                        << w.size(1) << "] for weight " << w.shape()
-                                                        << ", got " << x.shape());
+  const int64_t in = w.size(transposed ? 0 : 1), out = w.size(transposed ? 1 : 0);
+  DPE_CHECK(x.dim() == 2 && w.dim() == 2 && x.size(1) == in,
+            who << ": expected input of shape [N, " << in << "] for weight " << w_in.shape()
+                << ", got " << x.shape());
   DeviceGuard guard(&x.context());
-  Tensor y = Tensor::empty(Shape{x.size(0), w.size(0)}, DType::kFloat32, x.device());
-  dispatch(prim::LinearForward{x, w, b, y});
+  Tensor y = Tensor::empty(Shape{x.size(0), out}, DType::kFloat32, x.device());
+  dispatch(prim::LinearForward{x, w, b, y, transposed});
   record(who, {x_in, w_in, b_in}, {&y},
-         [x, w, x_in, w_in, b_in](const std::vector<Tensor>& g) {
+         [x, w, x_in, w_in, b_in, transposed](const std::vector<Tensor>& g) {
            // The weight's and bias's gradients go straight to the destinations offered for them
            // (design note "gradient destinations", node.h), scaled; a parameter without an
-           // offer of that scale gets its plain gradient, from a call of its own if need be.
-           const GradDestination* dw = w_in.requires_grad() ? offered_destination(1) : nullptr;
+           // offer of that scale gets its plain gradient, from a call of its own if need be. A
+           // transposed weight's offer (laid out [out, in]) is declined.
+           const GradDestination* dw =
+               w_in.requires_grad() && !transposed ? offered_destination(1) : nullptr;
            const GradDestination* db = b_in.requires_grad() ? offered_destination(2) : nullptr;
            const float scale = dw != nullptr ? dw->scale : db != nullptr ? db->scale : 1.0f;
            const bool w_there = dw != nullptr, b_there = db != nullptr && db->scale == scale;
@@ -134,13 +153,14 @@ Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, const 
            const Tensor gy = g[0].contiguous();
            const bool plain_w = gw.defined() && !w_there, plain_b = gb.defined() && !b_there;
            if (scale == 1.0f || (!plain_w && !plain_b)) {
-             dispatch(prim::LinearBackward{x, w, gy, gx, gw, gb, scale});
+             dispatch(prim::LinearBackward{x, w, gy, gx, gw, gb, scale, transposed});
            } else {
              Tensor sw = w_there ? gw : Tensor(), sb = b_there ? gb : Tensor();
              Tensor pw = plain_w ? gw : Tensor(), pb = plain_b ? gb : Tensor(), none;
-             dispatch(prim::LinearBackward{x, w, gy, gx, sw, sb, scale});
-             dispatch(prim::LinearBackward{x, w, gy, none, pw, pb, 1.0f});
+             dispatch(prim::LinearBackward{x, w, gy, gx, sw, sb, scale, transposed});
+             dispatch(prim::LinearBackward{x, w, gy, none, pw, pb, 1.0f, transposed});
            }
+           if (transposed && gw.defined()) gw = gw.permute({1, 0});
            return std::vector<Tensor>{gx, gw, gb};
          },
          {x, w});

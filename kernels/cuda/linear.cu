@@ -1,5 +1,3 @@
-#include "kernels/cuda/linear.cuh"
-
 #include <cublas_v2.h>
 
 #include <algorithm>
@@ -7,6 +5,7 @@
 
 #include "kernels/cuda/kernel_utils.cuh"
 #include "kernels/cuda/library_check.cuh"
+#include "kernels/cuda/linear.cuh"
 #include "kernels/cuda/reduce.cuh"
 
 namespace dpe::cuda {
@@ -48,8 +47,13 @@ void linear_forward(CudaContext& ctx, const LinearShape& s, const float* x, cons
   if (s.in == 0) {
     zero(ctx, y, s.batch * s.out);
   } else {
-    // Row-major y[n, o] is column-major y^T[o, n] = (w as column-major [i, o])^T @ (x as [i, n]).
-    sgemm(ctx, CUBLAS_OP_T, CUBLAS_OP_N, s.out, s.batch, s.in, w, s.in, x, s.in, y, s.out);
+    // Row-major y[n, o] is column-major y^T[o, n] = (w as column-major [i, o])^T @ (x as [i, n]);
+    // w stored [in, out] is column-major [o, i] already.
+    if (s.w_transposed) {
+      sgemm(ctx, CUBLAS_OP_N, CUBLAS_OP_N, s.out, s.batch, s.in, w, s.out, x, s.in, y, s.out);
+    } else {
+      sgemm(ctx, CUBLAS_OP_T, CUBLAS_OP_N, s.out, s.batch, s.in, w, s.in, x, s.in, y, s.out);
+    }
   }
   if (b != nullptr) {
     add_row_bias_kernel<<<grid_for(s.batch * s.out), kBlock, 0, stream_of(ctx)>>>(y, b, s.batch,
@@ -64,17 +68,28 @@ void linear_backward(CudaContext& ctx, const LinearShape& s, const float* x, con
     if (s.out == 0) {
       zero(ctx, gx, s.batch * s.in);
     } else {
-      // gx[n, i] = gy[n, o] @ w[o, i]; column-major gx^T[i, n] = w^T[i, o] @ gy^T[o, n].
-      sgemm(ctx, CUBLAS_OP_N, CUBLAS_OP_N, s.in, s.batch, s.out, w, s.in, gy, s.out, gx, s.in);
+      // gx[n, i] = gy[n, o] @ w[o, i]; column-major gx^T[i, n] = w^T[i, o] @ gy^T[o, n] (w stored
+      // [in, out]: column-major [o, i], transposed).
+      if (s.w_transposed) {
+        sgemm(ctx, CUBLAS_OP_T, CUBLAS_OP_N, s.in, s.batch, s.out, w, s.out, gy, s.out, gx, s.in);
+      } else {
+        sgemm(ctx, CUBLAS_OP_N, CUBLAS_OP_N, s.in, s.batch, s.out, w, s.in, gy, s.out, gx, s.in);
+      }
     }
   }
   if (gw != nullptr && s.out * s.in > 0) {
     if (s.batch == 0) {
       zero(ctx, gw, s.out * s.in);
     } else {
-      // gw[o, i] = gy^T[o, n] @ x[n, i]; column-major gw^T[i, o] = x^T[i, n] @ gy[n, o].
-      sgemm(ctx, CUBLAS_OP_N, CUBLAS_OP_T, s.in, s.out, s.batch, x, s.in, gy, s.out, gw, s.in,
-            param_grad_scale);
+      // gw[o, i] = gy^T[o, n] @ x[n, i]; column-major gw^T[i, o] = x^T[i, n] @ gy[n, o]. Stored
+      // [in, out] (column-major [o, i]): gw = gy^T[o, n] @ x[n, i] as column-major products.
+      if (s.w_transposed) {
+        sgemm(ctx, CUBLAS_OP_N, CUBLAS_OP_T, s.out, s.in, s.batch, gy, s.out, x, s.in, gw, s.out,
+              param_grad_scale);
+      } else {
+        sgemm(ctx, CUBLAS_OP_N, CUBLAS_OP_T, s.in, s.out, s.batch, x, s.in, gy, s.out, gw, s.in,
+              param_grad_scale);
+      }
     }
   }
   if (gb != nullptr) column_sums(ctx, gy, gb, s.batch, s.out, param_grad_scale);

@@ -13,17 +13,24 @@ void linear_forward(HostContext& ctx, const LinearShape& s, const float* x, cons
     }
     beta = 1.0f;
   }
-  sgemm(ctx, false, true, s.batch, s.out, s.in, 1.0f, x, s.in, w, s.in, beta, y, s.out);
+  const bool t = s.w_transposed;
+  sgemm(ctx, false, !t, s.batch, s.out, s.in, 1.0f, x, s.in, w, t ? s.out : s.in, beta, y, s.out);
 }
 
 void linear_backward(HostContext& ctx, const LinearShape& s, const float* x, const float* w,
                      const float* gy, float* gx, float* gw, float* gb, float param_grad_scale) {
+  const bool t = s.w_transposed;
   if (gx != nullptr) {  // gx[n, i] = gy[n, o] @ w[o, i]
-    sgemm(ctx, false, false, s.batch, s.in, s.out, 1.0f, gy, s.out, w, s.in, 0.0f, gx, s.in);
+    sgemm(ctx, false, t, s.batch, s.in, s.out, 1.0f, gy, s.out, w, t ? s.out : s.in, 0.0f, gx,
+          s.in);
   }
-  if (gw != nullptr) {  // gw[o, i] = gy^T[o, n] @ x[n, i]
+  if (gw != nullptr && !t) {  // gw[o, i] = gy^T[o, n] @ x[n, i]
     sgemm(ctx, true, false, s.out, s.in, s.batch, param_grad_scale, gy, s.out, x, s.in, 0.0f, gw,
           s.in);
+  }
+  if (gw != nullptr && t) {  // gw[i, o] = x^T[i, n] @ gy[n, o]
+    sgemm(ctx, true, false, s.in, s.out, s.batch, param_grad_scale, x, s.in, gy, s.out, 0.0f, gw,
+          s.out);
   }
   if (gb != nullptr) {
     for (int64_t j = 0; j < s.out; ++j) gb[j] = 0.0f;

@@ -7,33 +7,38 @@ namespace dpe::prim {
 void LinearForward::check(const OpCheck& c) const {
   c.rank(x, "input", 2);
   c.rank(w, "weight", 2);
-  DPE_CHECK(x.size(1) == w.size(1), "linear: input of shape "
-                                        << x.shape() << " and weight of shape " << w.shape()
-                                        << " cannot be multiplied (" << x.size(1)
-                                        << " input features, weight expects " << w.size(1) << ")");
-  c.optional(b, "bias", Shape{w.size(0)}, "weight", w.shape());
-  c.shaped(y, "output", Shape{x.size(0), w.size(0)}, "input", x.shape());
+  const LinearShape s = linear_shape(x, w, w_transposed);
+  DPE_CHECK(s.in == w.size(w_transposed ? 0 : 1),
+            "linear: input of shape "
+                << x.shape() << " and weight of shape " << w.shape()
+                << (w_transposed ? " (stored [in, out])" : "") << " cannot be multiplied ("
+                << x.size(1) << " input features, weight expects " << w.size(w_transposed ? 0 : 1)
+                << ")");
+  c.optional(b, "bias", Shape{s.out}, "weight", w.shape());
+  c.shaped(y, "output", Shape{s.batch, s.out}, "input", x.shape());
 }
 OpCost LinearForward::cost() const {
-  return op_cost::make("gemm", 2.0 * x.size(0) * x.size(1) * w.size(0), {&x, &w, &b}, {&y});
+  const LinearShape s = linear_shape(x, w, w_transposed);
+  return op_cost::make("gemm", 2.0 * s.batch * s.in * s.out, {&x, &w, &b}, {&y});
 }
 
 void LinearBackward::check(const OpCheck& c) const {
   c.rank(x, "input", 2);
   c.rank(w, "weight", 2);
-  DPE_CHECK(x.size(1) == w.size(1), "linear_backward: input of shape "
-                                        << x.shape() << " and weight of shape " << w.shape()
-                                        << " cannot be multiplied");
-  c.shaped(gy, "grad_output", Shape{x.size(0), w.size(0)}, "input", x.shape());
+  const LinearShape s = linear_shape(x, w, w_transposed);
+  DPE_CHECK(s.in == w.size(w_transposed ? 0 : 1), "linear_backward: input of shape "
+                                                      << x.shape() << " and weight of shape "
+                                                      << w.shape() << " cannot be multiplied");
+  c.shaped(gy, "grad_output", Shape{s.batch, s.out}, "input", x.shape());
   c.optional(gx, "grad_input", x.shape(), "input", x.shape());
   c.optional(gw, "grad_weight", w.shape(), "weight", w.shape());
-  c.optional(gb, "grad_bias", Shape{w.size(0)}, "weight", w.shape());
+  c.optional(gb, "grad_bias", Shape{s.out}, "weight", w.shape());
 }
 OpCost LinearBackward::cost() const {
+  const LinearShape s = linear_shape(x, w, w_transposed);
   const double gemms = (gx.defined() ? 1 : 0) + (gw.defined() ? 1 : 0);
   return op_cost::make(
-      "gemm",
-      2.0 * x.size(0) * x.size(1) * w.size(0) * gemms + (gb.defined() ? 1.0 * gy.numel() : 0.0),
+      "gemm", 2.0 * s.batch * s.in * s.out * gemms + (gb.defined() ? 1.0 * gy.numel() : 0.0),
       {&x, &w, &gy}, {&gx, &gw, &gb});
 }
 

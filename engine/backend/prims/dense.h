@@ -9,6 +9,11 @@
 
 namespace dpe::prim {
 
+// The GEMM shape of x [N, I] times w [O, I], or w [I, O] when it is stored transposed.
+inline LinearShape linear_shape(const Tensor& x, const Tensor& w, bool w_transposed) {
+  return LinearShape{x.size(0), x.size(1), w.size(w_transposed ? 1 : 0), w_transposed};
+}
+
 // y[N, O] = x[N, I] @ w[O, I]^T (+ b[O] when defined).
 struct LinearForward {
   static constexpr const char* kName = "linear";
@@ -16,20 +21,22 @@ struct LinearForward {
   const Tensor& w;
   const Tensor& b;
   Tensor& y;
+  bool w_transposed = false;  // w is [I, O] (LinearShape::w_transposed), else [O, I]
 
   const Tensor& first() const { return x; }
   void check(const OpCheck& c) const;
   OpCost cost() const;
   template <class Ctx>
   void launch(Ctx& ctx) const {
-    linear_forward(ctx, LinearShape{x.size(0), x.size(1), w.size(0)}, x.data<float>(),
-                   w.data<float>(), data_or_null(b), y.data<float>());
+    linear_forward(ctx, linear_shape(x, w, w_transposed), x.data<float>(), w.data<float>(),
+                   data_or_null(b), y.data<float>());
   }
 };
 
-// Any of gx [N, I], gw [O, I], gb [O] may be undefined: then it is not computed. gw and gb are
-// multiplied by param_grad_scale (1: the plain gradients; DDP's 1/world when they are written
-// straight into its buckets, design note "gradient destinations" in engine/autograd/node.h).
+// Any of gx [N, I], gw [O, I] (or [I, O] as w), gb [O] may be undefined: then it is not computed.
+// gw and gb are multiplied by param_grad_scale (1: the plain gradients; DDP's 1/world when they are
+// written straight into its buckets, design note "gradient destinations" in
+// engine/autograd/node.h).
 struct LinearBackward {
   static constexpr const char* kName = "linear_backward";
   const Tensor& x;
@@ -39,15 +46,16 @@ struct LinearBackward {
   Tensor& gw;
   Tensor& gb;
   float param_grad_scale;
+  bool w_transposed = false;  // w and gw are [I, O]
 
   const Tensor& first() const { return x; }
   void check(const OpCheck& c) const;
   OpCost cost() const;
   template <class Ctx>
   void launch(Ctx& ctx) const {
-    linear_backward(ctx, LinearShape{x.size(0), x.size(1), w.size(0)}, x.data<float>(),
-                    w.data<float>(), gy.data<float>(), data_or_null(gx), data_or_null(gw),
-                    data_or_null(gb), param_grad_scale);
+    linear_backward(ctx, linear_shape(x, w, w_transposed), x.data<float>(), w.data<float>(),
+                    gy.data<float>(), data_or_null(gx), data_or_null(gw), data_or_null(gb),
+                    param_grad_scale);
   }
 };
 

@@ -294,5 +294,43 @@ TEST(CrossEntropyTest, FusedOpMatchesLogSoftmaxThenNllLoss) {
   for (int64_t j = 0; j < v; ++j) EXPECT_EQ(gf[v + j], 0.0f) << j;
 }
 
+// A weight passed transposed (GPT-2's Conv1D: W [in, out] as W.t()) runs as stored: the same
+// output and gradients as the contiguous [out, in] weight, and the parameter's gradient is dense
+// [in, out], kept as .grad without a copy.
+TEST(LinearTest, TransposedWeightRunsAsStored) {
+  const int64_t n = 5, in = 7, out = 3;
+  std::vector<float> xv(n * in), wv(in * out), bv(out);
+  for (size_t i = 0; i < xv.size(); ++i) xv[i] = std::sin(0.7f * i);
+  for (size_t i = 0; i < wv.size(); ++i) wv[i] = std::cos(0.3f * i);
+  for (size_t i = 0; i < bv.size(); ++i) bv[i] = 0.1f * i;
+  std::vector<float> wv_t(out * in);  // the same weight as [out, in]
+  for (int64_t i = 0; i < in; ++i) {
+    for (int64_t o = 0; o < out; ++o) wv_t[o * in + i] = wv[i * out + o];
+  }
+  Tensor x = Tensor::from_vector(xv, {n, in});
+  Tensor w_stored = Tensor::from_vector(wv, {in, out}).requires_grad_();
+  Tensor w_plain = Tensor::from_vector(wv_t, {out, in}).requires_grad_();
+  Tensor b1 = Tensor::from_vector(bv, {out}).requires_grad_();
+  Tensor b2 = Tensor::from_vector(bv, {out}).requires_grad_();
+
+  Tensor y1 = ops::linear(x, ops::permute(w_stored, {1, 0}), b1, "conv1d");
+  Tensor y2 = ops::linear(x, w_plain, b2, "linear");
+  const auto v1 = y1.to_vector<float>(), v2 = y2.to_vector<float>();
+  for (size_t i = 0; i < v1.size(); ++i) EXPECT_NEAR(v1[i], v2[i], 1e-5) << i;
+  backward(ops::sum(ops::mul(y1, y1)));
+  backward(ops::sum(ops::mul(y2, y2)));
+
+  const Tensor g = w_stored.grad();
+  ASSERT_TRUE(g.defined());
+  EXPECT_EQ(g.shape(), Shape({in, out}));
+  EXPECT_TRUE(g.is_contiguous());
+  const auto g1 = g.to_vector<float>(), g2 = w_plain.grad().to_vector<float>();
+  for (int64_t i = 0; i < in; ++i) {
+    for (int64_t o = 0; o < out; ++o) EXPECT_NEAR(g1[i * out + o], g2[o * in + i], 1e-4);
+  }
+  const auto gb1 = b1.grad().to_vector<float>(), gb2 = b2.grad().to_vector<float>();
+  for (int64_t o = 0; o < out; ++o) EXPECT_NEAR(gb1[o], gb2[o], 1e-4);
+}
+
 }  // namespace
 }  // namespace dpe

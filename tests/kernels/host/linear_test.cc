@@ -62,6 +62,24 @@ TEST_P(LinearTest, ForwardAndBackwardMatchReference) {
   expect_close(want_gx, gx, 1e-5, 1e-5, "scaled linear gx");
   expect_close(want_gw, gw, 1e-5, 1e-5, "scaled linear gw");
   expect_close(want_gb, gb, 1e-5, 1e-5, "scaled linear gb");
+
+  // The weight stored [in, out] (w_transposed, GPT-2's Conv1D): the same products, gw [in, out].
+  LinearShape st = s;
+  st.w_transposed = true;
+  std::vector<float> wt(s.in * s.out);
+  std::vector<double> want_gwt(s.in * s.out);
+  for (int64_t o = 0; o < s.out; ++o) {
+    for (int64_t i = 0; i < s.in; ++i) {
+      wt[i * s.out + o] = w[o * s.in + i];
+      want_gwt[i * s.out + o] = want_gw[o * s.in + i] / 0.25;
+    }
+  }
+  linear_forward(ctx, st, x.data(), wt.data(), nullptr, y.data());
+  expect_close(want_y, y, 1e-5, 1e-5, "linear y, weight [in, out]");
+  std::vector<float> gwt(s.in * s.out);
+  linear_backward(ctx, st, x.data(), wt.data(), gy.data(), gx.data(), gwt.data(), nullptr);
+  expect_close(want_gx, gx, 1e-5, 1e-5, "linear gx, weight [in, out]");
+  expect_close(want_gwt, gwt, 1e-5, 1e-5, "linear gw [in, out]");
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, LinearTest,

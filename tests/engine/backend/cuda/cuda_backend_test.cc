@@ -156,6 +156,18 @@ TEST_F(CudaBackendTest, LinearAndMatmulMatchHost) {
   expect_close(ggw, hgw, "linear grad_weight");
   expect_close(ggb, hgb, "linear grad_bias");
 
+  // The weight stored [in, out] (GPT-2's Conv1D): the same products from the other layout.
+  Tensor wt = w.permute({1, 0}).contiguous(), hyt = Tensor::empty({9, 5});
+  Tensor gyt = Tensor::empty({9, 5}, DType::kFloat32, kCuda0);
+  dispatch(prim::LinearForward{x, wt, b, hyt, true});
+  dispatch(prim::LinearForward{dev(x), dev(wt), dev(b), gyt, true});
+  expect_close(gyt, hyt, "linear, weight [in, out]");
+  Tensor hgwt = empty_like(wt, kHost0), ggwt = empty_like(wt, kCuda0);
+  dispatch(prim::LinearBackward{x, wt, gy, hgx, hgwt, hgb, 0.25f, true});
+  dispatch(prim::LinearBackward{dev(x), dev(wt), dev(gy), ggx, ggwt, ggb, 0.25f, true});
+  expect_close(ggx, hgx, "linear grad_input, weight [in, out]");
+  expect_close(ggwt, hgwt, "linear grad_weight [in, out]");
+
   Tensor a = random({6, 11}), c = random({11, 4});
   Tensor hc = Tensor::empty({6, 4}), gc = Tensor::empty({6, 4}, DType::kFloat32, kCuda0);
   dispatch(prim::Matmul{a, c, hc});
