@@ -123,5 +123,26 @@ TEST(CrossEntropyTest, AllIgnoredIsNaNAndABadTargetWritesNothing) {
   for (float g : gx) EXPECT_EQ(g, 5.0f);
 }
 
+// A NaN or +inf logit makes its row's log-softmax NaN, as torch's: the loss is NaN and that row's
+// gradient NaN, the other rows' finite (oneDNN's exp alone would turn the NaN into a number).
+TEST(CrossEntropyTest, ANaNOrInfinityMakesItsRowNaN) {
+  HostContext ctx;
+  for (float bad : {std::nanf(""), INFINITY}) {
+    std::vector<float> x = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+    x[4] = bad;
+    const std::vector<int64_t> target = {0, 2, 1};
+    float loss = 0.0f, gout = 1.0f;
+    std::vector<float> lse(3), gx(9);
+    cross_entropy_forward(ctx, x.data(), target.data(), &loss, lse.data(), 3, 3, -100);
+    EXPECT_TRUE(std::isnan(loss)) << bad;
+    cross_entropy_backward(ctx, x.data(), target.data(), lse.data(), &gout, gx.data(), 3, 3, -100);
+    for (int j = 0; j < 3; ++j) {
+      EXPECT_TRUE(std::isfinite(gx[j])) << bad << " " << j;
+      EXPECT_TRUE(std::isnan(gx[3 + j])) << bad << " " << j;
+      EXPECT_TRUE(std::isfinite(gx[6 + j])) << bad << " " << j;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace dpe::host
