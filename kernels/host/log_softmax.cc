@@ -57,12 +57,27 @@ void log_softmax_forward(HostContext& ctx, const float* x, float* y, int64_t row
 void log_softmax_backward(HostContext& ctx, const float* y, const float* gy, float* gx,
                           int64_t rows, int64_t cols) {
   if (rows == 0 || cols == 0) return;
+  std::vector<uint8_t> nan_row(static_cast<size_t>(rows), 0);
   ExpRows::get(ctx, kLogSoftmaxBackward, rows, cols)
       .for_each_block(
-          ctx, [&](int64_t r, float* e) { std::copy(y + r * cols, y + (r + 1) * cols, e); },
+          ctx,
+          [&](int64_t r, float* e) {
+            const float* yr = y + r * cols;
+            int nans = 0;
+#pragma omp simd reduction(+ : nans)
+            for (int64_t j = 0; j < cols; ++j) {
+              e[j] = yr[j];
+              nans += yr[j] != yr[j];
+            }
+            nan_row[r] = nans > 0;
+          },
           [&](int64_t r, const float* p) {
             const float* g = gy + r * cols;
             float* out = gx + r * cols;
+            if (nan_row[r]) {  // oneDNN's exp turns a NaN into a number; torch's gradient is NaN
+              std::fill(out, out + cols, std::numeric_limits<float>::quiet_NaN());
+              return;
+            }
             float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
             for (int64_t j = 0; j < cols; ++j) sum += g[j];

@@ -144,5 +144,19 @@ TEST(CrossEntropyTest, ANaNOrInfinityMakesItsRowNaN) {
   }
 }
 
+// A NaN in a row of log_softmax's output (its input had one) makes that row's gradient NaN.
+TEST(LogSoftmaxTest, ANaNRowHasANaNGradient) {
+  HostContext ctx;
+  const std::vector<float> x = {1, std::nanf(""), 3, 4, 5, 6};
+  std::vector<float> y(6), gx(6);
+  const std::vector<float> gy = {0.5f, -1, 0.25f, 1, 2, -3};
+  log_softmax_forward(ctx, x.data(), y.data(), 2, 3);
+  log_softmax_backward(ctx, y.data(), gy.data(), gx.data(), 2, 3);
+  for (int j = 0; j < 3; ++j) {
+    EXPECT_TRUE(std::isnan(gx[j])) << j;
+    EXPECT_TRUE(std::isfinite(gx[3 + j])) << j;
+  }
+}
+
 }  // namespace
 }  // namespace dpe::host
