@@ -40,6 +40,7 @@
   X(GeluBackward)                     \
   X(DropoutMask)                      \
   X(SumAll)                           \
+  X(SumSquares)                       \
   X(ArgmaxRows)                       \
   X(AllFinite)                        \
   X(LinearForward)                    \

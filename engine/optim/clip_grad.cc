@@ -22,10 +22,14 @@ float clip_grad_norm_(const std::vector<Tensor>& params, float max_norm) {
     if (!g.defined()) continue;
     DeviceGuard guard(&g.context());
     const Tensor gc = g.contiguous();
-    Tensor sq = Tensor::empty(gc.shape(), DType::kFloat32, gc.device());
-    dispatch(prim::Mul{gc, gc, sq});
     Tensor s = Tensor::empty(Shape{}, DType::kFloat32, gc.device());
-    dispatch(prim::SumAll{sq, s});
+    if (supports<prim::SumSquares>(gc.device())) {
+      dispatch(prim::SumSquares{gc, s});
+    } else {
+      Tensor sq = Tensor::empty(gc.shape(), DType::kFloat32, gc.device());
+      dispatch(prim::Mul{gc, gc, sq});
+      dispatch(prim::SumAll{sq, s});
+    }
     auto it = partial.begin();
     while (it != partial.end() && it->first != g.device()) ++it;
     if (it == partial.end()) {

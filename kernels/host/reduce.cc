@@ -13,6 +13,16 @@ void sum_all(HostContext&, const float* x, float* out, int64_t n) {
   out[0] = static_cast<float>(total);
 }
 
+void sum_squares(HostContext&, const float* x, float* out, int64_t n) {
+  double total = 0.0;
+#pragma omp parallel for simd reduction(+ : total) if (parallel : n >= kParallelGrain)
+  for (int64_t i = 0; i < n; ++i) {
+    const float sq = x[i] * x[i];
+    total += sq;
+  }
+  out[0] = static_cast<float>(total);
+}
+
 void argmax_rows(HostContext&, const float* x, int64_t* out, int64_t rows, int64_t cols) {
 #pragma omp parallel for if (rows * cols >= kParallelGrain)
   for (int64_t r = 0; r < rows; ++r) {

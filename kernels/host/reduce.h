@@ -16,6 +16,8 @@ namespace dpe::host {
 // out[0] = the sum of x's n elements, accumulated in double, so the result does not depend on the
 // thread count beyond rounding.
 void sum_all(HostContext& ctx, const float* x, float* out, int64_t n);
+// out[0] = sum_all of the float squares x[i] * x[i], in one pass.
+void sum_squares(HostContext& ctx, const float* x, float* out, int64_t n);
 // out[i] = index of the first maximum of row i of x [rows, cols]; a NaN counts as the maximum.
 void argmax_rows(HostContext& ctx, const float* x, int64_t* out, int64_t rows, int64_t cols);
 bool all_finite(HostContext& ctx, const float* x, int64_t n);

@@ -11,6 +11,13 @@ void SumAll::check(const OpCheck& c) const {
 }
 OpCost SumAll::cost() const { return op_cost::elementwise("reduction", 1, x, {&x}, {&out}); }
 
+void SumSquares::check(const OpCheck& c) const {
+  c.tensor(x, "input");
+  c.tensor(out, "out");
+  DPE_CHECK(out.numel() == 1, "sum_squares: expected a scalar out, but got shape " << out.shape());
+}
+OpCost SumSquares::cost() const { return op_cost::elementwise("reduction", 2, x, {&x}, {&out}); }
+
 void ArgmaxRows::check(const OpCheck& c) const {
   c.rank(x, "input", 2);
   DPE_CHECK(x.size(1) > 0,

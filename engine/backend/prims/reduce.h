@@ -23,6 +23,25 @@ struct SumAll {
   }
 };
 
+// out (a scalar) = the sum of the squares of x's elements, each square rounded to float and the sum
+// taken as SumAll takes it: SumAll over Mul{x, x} in one read of x instead of three passes (the
+// squares written, then read back). clip_grad_norm_'s norm. Optional: where a device type lacks
+// it, the caller runs Mul then SumAll.
+struct SumSquares {
+  static constexpr const char* kName = "sum_squares";
+  static constexpr bool kOptional = true;
+  const Tensor& x;
+  Tensor& out;
+
+  const Tensor& first() const { return x; }
+  void check(const OpCheck& c) const;
+  OpCost cost() const;
+  template <class Ctx>
+  void launch(Ctx& ctx) const {
+    sum_squares(ctx, x.data<float>(), out.data<float>(), x.numel());
+  }
+};
+
 // Per-row argmax of x [N, C] (C > 0) into int64 out [N].
 struct ArgmaxRows {
   static constexpr const char* kName = "argmax";

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "kernels/host/elementwise.h"
 #include "tests/kernels/host/kernel_test_util.h"
@@ -25,6 +26,26 @@ TEST(ReduceTest, SumAllMatchesDoubleSum) {
     sum_all(ctx, x.data(), &got, n);
     EXPECT_NEAR(got, want, 1e-6 * (1.0 + std::fabs(want))) << n;
   }
+}
+
+// The squares' sum in one pass is sum_all over the float squares, bit for bit (clip_grad_norm_'s
+// norm does not move when it takes the fused kernel), with one and with two threads.
+TEST(ReduceTest, SumSquaresIsSumAllOfTheSquares) {
+  HostContext ctx;
+  const int threads = omp_get_max_threads();
+  for (int t : {1, 2}) {
+    omp_set_num_threads(t);
+    for (int64_t n : {int64_t{0}, int64_t{1}, int64_t{13}, kParallelGrain * 3 + 5}) {
+      const auto x = random_floats(n, 4, -3.0f, 3.0f);
+      std::vector<float> sq(x.size());
+      for (size_t i = 0; i < x.size(); ++i) sq[i] = x[i] * x[i];
+      float want = 0.0f, got = 1.0f;
+      sum_all(ctx, sq.data(), &want, n);
+      sum_squares(ctx, x.data(), &got, n);
+      EXPECT_EQ(got, want) << n << " elements, " << t << " threads";
+    }
+  }
+  omp_set_num_threads(threads);
 }
 
 TEST(ReduceTest, ArgmaxRowsTakesTheFirstMaximumAndNan) {
