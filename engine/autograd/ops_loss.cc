@@ -26,16 +26,26 @@ Tensor log_softmax(const Tensor& x_in) {
   return y;
 }
 
+namespace {
+
+// The checks of input [N, C] and target [N] that nll_loss and cross_entropy share; the target,
+// contiguous.
+Tensor checked_target(const char* op, const Tensor& input, const Tensor& target) {
+  DPE_CHECK(target.defined(), op << ": target is undefined");
+  check_dtype(op, target, DType::kInt64, "target");
+  check_same_device(op, input, target);
+  DPE_CHECK(input.dim() == 2 && target.dim() == 1 && target.size(0) == input.size(0),
+            op << ": expected input [N, C] and target [N], got input " << input.shape()
+               << " and target " << target.shape());
+  DPE_CHECK(input.size(0) > 0, op << ": the batch is empty");
+  return target.contiguous();
+}
+
+}  // namespace
+
 Tensor nll_loss(const Tensor& logp_in, const Tensor& target_in, int64_t ignore_index) {
   Tensor logp = prepare("nll_loss", logp_in, logp_in, "input");
-  DPE_CHECK(target_in.defined(), "nll_loss: target is undefined");
-  check_dtype("nll_loss", target_in, DType::kInt64, "target");
-  check_same_device("nll_loss", logp, target_in);
-  DPE_CHECK(logp.dim() == 2 && target_in.dim() == 1 && target_in.size(0) == logp.size(0),
-            "nll_loss: expected input [N, C] and target [N], got input "
-                << logp.shape() << " and target " << target_in.shape());
-  DPE_CHECK(logp.size(0) > 0, "nll_loss: the batch is empty");
-  Tensor target = target_in.contiguous();
+  Tensor target = checked_target("nll_loss", logp, target_in);
   DeviceGuard guard(&logp.context());
   Tensor out = Tensor::empty(Shape{}, DType::kFloat32, logp.device());
   dispatch(prim::NllLossForward{logp, target, ignore_index, out});
@@ -52,25 +62,13 @@ Tensor nll_loss(const Tensor& logp_in, const Tensor& target_in, int64_t ignore_i
 
 namespace {
 
-// nll_loss's checks of logits [N, C] and target [N], under cross_entropy's name.
-Tensor checked_target(const Tensor& logits, const Tensor& target) {
-  DPE_CHECK(target.defined(), "cross_entropy: target is undefined");
-  check_dtype("cross_entropy", target, DType::kInt64, "target");
-  check_same_device("cross_entropy", logits, target);
-  DPE_CHECK(logits.dim() == 2 && target.dim() == 1 && target.size(0) == logits.size(0),
-            "cross_entropy: expected input [N, C] and target [N], got input "
-                << logits.shape() << " and target " << target.shape());
-  DPE_CHECK(logits.size(0) > 0, "cross_entropy: the batch is empty");
-  return target.contiguous();
-}
-
 // log_softmax then nll_loss as one op, where the device has its kernels: neither the [N, C]
 // log-probabilities nor nll_loss's [N, C] gradient is made, the backward writes the logits'
 // gradient from them and each row's log-sum-exp. The same loss and gradients up to rounding
 // (tests/engine/autograd/cross_entropy_test.cc).
 Tensor fused_cross_entropy(const Tensor& logits_in, const Tensor& target_in, int64_t ignore_index) {
   Tensor logits = prepare("cross_entropy", logits_in, logits_in, "input");
-  Tensor target = checked_target(logits, target_in);
+  Tensor target = checked_target("cross_entropy", logits, target_in);
   DeviceGuard guard(&logits.context());
   Tensor out = Tensor::empty(Shape{}, DType::kFloat32, logits.device());
   Tensor lse = Tensor::empty(Shape{logits.size(0)}, DType::kFloat32, logits.device());
