@@ -65,7 +65,8 @@ namespace {
 // log_softmax then nll_loss as one op, where the device has its kernels: neither the [N, C]
 // log-probabilities nor nll_loss's [N, C] gradient is made, the backward writes the logits'
 // gradient from them and each row's log-sum-exp. The same loss and gradients up to rounding
-// (tests/engine/autograd/cross_entropy_test.cc).
+// (CrossEntropyTest in tests/engine/autograd/autograd_test.cc and
+// tests/kernels/host/log_softmax_test.cc).
 Tensor fused_cross_entropy(const Tensor& logits_in, const Tensor& target_in, int64_t ignore_index) {
   Tensor logits = prepare("cross_entropy", logits_in, logits_in, "input");
   Tensor target = checked_target("cross_entropy", logits, target_in);

@@ -43,7 +43,6 @@ inline void merge_block(double count, double block, float block_mean, float bloc
   m2 += static_cast<double>(block_sq) + delta * delta * (count * block / total);
 }
 
-// Per-channel temporaries, kept in the HostContext so a call allocates nothing.
 // Sums down an image's rows (channels last) run as kRowChains interleaved partial sums per
 // channel, row r into chain r % kRowChains, added pairwise at the end. The partial sums live in
 // memory (the channel count is known only at run time): with one chain each row's add waits on
@@ -52,12 +51,14 @@ inline void merge_block(double count, double block, float block_mean, float bloc
 constexpr int64_t kRowChains = 4;
 
 // Per channel, the total of the kRowChains partial sums in `chains` (kRowChains runs of c).
+static_assert(kRowChains == 4, "add_chains adds four chains pairwise");
 inline void add_chains(const float* chains, int64_t c, float* total) {
   for (int64_t ch = 0; ch < c; ++ch) {
     total[ch] = (chains[ch] + chains[c + ch]) + (chains[2 * c + ch] + chains[3 * c + ch]);
   }
 }
 
+// Per-channel temporaries, kept in the HostContext so a call allocates nothing.
 struct ChannelScratch : HostContext::CacheEntry {
   std::vector<float> a, b, c;
   std::vector<float> chains;  // kRowChains partial sums per channel

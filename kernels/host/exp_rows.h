@@ -7,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "kernels/host/elementwise.h"
 #include "kernels/host/host_context.h"
 
 namespace dpe::host {
@@ -21,14 +22,18 @@ class ExpRows : public HostContext::CacheEntry {
   ~ExpRows() override;
 
   // For each block of rows: fill(r, e) writes the exponents of row r into e (cols floats), the
-  // block is exponentiated in place, then use(r, e) reads row r's exponentials.
+  // block is exponentiated in place, then use(r, e) reads row r's exponentials. fill and use run
+  // on the block's rows in parallel where the block is large enough, so each may write only what
+  // belongs to its row.
   template <typename Fill, typename Use>
   void for_each_block(HostContext& ctx, Fill fill, Use use) {
     float* e = scratch_.data();
     for (int64_t r0 = 0; r0 < rows_; r0 += rows_per_block_) {
       const int64_t n = std::min(rows_per_block_, rows_ - r0);
+#pragma omp parallel for if (n * cols_ >= kParallelGrain)
       for (int64_t r = 0; r < n; ++r) fill(r0 + r, e + r * cols_);
       exp_in_place(ctx, n);
+#pragma omp parallel for if (n * cols_ >= kParallelGrain)
       for (int64_t r = 0; r < n; ++r) use(r0 + r, e + r * cols_);
     }
   }

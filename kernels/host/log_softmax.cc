@@ -6,8 +6,8 @@
 #include <memory>
 #include <vector>
 
-#include "engine/core/error.h"
 #include "kernels/host/exp_rows.h"
+#include "kernels/host/nll_loss.h"
 #include "kernels/host/prepared_primitive.h"
 
 namespace dpe::host {
@@ -86,33 +86,15 @@ void log_softmax_backward(HostContext& ctx, const float* y, const float* gy, flo
           });
 }
 
-namespace {
-
-// The targets that count, each checked (nll_loss's rule and message).
-int64_t counted_targets(const int64_t* target, int64_t rows, int64_t cols, int64_t ignore_index) {
-  int64_t count = 0;
-  for (int64_t r = 0; r < rows; ++r) {
-    if (target[r] == ignore_index) continue;
-    DPE_CHECK(target[r] >= 0 && target[r] < cols, "cross_entropy: target "
-                                                      << target[r] << " is out of bounds for "
-                                                      << cols << " classes");
-    ++count;
-  }
-  return count;
-}
-
-}  // namespace
-
 // Per row: its maximum m, then exp(x - m) in the cached scratch, lse = m + log(sum): x is read from
 // memory once, and nothing of the row's size is written.
 void cross_entropy_forward(HostContext& ctx, const float* x, const int64_t* target, float* out,
                            float* lse, int64_t rows, int64_t cols, int64_t ignore_index) {
-  const int64_t count = counted_targets(target, rows, cols, ignore_index);
+  const int64_t count = counted_targets("cross_entropy", target, rows, cols, ignore_index);
   if (rows == 0 || cols == 0) {
     out[0] = std::numeric_limits<float>::quiet_NaN();
     return;
   }
-  std::vector<float> row_max(static_cast<size_t>(rows));
   ExpRows::get(ctx, kCrossEntropy, rows, cols)
       .for_each_block(
           ctx,
@@ -120,7 +102,7 @@ void cross_entropy_forward(HostContext& ctx, const float* x, const int64_t* targ
             const float* xr = x + r * cols;
             // A row with a NaN or +inf, or of -inf, gives NaN, as torch's log_softmax does.
             const float m = max_of(xr, cols);
-            row_max[r] = m;
+            lse[r] = m;  // the row's max until its sum is known
 #pragma omp simd
             for (int64_t j = 0; j < cols; ++j) e[j] = xr[j] - m;
           },
@@ -128,8 +110,8 @@ void cross_entropy_forward(HostContext& ctx, const float* x, const int64_t* targ
             float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
             for (int64_t j = 0; j < cols; ++j) sum += p[j];
-            lse[r] = std::isfinite(row_max[r]) ? row_max[r] + std::log(sum)
-                                               : std::numeric_limits<float>::quiet_NaN();
+            lse[r] = std::isfinite(lse[r]) ? lse[r] + std::log(sum)
+                                           : std::numeric_limits<float>::quiet_NaN();
           });
   double total = 0.0;
   for (int64_t r = 0; r < rows; ++r) {
@@ -141,7 +123,7 @@ void cross_entropy_forward(HostContext& ctx, const float* x, const int64_t* targ
 void cross_entropy_backward(HostContext& ctx, const float* x, const int64_t* target,
                             const float* lse, const float* gout, float* gx, int64_t rows,
                             int64_t cols, int64_t ignore_index) {
-  const int64_t count = counted_targets(target, rows, cols, ignore_index);
+  const int64_t count = counted_targets("cross_entropy", target, rows, cols, ignore_index);
   if (rows == 0 || cols == 0) return;
   const float s = -gout[0] / static_cast<float>(count);
   ExpRows::get(ctx, kCrossEntropy, rows, cols)

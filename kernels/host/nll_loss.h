@@ -18,4 +18,10 @@ void nll_loss_forward(HostContext& ctx, const float* logp, const int64_t* target
 void nll_loss_backward(HostContext& ctx, const float* gout, const int64_t* target, float* gx,
                        int64_t n, int64_t c, int64_t ignore_index);
 
+// The number of targets[0, n) that are not ignore_index, each checked to lie in [0, c): throws
+// dpe::Error "<op>: target 12 is out of bounds for 10 classes" before anything is written. Shared
+// with the cross-entropy kernels.
+int64_t counted_targets(const char* op, const int64_t* target, int64_t n, int64_t c,
+                        int64_t ignore_index);
+
 }  // namespace dpe::host
