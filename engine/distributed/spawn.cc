@@ -84,7 +84,13 @@ void spawn(const std::function<void(int rank)>& fn, int nprocs, SpawnOptions opt
   DPE_CHECK(nprocs >= 1, "spawn: nprocs " << nprocs << " must be at least 1");
   // fork() copies only the calling thread: a lock another thread held (the allocator's, a
   // store server's) would stay locked forever in the child.
-  const int threads = thread_count();
+  // A thread that was just joined leaves /proc/self/task a moment after its join returns (the
+  // kernel releases it after waking the joiner): give such threads up to 200 ms to go.
+  int threads = thread_count();
+  for (int i = 0; i < 20 && threads > 1; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    threads = thread_count();
+  }
   DPE_CHECK(threads <= 1,
             "spawn: the calling process runs "
                 << threads
