@@ -12,6 +12,8 @@ inline V take(V m, V v) {
   return (m < v) | (v != v) ? v : m;
 }
 
+inline float take(float m, float v) { return m < v || v != v ? v : m; }
+
 }  // namespace
 
 float max_of(const float* x, int64_t n) {

@@ -1,6 +1,5 @@
-// exp over 16 floats at a time, inlined into the loops that need it, so that a softmax row's
-// exponentials live in registers instead of a scratch that a library call reads and writes.
-// GCC's generic vectors: one zmm register with AVX-512, two ymm with AVX2, four xmm otherwise.
+// exp over a register of floats at a time, inlined into the loops that need it, so that a softmax
+// row's exponentials live in registers instead of a scratch that a library call reads and writes.
 //
 // The function is Cephes' expf: x = n ln2 + r with |r| <= ln2 / 2 (ln2 in two parts, so r is
 // exact), exp(r) by a degree-5 polynomial, 2^n put into the exponent bits; within about 1 ulp of
@@ -18,7 +17,15 @@
 
 namespace dpe::host::vec {
 
+// A vector is one register, so that no function's ABI changes with the target: 16 lanes with
+// AVX-512, 8 with AVX, 4 with SSE.
+#if defined(__AVX512F__)
 constexpr int64_t kLanes = 16;
+#elif defined(__AVX__)
+constexpr int64_t kLanes = 8;
+#else
+constexpr int64_t kLanes = 4;
+#endif
 typedef float F __attribute__((vector_size(kLanes * sizeof(float))));
 typedef int32_t I __attribute__((vector_size(kLanes * sizeof(int32_t))));
 
@@ -81,9 +88,10 @@ inline F exp(F x) {
   return x != x ? x : y;
 }
 
-// The lanes folded in halves with op (a vector op at each step).
+// The lanes folded in halves with op (a vector op at each step where AVX-512 has 16).
 template <typename Op>
 inline float fold(F v, Op op) {
+#if defined(__AVX512F__)
   typedef float F8 __attribute__((vector_size(8 * sizeof(float))));
   typedef float F4 __attribute__((vector_size(4 * sizeof(float))));
   const F8 a = op(F8(__builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7)),
@@ -93,6 +101,14 @@ inline float fold(F v, Op op) {
   const F4 c = op(b, F4(__builtin_shufflevector(b, b, 2, 3, 0, 1)));
   const F4 d = op(c, F4(__builtin_shufflevector(c, c, 1, 0, 3, 2)));
   return d[0];
+#else
+  float buf[kLanes];
+  store(buf, v);
+  for (int64_t half = kLanes / 2; half >= 1; half /= 2) {
+    for (int64_t k = 0; k < half; ++k) buf[k] = op(buf[k], buf[k + half]);
+  }
+  return buf[0];
+#endif
 }
 
 inline float sum(F v) {
