@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <vector>
 
 #include "tests/kernels/host/kernel_test_util.h"
 
@@ -25,7 +26,8 @@ double gelu_grad_ref(double x) {
 
 TEST(GeluTest, ForwardAndBackwardMatchReference) {
   HostContext ctx;
-  for (int64_t n : {1, 7, 100000}) {  // the last runs the OpenMP loop
+  // Whole vectors, a partial one, and both with the OpenMP loop.
+  for (int64_t n : {1, 7, 17, 100000, 100003}) {
     auto x = random_floats(n, 1, -6.0f, 6.0f);
     x[0] = -20.0f;  // far tails: tanh saturates, no NaN
     const auto gy = random_floats(n, 2);
@@ -40,6 +42,26 @@ TEST(GeluTest, ForwardAndBackwardMatchReference) {
     gelu_backward(ctx, x.data(), gy.data(), got_gx.data(), n);
     expect_close(gx, got_gx, 1e-5, 1e-6, "gelu gx");
   }
+}
+
+// The far tails and special values, as torch's: 0 (and a zero gradient) far below, x (and 1) far
+// above, a NaN stays NaN, +inf gives +inf.
+TEST(GeluTest, TailsAndSpecialValues) {
+  HostContext ctx;
+  const std::vector<float> x = {-100.0f, -1e30f, 100.0f, 1e30f, std::nanf(""), INFINITY};
+  const std::vector<float> gy(x.size(), 1.0f);
+  std::vector<float> y(x.size()), gx(x.size());
+  gelu_forward(ctx, x.data(), y.data(), static_cast<int64_t>(x.size()));
+  gelu_backward(ctx, x.data(), gy.data(), gx.data(), static_cast<int64_t>(x.size()));
+  EXPECT_EQ(y[0], 0.0f);
+  EXPECT_EQ(gx[0], 0.0f);
+  EXPECT_EQ(y[1], 0.0f);
+  EXPECT_EQ(y[2], 100.0f);
+  EXPECT_EQ(gx[2], 1.0f);
+  EXPECT_EQ(y[3], 1e30f);
+  EXPECT_TRUE(std::isnan(y[4]));
+  EXPECT_TRUE(std::isnan(gx[4]));
+  EXPECT_EQ(y[5], INFINITY);
 }
 
 }  // namespace
