@@ -1,8 +1,14 @@
 #include "kernels/host/linear.h"
 
+#include <algorithm>
+
 #include "kernels/host/matmul.h"
 
 namespace dpe::host {
+
+namespace {
+constexpr int64_t kGwRows = 1024;
+}  // namespace
 
 void linear_forward(HostContext& ctx, const LinearShape& s, const float* x, const float* w,
                     const float* b, float* y) {
@@ -25,8 +31,13 @@ void linear_backward(HostContext& ctx, const LinearShape& s, const float* x, con
           s.in);
   }
   if (gw != nullptr && !t) {  // gw[o, i] = gy^T[o, n] @ x[n, i]
-    sgemm(ctx, true, false, s.out, s.in, s.batch, param_grad_scale, gy, s.out, x, s.in, 0.0f, gw,
-          s.in);
+    // In blocks of kGwRows output rows where there are many (a language model's head): oneDNN
+    // 2.6's SGEMM ran gpt-small's [32000, 1024]^T x [1024, 256] 5% slower in one piece.
+    const int64_t block = s.out > 2 * kGwRows ? kGwRows : s.out;
+    for (int64_t o0 = 0; o0 < s.out; o0 += block) {
+      sgemm(ctx, true, false, std::min(block, s.out - o0), s.in, s.batch, param_grad_scale, gy + o0,
+            s.out, x, s.in, 0.0f, gw + o0 * s.in, s.in);
+    }
   }
   if (gw != nullptr && t) {  // gw[i, o] = x^T[i, n] @ gy[n, o]
     sgemm(ctx, true, false, s.in, s.out, s.batch, param_grad_scale, x, s.in, gy, s.out, 0.0f, gw,

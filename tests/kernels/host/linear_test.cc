@@ -84,7 +84,9 @@ TEST_P(LinearTest, ForwardAndBackwardMatchReference) {
 
 INSTANTIATE_TEST_SUITE_P(Shapes, LinearTest,
                          ::testing::Values(LinearShape{1, 1, 1}, LinearShape{5, 3, 4},
-                                           LinearShape{33, 17, 10}, LinearShape{64, 784, 31}));
+                                           LinearShape{33, 17, 10}, LinearShape{64, 784, 31},
+                                           // the weight's gradient in blocks of output rows
+                                           LinearShape{7, 5, 2500}));
 
 }  // namespace
 }  // namespace dpe::host
