@@ -181,10 +181,12 @@ void bench_bn_relu_pool(const char* name, int64_t n, int64_t c, int64_t h, int r
                    reps));
 }
 
-void bench_linear(int64_t n, int64_t in, int64_t out, int reps) {
-  Tensor x = filled({n, in}, 0.5f), w = filled({out, in}, 0.01f), bias = filled({out}, 0);
+void bench_linear(int64_t n, int64_t in, int64_t out, int reps, bool with_bias = true) {
+  Tensor x = filled({n, in}, 0.5f), w = filled({out, in}, 0.01f);
+  Tensor bias = with_bias ? filled({out}, 0) : Tensor();
   Tensor y = Tensor::empty({n, out}), gy = filled({n, out}, 0.1f);
-  Tensor gx = Tensor::empty(x.shape()), gw = Tensor::empty(w.shape()), gb = Tensor::empty({out});
+  Tensor gx = Tensor::empty(x.shape()), gw = Tensor::empty(w.shape());
+  Tensor gb = with_bias ? Tensor::empty({out}) : Tensor();
   const double flops = 2.0 * n * in * out;
   char label[80];
   std::snprintf(label, sizeof label, "linear %lldx%lld->%lld forward", static_cast<long long>(n),
@@ -271,6 +273,20 @@ void bench_cross_entropy(int64_t rows, int64_t cols, int reps) {
                      dispatch(prim::CrossEntropyBackward{x, target, lse, gout, -100, gx});
                    },
                    reps));
+}
+
+// GELU (tanh form) over a gpt-small MLP's hidden activations, as GB/s read and written.
+void bench_gelu(int64_t rows, int64_t cols, int reps) {
+  Tensor x = activations({rows, cols}, false), gy = activations({rows, cols}, false);
+  Tensor y = Tensor::empty(x.shape()), gx = Tensor::empty(x.shape());
+  const double bytes = 4.0 * static_cast<double>(rows * cols);
+  char label[80];
+  std::snprintf(label, sizeof label, "gelu [%lld, %lld] forward", static_cast<long long>(rows),
+                static_cast<long long>(cols));
+  report_bytes(label, 2 * bytes, time_it([&] { dispatch(prim::GeluForward{x, y}); }, reps));
+  std::snprintf(label, sizeof label, "gelu [%lld, %lld] backward", static_cast<long long>(rows),
+                static_cast<long long>(cols));
+  report_bytes(label, 3 * bytes, time_it([&] { dispatch(prim::GeluBackward{x, gy, gx}); }, reps));
 }
 
 void bench_layer_norm(int64_t rows, int64_t cols, int reps) {
@@ -410,8 +426,10 @@ int main() {
   bench_linear(64, 784, 512, 50);
   bench_linear(64, 512, 512, 50);
   bench_linear(64, 512, 10, 50);
+  bench_linear(1024, 256, 32000, 5, false);  // gpt-small's tied language-model head
   bench_optimizers(669706, 50);
   bench_layer_norm(1024, 256, 50);
+  bench_gelu(1024, 1024, 50);
   bench_cross_entropy(1024, 32000, 10);
   std::printf("%-40s %9.3f ms\n", "ConvNet step kernels, batch 100", convnet_step(100, 20) * 1e3);
   std::printf("%-40s %9.3f ms\n", "gpt-small attention fwd+bwd, batch 8",
