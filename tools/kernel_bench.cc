@@ -54,11 +54,14 @@ Tensor activations(const dpe::Shape& shape, bool after_relu) {
 }
 
 void bench_conv(const char* name, int64_t n, int64_t c, int64_t h, int64_t o, int64_t k,
-                int64_t pad, int reps) {
-  Tensor x = filled({n, c, h, h}, 0.5f), w = filled({o, c, k, k}, 0.01f), bias = filled({o}, 0);
+                int64_t pad, int reps, dpe::MemoryFormat format = dpe::MemoryFormat::kContiguous) {
+  Tensor x = filled({n, c, h, h}, 0.5f).contiguous(format), w = filled({o, c, k, k}, 0.01f);
+  Tensor bias = filled({o}, 0);
   const int64_t ho = h + 2 * pad - k + 1;
-  Tensor y = Tensor::empty({n, o, ho, ho}), gy = filled({n, o, ho, ho}, 0.1f);
-  Tensor gx = Tensor::empty(x.shape()), gw = Tensor::empty(w.shape()), gb = Tensor::empty({o});
+  Tensor y = Tensor::empty({n, o, ho, ho}, dpe::DType::kFloat32, x.device(), format);
+  Tensor gy = filled({n, o, ho, ho}, 0.1f).contiguous(format);
+  Tensor gx = Tensor::empty(x.shape(), dpe::DType::kFloat32, x.device(), format);
+  Tensor gw = Tensor::empty(w.shape()), gb = Tensor::empty({o});
   Tensor none;
   const dpe::Conv2dParams p{1, pad};
   const double flops = 2.0 * n * o * ho * ho * c * k * k;
@@ -411,6 +414,9 @@ int main() {
 
   bench_conv("conv1 (1->16, 5x5, pad 2, 28x28) N=100", 100, 1, 28, 16, 5, 2, 20);
   bench_conv("conv2 (16->32, 5x5, pad 2, 14x14) N=100", 100, 16, 14, 32, 5, 2, 20);
+  const auto nhwc = dpe::MemoryFormat::kChannelsLast;
+  bench_conv("conv1 NHWC N=256", 256, 1, 28, 16, 5, 2, 20, nhwc);
+  bench_conv("conv2 NHWC N=256", 256, 16, 14, 32, 5, 2, 20, nhwc);
   bench_bn_pool("[100, 16, 28, 28]", 100, 16, 28, 20);
   bench_bn_pool("[100, 32, 14, 14]", 100, 32, 14, 20);
   bench_bn_pool("[256, 16, 28, 28]", 256, 16, 28, 20);
@@ -419,7 +425,6 @@ int main() {
   bench_bn_relu_pool("[100, 32, 14, 14]", 100, 32, 14, 20);
   bench_bn_relu_pool("[256, 16, 28, 28]", 256, 16, 28, 20);
   bench_bn_relu_pool("[256, 32, 14, 14]", 256, 32, 14, 20);
-  const auto nhwc = dpe::MemoryFormat::kChannelsLast;
   bench_bn_relu_pool("[256, 16, 28, 28] NHWC", 256, 16, 28, 20, nhwc);
   bench_bn_relu_pool("[256, 32, 14, 14] NHWC", 256, 32, 14, 20, nhwc);
   bench_linear(100, 1568, 10, 50);

@@ -92,15 +92,18 @@ TEST_P(Conv2dTest, ForwardAndBackwardMatchReference) {
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, Conv2dTest,
-    ::testing::Values(Case{1, 1, 5, 5, 1, 3, 3, 1, 0},        // smallest
-                      Case{2, 3, 7, 6, 4, 3, 3, 1, 1},        // odd, non-square input
-                      Case{3, 2, 9, 8, 5, 3, 2, 2, 0},        // stride 2, rectangular kernel
-                      Case{2, 4, 10, 11, 3, 5, 5, 2, 2},      // stride 2 with padding
-                      Case{2, 1, 28, 28, 16, 5, 5, 1, 2},     // the ConvNet's first layer
+    ::testing::Values(Case{1, 1, 5, 5, 1, 3, 3, 1, 0},     // smallest
+                      Case{2, 3, 7, 6, 4, 3, 3, 1, 1},     // odd, non-square input
+                      Case{3, 2, 9, 8, 5, 3, 2, 2, 0},     // stride 2, rectangular kernel
+                      Case{2, 4, 10, 11, 3, 5, 5, 2, 2},   // stride 2 with padding
+                      Case{2, 1, 28, 28, 16, 5, 5, 1, 2},  // the ConvNet's first layer
                       // Few input channels (the weight gradient reads NHWC), and padding past
                       // the kernel's reach
                       Case{23, 1, 28, 28, 4, 5, 5, 1, 2}, Case{2, 2, 6, 5, 3, 3, 3, 3, 3},
-                      Case{2, 16, 14, 14, 32, 5, 5, 1, 2}));  // and its second
+                      Case{2, 16, 14, 14, 32, 5, 5, 1, 2},  // and its second
+                      // One input channel and one block of outputs (16 on AVX-512, 8 on AVX2):
+                      // channels last runs on the caller's memory as NCHW in, blocked out
+                      Case{3, 1, 9, 7, 16, 3, 3, 2, 1}, Case{2, 1, 12, 12, 8, 5, 5, 1, 2}));
 
 }  // namespace
 }  // namespace dpe::host
