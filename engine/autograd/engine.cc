@@ -14,6 +14,7 @@
 #include "engine/autograd/grad_mode.h"
 #include "engine/autograd/node.h"
 #include "engine/backend/dispatch.h"
+#include "engine/backend/prims/views.h"
 #include "engine/core/error.h"
 #include "engine/device/device_guard.h"
 #include "engine/device/runtime.h"
@@ -107,6 +108,23 @@ class GraphTask {
     s.pending.at(slot).push_back(grad);
   }
 
+  // a + b, laid out as a where a is a channels-last activation (the gradients of a residual
+  // block's input are), else contiguous: the elementwise kernel reads both operands and writes
+  // the sum in one layout, and gradients may arrive in either (max pooling's channels last, a
+  // sum's contiguous).
+  static Tensor sum_of(const Tensor& a_in, const Tensor& b_in) {
+    const MemoryFormat format = prim::activation_format(a_in);
+    const Tensor a = a_in.contiguous(format), b = b_in.contiguous(format);
+    Tensor sum = Tensor::empty(a.shape(), a.dtype(), a.device(), format);
+    // Channels last, the NHWC buffers as contiguous [N, H, W, C] tensors.
+    const auto flat = [format](const Tensor& t) {
+      return format == MemoryFormat::kChannelsLast ? t.permute({0, 2, 3, 1}) : t;
+    };
+    Tensor fa = flat(a), fb = flat(b), fs = flat(sum);
+    dispatch(prim::Add{fa, fb, 1.0f, fs});
+    return sum;
+  }
+
   // Sums what arrived for each slot; runs on the node's device.
   std::vector<Tensor> take_inputs(Node* n) {
     std::vector<std::vector<Tensor>> pending;
@@ -121,9 +139,7 @@ class GraphTask {
         if (!grads[slot].defined()) {
           grads[slot] = g;
         } else {
-          Tensor sum = Tensor::empty(g.shape(), g.dtype(), g.device());
-          dispatch(prim::Add{grads[slot], g, 1.0f, sum});
-          grads[slot] = sum;
+          grads[slot] = sum_of(grads[slot], g);
         }
       }
     }

@@ -82,6 +82,27 @@ class TwoParams : public Cloneable<TwoParams> {
   std::string repr() const override { return "TwoParams"; }
 };
 
+// A channels-last activation used twice gets two channels-last gradients (a residual block's
+// input), and a third, contiguous, from an op whose gradient comes back so: the engine sums them
+// whatever their layouts.
+TEST(AutogradTest, GradientsOfAChannelsLastActivationAreSummed) {
+  std::vector<float> v(2 * 3 * 2 * 2);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i) - 11.5f;
+  Tensor x = Tensor::from_vector(v, {2, 3, 2, 2}).contiguous(MemoryFormat::kChannelsLast);
+  x.requires_grad_();
+  const Tensor a = ops::relu(x);
+  ASSERT_EQ(a.suggest_memory_format(), MemoryFormat::kChannelsLast);
+  // Max pooling's gradient comes back channels last, the sum's contiguous.
+  const Tensor pooled =
+      ops::add(ops::sum(ops::max_pool2d(a, 2, 2, 0)), ops::sum(ops::max_pool2d(a, 2, 2, 0)));
+  backward(ops::add(pooled, ops::sum(a)));
+  const std::vector<float> g = x.grad().contiguous().to_vector<float>();
+  for (size_t i = 0; i < v.size(); ++i) {
+    const bool window_max = i % 4 == 3;  // each plane's entries increase
+    EXPECT_EQ(g[i], v[i] > 0 ? (window_max ? 3.0f : 1.0f) : 0.0f) << i;
+  }
+}
+
 TEST(AutogradTest, ZeroGradClearsGradients) {
   TwoParams m;
   Tensor x = Tensor::from_vector(std::vector<float>{5, 6}, {2});
