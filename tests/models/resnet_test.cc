@@ -292,6 +292,29 @@ TEST(ResNetDataParallelTest, TwoHostDevicesEqualOne) {
   expect_same(loss_and_grads(dp(x), y, *original), chunked, "train mode");
 }
 
+// A batch laid out channels last (torch.channels_last) trains as the contiguous one: its
+// activations stay NHWC through the residual blocks, whose inputs get a gradient from each branch.
+TEST(ResNetTest, AChannelsLastBatchGivesTheSameLossAndGradients) {
+  Generator gen(13);
+  auto nchw = std::make_shared<ResNet>(resnet_config("resnet-tiny"), gen);
+  auto nhwc = nchw->copy_to(Device::parse("host:0"));
+  const auto [x, y] = batch(6, 12);
+  const Step a = loss_and_grads((*nchw)(x), y, *nchw);
+  const Step c = loss_and_grads((*nhwc)(x.contiguous(MemoryFormat::kChannelsLast)), y, *nhwc);
+  EXPECT_NEAR(c.loss, a.loss, 1e-5 * std::abs(a.loss));
+  ASSERT_EQ(c.grads.size(), a.grads.size());
+  for (size_t i = 0; i < a.grads.size(); ++i) {
+    const auto want = a.grads[i].second.contiguous().to_vector<float>();
+    const auto got = c.grads[i].second.contiguous().to_vector<float>();
+    ASSERT_EQ(got.size(), want.size());
+    float scale = 0.0f;
+    for (float v : want) scale = std::max(scale, std::abs(v));
+    for (size_t k = 0; k < want.size(); ++k) {
+      ASSERT_NEAR(got[k], want[k], 1e-4f * scale + 1e-6f) << a.grads[i].first << " " << k;
+    }
+  }
+}
+
 // The ResNet calls its batch norms and ReLUs by hand (forward_batch_norm_relu): fused, one
 // training step gives bit for bit the loss, gradients and running statistics of the two ops.
 TEST(ResNetTest, FusedBatchNormReluEqualsTheTwoOps) {
@@ -314,8 +337,8 @@ TEST(ResNetTest, FusedBatchNormReluEqualsTheTwoOps) {
   for (const char* name : {"bn1.running_var", "layer4.0.bn2.running_mean"}) {
     EXPECT_EQ(fused->find(name).to_vector<float>(), apart->find(name).to_vector<float>()) << name;
   }
-  // Not vacuous: the graph of a fused forward has batch norm + ReLU nodes, one per pair (the stem's,
-  // with its max pooling, and two per block), and the other none.
+  // Not vacuous: the graph of a fused forward has batch norm + ReLU nodes, one per pair (the
+  // stem's, with its max pooling, and two per block), and the other none.
   auto fused_nodes = [&](Module& m, const std::string& suffix) {
     const Tensor out = m(x);  // holds the graph while it is walked
     std::set<Node*> seen;
