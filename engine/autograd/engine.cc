@@ -112,10 +112,14 @@ class GraphTask {
   // block's input are), else contiguous: the elementwise kernel reads both operands and writes
   // the sum in one layout, and gradients may arrive in either (max pooling's channels last, a
   // sum's contiguous).
-  static Tensor sum_of(const Tensor& a_in, const Tensor& b_in) {
+  // Into a itself where nothing else holds it (a sum of earlier ones, or a node's own output): the
+  // tied embedding of a language model gets two [vocab, d] gradients, and a fresh sum of that size
+  // cost an allocation and its page faults every step.
+  static Tensor sum_of(Tensor a_in, const Tensor& b_in) {
     const MemoryFormat format = prim::activation_format(a_in);
+    const bool in_place = solely_owned(a_in) && a_in.is_contiguous(format);
     const Tensor a = a_in.contiguous(format), b = b_in.contiguous(format);
-    Tensor sum = Tensor::empty(a.shape(), a.dtype(), a.device(), format);
+    Tensor sum = in_place ? a : Tensor::empty(a.shape(), a.dtype(), a.device(), format);
     // Channels last, the NHWC buffers as contiguous [N, H, W, C] tensors.
     const auto flat = [format](const Tensor& t) {
       return format == MemoryFormat::kChannelsLast ? t.permute({0, 2, 3, 1}) : t;
@@ -134,12 +138,12 @@ class GraphTask {
     }
     std::vector<Tensor> grads(n->num_outputs());
     for (size_t slot = 0; slot < pending.size() && slot < grads.size(); ++slot) {
-      for (const Tensor& g : pending[slot]) {
+      for (Tensor& g : pending[slot]) {
         if (!g.defined()) continue;
         if (!grads[slot].defined()) {
-          grads[slot] = g;
+          grads[slot] = std::move(g);  // no handle left behind: sum_of may add into it
         } else {
-          grads[slot] = sum_of(grads[slot], g);
+          grads[slot] = sum_of(std::move(grads[slot]), g);
         }
       }
     }

@@ -58,11 +58,7 @@ std::vector<Tensor> AccumulateGrad::apply(const std::vector<Tensor>& grads) {
     // handle, and no view shares its storage) becomes .grad as it is; otherwise a fresh copy,
     // since other nodes may still read it. Stealing saves a parameter-sized copy on every first
     // accumulation: DataParallel's reduced gradients on device 0 above all.
-    const auto& impl = g.impl_ptr();
-    const bool whole_storage =
-        impl->storage->nbytes() == static_cast<size_t>(g.numel()) * dtype_size(g.dtype());
-    if (impl.use_count() == 1 && impl->storage.use_count() == 1 && whole_storage &&
-        g.is_contiguous() && !g.requires_grad()) {
+    if (solely_owned(g) && g.is_contiguous()) {
       g.set_memory_category(grad_category);
       leaf.set_grad(g);
     } else {
@@ -75,6 +71,14 @@ std::vector<Tensor> AccumulateGrad::apply(const std::vector<Tensor>& grads) {
   }
   for (auto& hook : impl->autograd.post_accumulate_hooks) hook(leaf);
   return {};
+}
+
+bool solely_owned(const Tensor& t) {
+  const auto& impl = t.impl_ptr();
+  const bool whole_storage =
+      impl->storage->nbytes() == static_cast<size_t>(t.numel()) * dtype_size(t.dtype());
+  return impl.use_count() == 1 && impl->storage.use_count() == 1 && whole_storage &&
+         !t.requires_grad();
 }
 
 void check_saved_versions(const std::string& op, const std::vector<SavedTensor>& saved) {

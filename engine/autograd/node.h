@@ -128,6 +128,10 @@ struct SavedTensor {
 // versions when one of `saved` was modified in place after `op` recorded it.
 void check_saved_versions(const std::string& op, const std::vector<SavedTensor>& saved);
 
+// Whether nothing but this handle reaches t's memory: the only handle to its impl, the only view of
+// its whole storage, not part of a graph. Such a gradient may be kept, or summed into, as it is.
+bool solely_owned(const Tensor& t);
+
 // A node whose backward is a function, used by most ops. apply() checks the saved tensors' versions
 // before calling the function.
 class FunctionNode final : public Node {
