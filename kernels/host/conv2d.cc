@@ -100,9 +100,9 @@ struct FirstLayer {
   dnnl::convolution_forward::primitive_desc pd;
 };
 
-std::unique_ptr<FirstLayer> first_layer(HostContext& ctx, const Conv2dShape& s, bool bias) {
+std::unique_ptr<FirstLayer> first_layer(HostContext& ctx, const Conv2dShape& s, const Descs& d,
+                                        bool bias) {
   if (!s.channels_last || s.c != 1 || (s.o != 8 && s.o != 16)) return nullptr;
-  const Descs d = descs(s);
   const memory::desc src({s.n, s.c, s.h, s.w}, dt::f32, tag::nchw);
   const memory::desc dst({s.n, s.o, s.ho, s.wo}, dt::f32, s.o == 16 ? tag::aBcd16b : tag::aBcd8b);
   const auto kind = dnnl::prop_kind::forward_training;
@@ -151,7 +151,7 @@ void conv2d_forward(HostContext& ctx, const Conv2dShape& s, const float* x, cons
       [&] {
         auto e = std::make_unique<PreparedPrimitive>();
         const Descs d = descs(s);
-        if (const auto first = first_layer(ctx, s, bias)) {
+        if (const auto first = first_layer(ctx, s, d, bias)) {
           e->bind(ctx, DNNL_ARG_SRC, first->src);
           e->bind(ctx, DNNL_ARG_WEIGHTS, d.wei, first->pd.weights_desc(), false);
           if (bias) e->bind(ctx, DNNL_ARG_BIAS, d.bias);

@@ -41,28 +41,19 @@ void for_each_vector(int64_t n, F f) {
   if (full * vec::kLanes < n) f(full * vec::kLanes, n - full * vec::kLanes);
 }
 
-inline vec::F load(const float* p, int64_t lanes) {
-  return lanes == vec::kLanes ? vec::load(p) : vec::load_first(p, lanes, 0.0f);
-}
-
-inline void store(float* p, vec::F v, int64_t lanes) {
-  if (lanes == vec::kLanes) {
-    vec::store(p, v);
-  } else {
-    vec::store_first(p, v, lanes);
-  }
-}
-
 }  // namespace
 
 void gelu_forward(HostContext&, const float* x, float* y, int64_t n) {
-  for_each_vector(n,
-                  [&](int64_t i, int64_t lanes) { store(y + i, gelu(load(x + i, lanes)), lanes); });
+  for_each_vector(n, [&](int64_t i, int64_t lanes) {
+    vec::store_n(y + i, gelu(vec::load_n(x + i, lanes, 0.0f)), lanes);
+  });
 }
 
 void gelu_backward(HostContext&, const float* x, const float* gy, float* gx, int64_t n) {
   for_each_vector(n, [&](int64_t i, int64_t lanes) {
-    store(gx + i, gelu_grad(load(x + i, lanes), load(gy + i, lanes)), lanes);
+    vec::store_n(gx + i,
+                 gelu_grad(vec::load_n(x + i, lanes, 0.0f), vec::load_n(gy + i, lanes, 0.0f)),
+                 lanes);
   });
 }
 

@@ -70,15 +70,10 @@ void log_softmax_backward(HostContext&, const float* y, const float* gy, float* 
       continue;
     }
     const vec::F s = vec::splat(sum);
-    int64_t j = 0;
-    for (; j + vec::kLanes <= cols; j += vec::kLanes) {
-      vec::store(out + j, vec::load(g + j) - vec::exp(vec::load(yr + j)) * s);
-    }
-    if (j < cols) {
-      const int64_t n = cols - j;
-      vec::store_first(
-          out + j, vec::load_first(g + j, n, 0.0f) - vec::exp(vec::load_first(yr + j, n, 0.0f)) * s,
-          n);
+    for (int64_t j = 0; j < cols; j += vec::kLanes) {
+      const int64_t n = std::min(vec::kLanes, cols - j);
+      vec::store_n(out + j,
+                   vec::load_n(g + j, n, 0.0f) - vec::exp(vec::load_n(yr + j, n, 0.0f)) * s, n);
     }
   }
 }

@@ -38,7 +38,8 @@ float exp_sum(const float* x, int64_t n, float shift, const float* next) {
   F acc = splat(0.0f);
   int64_t j = 0;
   if (next != nullptr) {
-    // A vector is one cache line: fetch the next row's line of the same offset with it.
+    // The next row's line at the same offset, one prefetch a vector (a vector is a cache line
+    // with AVX-512, half of one with AVX).
     for (; j + kLanes <= n; j += kLanes) {
       __builtin_prefetch(next + j);
       acc += exp(load(x + j) - s);

@@ -65,6 +65,20 @@ inline void store_first(float* p, F v, int64_t n) {
 }
 #endif
 
+// p's first `lanes` floats (1 to kLanes), the others `fill`; and its store: whole vectors and the
+// last, partial one of a loop over vectors alike.
+inline F load_n(const float* p, int64_t lanes, float fill) {
+  return lanes == kLanes ? load(p) : load_first(p, lanes, fill);
+}
+
+inline void store_n(float* p, F v, int64_t lanes) {
+  if (lanes == kLanes) {
+    store(p, v);
+  } else {
+    store_first(p, v, lanes);
+  }
+}
+
 inline F exp(F x) {
   const F lo = splat(-87.3365478515625f);  // ln(FLT_MIN): below it, 0
   const F hi = splat(88.3762626647949f);   // Cephes' MAXLOGF: above it, +inf
