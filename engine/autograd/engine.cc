@@ -111,20 +111,15 @@ class GraphTask {
   // a + b, laid out as a where a is a channels-last activation (the gradients of a residual
   // block's input are), else contiguous: the elementwise kernel reads both operands and writes
   // the sum in one layout, and gradients may arrive in either (max pooling's channels last, a
-  // sum's contiguous).
-  // Into a itself where nothing else holds it (a sum of earlier ones, or a node's own output): the
-  // tied embedding of a language model gets two [vocab, d] gradients, and a fresh sum of that size
-  // cost an allocation and its page faults every step.
+  // sum's contiguous). The sum goes into a itself where nothing else holds it (a sum of earlier
+  // ones, or a node's own output): the tied embedding of a language model gets two [vocab, d]
+  // gradients, and a fresh sum of that size cost an allocation and its page faults every step.
   static Tensor sum_of(Tensor a_in, const Tensor& b_in) {
     const MemoryFormat format = prim::activation_format(a_in);
     const bool in_place = solely_owned(a_in) && a_in.is_contiguous(format);
     const Tensor a = a_in.contiguous(format), b = b_in.contiguous(format);
     Tensor sum = in_place ? a : Tensor::empty(a.shape(), a.dtype(), a.device(), format);
-    // Channels last, the NHWC buffers as contiguous [N, H, W, C] tensors.
-    const auto flat = [format](const Tensor& t) {
-      return format == MemoryFormat::kChannelsLast ? t.permute({0, 2, 3, 1}) : t;
-    };
-    Tensor fa = flat(a), fb = flat(b), fs = flat(sum);
+    Tensor fa = prim::dense_view(a), fb = prim::dense_view(b), fs = prim::dense_view(sum);
     dispatch(prim::Add{fa, fb, 1.0f, fs});
     return sum;
   }

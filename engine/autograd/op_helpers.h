@@ -37,12 +37,7 @@ inline Tensor prepare_activation(const char* op, const Tensor& t, const char* wh
   return t.contiguous(prim::activation_format(t));
 }
 
-// An elementwise op's view of a channels-last activation: its NHWC buffer as a contiguous
-// [N, H, W, C] tensor (every other tensor as it is). Elementwise kernels read and write flat
-// buffers, so operands laid out alike may run on these views, whatever their layout.
-inline Tensor dense_view(const Tensor& t) {
-  return t.is_contiguous() ? t : t.permute({0, 2, 3, 1});
-}
+using prim::dense_view;
 
 inline void check_same_shape(const char* op, const Tensor& a, const Tensor& b) {
   DPE_CHECK(a.shape() == b.shape(), op << ": the size of tensor a " << a.shape()

@@ -23,6 +23,13 @@ inline MemoryFormat activation_format(const Tensor& x) {
              : MemoryFormat::kContiguous;
 }
 
+// An elementwise op's view of a channels-last activation: its NHWC buffer as a contiguous
+// [N, H, W, C] tensor (every other tensor as it is). Elementwise kernels read and write flat
+// buffers, so operands laid out alike may run on these views, whatever their layout.
+inline Tensor dense_view(const Tensor& t) {
+  return t.is_contiguous() ? t : t.permute({0, 2, 3, 1});
+}
+
 // x [N, C, ...] (at least 2-D) as [N, C, S], S the product of the trailing sizes ([N, S, C] when
 // x is channels last).
 inline BatchNormShape channels_view(const Tensor& x) {
