@@ -21,11 +21,21 @@ using dpe::Tensor;
 namespace ops = dpe::ops;
 namespace prim = dpe::prim;
 
-// Median seconds of `reps` calls after one warm-up call.
-double time_it(const std::function<void()>& f, int reps) {
+// Evicts the caches (a 64 MiB buffer written), so the next call reads its operands from memory.
+void evict_caches() {
+  static std::vector<char> buffer(size_t{64} << 20);
+  static char round = 0;
+  std::fill(buffer.begin(), buffer.end(), ++round);
+}
+
+// Median seconds of `reps` calls after one warm-up call; with `cold`, each call after the caches
+// are evicted, as a training step meets a layer's activations (written long before, by the
+// forward, or by another layer).
+double time_it(const std::function<void()>& f, int reps, bool cold = false) {
   f();
   std::vector<double> t;
   for (int i = 0; i < reps; ++i) {
+    if (cold) evict_caches();
     const auto start = std::chrono::steady_clock::now();
     f();
     t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
@@ -136,7 +146,8 @@ void bench_bn_pool(const char* name, int64_t n, int64_t c, int64_t h, int reps) 
 // (batch_norm_relu, then max_pool2d; backward: max_pool2d's, then batch_norm_relu's) and as the
 // fused op (engine/nn/fusion.h). GB/s of the fused op's tensors read and written.
 void bench_bn_relu_pool(const char* name, int64_t n, int64_t c, int64_t h, int reps,
-                        dpe::MemoryFormat format = dpe::MemoryFormat::kContiguous) {
+                        dpe::MemoryFormat format = dpe::MemoryFormat::kContiguous,
+                        bool cold = false) {
   const auto laid_out = [&](const dpe::Shape& shape, dpe::DType dtype = dpe::DType::kFloat32) {
     return Tensor::empty(shape, dtype, {}, format);
   };
@@ -156,7 +167,7 @@ void bench_bn_relu_pool(const char* name, int64_t n, int64_t c, int64_t h, int r
                      dispatch(prim::BatchNormReluForwardTrain{x, g, beta, 1e-5f, full, mean, var});
                      dispatch(prim::MaxPool2dForward{full, pool, p, idx});
                    },
-                   reps));
+                   reps, cold));
   std::snprintf(label, sizeof label, "%s bn+relu+pool fused forward", name);
   report_bytes(label, 2.75 * bytes,
                time_it(
@@ -164,7 +175,7 @@ void bench_bn_relu_pool(const char* name, int64_t n, int64_t c, int64_t h, int r
                      dispatch(prim::BatchNormReluMaxPoolForwardTrain{x, g, beta, 1e-5f, pool, p,
                                                                      idx, mean, var});
                    },
-                   reps));
+                   reps, cold));
   std::snprintf(label, sizeof label, "%s pool, bn+relu backward", name);
   report_bytes(
       label, 4.5 * bytes,
@@ -173,7 +184,7 @@ void bench_bn_relu_pool(const char* name, int64_t n, int64_t c, int64_t h, int r
             dispatch(prim::MaxPool2dBackward{gp, idx, pool, gfull});
             dispatch(prim::BatchNormReluBackward{x, gfull, g, beta, mean, var, 1e-5f, gx, gg, gb});
           },
-          reps));
+          reps, cold));
   std::snprintf(label, sizeof label, "%s bn+relu+pool fused backward", name);
   report_bytes(label, 4.5 * bytes,
                time_it(
@@ -181,7 +192,7 @@ void bench_bn_relu_pool(const char* name, int64_t n, int64_t c, int64_t h, int r
                      dispatch(prim::BatchNormReluMaxPoolBackward{x, gp, idx, g, beta, mean, var,
                                                                  1e-5f, pool, gx, gg, gb});
                    },
-                   reps));
+                   reps, cold));
 }
 
 void bench_linear(int64_t n, int64_t in, int64_t out, int reps, bool with_bias = true) {
@@ -427,6 +438,8 @@ int main() {
   bench_bn_relu_pool("[256, 32, 14, 14]", 256, 32, 14, 20);
   bench_bn_relu_pool("[256, 16, 28, 28] NHWC", 256, 16, 28, 20, nhwc);
   bench_bn_relu_pool("[256, 32, 14, 14] NHWC", 256, 32, 14, 20, nhwc);
+  bench_bn_relu_pool("[256, 16, 28, 28] NHWC cold", 256, 16, 28, 20, nhwc, /*cold=*/true);
+  bench_bn_relu_pool("[256, 32, 14, 14] NHWC cold", 256, 32, 14, 20, nhwc, /*cold=*/true);
   bench_linear(100, 1568, 10, 50);
   bench_linear(64, 784, 512, 50);
   bench_linear(64, 512, 512, 50);

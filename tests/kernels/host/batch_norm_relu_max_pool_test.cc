@@ -112,6 +112,12 @@ INSTANTIATE_TEST_SUITE_P(
                       // several blocks, the last row and column dropped
                       Case{64, 7, 29, 31, 2, 2, 0, false}, Case{40, 3, 63, 65, 3, 2, 1, false},
                       Case{24, 5, 27, 29, 2, 2, 0, true}, Case{24, 5, 27, 29, 3, 2, 1, true},
+                      // channels last, one to three vectors of channels (the sums in
+                      // registers), also where the last row and column drop
+                      Case{6, 32, 14, 14, 2, 2, 0, true}, Case{5, 16, 27, 29, 2, 2, 0, true},
+                      Case{3, 48, 9, 7, 2, 2, 0, true},
+                      // small images: blocks of several images for the sums, a partial last one
+                      Case{301, 16, 6, 6, 2, 2, 0, true}, Case{70, 8, 3, 3, 3, 2, 1, true},
                       Case{4, 16, 28, 28, 2, 2, 0, false, true},  // a NaN
                       Case{4, 16, 28, 28, 2, 2, 0, true, true}));
 
