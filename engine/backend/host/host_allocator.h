@@ -20,6 +20,10 @@ class HostAllocator final : public Allocator {
  public:
   static constexpr size_t kCacheMinBytes = size_t{1} << 16;
   static constexpr size_t kCacheMaxBytes = size_t{1} << 30;  // per device
+  // Blocks of kHugeMinBytes or more are mapped whole kHugePage pages, transparent huge pages
+  // where the kernel has them (host_allocator.cc).
+  static constexpr size_t kHugePage = size_t{2} << 20;
+  static constexpr size_t kHugeMinBytes = kHugePage;
 
   using Allocator::Allocator;
   ~HostAllocator() override;

@@ -3,6 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
 
 namespace dpe {
 namespace {
@@ -31,6 +35,54 @@ TEST(HostAllocatorTest, LargeBlocksAreCachedAndReusedWithoutCountingAsHeld) {
   void* small = a.allocate(100);  // small blocks go straight back to malloc
   a.deallocate(small, 100);
   EXPECT_EQ(a.cached_bytes(), 0u);
+}
+
+// /proc/self/smaps' THPeligible of the mapping that holds p ("" if none is found).
+std::string thp_eligible(const void* p) {
+  std::ifstream smaps("/proc/self/smaps");
+  const uintptr_t at = reinterpret_cast<uintptr_t>(p);
+  bool inside = false;
+  for (std::string line; std::getline(smaps, line);) {
+    uintptr_t lo = 0, hi = 0;
+    char dash = 0;
+    std::istringstream range(line);
+    if (range >> std::hex >> lo >> dash >> hi && dash == '-' && line.find(':') > line.find(' ')) {
+      inside = lo <= at && at < hi;
+    } else if (inside && line.rfind("THPeligible:", 0) == 0) {
+      return line.substr(std::strlen("THPeligible:"));
+    }
+  }
+  return "";
+}
+
+TEST(HostAllocatorTest, LargeBlocksAreWholeHugePagesAskedToBeTransparentHugePages) {
+  HostAllocator a(Device::parse("host:0"), 0);
+  const size_t big = HostAllocator::kHugeMinBytes * 3 + 5;
+  char* p = static_cast<char*>(a.allocate(big));
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "under AddressSanitizer large blocks are malloc's";
+#endif
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % HostAllocator::kHugePage, 0u);
+  std::memset(p, 1, big);  // all of it is writable
+  std::ifstream enabled("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string modes;
+  std::getline(enabled, modes);
+  if (!modes.empty() && modes.find("[never]") == std::string::npos) {
+    EXPECT_NE(thp_eligible(p).find('1'), std::string::npos) << "THP modes: " << modes;
+  }
+  a.deallocate(p, big);
+  void* q = a.allocate(big);  // cached like any large block
+  EXPECT_EQ(q, p);
+  a.deallocate(q, big);
+  a.release_cache();  // unmapped
+  EXPECT_EQ(a.cached_bytes(), 0u);
+  EXPECT_EQ(thp_eligible(p), "");
+  // Just under the threshold a block still rounds to 2 MiB: mapped, and unmapped, alike.
+  const size_t under = HostAllocator::kHugeMinBytes - 100;
+  void* u = a.allocate(under);
+  std::memset(u, 1, under);
+  a.deallocate(u, under);
+  a.release_cache();
 }
 
 }  // namespace
