@@ -11,6 +11,8 @@ each round, the medians over rounds and their ratio:
 
   tools/bazelw build //tools:bench
   /usr/bin/python3 tools/pytorch/vision_speed.py --dpe-bench bazel-bin/tools/bench
+  /usr/bin/python3 tools/pytorch/vision_speed.py --dpe-bench bazel-bin/tools/bench \
+      --channels-last true   # both in channels last
 
 Debian's python3-torch multiplies with the reference libblas (about 6 GFLOP/s) unless an
 optimized BLAS is installed. PyTorch runs here on OpenBLAS's OpenMP build (`apt-get install
@@ -79,10 +81,19 @@ def median_step_seconds(model, x, y, a, before_step=lambda: None):
     return statistics.median(times)
 
 
+def laid_out(model, x, a):
+    """The model and batch in torch.channels_last with --channels-last true (the ConvNet's
+    activations then stay NHWC, as dpe's bench --channels-last keeps them), else as they are."""
+    if a.channels_last == "true":
+        return model.to(memory_format=torch.channels_last), x.to(memory_format=torch.channels_last)
+    return model, x
+
+
 def pytorch_samples_per_second(model_name, batch, a):
     torch.manual_seed(0)
     x, y = fashion_batch(a.data_dir, batch)
-    return batch / median_step_seconds(make_model(model_name), x, y, a)
+    model, x = laid_out(make_model(model_name), x, a)
+    return batch / median_step_seconds(model, x, y, a)
 
 
 def ddp_rank(rank, world, model_name, batch, port, a, result):
@@ -92,8 +103,9 @@ def ddp_rank(rank, world, model_name, batch, port, a, result):
     torch.set_num_threads(1)
     torch.distributed.init_process_group("gloo", rank=rank, world_size=world)
     torch.manual_seed(0)
-    model = nn.parallel.DistributedDataParallel(make_model(model_name))
     x, y = fashion_batch(a.data_dir, batch)
+    model, x = laid_out(make_model(model_name), x, a)
+    model = nn.parallel.DistributedDataParallel(model)
     per = batch // world
     x, y = x[rank * per:(rank + 1) * per], y[rank * per:(rank + 1) * per]
     # Every rank starts each step together, as in dpe's bench.
@@ -126,7 +138,8 @@ def pytorch_child(args, threads, a):
     env = dict(os.environ, LD_LIBRARY_PATH=OPENBLAS_OPENMP, OPENBLAS_NUM_THREADS=str(threads),
                OMP_NUM_THREADS=str(threads))
     out = subprocess.run([sys.executable, __file__, "--dpe-bench", a.dpe_bench, "--steps",
-                          str(a.steps), "--warmup", str(a.warmup), "--data-dir", a.data_dir] + args,
+                          str(a.steps), "--warmup", str(a.warmup), "--data-dir", a.data_dir,
+                          "--channels-last", a.channels_last] + args,
                          env=env, check=True, stdout=subprocess.PIPE, text=True).stdout
     return float(out.split()[-1])
 
@@ -137,7 +150,8 @@ def dpe_rows(model_name, batch, threads, a, devices=1, backends="mpi"):
         subprocess.run([a.dpe_bench, "--models", model_name, "--devices", str(devices),
                         "--batch-size", str(batch), "--threads", str(threads), "--warmup",
                         str(a.warmup), "--steps", str(a.steps), "--data-dir", a.data_dir,
-                        "--ddp-backends", backends, "--fuse", a.dpe_fuse, "--json", out, "--svg",
+                        "--ddp-backends", backends, "--fuse", a.dpe_fuse, "--channels-last",
+                        a.channels_last, "--json", out, "--svg",
                         os.path.join(tmp, "bench.svg")],
                        check=True, stdout=subprocess.DEVNULL)
         with open(out) as f:
@@ -184,6 +198,9 @@ def main():
     ap.add_argument("--dpe-fuse", choices=["true", "false"], default="true",
                     help="dpe's bench --fuse: batch norm + ReLU as one op (dpe's default) or as "
                          "PyTorch's eager mode runs them")
+    ap.add_argument("--channels-last", choices=["true", "false"], default="false",
+                    help="both frameworks' images and activations channels last "
+                         "(torch.channels_last; dpe's bench --channels-last), or NCHW (the default)")
     ap.add_argument("--ddp", type=int, default=2,
                     help="also DDP on this many ranks of one thread (0: none): PyTorch over "
                          "Gloo against dpe over Gloo and over MPI")
@@ -206,7 +223,8 @@ def main():
     print(f"pytorch {torch.__version__} on {OPENBLAS_OPENMP}; "
           f"{a.steps} timed steps after {a.warmup} warm-up, "
           f"median step; medians of {a.rounds} alternating rounds; dpe's batch norm + ReLU "
-          f"{'fused' if a.dpe_fuse == 'true' else 'unfused'}", flush=True)
+          f"{'fused' if a.dpe_fuse == 'true' else 'unfused'}; images "
+          f"{'channels last' if a.channels_last == 'true' else 'NCHW'}", flush=True)
     for threads in (int(t) for t in a.threads.split(",") if t):
         blas = pytorch_child(["--blas-only", str(threads)], threads, a)
         print(f"pytorch matmul 1024^3 on {threads} thread(s): {blas:.1f} GFLOP/s", flush=True)
@@ -247,7 +265,7 @@ def main():
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"pytorch": torch.__version__, "dpe_fuse": a.dpe_fuse == "true",
-                       "rows": rows}, f, indent=2)
+                       "channels_last": a.channels_last == "true", "rows": rows}, f, indent=2)
 
 
 if __name__ == "__main__":
