@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 #include <vector>
@@ -12,6 +13,7 @@
 
 #include "engine/core/error.h"
 #include "kernels/host/elementwise.h"
+#include "kernels/host/vector_exp.h"
 
 namespace dpe::host {
 
@@ -265,8 +267,52 @@ void pool_general(const Pool2dShape& s, const float* in, float* out, int64_t* id
 }
 
 // Channels last: each window's elements are C contiguous floats, so the maximum runs across the
-// channels, vectorised, with take()'s rule per lane (later elements win when larger or NaN).
+// channels a vector at a time, with take()'s rule per lane (later elements win when larger or
+// NaN). The running maximum and its position (int32 lanes: the caller checks that a plane's
+// positions fit) stay in registers while the window is walked and are stored once, the positions
+// widened to int64: kept in y and the indices, each element of the window cost a load and a store
+// of both.
 void pool_nhwc(const Pool2dShape& s, const float* x, float* y, int64_t* indices) {
+  typedef int64_t Positions __attribute__((vector_size(vec::kLanes * sizeof(int64_t))));
+  const int64_t c = s.c;
+  const float lowest = -std::numeric_limits<float>::infinity();
+#pragma omp parallel for if (s.n * s.c * s.h * s.w >= kParallelGrain)
+  for (int64_t r = 0; r < s.n * s.ho; ++r) {
+    const int64_t n = r / s.ho, oh = r % s.ho;
+    const int64_t h0 = oh * s.stride - s.padding;
+    const int64_t hs = std::max<int64_t>(h0, 0), he = std::min(h0 + s.kernel, s.h);
+    for (int64_t ow = 0; ow < s.wo; ++ow) {
+      const int64_t w0 = ow * s.stride - s.padding;
+      const int64_t ws = std::max<int64_t>(w0, 0), we = std::min(w0 + s.kernel, s.w);
+      float* out = y + (r * s.wo + ow) * c;
+      int64_t* out_at = indices + (r * s.wo + ow) * c;
+      for (int64_t k = 0; k < c; k += vec::kLanes) {
+        const int64_t lanes = std::min(vec::kLanes, c - k);
+        vec::F best = vec::splat(lowest);
+        vec::I at = vec::I{} + static_cast<int32_t>(hs * s.w + ws);
+        for (int64_t ih = hs; ih < he; ++ih) {
+          for (int64_t iw = ws; iw < we; ++iw) {
+            const vec::F v = vec::load_n(x + ((n * s.h + ih) * s.w + iw) * c + k, lanes, lowest);
+            const vec::I wins = (v > best) | (v != v);
+            best = wins ? v : best;
+            at = wins ? vec::I{} + static_cast<int32_t>(ih * s.w + iw) : at;
+          }
+        }
+        vec::store_n(out + k, best, lanes);
+        const Positions wide = __builtin_convertvector(at, Positions);
+        std::memcpy(out_at + k, &wide, static_cast<size_t>(lanes) * sizeof(int64_t));
+      }
+    }
+  }
+}
+
+// pool_nhwc for planes whose positions do not fit int32: a channel at a time, take() per element.
+// (tests/kernels/host builds a copy with a small limit, to run it.)
+#ifndef DPE_POOL_MAX_POSITIONS
+#define DPE_POOL_MAX_POSITIONS INT32_MAX
+#endif
+constexpr int64_t kMaxPositions = DPE_POOL_MAX_POSITIONS;
+void pool_nhwc_wide(const Pool2dShape& s, const float* x, float* y, int64_t* indices) {
   const int64_t c = s.c;
 #pragma omp parallel for if (s.n * s.c * s.h * s.w >= kParallelGrain)
   for (int64_t r = 0; r < s.n * s.ho; ++r) {
@@ -276,25 +322,16 @@ void pool_nhwc(const Pool2dShape& s, const float* x, float* y, int64_t* indices)
     for (int64_t ow = 0; ow < s.wo; ++ow) {
       const int64_t w0 = ow * s.stride - s.padding;
       const int64_t ws = std::max<int64_t>(w0, 0), we = std::min(w0 + s.kernel, s.w);
-      float* best = y + (r * s.wo + ow) * c;
-      int64_t* at = indices + (r * s.wo + ow) * c;
-      const int64_t first = hs * s.w + ws;
       for (int64_t k = 0; k < c; ++k) {
-        best[k] = -std::numeric_limits<float>::infinity();
-        at[k] = first;
-      }
-      for (int64_t ih = hs; ih < he; ++ih) {
-        for (int64_t iw = ws; iw < we; ++iw) {
-          const float* in = x + ((n * s.h + ih) * s.w + iw) * c;
-          const int64_t pos = ih * s.w + iw;
-#pragma omp simd
-          for (int64_t k = 0; k < c; ++k) {
-            const float v = in[k];
-            const bool wins = (v > best[k]) | (v != v);
-            best[k] = wins ? v : best[k];
-            at[k] = wins ? pos : at[k];
+        float best = -std::numeric_limits<float>::infinity();
+        int64_t at = hs * s.w + ws;
+        for (int64_t ih = hs; ih < he; ++ih) {
+          for (int64_t iw = ws; iw < we; ++iw) {
+            take(x[((n * s.h + ih) * s.w + iw) * c + k], ih * s.w + iw, best, at);
           }
         }
+        y[(r * s.wo + ow) * c + k] = best;
+        indices[(r * s.wo + ow) * c + k] = at;
       }
     }
   }
@@ -433,6 +470,10 @@ void max_pool2d_forward(HostContext& ctx, const Pool2dShape& s, const float* x, 
       return;
     }
 #endif
+    if (s.h * s.w > kMaxPositions) {
+      pool_nhwc_wide(s, x, y, indices);
+      return;
+    }
     pool_nhwc(s, x, y, indices);
     return;
   }

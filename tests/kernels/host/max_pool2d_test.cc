@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -80,7 +81,11 @@ INSTANTIATE_TEST_SUITE_P(Shapes, MaxPool2dTest,
                                            Case{2, 3, 5, 71, 2, 2, 0},    // 35 wide: 16 + 16 + 3
                                            Case{2, 2, 6, 25, 2, 2, 0},    // 12 wide, odd width
                                            Case{3, 2, 14, 14, 2, 2, 0},   // 7 wide: two rows a step
-                                           Case{1, 2, 4, 17, 2, 2, 0}));  // 8 wide: all 16 lanes
+                                           Case{1, 2, 4, 17, 2, 2, 0},    // 8 wide: all 16 lanes
+                                           // channels last, 3x3 windows: a partial vector of
+                                           // channels, whole ones, and whole ones and a tail
+                                           Case{2, 8, 14, 14, 3, 2, 1}, Case{1, 32, 6, 7, 3, 2, 1},
+                                           Case{2, 20, 9, 9, 3, 2, 1}, Case{1, 35, 5, 5, 3, 1, 1}));
 
 // The backward's values are the scatter-add's onto zeros, bit for bit: a -0 gradient lands as +0
 // (0 + -0), a NaN as NaN, the other three elements +0 (the fused batch norm + ReLU + pooling
@@ -250,40 +255,46 @@ TEST(MaxPool2dTest, TiesAfterAReluGoToTheFirstMaximum) {
   EXPECT_EQ(i, i_ref);
 }
 
-// The channels-last 2x2 kernels (16 channels a vector, the rest one at a time) choose and scatter
-// as the NCHW kernels do, bit for bit: ties and NaNs in the windows, -0 and NaN gradients, and
-// odd sizes whose last row and column no window covers (their gradient 0, not what gx held).
+// The channels-last kernels (the 2x2 ones, and the general one for other windows; 16 or 8
+// channels a vector, the rest one at a time or as a partial vector) choose and scatter as the NCHW
+// kernels do, bit for bit: ties and NaNs in the windows, -0 and NaN gradients, and odd sizes whose
+// last row and column no window covers (their gradient 0, not what gx held).
 TEST(MaxPool2dNanTest, ChannelsLastChoosesAndScattersAsNchw) {
   HostContext ctx;
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const int64_t n = 2, c = 19, h = 5, w = 7;
-  const Pool2dShape s = max_pool2d_shape(n, c, h, w, 2, 2, 0);
-  const int64_t nx = n * c * h * w, ny = n * c * s.ho * s.wo;
-  std::vector<float> x(nx), gy(ny);
-  for (int64_t k = 0; k < nx; ++k) x[k] = k % 11 == 0 ? nan : static_cast<float>((k * 7) % 3);
-  for (int64_t k = 0; k < ny; ++k) {
-    gy[k] = k % 3 == 0 ? -0.0f : (k % 7 == 0 ? nan : static_cast<float>(k % 5) - 2.0f);
-  }
-  std::vector<float> y(ny), gx(nx, 5.0f);
-  std::vector<int64_t> idx(ny);
-  max_pool2d_forward(ctx, s, x.data(), y.data(), idx.data());
-  max_pool2d_backward(ctx, s, gy.data(), idx.data(), gx.data());
+  for (const std::array<int64_t, 3>& window :
+       {std::array<int64_t, 3>{2, 2, 0}, {3, 2, 1}, {3, 1, 1}, {2, 1, 0}}) {
+    SCOPED_TRACE(::testing::Message()
+                 << "kernel " << window[0] << " stride " << window[1] << " padding " << window[2]);
+    const Pool2dShape s = max_pool2d_shape(n, c, h, w, window[0], window[1], window[2]);
+    const int64_t nx = n * c * h * w, ny = n * c * s.ho * s.wo;
+    std::vector<float> x(nx), gy(ny);
+    for (int64_t k = 0; k < nx; ++k) x[k] = k % 11 == 0 ? nan : static_cast<float>((k * 7) % 3);
+    for (int64_t k = 0; k < ny; ++k) {
+      gy[k] = k % 3 == 0 ? -0.0f : (k % 7 == 0 ? nan : static_cast<float>(k % 5) - 2.0f);
+    }
+    std::vector<float> y(ny), gx(nx, 5.0f);
+    std::vector<int64_t> idx(ny);
+    max_pool2d_forward(ctx, s, x.data(), y.data(), idx.data());
+    max_pool2d_backward(ctx, s, gy.data(), idx.data(), gx.data());
 
-  Pool2dShape cl = s;
-  cl.channels_last = true;
-  const auto x_cl = to_nhwc(x, n, c, h, w), gy_cl = to_nhwc(gy, n, c, s.ho, s.wo);
-  std::vector<float> y_cl(ny), gx_cl(nx, 5.0f);
-  std::vector<int64_t> idx_cl(ny);
-  max_pool2d_forward(ctx, cl, x_cl.data(), y_cl.data(), idx_cl.data());
-  max_pool2d_backward(ctx, cl, gy_cl.data(), idx_cl.data(), gx_cl.data());
-  EXPECT_EQ(idx_cl, to_nhwc(idx, n, c, s.ho, s.wo));
-  const auto bits = [](const std::vector<float>& v) {
-    std::vector<uint32_t> b(v.size());
-    std::memcpy(b.data(), v.data(), v.size() * sizeof(float));
-    return b;
-  };
-  EXPECT_EQ(bits(y_cl), bits(to_nhwc(y, n, c, s.ho, s.wo)));
-  EXPECT_EQ(bits(gx_cl), bits(to_nhwc(gx, n, c, h, w)));
+    Pool2dShape cl = s;
+    cl.channels_last = true;
+    const auto x_cl = to_nhwc(x, n, c, h, w), gy_cl = to_nhwc(gy, n, c, s.ho, s.wo);
+    std::vector<float> y_cl(ny), gx_cl(nx, 5.0f);
+    std::vector<int64_t> idx_cl(ny);
+    max_pool2d_forward(ctx, cl, x_cl.data(), y_cl.data(), idx_cl.data());
+    max_pool2d_backward(ctx, cl, gy_cl.data(), idx_cl.data(), gx_cl.data());
+    EXPECT_EQ(idx_cl, to_nhwc(idx, n, c, s.ho, s.wo));
+    const auto bits = [](const std::vector<float>& v) {
+      std::vector<uint32_t> b(v.size());
+      std::memcpy(b.data(), v.data(), v.size() * sizeof(float));
+      return b;
+    };
+    EXPECT_EQ(bits(y_cl), bits(to_nhwc(y, n, c, s.ho, s.wo)));
+    EXPECT_EQ(bits(gx_cl), bits(to_nhwc(gx, n, c, h, w)));
+  }
 }
 
 }  // namespace
