@@ -58,10 +58,10 @@ std::string thp_eligible(const void* p) {
 TEST(HostAllocatorTest, LargeBlocksAreWholeHugePagesAskedToBeTransparentHugePages) {
   HostAllocator a(Device::parse("host:0"), 0);
   const size_t big = HostAllocator::kHugeMinBytes * 3 + 5;
-  char* p = static_cast<char*>(a.allocate(big));
 #if defined(__SANITIZE_ADDRESS__)
   GTEST_SKIP() << "under AddressSanitizer large blocks are malloc's";
 #endif
+  char* p = static_cast<char*>(a.allocate(big));
   EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % HostAllocator::kHugePage, 0u);
   std::memset(p, 1, big);  // all of it is writable
   std::ifstream enabled("/sys/kernel/mm/transparent_hugepage/enabled");
