@@ -652,7 +652,13 @@ void batch_norm_relu_max_pool_forward(HostContext& ctx, const BatchNormShape& sh
   auto& t = scratch_for(ctx, sh.c);
   for (int64_t ch = 0; ch < sh.c; ++ch) t.c[ch] = 1.0f / std::sqrt(var[ch] + eps);
   RowCoefficients k(sh.channels_last ? sh.c : 0);
-  if (sh.channels_last) affine_rows(k, sh.c, mean, t.c.data(), gamma, beta);
+  if (sh.channels_last) {
+    affine_rows(k, sh.c, mean, t.c.data(), gamma, beta);
+    // The normalised values made in the pooling's registers, where it has such a kernel.
+    if (max_pool2d_forward_affine_relu(ctx, pool, x, k.scale.data(), k.shift.data(), y, indices)) {
+      return;
+    }
+  }
   const Blocks b = blocks_for(ctx, sh, pool);
   float* block = b.scratch->values.data();
   for (int64_t first = 0; first < b.units; first += b.per_block) {

@@ -347,11 +347,34 @@ struct NhwcWindow {
   int64_t pos, w;  // a's flat position in the plane, the plane's width
 };
 
+// A window's element as the pooling takes it: the input itself, or relu(x * scale + shift) of
+// its channel, batch norm + ReLU's output made in registers for the fused op, evaluated as
+// batch_norm.cc's loops evaluate it (the product rounded, then the sum: this file is compiled
+// without contraction; -0 and NaN pass the ReLU as they do there).
+struct Plain {
+  __m512 operator()(const float* p, int64_t) const { return _mm512_loadu_ps(p); }
+  float operator()(float v, int64_t) const { return v; }
+};
+struct AffineRelu {
+  const float *scale, *shift;
+  __m512 operator()(const float* p, int64_t k) const {
+    const __m512 v = _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(p), _mm512_loadu_ps(scale + k)),
+                                   _mm512_loadu_ps(shift + k));
+    const __m512 zero = _mm512_setzero_ps();
+    return _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, zero, _CMP_LT_OQ), zero);
+  }
+  float operator()(float x, int64_t k) const {
+    const float v = x * scale[k] + shift[k];
+    return v < 0.0f ? 0.0f : v;
+  }
+};
+
 // Channels [k, k + 16) of one window.
-inline void pool_nhwc_16(const NhwcWindow& q, int64_t k, float* out, int64_t* at) {
-  __m512 best = _mm512_loadu_ps(q.a + k);
-  const __m512 v1 = _mm512_loadu_ps(q.b + k), v2 = _mm512_loadu_ps(q.d + k),
-               v3 = _mm512_loadu_ps(q.e + k);
+template <class Load>
+inline void pool_nhwc_16(const NhwcWindow& q, int64_t k, float* out, int64_t* at,
+                         const Load& load) {
+  __m512 best = load(q.a + k, k);
+  const __m512 v1 = load(q.b + k, k), v2 = load(q.d + k, k), v3 = load(q.e + k, k);
   const __mmask16 w1 = wins(v1, best);
   best = _mm512_mask_mov_ps(best, w1, v1);
   const __mmask16 w2 = wins(v2, best);
@@ -371,7 +394,9 @@ inline void pool_nhwc_16(const NhwcWindow& q, int64_t k, float* out, int64_t* at
   }
 }
 
-void pool_nhwc_2x2(const Pool2dShape& s, const float* x, float* y, int64_t* indices) {
+template <class Load = Plain>
+void pool_nhwc_2x2(const Pool2dShape& s, const float* x, float* y, int64_t* indices,
+                   const Load& load = Load{}) {
   const int64_t c = s.c, row = s.w * c, vec_c = c / 16 * 16;
 #pragma omp parallel for if (s.n * s.c * s.h * s.w >= kParallelGrain)
   for (int64_t r = 0; r < s.n * s.ho; ++r) {
@@ -382,13 +407,13 @@ void pool_nhwc_2x2(const Pool2dShape& s, const float* x, float* y, int64_t* indi
       const NhwcWindow q{a, a + c, a + row, a + row + c, 2 * oh * s.w + 2 * ow, s.w};
       float* out = y + (r * s.wo + ow) * c;
       int64_t* at = indices + (r * s.wo + ow) * c;
-      for (int64_t k = 0; k < vec_c; k += 16) pool_nhwc_16(q, k, out, at);
+      for (int64_t k = 0; k < vec_c; k += 16) pool_nhwc_16(q, k, out, at, load);
       for (int64_t k = vec_c; k < c; ++k) {
-        float best = q.a[k];
+        float best = load(q.a[k], k);
         int64_t i = q.pos;
-        take(q.b[k], q.pos + 1, best, i);
-        take(q.d[k], q.pos + q.w, best, i);
-        take(q.e[k], q.pos + q.w + 1, best, i);
+        take(load(q.b[k], k), q.pos + 1, best, i);
+        take(load(q.d[k], k), q.pos + q.w, best, i);
+        take(load(q.e[k], k), q.pos + q.w + 1, best, i);
         out[k] = best;
         at[k] = i;
       }
@@ -485,6 +510,18 @@ void max_pool2d_forward(HostContext& ctx, const Pool2dShape& s, const float* x, 
   }
   for_each_plane(s, x, y, indices,
                  [&](const float* in, float* out, int64_t* idx) { pool_general(s, in, out, idx); });
+}
+
+bool max_pool2d_forward_affine_relu(HostContext&, const Pool2dShape& s, const float* x,
+                                    const float* scale, const float* shift, float* y,
+                                    int64_t* indices) {
+#if defined(__AVX512F__)
+  if (s.channels_last && s.kernel == 2 && s.stride == 2 && s.padding == 0) {
+    pool_nhwc_2x2(s, x, y, indices, AffineRelu{scale, shift});
+    return true;
+  }
+#endif
+  return false;
 }
 
 void max_pool2d_backward(HostContext&, const Pool2dShape& s, const float* gy,

@@ -12,6 +12,13 @@ namespace dpe::host {
 
 void max_pool2d_forward(HostContext& ctx, const Pool2dShape& s, const float* x, float* y,
                         int64_t* indices);
+// max_pool2d_forward of relu(x * scale[ch] + shift[ch]) without that tensor (batch norm + ReLU +
+// pooling fused), bit for bit the pooling of what batch norm's loops write. Returns false, having
+// written nothing, where it has no kernel for `s` (only channels last, 2x2 windows at stride 2,
+// with AVX-512): the caller normalises into a tensor and pools that.
+bool max_pool2d_forward_affine_relu(HostContext& ctx, const Pool2dShape& s, const float* x,
+                                    const float* scale, const float* shift, float* y,
+                                    int64_t* indices);
 // gx (all of it) = scatter-add of gy at the saved indices.
 void max_pool2d_backward(HostContext& ctx, const Pool2dShape& s, const float* gy,
                          const int64_t* indices, float* gx);
