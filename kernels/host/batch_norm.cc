@@ -119,6 +119,25 @@ bool with_row_vectors(int64_t c, int max_vectors, const F& f) {
   }
 }
 
+// One sum's chains over `rows` rows of c channels into `chains`: vector(r, at) is the term of
+// channels [at, at + kLanes) of row r, scalar(r, ch) that of one channel; in registers where the
+// rows are whole vectors, else in memory.
+template <class Vector, class Scalar>
+void one_chain_sum(int64_t rows, int64_t c, const Vector& vector, const Scalar& scalar,
+                   float* chains) {
+  const bool in_registers = with_row_vectors(c, 4, [&](auto vectors) {
+    chain_sums_in_registers<vectors(), 1>(
+        rows, c, [&](int64_t r, int v, vec::F* t) { t[0] = vector(r, v * vec::kLanes); }, &chains);
+  });
+  if (in_registers) return;
+  std::fill(chains, chains + kRowChains * c, 0.0f);
+  for (int64_t r = 0; r < rows; ++r) {
+    float* part = chains + (r % kRowChains) * c;
+#pragma omp simd
+    for (int64_t ch = 0; ch < c; ++ch) part[ch] += scalar(r, ch);
+  }
+}
+
 // Per-channel temporaries, kept in the HostContext so a call allocates nothing.
 struct ChannelScratch : HostContext::CacheEntry {
   std::vector<float> a, b, c;
@@ -252,46 +271,23 @@ void stats_rows(HostContext& ctx, const BatchNormShape& sh, const float* x, floa
     const float* img = x + i * sh.s * c;
     const int64_t rows = std::min(per_block, sh.n - i) * sh.s;
     const double block = static_cast<double>(rows);
-    const bool in_registers = with_row_vectors(c, 4, [&](auto vectors) {
-      chain_sums_in_registers<vectors(), 1>(
-          rows, c,
-          [&](int64_t r, int v, vec::F* t) { t[0] = vec::load(img + r * c + v * vec::kLanes); },
-          &chains);
-    });
-    if (!in_registers) {
-      std::fill(chains, chains + kRowChains * c, 0.0f);
-      for (int64_t r = 0; r < rows; ++r) {
-        const float* row = img + r * c;
-        float* part = chains + (r % kRowChains) * c;
-#pragma omp simd
-        for (int64_t ch = 0; ch < c; ++ch) part[ch] += row[ch];
-      }
-    }
+    one_chain_sum(
+        rows, c, [&](int64_t r, int64_t at) { return vec::load(img + r * c + at); },
+        [&](int64_t r, int64_t ch) { return img[r * c + ch]; }, chains);
     add_chains(chains, c, sum);
     float* block_mean = t.c.data();
     for (int64_t ch = 0; ch < c; ++ch) block_mean[ch] = sum[ch] / static_cast<float>(rows);
-    const bool sq_in_registers = with_row_vectors(c, 4, [&](auto vectors) {
-      chain_sums_in_registers<vectors(), 1>(
-          rows, c,
-          [&](int64_t r, int v, vec::F* t) {
-            const int64_t at = v * vec::kLanes;
-            const vec::F d = vec::load(img + r * c + at) - vec::load(block_mean + at);
-            t[0] = d * d;
-          },
-          &chains);
-    });
-    if (!sq_in_registers) {
-      std::fill(chains, chains + kRowChains * c, 0.0f);
-      for (int64_t r = 0; r < rows; ++r) {
-        const float* row = img + r * c;
-        float* part = chains + (r % kRowChains) * c;
-#pragma omp simd
-        for (int64_t ch = 0; ch < c; ++ch) {
-          const float d = row[ch] - block_mean[ch];
-          part[ch] += d * d;
-        }
-      }
-    }
+    one_chain_sum(
+        rows, c,
+        [&](int64_t r, int64_t at) {
+          const vec::F d = vec::load(img + r * c + at) - vec::load(block_mean + at);
+          return d * d;
+        },
+        [&](int64_t r, int64_t ch) {
+          const float d = img[r * c + ch] - block_mean[ch];
+          return d * d;
+        },
+        chains);
     add_chains(chains, c, sq);
     for (int64_t ch = 0; ch < sh.c; ++ch) {
       merge_block(count, block, block_mean[ch], sq[ch], count_mean[ch], m2[ch]);

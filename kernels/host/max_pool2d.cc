@@ -266,6 +266,24 @@ void pool_general(const Pool2dShape& s, const float* in, float* out, int64_t* id
   }
 }
 
+// Calls f(n, hs, he, ws, we, o) for every output o (r * wo + ow, r = n * ho + oh) of a pooling:
+// image n, its window's rows [hs, he) and columns [ws, we), clipped to the plane; rows of outputs
+// in parallel.
+template <class F>
+void for_each_window(const Pool2dShape& s, const F& f) {
+#pragma omp parallel for if (s.n * s.c * s.h * s.w >= kParallelGrain)
+  for (int64_t r = 0; r < s.n * s.ho; ++r) {
+    const int64_t n = r / s.ho, oh = r % s.ho;
+    const int64_t h0 = oh * s.stride - s.padding;
+    const int64_t hs = std::max<int64_t>(h0, 0), he = std::min(h0 + s.kernel, s.h);
+    for (int64_t ow = 0; ow < s.wo; ++ow) {
+      const int64_t w0 = ow * s.stride - s.padding;
+      const int64_t ws = std::max<int64_t>(w0, 0), we = std::min(w0 + s.kernel, s.w);
+      f(n, hs, he, ws, we, r * s.wo + ow);
+    }
+  }
+}
+
 // Channels last: each window's elements are C contiguous floats, so the maximum runs across the
 // channels a vector at a time, with take()'s rule per lane (later elements win when larger or
 // NaN). The running maximum and its position (int32 lanes: the caller checks that a plane's
@@ -276,34 +294,24 @@ void pool_nhwc(const Pool2dShape& s, const float* x, float* y, int64_t* indices)
   typedef int64_t Positions __attribute__((vector_size(vec::kLanes * sizeof(int64_t))));
   const int64_t c = s.c;
   const float lowest = -std::numeric_limits<float>::infinity();
-#pragma omp parallel for if (s.n * s.c * s.h * s.w >= kParallelGrain)
-  for (int64_t r = 0; r < s.n * s.ho; ++r) {
-    const int64_t n = r / s.ho, oh = r % s.ho;
-    const int64_t h0 = oh * s.stride - s.padding;
-    const int64_t hs = std::max<int64_t>(h0, 0), he = std::min(h0 + s.kernel, s.h);
-    for (int64_t ow = 0; ow < s.wo; ++ow) {
-      const int64_t w0 = ow * s.stride - s.padding;
-      const int64_t ws = std::max<int64_t>(w0, 0), we = std::min(w0 + s.kernel, s.w);
-      float* out = y + (r * s.wo + ow) * c;
-      int64_t* out_at = indices + (r * s.wo + ow) * c;
-      for (int64_t k = 0; k < c; k += vec::kLanes) {
-        const int64_t lanes = std::min(vec::kLanes, c - k);
-        vec::F best = vec::splat(lowest);
-        vec::I at = vec::I{} + static_cast<int32_t>(hs * s.w + ws);
-        for (int64_t ih = hs; ih < he; ++ih) {
-          for (int64_t iw = ws; iw < we; ++iw) {
-            const vec::F v = vec::load_n(x + ((n * s.h + ih) * s.w + iw) * c + k, lanes, lowest);
-            const vec::I wins = (v > best) | (v != v);
-            best = wins ? v : best;
-            at = wins ? vec::I{} + static_cast<int32_t>(ih * s.w + iw) : at;
-          }
+  for_each_window(s, [&](int64_t n, int64_t hs, int64_t he, int64_t ws, int64_t we, int64_t o) {
+    for (int64_t k = 0; k < c; k += vec::kLanes) {
+      const int64_t lanes = std::min(vec::kLanes, c - k);
+      vec::F best = vec::splat(lowest);
+      vec::I at = vec::I{} + static_cast<int32_t>(hs * s.w + ws);
+      for (int64_t ih = hs; ih < he; ++ih) {
+        for (int64_t iw = ws; iw < we; ++iw) {
+          const vec::F v = vec::load_n(x + ((n * s.h + ih) * s.w + iw) * c + k, lanes, lowest);
+          const vec::I wins = (v > best) | (v != v);
+          best = wins ? v : best;
+          at = wins ? vec::I{} + static_cast<int32_t>(ih * s.w + iw) : at;
         }
-        vec::store_n(out + k, best, lanes);
-        const Positions wide = __builtin_convertvector(at, Positions);
-        std::memcpy(out_at + k, &wide, static_cast<size_t>(lanes) * sizeof(int64_t));
       }
+      vec::store_n(y + o * c + k, best, lanes);
+      const Positions wide = __builtin_convertvector(at, Positions);
+      std::memcpy(indices + o * c + k, &wide, static_cast<size_t>(lanes) * sizeof(int64_t));
     }
-  }
+  });
 }
 
 // pool_nhwc for planes whose positions do not fit int32: a channel at a time, take() per element.
@@ -314,27 +322,19 @@ void pool_nhwc(const Pool2dShape& s, const float* x, float* y, int64_t* indices)
 constexpr int64_t kMaxPositions = DPE_POOL_MAX_POSITIONS;
 void pool_nhwc_wide(const Pool2dShape& s, const float* x, float* y, int64_t* indices) {
   const int64_t c = s.c;
-#pragma omp parallel for if (s.n * s.c * s.h * s.w >= kParallelGrain)
-  for (int64_t r = 0; r < s.n * s.ho; ++r) {
-    const int64_t n = r / s.ho, oh = r % s.ho;
-    const int64_t h0 = oh * s.stride - s.padding;
-    const int64_t hs = std::max<int64_t>(h0, 0), he = std::min(h0 + s.kernel, s.h);
-    for (int64_t ow = 0; ow < s.wo; ++ow) {
-      const int64_t w0 = ow * s.stride - s.padding;
-      const int64_t ws = std::max<int64_t>(w0, 0), we = std::min(w0 + s.kernel, s.w);
-      for (int64_t k = 0; k < c; ++k) {
-        float best = -std::numeric_limits<float>::infinity();
-        int64_t at = hs * s.w + ws;
-        for (int64_t ih = hs; ih < he; ++ih) {
-          for (int64_t iw = ws; iw < we; ++iw) {
-            take(x[((n * s.h + ih) * s.w + iw) * c + k], ih * s.w + iw, best, at);
-          }
+  for_each_window(s, [&](int64_t n, int64_t hs, int64_t he, int64_t ws, int64_t we, int64_t o) {
+    for (int64_t k = 0; k < c; ++k) {
+      float best = -std::numeric_limits<float>::infinity();
+      int64_t at = hs * s.w + ws;
+      for (int64_t ih = hs; ih < he; ++ih) {
+        for (int64_t iw = ws; iw < we; ++iw) {
+          take(x[((n * s.h + ih) * s.w + iw) * c + k], ih * s.w + iw, best, at);
         }
-        y[(r * s.wo + ow) * c + k] = best;
-        indices[(r * s.wo + ow) * c + k] = at;
       }
+      y[o * c + k] = best;
+      indices[o * c + k] = at;
     }
-  }
+  });
 }
 
 #if defined(__AVX512F__)
