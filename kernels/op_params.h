@@ -73,6 +73,13 @@ struct Pool2dShape {
   bool channels_last = false;  // x, y, the indices and the gradients laid out NHWC
 };
 
+// Window codes: where the fused batch norm + ReLU + max pooling keeps each output's maximum, a
+// byte per output instead of max_pool2d's int64 flat position in the plane (an eighth of the
+// bytes its forward writes and its backward reads, and of the memory a training step holds):
+// (ih - h0) * kernel + (iw - w0), its place inside its window, whose unclipped top-left is
+// (h0, w0) = (oh, ow) * stride - padding. A byte holds them for kernels up to 16.
+constexpr int64_t kMaxWindowCodeKernel = 16;
+
 // Batch normalisation of x [n, c, ...] viewed as [n, c, s] (s: the product of the trailing sizes).
 struct BatchNormShape {
   int64_t n, c, s;

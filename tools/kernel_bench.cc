@@ -4,10 +4,12 @@
 // layers and of the optimizers' updates. A benchmark, not a test.
 #include <omp.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "engine/autograd/ops.h"
@@ -155,6 +157,7 @@ void bench_bn_relu_pool(const char* name, int64_t n, int64_t c, int64_t h, int r
   Tensor g = filled({c}, 1), beta = filled({c}, 0), mean = Tensor::empty({c}),
          var = Tensor::empty({c}), gg = Tensor::empty({c}), gb = Tensor::empty({c});
   Tensor p = laid_out({n, c, h / 2, h / 2}), idx = laid_out(p.shape(), dpe::DType::kInt64);
+  Tensor codes = Tensor::empty(prim::window_code_words(p.shape()), dpe::DType::kInt64);
   Tensor gp = activations(p.shape(), false).contiguous(format), gfull = laid_out(x.shape()),
          gx = laid_out(x.shape());
   const dpe::Pool2dParams pool{2, 2, 0};
@@ -173,7 +176,7 @@ void bench_bn_relu_pool(const char* name, int64_t n, int64_t c, int64_t h, int r
                time_it(
                    [&] {
                      dispatch(prim::BatchNormReluMaxPoolForwardTrain{x, g, beta, 1e-5f, pool, p,
-                                                                     idx, mean, var});
+                                                                     codes, mean, var});
                    },
                    reps, cold));
   std::snprintf(label, sizeof label, "%s pool, bn+relu backward", name);
@@ -189,7 +192,7 @@ void bench_bn_relu_pool(const char* name, int64_t n, int64_t c, int64_t h, int r
   report_bytes(label, 4.5 * bytes,
                time_it(
                    [&] {
-                     dispatch(prim::BatchNormReluMaxPoolBackward{x, gp, idx, g, beta, mean, var,
+                     dispatch(prim::BatchNormReluMaxPoolBackward{x, gp, codes, g, beta, mean, var,
                                                                  1e-5f, pool, gx, gg, gb});
                    },
                    reps, cold));
@@ -410,47 +413,69 @@ double gpt_small_attention(int64_t n, int reps) {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  CLI::App app{"dpe kernel_bench: the host kernels one at a time, 1 thread, medians"};
+  std::vector<std::string> only;
+  app.add_option("--only", only,
+                 "groups to run (default all): sgemm, conv, bn_pool, bn_relu_pool, linear, optim, "
+                 "layer_norm, gelu, cross_entropy, convnet_step, attention");
+  CLI11_PARSE(app, argc, argv);
+  const auto run = [&](const char* group) {
+    return only.empty() || std::find(only.begin(), only.end(), group) != only.end();
+  };
   omp_set_num_threads(1);
   std::printf("host backend, 1 thread (OpenMP), medians\n");
 
-  const int64_t m = 2048;
-  Tensor a = filled({m, m}, 0.5f), bb = filled({m, m}, 0.25f), c = Tensor::empty({m, m});
-  report("sgemm 2048x2048x2048", 2.0 * m * m * m,
-         time_it(
-             [&] {
-               dispatch(prim::Matmul{a, bb, c});
-             },
-             5));
-
-  bench_conv("conv1 (1->16, 5x5, pad 2, 28x28) N=100", 100, 1, 28, 16, 5, 2, 20);
-  bench_conv("conv2 (16->32, 5x5, pad 2, 14x14) N=100", 100, 16, 14, 32, 5, 2, 20);
+  if (run("sgemm")) {
+    const int64_t m = 2048;
+    Tensor a = filled({m, m}, 0.5f), bb = filled({m, m}, 0.25f), c = Tensor::empty({m, m});
+    report("sgemm 2048x2048x2048", 2.0 * m * m * m,
+           time_it(
+               [&] {
+                 dispatch(prim::Matmul{a, bb, c});
+               },
+               5));
+  }
   const auto nhwc = dpe::MemoryFormat::kChannelsLast;
-  bench_conv("conv1 NHWC N=256", 256, 1, 28, 16, 5, 2, 20, nhwc);
-  bench_conv("conv2 NHWC N=256", 256, 16, 14, 32, 5, 2, 20, nhwc);
-  bench_bn_pool("[100, 16, 28, 28]", 100, 16, 28, 20);
-  bench_bn_pool("[100, 32, 14, 14]", 100, 32, 14, 20);
-  bench_bn_pool("[256, 16, 28, 28]", 256, 16, 28, 20);
-  bench_bn_pool("[256, 32, 14, 14]", 256, 32, 14, 20);
-  bench_bn_relu_pool("[100, 16, 28, 28]", 100, 16, 28, 20);
-  bench_bn_relu_pool("[100, 32, 14, 14]", 100, 32, 14, 20);
-  bench_bn_relu_pool("[256, 16, 28, 28]", 256, 16, 28, 20);
-  bench_bn_relu_pool("[256, 32, 14, 14]", 256, 32, 14, 20);
-  bench_bn_relu_pool("[256, 16, 28, 28] NHWC", 256, 16, 28, 20, nhwc);
-  bench_bn_relu_pool("[256, 32, 14, 14] NHWC", 256, 32, 14, 20, nhwc);
-  bench_bn_relu_pool("[256, 16, 28, 28] NHWC cold", 256, 16, 28, 20, nhwc, /*cold=*/true);
-  bench_bn_relu_pool("[256, 32, 14, 14] NHWC cold", 256, 32, 14, 20, nhwc, /*cold=*/true);
-  bench_linear(100, 1568, 10, 50);
-  bench_linear(64, 784, 512, 50);
-  bench_linear(64, 512, 512, 50);
-  bench_linear(64, 512, 10, 50);
-  bench_linear(1024, 256, 32000, 5, false);  // gpt-small's tied language-model head
-  bench_optimizers(669706, 50);
-  bench_layer_norm(1024, 256, 50);
-  bench_gelu(1024, 1024, 50);
-  bench_cross_entropy(1024, 32000, 10);
-  std::printf("%-40s %9.3f ms\n", "ConvNet step kernels, batch 100", convnet_step(100, 20) * 1e3);
-  std::printf("%-40s %9.3f ms\n", "gpt-small attention fwd+bwd, batch 8",
-              gpt_small_attention(8, 10) * 1e3);
+  if (run("conv")) {
+    bench_conv("conv1 (1->16, 5x5, pad 2, 28x28) N=100", 100, 1, 28, 16, 5, 2, 20);
+    bench_conv("conv2 (16->32, 5x5, pad 2, 14x14) N=100", 100, 16, 14, 32, 5, 2, 20);
+    bench_conv("conv1 NHWC N=256", 256, 1, 28, 16, 5, 2, 20, nhwc);
+    bench_conv("conv2 NHWC N=256", 256, 16, 14, 32, 5, 2, 20, nhwc);
+  }
+  if (run("bn_pool")) {
+    bench_bn_pool("[100, 16, 28, 28]", 100, 16, 28, 20);
+    bench_bn_pool("[100, 32, 14, 14]", 100, 32, 14, 20);
+    bench_bn_pool("[256, 16, 28, 28]", 256, 16, 28, 20);
+    bench_bn_pool("[256, 32, 14, 14]", 256, 32, 14, 20);
+  }
+  if (run("bn_relu_pool")) {
+    bench_bn_relu_pool("[100, 16, 28, 28]", 100, 16, 28, 20);
+    bench_bn_relu_pool("[100, 32, 14, 14]", 100, 32, 14, 20);
+    bench_bn_relu_pool("[256, 16, 28, 28]", 256, 16, 28, 20);
+    bench_bn_relu_pool("[256, 32, 14, 14]", 256, 32, 14, 20);
+    bench_bn_relu_pool("[256, 16, 28, 28] NHWC", 256, 16, 28, 20, nhwc);
+    bench_bn_relu_pool("[256, 32, 14, 14] NHWC", 256, 32, 14, 20, nhwc);
+    bench_bn_relu_pool("[256, 16, 28, 28] NHWC cold", 256, 16, 28, 20, nhwc, /*cold=*/true);
+    bench_bn_relu_pool("[256, 32, 14, 14] NHWC cold", 256, 32, 14, 20, nhwc, /*cold=*/true);
+  }
+  if (run("linear")) {
+    bench_linear(100, 1568, 10, 50);
+    bench_linear(64, 784, 512, 50);
+    bench_linear(64, 512, 512, 50);
+    bench_linear(64, 512, 10, 50);
+    bench_linear(1024, 256, 32000, 5, false);  // gpt-small's tied language-model head
+  }
+  if (run("optim")) bench_optimizers(669706, 50);
+  if (run("layer_norm")) bench_layer_norm(1024, 256, 50);
+  if (run("gelu")) bench_gelu(1024, 1024, 50);
+  if (run("cross_entropy")) bench_cross_entropy(1024, 32000, 10);
+  if (run("convnet_step")) {
+    std::printf("%-40s %9.3f ms\n", "ConvNet step kernels, batch 100", convnet_step(100, 20) * 1e3);
+  }
+  if (run("attention")) {
+    std::printf("%-40s %9.3f ms\n", "gpt-small attention fwd+bwd, batch 8",
+                gpt_small_attention(8, 10) * 1e3);
+  }
   return 0;
 }

@@ -343,7 +343,8 @@ Tensor batch_norm_relu_max_pool2d(const Tensor& x_in, const Tensor& gamma_in, co
                                   Tensor& running_mean, Tensor& running_var, bool training,
                                   float momentum, float eps, int64_t kernel_size, int64_t stride,
                                   int64_t padding, const std::string& who) {
-  if ((!training && running_mean.defined()) ||
+  // Windows without codes (kernels/op_params.h: wider than 16) run apart.
+  if ((!training && running_mean.defined()) || kernel_size > kMaxWindowCodeKernel ||
       !has_fused_kernels<prim::BatchNormReluMaxPoolForwardTrain,
                          prim::BatchNormReluMaxPoolBackward>(x_in)) {
     return max_pool2d(batch_norm_relu(x_in, gamma_in, beta_in, running_mean, running_var, training,
@@ -357,7 +358,7 @@ Tensor batch_norm_relu_max_pool2d(const Tensor& x_in, const Tensor& gamma_in, co
   const auto [p, out] = checked_pool(x, kernel_size, stride, padding);
   const MemoryFormat format = prim::activation_format(x);
   Tensor y = Tensor::empty(out, DType::kFloat32, x.device(), format);
-  Tensor workspace = Tensor::empty(out, DType::kInt64, x.device(), format);
+  Tensor workspace = Tensor::empty(prim::window_code_words(out), DType::kInt64, x.device());
   Tensor mean = batch.mean, var = batch.var;
   dispatch(prim::BatchNormReluMaxPoolForwardTrain{x, gamma, beta, eps, p, y, workspace, mean, var});
   update_running_statistics(running_mean, running_var, batch, training, momentum);

@@ -8,6 +8,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "engine/core/error.h"
 #include "kernels/host/elementwise.h"
 #include "kernels/host/max_pool2d.h"
 #include "kernels/host/reduce.h"
@@ -603,13 +604,15 @@ struct PoolBlock : HostContext::CacheEntry {
 
 struct Blocks {
   int64_t unit;       // floats of x per plane (NCHW) or image (channels last)
-  int64_t out_unit;   // elements of the pooled output (and indices) per plane or image
+  int64_t out_unit;   // elements of the pooled output (and codes) per plane or image
   int64_t units;      // planes or images in the batch
   int64_t per_block;  // planes or images in a block
   PoolBlock* scratch;
 };
 
 Blocks blocks_for(HostContext& ctx, const BatchNormShape& sh, const Pool2dShape& pool) {
+  DPE_CHECK(pool.kernel <= kMaxWindowCodeKernel,
+            "batch_norm_relu_max_pool2d: no window codes for kernel " << pool.kernel);
   Blocks b;
   b.unit = sh.channels_last ? sh.s * sh.c : sh.s;
   b.out_unit = pool.ho * pool.wo * (sh.channels_last ? sh.c : 1);
@@ -642,8 +645,9 @@ Pool2dShape block_pool(const BatchNormShape& sh, Pool2dShape pool, int64_t count
 
 void batch_norm_relu_max_pool_forward(HostContext& ctx, const BatchNormShape& sh,
                                       const Pool2dShape& pool, const float* x, const float* gamma,
-                                      const float* beta, float eps, float* y, int64_t* indices,
+                                      const float* beta, float eps, float* y, uint8_t* codes,
                                       float* mean, float* var) {
+  const Blocks b = blocks_for(ctx, sh, pool);
   batch_stats(ctx, sh, x, mean, var);
   auto& t = scratch_for(ctx, sh.c);
   for (int64_t ch = 0; ch < sh.c; ++ch) t.c[ch] = 1.0f / std::sqrt(var[ch] + eps);
@@ -651,11 +655,10 @@ void batch_norm_relu_max_pool_forward(HostContext& ctx, const BatchNormShape& sh
   if (sh.channels_last) {
     affine_rows(k, sh.c, mean, t.c.data(), gamma, beta);
     // The normalised values made in the pooling's registers, where it has such a kernel.
-    if (max_pool2d_forward_affine_relu(ctx, pool, x, k.scale.data(), k.shift.data(), y, indices)) {
+    if (max_pool2d_forward_affine_relu(ctx, pool, x, k.scale.data(), k.shift.data(), y, codes)) {
       return;
     }
   }
-  const Blocks b = blocks_for(ctx, sh, pool);
   float* block = b.scratch->values.data();
   for (int64_t first = 0; first < b.units; first += b.per_block) {
     const int64_t count = std::min(b.per_block, b.units - first);
@@ -666,15 +669,16 @@ void batch_norm_relu_max_pool_forward(HostContext& ctx, const BatchNormShape& sh
                          block);
     }
     max_pool2d_forward(ctx, block_pool(sh, pool, count), block, y + first * b.out_unit,
-                       indices + first * b.out_unit);
+                       codes + first * b.out_unit);
   }
 }
 
 void batch_norm_relu_max_pool_backward(HostContext& ctx, const BatchNormShape& sh,
                                        const Pool2dShape& pool, const float* x, const float* gy,
-                                       const int64_t* indices, const float* gamma,
-                                       const float* beta, const float* mean, const float* var,
-                                       float eps, float* gx, float* ggamma, float* gbeta) {
+                                       const uint8_t* codes, const float* gamma, const float* beta,
+                                       const float* mean, const float* var, float eps, float* gx,
+                                       float* ggamma, float* gbeta) {
+  const Blocks b = blocks_for(ctx, sh, pool);
   auto& t = scratch_for(ctx, sh.c);
   for (int64_t ch = 0; ch < sh.c; ++ch) t.c[ch] = 1.0f / std::sqrt(var[ch] + eps);
   for (int64_t ch = 0; ch < sh.c; ++ch) {
@@ -682,7 +686,6 @@ void batch_norm_relu_max_pool_backward(HostContext& ctx, const BatchNormShape& s
   }
   RowCoefficients k(sh.channels_last ? sh.c : 0);
   if (sh.channels_last) affine_rows(k, sh.c, mean, t.c.data(), gamma, beta);
-  const Blocks b = blocks_for(ctx, sh, pool);
   // The pooling's gradient goes straight into gx, a block at a time (max_pool2d_backward itself),
   // and the block's per-channel sums are taken while it is in the caches: each channel's planes
   // (images) in batch order, their float sums added in double, as batch_norm_relu_backward adds
@@ -695,7 +698,7 @@ void batch_norm_relu_max_pool_backward(HostContext& ctx, const BatchNormShape& s
     const int64_t count = std::min(b.per_block, b.units - first);
     float* block = gx + first * b.unit;
     max_pool2d_backward(ctx, block_pool(sh, pool, count), gy + first * b.out_unit,
-                        indices + first * b.out_unit, block);
+                        codes + first * b.out_unit, block);
     if (sh.channels_last) {
       const int64_t per_sum = images_per_block(sh.s);
       for (int64_t i = 0; i < count; i += per_sum) {

@@ -32,13 +32,15 @@ void batch_norm_relu_backward(HostContext& ctx, const BatchNormShape& sh, const 
                               const float* mean, const float* var, float eps, float* gx,
                               float* ggamma, float* gbeta);
 // max_pool2d(max(batch_norm(x), 0)) in training (a BatchNorm2d, a ReLU and a MaxPool2d, fused):
-// y and indices are the pooling's (pool: its shape over x), mean and var the batch statistics.
-// After the statistics, each block of planes (images, channels last) is normalised into a
-// cache-sized scratch and pooled from there, so the full-size ReLU output is never written to
-// memory. Bit for bit batch_norm_forward_train(relu) then max_pool2d_forward.
+// y is the pooling's output (pool: its shape over x), codes each output's window code
+// (op_params.h; a kernel up to kMaxWindowCodeKernel), mean and var the batch statistics. After the
+// statistics, each block of planes (images, channels last) is normalised into a cache-sized
+// scratch and pooled from there, or, where the pooling has such a kernel, in its registers: the
+// full-size ReLU output is never written to memory. Bit for bit batch_norm_forward_train(relu)
+// then max_pool2d_forward, whose indices the codes name.
 void batch_norm_relu_max_pool_forward(HostContext& ctx, const BatchNormShape& sh,
                                       const Pool2dShape& pool, const float* x, const float* gamma,
-                                      const float* beta, float eps, float* y, int64_t* indices,
+                                      const float* beta, float eps, float* y, uint8_t* codes,
                                       float* mean, float* var);
 // Its gradients from gy, the pooled output's: bit for bit max_pool2d_backward then
 // batch_norm_relu_backward. The pooling's gradient is written into gx a block at a time and
@@ -46,9 +48,9 @@ void batch_norm_relu_max_pool_forward(HostContext& ctx, const BatchNormShape& sh
 // over memory fewer than the two ops.
 void batch_norm_relu_max_pool_backward(HostContext& ctx, const BatchNormShape& sh,
                                        const Pool2dShape& pool, const float* x, const float* gy,
-                                       const int64_t* indices, const float* gamma,
-                                       const float* beta, const float* mean, const float* var,
-                                       float eps, float* gx, float* ggamma, float* gbeta);
+                                       const uint8_t* codes, const float* gamma, const float* beta,
+                                       const float* mean, const float* var, float eps, float* gx,
+                                       float* ggamma, float* gbeta);
 // y = (x - mean) * invstd * gamma + beta.
 void batch_norm_apply(HostContext& ctx, const BatchNormShape& sh, const float* x, const float* mean,
                       const float* invstd, const float* gamma, const float* beta, float* y);

@@ -55,6 +55,45 @@ inline void take(float v, int64_t i, float& best, int64_t& best_i) {
   }
 }
 
+// Every kernel keeps each output's maximum as its Index says: int64_t, its flat position in the
+// plane, ih * W + iw (max_pool2d_forward's indices, torch's); uint8_t, its window code
+// (op_params.h), (ih - h0) * kernel + (iw - w0) for the window whose unclipped top-left is (h0,
+// w0).
+inline int64_t position(const int64_t*, int64_t ih, int64_t iw, int64_t w, int64_t, int64_t,
+                        int64_t) {
+  return ih * w + iw;
+}
+inline int64_t position(const uint8_t*, int64_t ih, int64_t iw, int64_t, int64_t h0, int64_t w0,
+                        int64_t kernel) {
+  return (ih - h0) * kernel + (iw - w0);
+}
+constexpr bool is_code(const int64_t*) { return false; }
+constexpr bool is_code(const uint8_t*) { return true; }
+
+enum : int64_t { kCodePlaces = 0x6d707002 };
+
+// Where the backward adds an output's gradient, from its window code: corner[o] + offset[code],
+// its window's unclipped top-left (flat, may be negative when padded) and the code's place
+// relative to it. Kept in the HostContext, as the portable kernel's window corners.
+struct CodePlaces : HostContext::CacheEntry {
+  std::vector<int64_t> corner;
+  int64_t offset[kMaxWindowCodeKernel * kMaxWindowCodeKernel];
+  explicit CodePlaces(const Pool2dShape& s) : corner(static_cast<size_t>(s.ho * s.wo)) {
+    for (int64_t oh = 0; oh < s.ho; ++oh) {
+      for (int64_t ow = 0; ow < s.wo; ++ow) {
+        corner[oh * s.wo + ow] = (oh * s.stride - s.padding) * s.w + ow * s.stride - s.padding;
+      }
+    }
+    for (int64_t c = 0; c < s.kernel * s.kernel; ++c) offset[c] = c / s.kernel * s.w + c % s.kernel;
+  }
+};
+const CodePlaces& code_places(HostContext& ctx, const Pool2dShape& s) {
+  DPE_CHECK(s.kernel <= kMaxWindowCodeKernel,
+            "max_pool2d: no window codes for kernel " << s.kernel);
+  return ctx.cached<CodePlaces>(CacheKey(kCodePlaces, {s.h, s.w, s.kernel, s.stride, s.padding}),
+                                [&] { return std::make_unique<CodePlaces>(s); });
+}
+
 // The ConvNet's 2x2 windows with stride 2 and no padding: always in bounds, no clamping.
 // The versions below keep take()'s rule as selects, with no branch per element: after a ReLU
 // half the inputs are 0, and a branch per element mispredicts so often that the op takes 5x its
@@ -71,7 +110,8 @@ inline __mmask16 wins(__m512 v, __m512 best) {
 // columns are taken apart with one two-source permute each. Faster here than gathering each
 // window (AMD's gathers are slow): the ConvNet's poolings at batch 256 take 0.78 and 0.41 ms
 // against 2.1 and 0.68 (tools/kernel_bench).
-void pool_2x2(HostContext&, const Pool2dShape& s, const float* x, float* y, int64_t* indices) {
+template <class Index>
+void pool_2x2(HostContext&, const Pool2dShape& s, const float* x, float* y, Index* indices) {
   const bool two_pairs = s.wo <= 8;
   const int64_t wo = s.wo, per_step = two_pairs ? 2 * wo : 16;
   // Lane j's source in the permutes (first source: 0-15, second: 16-31) and its window's
@@ -90,7 +130,7 @@ void pool_2x2(HostContext&, const Pool2dShape& s, const float* x, float* y, int6
   auto mask = [](int64_t bits) {
     return static_cast<__mmask16>(bits >= 16 ? 0xFFFFu : (1u << std::max<int64_t>(bits, 0)) - 1);
   };
-  for_each_plane(s, x, y, indices, [&](const float* in, float* out, int64_t* idx) {
+  for_each_plane(s, x, y, indices, [&](const float* in, float* out, Index* idx) {
     for (int64_t oh = 0; oh < s.ho; oh += two_pairs ? 2 : 1) {
       const float* top = in + 2 * oh * s.w;
       const float* bottom = top + s.w;
@@ -122,20 +162,25 @@ void pool_2x2(HostContext&, const Pool2dShape& s, const float* x, float* y, int6
                              _mm512_permutex2var_ps(b0, even, b1),
                              _mm512_permutex2var_ps(b0, odd, b1)};
         __m512 best = _mm512_permutex2var_ps(t0, even, t1);
-        __m512i at = corner;
+        __m512i at = corner, code = _mm512_setzero_si512();
         for (int j = 0; j < 3; ++j) {
           const __mmask16 k = wins(v[j], best);
           best = _mm512_mask_blend_ps(k, best, v[j]);
           at = _mm512_mask_add_epi32(at, k, corner, offset[j]);
+          code = _mm512_mask_mov_epi32(code, k, _mm512_set1_epi32(j + 1));
         }
-        at = _mm512_add_epi32(at, _mm512_set1_epi32(static_cast<int32_t>(2 * oh * s.w + 2 * ow)));
         const __mmask16 out_mask = mask(r);
         _mm512_mask_storeu_ps(out + oh * wo + ow, out_mask, best);
-        int64_t* at_out = idx + oh * wo + ow;
-        _mm512_mask_storeu_epi64(at_out, static_cast<__mmask8>(out_mask),
-                                 _mm512_cvtepi32_epi64(_mm512_castsi512_si256(at)));
-        _mm512_mask_storeu_epi64(at_out + 8, static_cast<__mmask8>(out_mask >> 8),
-                                 _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(at, 1)));
+        Index* at_out = idx + oh * wo + ow;
+        if constexpr (is_code(static_cast<Index*>(nullptr))) {
+          _mm512_mask_cvtepi32_storeu_epi8(at_out, out_mask, code);
+        } else {
+          at = _mm512_add_epi32(at, _mm512_set1_epi32(static_cast<int32_t>(2 * oh * s.w + 2 * ow)));
+          _mm512_mask_storeu_epi64(at_out, static_cast<__mmask8>(out_mask),
+                                   _mm512_cvtepi32_epi64(_mm512_castsi512_si256(at)));
+          _mm512_mask_storeu_epi64(at_out + 8, static_cast<__mmask8>(out_mask >> 8),
+                                   _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(at, 1)));
+        }
       }
     }
   });
@@ -151,8 +196,9 @@ inline __m256 columns(__m256 a, __m256 b) {
 
 // 8 windows side by side: top and bottom point at their rows' first 16 floats, corner is the
 // first window's top-left as a flat input position and w the input's width.
+template <class Index>
 inline void pool_8_windows(const float* top, const float* bottom, int32_t corner, int32_t w,
-                           float* out, int64_t* at_out) {
+                           float* out, Index* at_out) {
   const __m256 t0 = _mm256_loadu_ps(top), t1 = _mm256_loadu_ps(top + 8);
   const __m256 b0 = _mm256_loadu_ps(bottom), b1 = _mm256_loadu_ps(bottom + 8);
   const __m256 v[3] = {columns<true>(t0, t1), columns<false>(b0, b1), columns<true>(b0, b1)};
@@ -161,21 +207,29 @@ inline void pool_8_windows(const float* top, const float* bottom, int32_t corner
   const __m256i at_v[3] = {_mm256_add_epi32(first, _mm256_set1_epi32(1)),
                            _mm256_add_epi32(first, _mm256_set1_epi32(w)),
                            _mm256_add_epi32(first, _mm256_set1_epi32(w + 1))};
+  constexpr bool kCodes = is_code(static_cast<Index*>(nullptr));
   __m256 best = columns<false>(t0, t1);
-  __m256 at = _mm256_castsi256_ps(first);
+  __m256 at = kCodes ? _mm256_setzero_ps() : _mm256_castsi256_ps(first);
   for (int j = 0; j < 3; ++j) {
     // A NaN or a larger value replaces the running maximum.
     const __m256 k = _mm256_or_ps(_mm256_cmp_ps(v[j], best, _CMP_GT_OQ),
                                   _mm256_cmp_ps(v[j], v[j], _CMP_UNORD_Q));
     best = _mm256_blendv_ps(best, v[j], k);
-    at = _mm256_blendv_ps(at, _mm256_castsi256_ps(at_v[j]), k);
+    at = _mm256_blendv_ps(at, _mm256_castsi256_ps(kCodes ? _mm256_set1_epi32(j + 1) : at_v[j]), k);
   }
   _mm256_storeu_ps(out, best);
   const __m256i at_i = _mm256_castps_si256(at);
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(at_out),
-                      _mm256_cvtepi32_epi64(_mm256_castsi256_si128(at_i)));
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(at_out + 4),
-                      _mm256_cvtepi32_epi64(_mm256_extracti128_si256(at_i, 1)));
+  if constexpr (kCodes) {
+    // Eight codes to eight bytes: 32 -> 16 -> 8 bits, saturating (they are 0 to 3).
+    const __m128i words =
+        _mm_packus_epi32(_mm256_castsi256_si128(at_i), _mm256_extracti128_si256(at_i, 1));
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(at_out), _mm_packus_epi16(words, words));
+  } else {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(at_out),
+                        _mm256_cvtepi32_epi64(_mm256_castsi256_si128(at_i)));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(at_out + 4),
+                        _mm256_cvtepi32_epi64(_mm256_extracti128_si256(at_i, 1)));
+  }
 }
 
 // Outputs 8 at a time from one pair of input rows: each row's 16 floats split into even and odd
@@ -183,16 +237,17 @@ inline void pool_8_windows(const float* top, const float* bottom, int32_t corner
 // and 1.6 ms with gathers, tools/kernel_bench). A row's last outputs, fewer than 8, are computed
 // in place where the plane has room after them, else through a copy on the stack: AVX2's masked
 // stores are microcoded on AMD, and slower than the gathers.
-void pool_2x2(HostContext&, const Pool2dShape& s, const float* x, float* y, int64_t* indices) {
+template <class Index>
+void pool_2x2(HostContext&, const Pool2dShape& s, const float* x, float* y, Index* indices) {
   const int64_t wo = s.wo, full = wo / 8 * 8, rest = wo - full;
   const int32_t w = static_cast<int32_t>(s.w);
-  for_each_plane(s, x, y, indices, [&](const float* in, float* out, int64_t* idx) {
+  for_each_plane(s, x, y, indices, [&](const float* in, float* out, Index* idx) {
     for (int64_t oh = 0; oh < s.ho; ++oh) {
       const float* top = in + 2 * oh * s.w;
       const float* bottom = top + s.w;
       const int32_t row_corner = static_cast<int32_t>(2 * oh * s.w);
       float* out_row = out + oh * wo;
-      int64_t* idx_row = idx + oh * wo;
+      Index* idx_row = idx + oh * wo;
       for (int64_t ow = 0; ow < full; ow += 8) {
         pool_8_windows(top + 2 * ow, bottom + 2 * ow, row_corner + static_cast<int32_t>(2 * ow), w,
                        out_row + ow, idx_row + ow);
@@ -207,48 +262,54 @@ void pool_2x2(HostContext&, const Pool2dShape& s, const float* x, float* y, int6
         continue;
       }
       alignas(32) float rows[32] = {}, best[8];
-      alignas(32) int64_t at[8];
+      alignas(32) Index at[8];
       std::memcpy(rows, top + 2 * full, static_cast<size_t>(2 * rest) * sizeof(float));
       std::memcpy(rows + 16, bottom + 2 * full, static_cast<size_t>(2 * rest) * sizeof(float));
       pool_8_windows(rows, rows + 16, row_corner + static_cast<int32_t>(2 * full), w, best, at);
       std::memcpy(out_row + full, best, static_cast<size_t>(rest) * sizeof(float));
-      std::memcpy(idx_row + full, at, static_cast<size_t>(rest) * sizeof(int64_t));
+      std::memcpy(idx_row + full, at, static_cast<size_t>(rest) * sizeof(Index));
     }
   });
 }
 #else
 // Without AVX2: vectorised over the whole output plane (its rows are only 7 or 14 wide), each
 // window found through its corner, the flat input position of its top-left element.
-void pool_2x2(HostContext& ctx, const Pool2dShape& s, const float* x, float* y, int64_t* indices) {
+template <class Index>
+void pool_2x2(HostContext& ctx, const Pool2dShape& s, const float* x, float* y, Index* indices) {
   const int32_t* corner =
       ctx.cached<WindowCorners>(CacheKey(kPool2x2Corners, {s.h, s.w}),
                                 [&] { return std::make_unique<WindowCorners>(s); })
           .at.data();
   const int64_t w = s.w, n = s.ho * s.wo;
-  for_each_plane(s, x, y, indices, [&](const float* in, float* out, int64_t* idx) {
+  // The window's elements as the Index keeps them: 0 to 3 (codes), or from its corner on.
+  const bool codes = is_code(indices);
+  const int64_t d1 = 1, d2 = codes ? 2 : w, d3 = codes ? 3 : w + 1;
+  for_each_plane(s, x, y, indices, [&](const float* in, float* out, Index* idx) {
 #pragma omp simd
     for (int64_t k = 0; k < n; ++k) {
       const int32_t c = corner[k];
+      const int64_t base = codes ? 0 : c;
       const float v0 = in[c], v1 = in[c + 1], v2 = in[c + w], v3 = in[c + w + 1];
       float best = v0;
-      int64_t at = c;
+      int64_t at = base;
       const bool t1 = (v1 > best) | (v1 != v1);
       best = t1 ? v1 : best;
-      at = t1 ? c + 1 : at;
+      at = t1 ? base + d1 : at;
       const bool t2 = (v2 > best) | (v2 != v2);
       best = t2 ? v2 : best;
-      at = t2 ? c + w : at;
+      at = t2 ? base + d2 : at;
       const bool t3 = (v3 > best) | (v3 != v3);
       best = t3 ? v3 : best;
-      at = t3 ? c + w + 1 : at;
+      at = t3 ? base + d3 : at;
       out[k] = best;
-      idx[k] = at;
+      idx[k] = static_cast<Index>(at);
     }
   });
 }
 #endif
 
-void pool_general(const Pool2dShape& s, const float* in, float* out, int64_t* idx) {
+template <class Index>
+void pool_general(const Pool2dShape& s, const float* in, float* out, Index* idx) {
   for (int64_t oh = 0; oh < s.ho; ++oh) {
     const int64_t h0 = oh * s.stride - s.padding;
     const int64_t hs = std::max<int64_t>(h0, 0), he = std::min(h0 + s.kernel, s.h);
@@ -256,19 +317,21 @@ void pool_general(const Pool2dShape& s, const float* in, float* out, int64_t* id
       const int64_t w0 = ow * s.stride - s.padding;
       const int64_t ws = std::max<int64_t>(w0, 0), we = std::min(w0 + s.kernel, s.w);
       float best = -std::numeric_limits<float>::infinity();
-      int64_t best_i = hs * s.w + ws;
+      int64_t best_i = position(idx, hs, ws, s.w, h0, w0, s.kernel);
       for (int64_t ih = hs; ih < he; ++ih) {
-        for (int64_t iw = ws; iw < we; ++iw) take(in[ih * s.w + iw], ih * s.w + iw, best, best_i);
+        for (int64_t iw = ws; iw < we; ++iw) {
+          take(in[ih * s.w + iw], position(idx, ih, iw, s.w, h0, w0, s.kernel), best, best_i);
+        }
       }
       out[oh * s.wo + ow] = best;
-      idx[oh * s.wo + ow] = best_i;
+      idx[oh * s.wo + ow] = static_cast<Index>(best_i);
     }
   }
 }
 
-// Calls f(n, hs, he, ws, we, o) for every output o (r * wo + ow, r = n * ho + oh) of a pooling:
-// image n, its window's rows [hs, he) and columns [ws, we), clipped to the plane; rows of outputs
-// in parallel.
+// Calls f(n, hs, he, ws, we, h0, w0, o) for every output o (r * wo + ow, r = n * ho + oh) of a
+// pooling: image n, its window's rows [hs, he) and columns [ws, we), clipped to the plane, and its
+// unclipped top-left (h0, w0); rows of outputs in parallel.
 template <class F>
 void for_each_window(const Pool2dShape& s, const F& f) {
 #pragma omp parallel for if (s.n * s.c * s.h * s.w >= kParallelGrain)
@@ -279,7 +342,7 @@ void for_each_window(const Pool2dShape& s, const F& f) {
     for (int64_t ow = 0; ow < s.wo; ++ow) {
       const int64_t w0 = ow * s.stride - s.padding;
       const int64_t ws = std::max<int64_t>(w0, 0), we = std::min(w0 + s.kernel, s.w);
-      f(n, hs, he, ws, we, r * s.wo + ow);
+      f(n, hs, he, ws, we, h0, w0, r * s.wo + ow);
     }
   }
 }
@@ -287,29 +350,34 @@ void for_each_window(const Pool2dShape& s, const F& f) {
 // Channels last: each window's elements are C contiguous floats, so the maximum runs across the
 // channels a vector at a time, with take()'s rule per lane (later elements win when larger or
 // NaN). The running maximum and its position (int32 lanes: the caller checks that a plane's
-// positions fit) stay in registers while the window is walked and are stored once, the positions
-// widened to int64: kept in y and the indices, each element of the window cost a load and a store
-// of both.
-void pool_nhwc(const Pool2dShape& s, const float* x, float* y, int64_t* indices) {
-  typedef int64_t Positions __attribute__((vector_size(vec::kLanes * sizeof(int64_t))));
+// positions fit) stay in registers while the window is walked and are stored once, widened to
+// int64 (or narrowed to window codes): kept in y and the indices, each element of the window cost
+// a load and a store of both.
+template <class Index>
+void pool_nhwc(const Pool2dShape& s, const float* x, float* y, Index* indices) {
+  typedef Index Positions __attribute__((vector_size(vec::kLanes * sizeof(Index))));
   const int64_t c = s.c;
   const float lowest = -std::numeric_limits<float>::infinity();
-  for_each_window(s, [&](int64_t n, int64_t hs, int64_t he, int64_t ws, int64_t we, int64_t o) {
+  for_each_window(s, [&](int64_t n, int64_t hs, int64_t he, int64_t ws, int64_t we, int64_t h0,
+                         int64_t w0, int64_t o) {
+    const auto at_lanes = [&](int64_t ih, int64_t iw) {
+      return vec::I{} + static_cast<int32_t>(position(indices, ih, iw, s.w, h0, w0, s.kernel));
+    };
     for (int64_t k = 0; k < c; k += vec::kLanes) {
       const int64_t lanes = std::min(vec::kLanes, c - k);
       vec::F best = vec::splat(lowest);
-      vec::I at = vec::I{} + static_cast<int32_t>(hs * s.w + ws);
+      vec::I at = at_lanes(hs, ws);
       for (int64_t ih = hs; ih < he; ++ih) {
         for (int64_t iw = ws; iw < we; ++iw) {
           const vec::F v = vec::load_n(x + ((n * s.h + ih) * s.w + iw) * c + k, lanes, lowest);
           const vec::I wins = (v > best) | (v != v);
           best = wins ? v : best;
-          at = wins ? vec::I{} + static_cast<int32_t>(ih * s.w + iw) : at;
+          at = wins ? at_lanes(ih, iw) : at;
         }
       }
       vec::store_n(y + o * c + k, best, lanes);
-      const Positions wide = __builtin_convertvector(at, Positions);
-      std::memcpy(indices + o * c + k, &wide, static_cast<size_t>(lanes) * sizeof(int64_t));
+      const Positions out = __builtin_convertvector(at, Positions);
+      std::memcpy(indices + o * c + k, &out, static_cast<size_t>(lanes) * sizeof(Index));
     }
   });
 }
@@ -320,19 +388,22 @@ void pool_nhwc(const Pool2dShape& s, const float* x, float* y, int64_t* indices)
 #define DPE_POOL_MAX_POSITIONS INT32_MAX
 #endif
 constexpr int64_t kMaxPositions = DPE_POOL_MAX_POSITIONS;
-void pool_nhwc_wide(const Pool2dShape& s, const float* x, float* y, int64_t* indices) {
+template <class Index>
+void pool_nhwc_wide(const Pool2dShape& s, const float* x, float* y, Index* indices) {
   const int64_t c = s.c;
-  for_each_window(s, [&](int64_t n, int64_t hs, int64_t he, int64_t ws, int64_t we, int64_t o) {
+  for_each_window(s, [&](int64_t n, int64_t hs, int64_t he, int64_t ws, int64_t we, int64_t h0,
+                         int64_t w0, int64_t o) {
     for (int64_t k = 0; k < c; ++k) {
       float best = -std::numeric_limits<float>::infinity();
-      int64_t at = hs * s.w + ws;
+      int64_t at = position(indices, hs, ws, s.w, h0, w0, s.kernel);
       for (int64_t ih = hs; ih < he; ++ih) {
         for (int64_t iw = ws; iw < we; ++iw) {
-          take(x[((n * s.h + ih) * s.w + iw) * c + k], ih * s.w + iw, best, at);
+          take(x[((n * s.h + ih) * s.w + iw) * c + k],
+               position(indices, ih, iw, s.w, h0, w0, s.kernel), best, at);
         }
       }
       y[o * c + k] = best;
-      indices[o * c + k] = at;
+      indices[o * c + k] = static_cast<Index>(at);
     }
   });
 }
@@ -369,20 +440,17 @@ struct AffineRelu {
   }
 };
 
-// Channels [k, k + 16) of one window.
-template <class Load>
-inline void pool_nhwc_16(const NhwcWindow& q, int64_t k, float* out, int64_t* at,
-                         const Load& load) {
-  __m512 best = load(q.a + k, k);
-  const __m512 v1 = load(q.b + k, k), v2 = load(q.d + k, k), v3 = load(q.e + k, k);
-  const __mmask16 w1 = wins(v1, best);
-  best = _mm512_mask_mov_ps(best, w1, v1);
-  const __mmask16 w2 = wins(v2, best);
-  best = _mm512_mask_mov_ps(best, w2, v2);
-  const __mmask16 w3 = wins(v3, best);
-  best = _mm512_mask_mov_ps(best, w3, v3);
-  _mm512_storeu_ps(out + k, best);
-  // A lane's winner is the last element that won in it.
+// Where pool_nhwc_2x2 keeps each output's maximum: its flat position in the plane (int64, as
+// max_pool2d_forward returns it) or its window code (a byte, 0 to 3: a, b, d, e).
+inline int64_t winner(const NhwcWindow& q, int j, const int64_t*) {
+  return q.pos + (j & 1) + (j >> 1) * q.w;
+}
+inline int64_t winner(const NhwcWindow&, int j, const uint8_t*) { return j; }
+
+// Lanes won by elements 1, 2 and 3 of the window (a later win overrides an earlier one): the
+// winners of 16 channels from k on, written to at + k.
+inline void put_winners(const NhwcWindow& q, __mmask16 w1, __mmask16 w2, __mmask16 w3, int64_t* at,
+                        int64_t k) {
   const __m512i p0 = _mm512_set1_epi64(q.pos), p1 = _mm512_set1_epi64(q.pos + 1),
                 p2 = _mm512_set1_epi64(q.pos + q.w), p3 = _mm512_set1_epi64(q.pos + q.w + 1);
   for (int half = 0; half < 2; ++half) {
@@ -393,9 +461,31 @@ inline void pool_nhwc_16(const NhwcWindow& q, int64_t k, float* out, int64_t* at
     _mm512_storeu_si512(at + k + shift, i);
   }
 }
+inline void put_winners(const NhwcWindow&, __mmask16 w1, __mmask16 w2, __mmask16 w3, uint8_t* at,
+                        int64_t k) {
+  __m512i i = _mm512_maskz_mov_epi32(w1, _mm512_set1_epi32(1));
+  i = _mm512_mask_mov_epi32(i, w2, _mm512_set1_epi32(2));
+  i = _mm512_mask_mov_epi32(i, w3, _mm512_set1_epi32(3));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(at + k), _mm512_cvtepi32_epi8(i));
+}
 
-template <class Load = Plain>
-void pool_nhwc_2x2(const Pool2dShape& s, const float* x, float* y, int64_t* indices,
+// Channels [k, k + 16) of one window.
+template <class Load, class Index>
+inline void pool_nhwc_16(const NhwcWindow& q, int64_t k, float* out, Index* at, const Load& load) {
+  __m512 best = load(q.a + k, k);
+  const __m512 v1 = load(q.b + k, k), v2 = load(q.d + k, k), v3 = load(q.e + k, k);
+  const __mmask16 w1 = wins(v1, best);
+  best = _mm512_mask_mov_ps(best, w1, v1);
+  const __mmask16 w2 = wins(v2, best);
+  best = _mm512_mask_mov_ps(best, w2, v2);
+  const __mmask16 w3 = wins(v3, best);
+  best = _mm512_mask_mov_ps(best, w3, v3);
+  _mm512_storeu_ps(out + k, best);
+  put_winners(q, w1, w2, w3, at, k);
+}
+
+template <class Load = Plain, class Index = int64_t>
+void pool_nhwc_2x2(const Pool2dShape& s, const float* x, float* y, Index* indices,
                    const Load& load = Load{}) {
   const int64_t c = s.c, row = s.w * c, vec_c = c / 16 * 16;
 #pragma omp parallel for if (s.n * s.c * s.h * s.w >= kParallelGrain)
@@ -406,27 +496,48 @@ void pool_nhwc_2x2(const Pool2dShape& s, const float* x, float* y, int64_t* indi
       const float* a = top + 2 * ow * c;
       const NhwcWindow q{a, a + c, a + row, a + row + c, 2 * oh * s.w + 2 * ow, s.w};
       float* out = y + (r * s.wo + ow) * c;
-      int64_t* at = indices + (r * s.wo + ow) * c;
+      Index* at = indices + (r * s.wo + ow) * c;
       for (int64_t k = 0; k < vec_c; k += 16) pool_nhwc_16(q, k, out, at, load);
       for (int64_t k = vec_c; k < c; ++k) {
         float best = load(q.a[k], k);
-        int64_t i = q.pos;
-        take(load(q.b[k], k), q.pos + 1, best, i);
-        take(load(q.d[k], k), q.pos + q.w, best, i);
-        take(load(q.e[k], k), q.pos + q.w + 1, best, i);
+        int64_t j = 0;
+        take(load(q.b[k], k), 1, best, j);
+        take(load(q.d[k], k), 2, best, j);
+        take(load(q.e[k], k), 3, best, j);
         out[k] = best;
-        at[k] = i;
+        at[k] = static_cast<Index>(winner(q, static_cast<int>(j), at));
       }
     }
   }
 }
 
+// The lanes of channels [k, k + 16) whose maximum is the window's element at flat position
+// `flat`, window code `code`.
+inline __mmask16 won_by(const int64_t* at, int64_t k, int64_t flat, int32_t) {
+  const __m512i f = _mm512_set1_epi64(flat);
+  return static_cast<__mmask16>(_mm512_cmpeq_epi64_mask(_mm512_loadu_si512(at + k), f) |
+                                (_mm512_cmpeq_epi64_mask(_mm512_loadu_si512(at + k + 8), f) << 8));
+}
+inline __mmask16 won_by(const uint8_t* at, int64_t k, int64_t, int32_t code) {
+  const __m512i codes =
+      _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(at + k)));
+  return _mm512_cmpeq_epi32_mask(codes, _mm512_set1_epi32(code));
+}
+// One channel's.
+inline bool won_by_one(const int64_t* at, int64_t k, int64_t flat, int32_t) {
+  return at[k] == flat;
+}
+inline bool won_by_one(const uint8_t* at, int64_t k, int64_t, int32_t code) {
+  return at[k] == code;
+}
+
 // The backward of pool_nhwc_2x2: the windows tile the image without overlapping, so each input
-// element is written once, its window's gradient where the saved index names it and 0 elsewhere:
-// no memset, no scatter. 0.0f + g, as the scatter-add onto zeros computes it (-0 becomes +0).
-// The indices are the forward's, inside their windows; rows and columns no window covers (odd H
-// or W) get 0.
-void pool_nhwc_2x2_backward(const Pool2dShape& s, const float* gy, const int64_t* indices,
+// element is written once, its window's gradient where the saved index (or window code) names it
+// and 0 elsewhere: no memset, no scatter. 0.0f + g, as the scatter-add onto zeros computes it (-0
+// becomes +0). The indices are the forward's, inside their windows; rows and columns no window
+// covers (odd H or W) get 0.
+template <class Index>
+void pool_nhwc_2x2_backward(const Pool2dShape& s, const float* gy, const Index* indices,
                             float* gx) {
   const int64_t c = s.c, row = s.w * c, vec_c = c / 16 * 16;
 #pragma omp parallel for if (s.n * s.c * s.h * s.w >= kParallelGrain)
@@ -438,27 +549,25 @@ void pool_nhwc_2x2_backward(const Pool2dShape& s, const float* gy, const int64_t
       continue;
     }
     const float* go = gy + (n * s.ho + oh) * s.wo * c;
-    const int64_t* at = indices + (n * s.ho + oh) * s.wo * c;
+    const Index* at = indices + (n * s.ho + oh) * s.wo * c;
+    // This row's elements of a window: codes 0 and 1 on its top row, 2 and 3 below.
+    const int32_t code = static_cast<int32_t>(2 * (ih % 2));
     for (int64_t ow = 0; ow < s.wo; ++ow) {
       const int64_t left = ih * s.w + 2 * ow;
       float* gl = g + 2 * ow * c;
       float* gr = gl + c;
       const float* gw = go + ow * c;
-      const int64_t* aw = at + ow * c;
-      const __m512i l = _mm512_set1_epi64(left), rt = _mm512_set1_epi64(left + 1);
+      const Index* aw = at + ow * c;
       for (int64_t k = 0; k < vec_c; k += 16) {
-        const __m512i i0 = _mm512_loadu_si512(aw + k), i1 = _mm512_loadu_si512(aw + k + 8);
-        const __mmask16 is_l = static_cast<__mmask16>(_mm512_cmpeq_epi64_mask(i0, l) |
-                                                      (_mm512_cmpeq_epi64_mask(i1, l) << 8));
-        const __mmask16 is_r = static_cast<__mmask16>(_mm512_cmpeq_epi64_mask(i0, rt) |
-                                                      (_mm512_cmpeq_epi64_mask(i1, rt) << 8));
+        const __mmask16 is_l = won_by(aw, k, left, code);
+        const __mmask16 is_r = won_by(aw, k, left + 1, code + 1);
         const __m512 v = _mm512_add_ps(_mm512_setzero_ps(), _mm512_loadu_ps(gw + k));
         _mm512_storeu_ps(gl + k, _mm512_maskz_mov_ps(is_l, v));
         _mm512_storeu_ps(gr + k, _mm512_maskz_mov_ps(is_r, v));
       }
       for (int64_t k = vec_c; k < c; ++k) {
-        gl[k] = aw[k] == left ? 0.0f + gw[k] : 0.0f;
-        gr[k] = aw[k] == left + 1 ? 0.0f + gw[k] : 0.0f;
+        gl[k] = won_by_one(aw, k, left, code) ? 0.0f + gw[k] : 0.0f;
+        gr[k] = won_by_one(aw, k, left + 1, code + 1) ? 0.0f + gw[k] : 0.0f;
       }
     }
     if (2 * s.wo < s.w) {
@@ -483,11 +592,69 @@ void pool_nhwc_backward(const Pool2dShape& s, const float* gy, const int64_t* in
     }
   }
 }
+void pool_nhwc_backward(const Pool2dShape& s, const float* gy, const uint8_t* codes,
+                        const CodePlaces& places, float* gx) {
+  const int64_t c = s.c, in_image = s.h * s.w * c, out_image = s.ho * s.wo * c;
+#pragma omp parallel for if (s.n * in_image >= kParallelGrain)
+  for (int64_t n = 0; n < s.n; ++n) {
+    float* g = gx + n * in_image;
+    std::memset(g, 0, static_cast<size_t>(in_image) * sizeof(float));
+    const float* go = gy + n * out_image;
+    const uint8_t* code = codes + n * out_image;
+    for (int64_t p = 0; p < s.ho * s.wo; ++p) {
+      const int64_t corner = places.corner[p];
+      for (int64_t k = 0; k < c; ++k) {
+        g[(corner + places.offset[code[p * c + k]]) * c + k] += go[p * c + k];
+      }
+    }
+  }
+}
 
-}  // namespace
+// NCHW: each plane's gradient zeroed, then the outputs' added at their maxima in output order.
+void pool_planes_backward(const Pool2dShape& s, const float* gy, const int64_t* indices,
+                          float* gx) {
+  const int64_t in_plane = s.h * s.w, out_plane = s.ho * s.wo;
+  for_each_plane(s, gx, gy, indices, [&](float* g, const float* go, const int64_t* idx) {
+    std::memset(g, 0, static_cast<size_t>(in_plane) * sizeof(float));
+    for (int64_t k = 0; k < out_plane; ++k) g[idx[k]] += go[k];
+  });
+}
+// 2x2 windows at stride 2 (the ConvNet's), from codes: the scatter with each place computed, not
+// looked up (the tables' two extra loads an output made it 10-15% slower than from indices).
+void pool_planes_backward_2x2(const Pool2dShape& s, const float* gy, const uint8_t* codes,
+                              float* gx) {
+  const int64_t in_plane = s.h * s.w, w = s.w;
+  for_each_plane(s, gx, gy, codes, [&](float* g, const float* go, const uint8_t* code) {
+    std::memset(g, 0, static_cast<size_t>(in_plane) * sizeof(float));
+    for (int64_t oh = 0; oh < s.ho; ++oh) {
+      float* top = g + 2 * oh * w;
+      const float* g_row = go + oh * s.wo;
+      const uint8_t* c_row = code + oh * s.wo;
+      for (int64_t ow = 0; ow < s.wo; ++ow) {
+        const int64_t c = c_row[ow];
+        top[2 * ow + (c >> 1) * w + (c & 1)] += g_row[ow];
+      }
+    }
+  });
+}
 
-void max_pool2d_forward(HostContext& ctx, const Pool2dShape& s, const float* x, float* y,
-                        int64_t* indices) {
+void pool_planes_backward(const Pool2dShape& s, const float* gy, const uint8_t* codes,
+                          const CodePlaces& places, float* gx) {
+  if (s.kernel == 2 && s.stride == 2 && s.padding == 0) {
+    pool_planes_backward_2x2(s, gy, codes, gx);
+    return;
+  }
+  const int64_t in_plane = s.h * s.w, out_plane = s.ho * s.wo;
+  const int64_t* corner = places.corner.data();
+  const int64_t* offset = places.offset;
+  for_each_plane(s, gx, gy, codes, [&](float* g, const float* go, const uint8_t* code) {
+    std::memset(g, 0, static_cast<size_t>(in_plane) * sizeof(float));
+    for (int64_t k = 0; k < out_plane; ++k) g[corner[k] + offset[code[k]]] += go[k];
+  });
+}
+
+template <class Index>
+void forward(HostContext& ctx, const Pool2dShape& s, const float* x, float* y, Index* indices) {
   if (s.channels_last) {
 #if defined(__AVX512F__)
     if (s.kernel == 2 && s.stride == 2 && s.padding == 0) {
@@ -509,15 +676,55 @@ void max_pool2d_forward(HostContext& ctx, const Pool2dShape& s, const float* x, 
     return;
   }
   for_each_plane(s, x, y, indices,
-                 [&](const float* in, float* out, int64_t* idx) { pool_general(s, in, out, idx); });
+                 [&](const float* in, float* out, Index* idx) { pool_general(s, in, out, idx); });
+}
+
+// The 2x2 channels-last kernel where there is one, else the scatter-add per image (channels
+// last) or plane (NCHW). `places`: where the codes name (codes only).
+template <class Index>
+void backward(const Pool2dShape& s, const float* gy, const Index* indices, const CodePlaces* places,
+              float* gx) {
+  if (s.channels_last) {
+#if defined(__AVX512F__)
+    if (s.kernel == 2 && s.stride == 2 && s.padding == 0) {
+      pool_nhwc_2x2_backward(s, gy, indices, gx);
+      return;
+    }
+#endif
+    if constexpr (is_code(static_cast<Index*>(nullptr))) {
+      pool_nhwc_backward(s, gy, indices, *places, gx);
+    } else {
+      pool_nhwc_backward(s, gy, indices, gx);
+    }
+    return;
+  }
+  if constexpr (is_code(static_cast<Index*>(nullptr))) {
+    pool_planes_backward(s, gy, indices, *places, gx);
+  } else {
+    pool_planes_backward(s, gy, indices, gx);
+  }
+}
+
+}  // namespace
+
+void max_pool2d_forward(HostContext& ctx, const Pool2dShape& s, const float* x, float* y,
+                        int64_t* indices) {
+  forward(ctx, s, x, y, indices);
+}
+
+void max_pool2d_forward(HostContext& ctx, const Pool2dShape& s, const float* x, float* y,
+                        uint8_t* codes) {
+  DPE_CHECK(s.kernel <= kMaxWindowCodeKernel,
+            "max_pool2d: no window codes for kernel " << s.kernel);
+  forward(ctx, s, x, y, codes);
 }
 
 bool max_pool2d_forward_affine_relu(HostContext&, const Pool2dShape& s, const float* x,
                                     const float* scale, const float* shift, float* y,
-                                    int64_t* indices) {
+                                    uint8_t* codes) {
 #if defined(__AVX512F__)
   if (s.channels_last && s.kernel == 2 && s.stride == 2 && s.padding == 0) {
-    pool_nhwc_2x2(s, x, y, indices, AffineRelu{scale, shift});
+    pool_nhwc_2x2(s, x, y, codes, AffineRelu{scale, shift});
     return true;
   }
 #endif
@@ -526,21 +733,12 @@ bool max_pool2d_forward_affine_relu(HostContext&, const Pool2dShape& s, const fl
 
 void max_pool2d_backward(HostContext&, const Pool2dShape& s, const float* gy,
                          const int64_t* indices, float* gx) {
-  if (s.channels_last) {
-#if defined(__AVX512F__)
-    if (s.kernel == 2 && s.stride == 2 && s.padding == 0) {
-      pool_nhwc_2x2_backward(s, gy, indices, gx);
-      return;
-    }
-#endif
-    pool_nhwc_backward(s, gy, indices, gx);
-    return;
-  }
-  const int64_t in_plane = s.h * s.w, out_plane = s.ho * s.wo;
-  for_each_plane(s, gx, gy, indices, [&](float* g, const float* go, const int64_t* idx) {
-    std::memset(g, 0, static_cast<size_t>(in_plane) * sizeof(float));
-    for (int64_t k = 0; k < out_plane; ++k) g[idx[k]] += go[k];
-  });
+  backward(s, gy, indices, nullptr, gx);
+}
+
+void max_pool2d_backward(HostContext& ctx, const Pool2dShape& s, const float* gy,
+                         const uint8_t* codes, float* gx) {
+  backward(s, gy, codes, &code_places(ctx, s), gx);
 }
 
 }  // namespace dpe::host

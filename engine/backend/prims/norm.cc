@@ -106,19 +106,27 @@ OpCost BatchNormReluBackward::cost() const {
 }
 
 namespace {
-// The pooled output's shape of the fused batch norm + ReLU + max pooling over x (4-D).
+// The pooled output's shape of the fused batch norm + ReLU + max pooling over x (4-D), whose
+// windows must have codes.
 Shape pooled_shape(const OpCheck& c, const Tensor& x, const Pool2dParams& p) {
   c.rank(x, "input", 4, activation_format(x));
   const Pool2dShape s =
       max_pool2d_shape(x.size(0), x.size(1), x.size(2), x.size(3), p.kernel, p.stride, p.padding);
+  DPE_CHECK(s.kernel <= kMaxWindowCodeKernel,
+            c.op() << ": kernel " << s.kernel << " has no window codes (a kernel up to "
+                   << kMaxWindowCodeKernel << "); run the ops apart");
   return Shape{s.n, s.c, s.ho, s.wo};
+}
+
+void check_codes(const OpCheck& c, const Tensor& workspace, const Shape& out) {
+  c.shaped(workspace, "window codes", window_code_words(out), "output", out, DType::kInt64);
 }
 }  // namespace
 
 void BatchNormReluMaxPoolForwardTrain::check(const OpCheck& c) const {
   const Shape out = pooled_shape(c, x, p);
   check_train(c, x, gamma, beta, y, out, mean, var);
-  c.shaped(workspace, "indices", out, "input", x.shape(), DType::kInt64, activation_format(x));
+  check_codes(c, workspace, out);
 }
 OpCost BatchNormReluMaxPoolForwardTrain::cost() const {
   // x twice (statistics, then the normalised blocks, pooled from the caches).
@@ -129,11 +137,11 @@ OpCost BatchNormReluMaxPoolForwardTrain::cost() const {
 void BatchNormReluMaxPoolBackward::check(const OpCheck& c) const {
   const Shape out = pooled_shape(c, x, p);
   const BatchNormShape s = check_backward(c, x, gy, out, gamma, mean, var, gx, ggamma, gbeta);
-  c.shaped(workspace, "indices", out, "input", x.shape(), DType::kInt64, activation_format(x));
+  check_codes(c, workspace, out);
   c.channel(beta, "bias", s.c, x);
 }
 OpCost BatchNormReluMaxPoolBackward::cost() const {
-  // x, gy and the indices twice (the sums, then gx), the pooling gradient made in the caches.
+  // x, gy and the codes twice (the sums, then gx), the pooling gradient made in the caches.
   return op_cost::make("norm", 16.0 * x.numel() + 2.0 * gy.numel(),
                        {&x, &gy, &workspace, &x, &gy, &workspace, &gamma, &beta, &mean, &var},
                        {&gx, &ggamma, &gbeta});

@@ -132,9 +132,20 @@ struct BatchNormReluBackward {
   }
 };
 
+// The fused op's workspace: each pooled output's window code (kernels/op_params.h), a byte each in
+// y's memory order, packed into int64 words (dpe's tensors hold float32 and int64).
+inline Shape window_code_words(const Shape& pooled) { return Shape{(pooled.numel() + 7) / 8}; }
+inline uint8_t* window_codes(Tensor& workspace) {
+  return reinterpret_cast<uint8_t*>(workspace.data<int64_t>());
+}
+inline const uint8_t* window_codes(const Tensor& workspace) {
+  return reinterpret_cast<const uint8_t*>(workspace.data<int64_t>());
+}
+
 // A training batch norm, a ReLU and a max pooling, y = max_pool2d(max(batch_norm(x), 0)), as one
-// op: the full-size ReLU output is never made (engine/nn/fusion.h). workspace: the pooling's
-// indices, as MaxPool2dForward's. Optional, as the batch norm + ReLU pair.
+// op: the full-size ReLU output is never made (engine/nn/fusion.h). workspace: the window codes
+// of the pooling's maxima (window_code_words; a kernel up to kMaxWindowCodeKernel). Optional,
+// as the batch norm + ReLU pair.
 struct BatchNormReluMaxPoolForwardTrain {
   static constexpr const char* kName = "batch_norm_relu_max_pool2d";
   static constexpr bool kOptional = true;
@@ -155,7 +166,7 @@ struct BatchNormReluMaxPoolForwardTrain {
   void launch(Ctx& ctx) const {
     batch_norm_relu_max_pool_forward(ctx, channels_view(x), pool_view(x, p, y), x.data<float>(),
                                      data_or_null(gamma), data_or_null(beta), eps, y.data<float>(),
-                                     workspace.data<int64_t>(), mean.data<float>(),
+                                     window_codes(workspace), mean.data<float>(),
                                      var.data<float>());
   }
 };
@@ -184,7 +195,7 @@ struct BatchNormReluMaxPoolBackward {
   void launch(Ctx& ctx) const {
     batch_norm_relu_max_pool_backward(
         ctx, channels_view(x), pool_view(x, p, gy), x.data<float>(), gy.data<float>(),
-        workspace.data<int64_t>(), data_or_null(gamma), data_or_null(beta), mean.data<float>(),
+        window_codes(workspace), data_or_null(gamma), data_or_null(beta), mean.data<float>(),
         var.data<float>(), eps, gx.data<float>(), data_or_null(ggamma), data_or_null(gbeta));
   }
 };

@@ -172,6 +172,13 @@ std::vector<OpCase> op_cases() {
          return ops::batch_norm_relu_max_pool2d(x[0], x[1], x[2], rm, rv, true, 0.1f, 1e-5f, 3, 2,
                                                 1);
        }},
+      {"batch_norm_relu_max_pool_train_window_wider_than_input",
+       {{3, 2, 4, 2}, {2}, {2}},
+       [](auto& x) {
+         Tensor rm, rv;
+         return ops::batch_norm_relu_max_pool2d(x[0], x[1], x[2], rm, rv, true, 0.1f, 1e-5f, 3, 1,
+                                                1);
+       }},
       {"batch_norm_relu_max_pool_train_channels_last",
        {{4, 3, 4, 6}, {3}, {3}},
        [](auto& x) {

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <memory>
 
 #include "engine/core/error.h"
 #include "tests/kernels/host/kernel_test_util.h"
@@ -22,6 +23,44 @@ struct Case {
 };
 
 class MaxPool2dTest : public ::testing::TestWithParam<Case> {};
+
+std::vector<uint32_t> bits(const std::vector<float>& v) {
+  std::vector<uint32_t> b(v.size());
+  std::memcpy(b.data(), v.data(), v.size() * sizeof(float));
+  return b;
+}
+
+// Pooling into window codes (op_params.h) gives the same outputs, each output's code names the
+// place of its index inside its window, and the backward from the codes gives the gradient the
+// indices give, bit for bit.
+void expect_codes_name_indices(HostContext& ctx, const Pool2dShape& s, const std::vector<float>& x,
+                               const std::vector<int64_t>& idx, const std::vector<float>& gy) {
+  const int64_t ny = static_cast<int64_t>(idx.size()), nx = s.n * s.c * s.h * s.w;
+  std::vector<float> y(ny), y_codes(ny);
+  std::vector<int64_t> unused(ny);
+  std::vector<uint8_t> codes(ny);
+  max_pool2d_forward(ctx, s, x.data(), y.data(), unused.data());
+  max_pool2d_forward(ctx, s, x.data(), y_codes.data(), codes.data());
+  EXPECT_EQ(bits(y_codes), bits(y));
+  for (int64_t n = 0; n < s.n; ++n) {
+    for (int64_t ch = 0; ch < s.c; ++ch) {
+      for (int64_t oh = 0; oh < s.ho; ++oh) {
+        for (int64_t ow = 0; ow < s.wo; ++ow) {
+          const int64_t o = s.channels_last ? ((n * s.ho + oh) * s.wo + ow) * s.c + ch
+                                            : ((n * s.c + ch) * s.ho + oh) * s.wo + ow;
+          const int64_t ih = idx[o] / s.w, iw = idx[o] % s.w;
+          const int64_t dh = ih - (oh * s.stride - s.padding),
+                        dw = iw - (ow * s.stride - s.padding);
+          ASSERT_EQ(codes[o], dh * s.kernel + dw) << "output " << o;
+        }
+      }
+    }
+  }
+  std::vector<float> from_idx(nx, 5.0f), from_codes(nx, 5.0f);
+  max_pool2d_backward(ctx, s, gy.data(), idx.data(), from_idx.data());
+  max_pool2d_backward(ctx, s, gy.data(), codes.data(), from_codes.data());
+  EXPECT_EQ(bits(from_codes), bits(from_idx));
+}
 
 TEST_P(MaxPool2dTest, ForwardAndBackwardMatchReference) {
   const Case k = GetParam();
@@ -60,6 +99,7 @@ TEST_P(MaxPool2dTest, ForwardAndBackwardMatchReference) {
   EXPECT_EQ(idx, want_i);
   max_pool2d_backward(ctx, s, gy.data(), idx.data(), gx.data());
   expect_close(want_gx, gx, 1e-6, 1e-6, "max_pool2d gx");
+  expect_codes_name_indices(ctx, s, x, idx, gy);
 
   // Channels last: the same values and indices (h * w + w within a plane), laid out NHWC.
   Pool2dShape cl = s;
@@ -70,6 +110,7 @@ TEST_P(MaxPool2dTest, ForwardAndBackwardMatchReference) {
   EXPECT_EQ(idx, to_nhwc(want_i, s.n, s.c, s.ho, s.wo));
   max_pool2d_backward(ctx, cl, gy_cl.data(), idx.data(), gx.data());
   expect_close(to_nhwc(want_gx, s.n, s.c, s.h, s.w), gx, 1e-6, 1e-6, "max_pool2d gx, cl");
+  expect_codes_name_indices(ctx, cl, x_cl, idx, gy_cl);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, MaxPool2dTest,
@@ -85,7 +126,22 @@ INSTANTIATE_TEST_SUITE_P(Shapes, MaxPool2dTest,
                                            // channels last, 3x3 windows: a partial vector of
                                            // channels, whole ones, and whole ones and a tail
                                            Case{2, 8, 14, 14, 3, 2, 1}, Case{1, 32, 6, 7, 3, 2, 1},
-                                           Case{2, 20, 9, 9, 3, 2, 1}, Case{1, 35, 5, 5, 3, 1, 1}));
+                                           Case{2, 20, 9, 9, 3, 2, 1}, Case{1, 35, 5, 5, 3, 1, 1},
+                                           // windows as wide as the plane, and wider (padded)
+                                           Case{2, 3, 4, 3, 3, 1, 1}, Case{1, 17, 5, 2, 2, 1, 1},
+                                           Case{2, 3, 4, 2, 3, 1, 1}, Case{1, 5, 3, 2, 4, 2, 2},
+                                           // the widest window with codes: up to 255
+                                           Case{1, 3, 20, 18, 16, 2, 0}));
+
+// A window code is a byte: kernels up to 16 (op_params.h).
+TEST(MaxPool2dCodesTest, RejectsKernelsWiderThanSixteen) {
+  const Pool2dShape s = max_pool2d_shape(1, 1, 17, 17, 17, 1, 0);
+  std::vector<float> x(17 * 17), y(1);
+  std::vector<uint8_t> codes(1);
+  EXPECT_THROW(
+      max_pool2d_forward(*std::make_unique<HostContext>(), s, x.data(), y.data(), codes.data()),
+      Error);
+}
 
 // The backward's values are the scatter-add's onto zeros, bit for bit: a -0 gradient lands as +0
 // (0 + -0), a NaN as NaN, the other three elements +0 (the fused batch norm + ReLU + pooling
@@ -287,11 +343,8 @@ TEST(MaxPool2dNanTest, ChannelsLastChoosesAndScattersAsNchw) {
     max_pool2d_forward(ctx, cl, x_cl.data(), y_cl.data(), idx_cl.data());
     max_pool2d_backward(ctx, cl, gy_cl.data(), idx_cl.data(), gx_cl.data());
     EXPECT_EQ(idx_cl, to_nhwc(idx, n, c, s.ho, s.wo));
-    const auto bits = [](const std::vector<float>& v) {
-      std::vector<uint32_t> b(v.size());
-      std::memcpy(b.data(), v.data(), v.size() * sizeof(float));
-      return b;
-    };
+    expect_codes_name_indices(ctx, s, x, idx, gy);
+    expect_codes_name_indices(ctx, cl, x_cl, idx_cl, gy_cl);
     EXPECT_EQ(bits(y_cl), bits(to_nhwc(y, n, c, s.ho, s.wo)));
     EXPECT_EQ(bits(gx_cl), bits(to_nhwc(gx, n, c, h, w)));
   }
