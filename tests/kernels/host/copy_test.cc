@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -17,6 +18,50 @@ TEST(StridedCopyTest, TransposedViewGathersInRowMajorOrder) {
   const int64_t sizes[] = {3, 2}, strides[] = {1, 3};
   strided_copy(dst.data(), src.data(), sizeof(float), 2, sizes, strides);
   EXPECT_EQ(dst, (std::vector<float>{0, 3, 1, 4, 2, 5}));
+}
+
+// Element k of the view (row-major over `sizes`), by its strides: the reference for the copies.
+template <typename T>
+std::vector<T> gathered(const std::vector<T>& src, const std::vector<int64_t>& sizes,
+                        const std::vector<int64_t>& strides) {
+  int64_t total = 1;
+  for (int64_t s : sizes) total *= s;
+  std::vector<T> out(static_cast<size_t>(total));
+  for (int64_t k = 0; k < total; ++k) {
+    int64_t rest = k, at = 0;
+    for (size_t d = sizes.size(); d-- > 0;) {
+      at += rest % sizes[d] * strides[d];
+      rest /= sizes[d];
+    }
+    out[static_cast<size_t>(k)] = src[static_cast<size_t>(at)];
+  }
+  return out;
+}
+
+// Every permutation of a 4-D tensor's dims (the layout changes between NCHW and channels last
+// among them, which take the tiled path), with sizes around the tile and a size-1 dim, gathers
+// what the strides name.
+TEST(StridedCopyTest, EveryPermutationOfA4DTensor) {
+  for (const std::vector<int64_t>& shape :
+       {std::vector<int64_t>{3, 32, 7, 7}, {2, 5, 1, 37}, {4, 17, 3, 16}}) {
+    const std::vector<int64_t> contiguous = {shape[1] * shape[2] * shape[3], shape[2] * shape[3],
+                                             shape[3], 1};
+    std::vector<float> src(static_cast<size_t>(shape[0] * contiguous[0]));
+    for (size_t k = 0; k < src.size(); ++k) src[k] = static_cast<float>(k);
+    std::vector<int> order = {0, 1, 2, 3};
+    do {
+      std::vector<int64_t> sizes, strides;
+      for (int d : order) {
+        sizes.push_back(shape[d]);
+        strides.push_back(contiguous[d]);
+      }
+      std::vector<float> dst(src.size(), -1.0f);
+      strided_copy(dst.data(), src.data(), sizeof(float), 4, sizes.data(), strides.data());
+      ASSERT_EQ(dst, gathered(src, sizes, strides))
+          << "shape " << shape[0] << "x" << shape[1] << "x" << shape[2] << "x" << shape[3]
+          << ", order " << order[0] << order[1] << order[2] << order[3];
+    } while (std::next_permutation(order.begin(), order.end()));
+  }
 }
 
 TEST(StridedCopyTest, EveryElementWidthAndABroadcastStride) {
