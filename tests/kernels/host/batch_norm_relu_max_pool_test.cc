@@ -122,6 +122,7 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{3, 48, 9, 7, 2, 2, 0, true},
                       // small images: blocks of several images for the sums, a partial last one
                       Case{301, 16, 6, 6, 2, 2, 0, true}, Case{70, 8, 3, 3, 3, 2, 1, true},
+                      Case{12, 5, 8, 6, 2, 2, 0, true},           // 5 channels, no edge dropped
                       Case{4, 16, 28, 28, 2, 2, 0, false, true},  // a NaN
                       Case{4, 16, 28, 28, 2, 2, 0, true, true}));
 
