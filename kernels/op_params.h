@@ -79,6 +79,7 @@ struct Pool2dShape {
 // (ih - h0) * kernel + (iw - w0), its place inside its window, whose unclipped top-left is
 // (h0, w0) = (oh, ow) * stride - padding. A byte holds them for kernels up to 16.
 constexpr int64_t kMaxWindowCodeKernel = 16;
+static_assert(kMaxWindowCodeKernel * kMaxWindowCodeKernel - 1 <= 255, "a window code is a byte");
 
 // Batch normalisation of x [n, c, ...] viewed as [n, c, s] (s: the product of the trailing sizes).
 struct BatchNormShape {

@@ -73,9 +73,10 @@ Tensor batch_norm_relu(const Tensor& x, const Tensor& gamma, const Tensor& beta,
 // max_pool2d(batch_norm_relu(...), kernel_size, stride, padding) with the same arguments and
 // results. In training it is one op and one autograd node ("<who>+ReLU+MaxPool2d") whose kernel
 // pools each block of normalised planes from the caches: the full-size ReLU output is never made,
-// nor, in the backward, the pooling's full-size gradient. It saves x, gamma, beta and the
-// pooling's indices. In evaluation with running statistics, and on a device type without the
-// fused kernels (CUDA), it is the three ops.
+// nor, in the backward, the pooling's full-size gradient. It saves x, gamma, beta and each
+// maximum's place in its window as a byte (window codes, kernels/op_params.h). In evaluation with
+// running statistics, for windows wider than kMaxWindowCodeKernel (16: a code would not fit a
+// byte), and on a device type without the fused kernels (CUDA), it is the three ops.
 Tensor batch_norm_relu_max_pool2d(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                                   Tensor& running_mean, Tensor& running_var, bool training,
                                   float momentum, float eps, int64_t kernel_size,

@@ -22,7 +22,9 @@
 // the ConvNet's first is 12.8 MB), and the backward makes the pooling's full-size gradient a
 // block at a time in the same scratch. Its node is "<BatchNorm2d(...)>+ReLU+MaxPool2d"; the trace
 // shows batch_norm_relu_max_pool2d in place of the two ops. Results are again bit for bit the
-// unfused ones (tests/kernels/host/batch_norm_relu_max_pool_test.cc, fusion_test.cc).
+// unfused ones (tests/kernels/host/batch_norm_relu_max_pool_test.cc, fusion_test.cc). It keeps
+// each maximum's place in its window as one byte rather than an int64 index, so pooling windows
+// wider than 16 (kMaxWindowCodeKernel) run as the ops apart.
 //
 // Only those exact classes fuse: a subclass, or another module in either place (SyncBatchNorm
 // after convert_sync_batchnorm, a user's own ReLU), runs its own forward. Only device types with

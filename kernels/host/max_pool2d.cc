@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #if defined(__AVX512F__) || defined(__AVX2__)
@@ -67,8 +68,8 @@ inline int64_t position(const uint8_t*, int64_t ih, int64_t iw, int64_t, int64_t
                         int64_t kernel) {
   return (ih - h0) * kernel + (iw - w0);
 }
-constexpr bool is_code(const int64_t*) { return false; }
-constexpr bool is_code(const uint8_t*) { return true; }
+template <class Index>
+constexpr bool kIsCode = std::is_same_v<Index, uint8_t>;
 
 enum : int64_t { kCodePlaces = 0x6d707002 };
 
@@ -87,9 +88,9 @@ struct CodePlaces : HostContext::CacheEntry {
     for (int64_t c = 0; c < s.kernel * s.kernel; ++c) offset[c] = c / s.kernel * s.w + c % s.kernel;
   }
 };
+// The kernel size was checked by the entry points that take codes (max_pool2d_forward and
+// max_pool2d_backward with uint8_t).
 const CodePlaces& code_places(HostContext& ctx, const Pool2dShape& s) {
-  DPE_CHECK(s.kernel <= kMaxWindowCodeKernel,
-            "max_pool2d: no window codes for kernel " << s.kernel);
   return ctx.cached<CodePlaces>(CacheKey(kCodePlaces, {s.h, s.w, s.kernel, s.stride, s.padding}),
                                 [&] { return std::make_unique<CodePlaces>(s); });
 }
@@ -172,7 +173,7 @@ void pool_2x2(HostContext&, const Pool2dShape& s, const float* x, float* y, Inde
         const __mmask16 out_mask = mask(r);
         _mm512_mask_storeu_ps(out + oh * wo + ow, out_mask, best);
         Index* at_out = idx + oh * wo + ow;
-        if constexpr (is_code(static_cast<Index*>(nullptr))) {
+        if constexpr (kIsCode<Index>) {
           _mm512_mask_cvtepi32_storeu_epi8(at_out, out_mask, code);
         } else {
           at = _mm512_add_epi32(at, _mm512_set1_epi32(static_cast<int32_t>(2 * oh * s.w + 2 * ow)));
@@ -207,7 +208,7 @@ inline void pool_8_windows(const float* top, const float* bottom, int32_t corner
   const __m256i at_v[3] = {_mm256_add_epi32(first, _mm256_set1_epi32(1)),
                            _mm256_add_epi32(first, _mm256_set1_epi32(w)),
                            _mm256_add_epi32(first, _mm256_set1_epi32(w + 1))};
-  constexpr bool kCodes = is_code(static_cast<Index*>(nullptr));
+  constexpr bool kCodes = kIsCode<Index>;
   __m256 best = columns<false>(t0, t1);
   __m256 at = kCodes ? _mm256_setzero_ps() : _mm256_castsi256_ps(first);
   for (int j = 0; j < 3; ++j) {
@@ -282,7 +283,7 @@ void pool_2x2(HostContext& ctx, const Pool2dShape& s, const float* x, float* y, 
           .at.data();
   const int64_t w = s.w, n = s.ho * s.wo;
   // The window's elements as the Index keeps them: 0 to 3 (codes), or from its corner on.
-  const bool codes = is_code(indices);
+  constexpr bool codes = kIsCode<Index>;
   const int64_t d1 = 1, d2 = codes ? 2 : w, d3 = codes ? 3 : w + 1;
   for_each_plane(s, x, y, indices, [&](const float* in, float* out, Index* idx) {
 #pragma omp simd
@@ -411,8 +412,8 @@ void pool_nhwc_wide(const Pool2dShape& s, const float* x, float* y, Index* indic
 #if defined(__AVX512F__)
 // Channels last, 2x2 windows with stride 2 and no padding (the ConvNet's): a window is four runs
 // of C floats (a, b on the top row, d, e below), taken 16 channels at a time in registers with
-// take()'s rule and written once. pool_nhwc keeps the running maximum and its index in y and the
-// indices, a load and a store per element of the window: 3x this kernel's time at batch 256.
+// take()'s rule and written once, with none of pool_nhwc's clipping or position arithmetic per
+// element; the fused op's forward also makes batch norm + ReLU's values here (AffineRelu).
 struct NhwcWindow {
   const float *a, *b, *d, *e;
   int64_t pos, w;  // a's flat position in the plane, the plane's width
@@ -619,8 +620,9 @@ void pool_planes_backward(const Pool2dShape& s, const float* gy, const int64_t* 
     for (int64_t k = 0; k < out_plane; ++k) g[idx[k]] += go[k];
   });
 }
-// 2x2 windows at stride 2 (the ConvNet's), from codes: the scatter with each place computed, not
-// looked up (the tables' two extra loads an output made it 10-15% slower than from indices).
+// 2x2 windows at stride 2 (the ConvNet's), from codes: the scatter with each place computed
+// rather than looked up in CodePlaces (two loads more an output). It still trails the scatter
+// from int64 positions by 10-15% on small planes (docs/performance.md).
 void pool_planes_backward_2x2(const Pool2dShape& s, const float* gy, const uint8_t* codes,
                               float* gx) {
   const int64_t in_plane = s.h * s.w, w = s.w;
@@ -640,10 +642,6 @@ void pool_planes_backward_2x2(const Pool2dShape& s, const float* gy, const uint8
 
 void pool_planes_backward(const Pool2dShape& s, const float* gy, const uint8_t* codes,
                           const CodePlaces& places, float* gx) {
-  if (s.kernel == 2 && s.stride == 2 && s.padding == 0) {
-    pool_planes_backward_2x2(s, gy, codes, gx);
-    return;
-  }
   const int64_t in_plane = s.h * s.w, out_plane = s.ho * s.wo;
   const int64_t* corner = places.corner.data();
   const int64_t* offset = places.offset;
@@ -679,27 +677,32 @@ void forward(HostContext& ctx, const Pool2dShape& s, const float* x, float* y, I
                  [&](const float* in, float* out, Index* idx) { pool_general(s, in, out, idx); });
 }
 
-// The 2x2 channels-last kernel where there is one, else the scatter-add per image (channels
-// last) or plane (NCHW). `places`: where the codes name (codes only).
+// The 2x2 kernels where there are some, else the scatter-add per image (channels last) or plane
+// (NCHW); codes elsewhere find their places through the cached CodePlaces.
 template <class Index>
-void backward(const Pool2dShape& s, const float* gy, const Index* indices, const CodePlaces* places,
+void backward(HostContext& ctx, const Pool2dShape& s, const float* gy, const Index* indices,
               float* gx) {
+  const bool two_by_two = s.kernel == 2 && s.stride == 2 && s.padding == 0;
   if (s.channels_last) {
 #if defined(__AVX512F__)
-    if (s.kernel == 2 && s.stride == 2 && s.padding == 0) {
+    if (two_by_two) {
       pool_nhwc_2x2_backward(s, gy, indices, gx);
       return;
     }
 #endif
-    if constexpr (is_code(static_cast<Index*>(nullptr))) {
-      pool_nhwc_backward(s, gy, indices, *places, gx);
+    if constexpr (kIsCode<Index>) {
+      pool_nhwc_backward(s, gy, indices, code_places(ctx, s), gx);
     } else {
       pool_nhwc_backward(s, gy, indices, gx);
     }
     return;
   }
-  if constexpr (is_code(static_cast<Index*>(nullptr))) {
-    pool_planes_backward(s, gy, indices, *places, gx);
+  if constexpr (kIsCode<Index>) {
+    if (two_by_two) {
+      pool_planes_backward_2x2(s, gy, indices, gx);
+    } else {
+      pool_planes_backward(s, gy, indices, code_places(ctx, s), gx);
+    }
   } else {
     pool_planes_backward(s, gy, indices, gx);
   }
@@ -731,14 +734,16 @@ bool max_pool2d_forward_affine_relu(HostContext&, const Pool2dShape& s, const fl
   return false;
 }
 
-void max_pool2d_backward(HostContext&, const Pool2dShape& s, const float* gy,
+void max_pool2d_backward(HostContext& ctx, const Pool2dShape& s, const float* gy,
                          const int64_t* indices, float* gx) {
-  backward(s, gy, indices, nullptr, gx);
+  backward(ctx, s, gy, indices, gx);
 }
 
 void max_pool2d_backward(HostContext& ctx, const Pool2dShape& s, const float* gy,
                          const uint8_t* codes, float* gx) {
-  backward(s, gy, codes, &code_places(ctx, s), gx);
+  DPE_CHECK(s.kernel <= kMaxWindowCodeKernel,
+            "max_pool2d: no window codes for kernel " << s.kernel);
+  backward(ctx, s, gy, codes, gx);
 }
 
 }  // namespace dpe::host

@@ -131,6 +131,21 @@ TEST(FusionTest, SequentialFusesBatchNormReluAndMaxPoolWithTheUnfusedResults) {
   }
 }
 
+// A window wider than 16 has no window codes (kernels/op_params.h): the three run as the ops
+// apart, with the same results.
+TEST(FusionTest, PoolingWindowsWiderThanSixteenRunApart) {
+  Generator g(6);
+  nn::Sequential s({std::make_shared<nn::BatchNorm2d>(2), std::make_shared<nn::ReLU>(),
+                    std::make_shared<nn::MaxPool2d>(17)});
+  auto plain = s.copy_to(kHost0);
+  Tensor x = randn({2, 2, 18, 18}, g);
+  const Tensor y = s.forward(x);
+  EXPECT_EQ(grad_fn_name(y), "max_pool2d");
+  EXPECT_EQ(y.shape(), Shape({2, 2, 1, 1}));
+  const nn::FusionScope off(false);
+  EXPECT_EQ(y.to_vector<float>(), plain->forward(x).to_vector<float>());
+}
+
 // Only a MaxPool2d right after the pair joins it; a module between (a second ReLU here) keeps
 // the pair alone.
 TEST(FusionTest, OnlyAnAdjacentMaxPoolJoinsThePair) {

@@ -133,14 +133,34 @@ INSTANTIATE_TEST_SUITE_P(Shapes, MaxPool2dTest,
                                            // the widest window with codes: up to 255
                                            Case{1, 3, 20, 18, 16, 2, 0}));
 
-// A window code is a byte: kernels up to 16 (op_params.h).
+// A window code is a byte: kernels up to 16 (op_params.h), forward and backward.
 TEST(MaxPool2dCodesTest, RejectsKernelsWiderThanSixteen) {
+  HostContext ctx;
   const Pool2dShape s = max_pool2d_shape(1, 1, 17, 17, 17, 1, 0);
-  std::vector<float> x(17 * 17), y(1);
+  std::vector<float> x(17 * 17), y(1), gx(17 * 17);
   std::vector<uint8_t> codes(1);
-  EXPECT_THROW(
-      max_pool2d_forward(*std::make_unique<HostContext>(), s, x.data(), y.data(), codes.data()),
-      Error);
+  EXPECT_THROW(max_pool2d_forward(ctx, s, x.data(), y.data(), codes.data()), Error);
+  EXPECT_THROW(max_pool2d_backward(ctx, s, y.data(), codes.data(), gx.data()), Error);
+}
+
+// The widest window's last place is the largest code, 255: an increasing plane puts its maximum
+// there, in both layouts, and the backward sends the gradient back to it.
+TEST(MaxPool2dCodesTest, TheWidestWindowsLastPlaceIsCode255) {
+  HostContext ctx;
+  for (const bool channels_last : {false, true}) {
+    Pool2dShape s = max_pool2d_shape(1, 1, 16, 16, 16, 1, 0);
+    s.channels_last = channels_last;
+    std::vector<float> x(256), y(1), gy{2.5f}, gx(256, 7.0f);
+    for (int i = 0; i < 256; ++i) x[i] = static_cast<float>(i);
+    std::vector<uint8_t> codes(1);
+    max_pool2d_forward(ctx, s, x.data(), y.data(), codes.data());
+    EXPECT_EQ(y[0], 255.0f);
+    EXPECT_EQ(codes[0], 255);
+    max_pool2d_backward(ctx, s, gy.data(), codes.data(), gx.data());
+    std::vector<float> want(256, 0.0f);
+    want[255] = 2.5f;
+    EXPECT_EQ(gx, want) << (channels_last ? "channels last" : "NCHW");
+  }
 }
 
 // The backward's values are the scatter-add's onto zeros, bit for bit: a -0 gradient lands as +0

@@ -130,6 +130,24 @@ TEST(HostBackendTest, MaxPoolWorkspaceIsInt64WithTheOutputShape) {
   EXPECT_EQ(gx.to_vector<float>(), (std::vector<float>{0, 2, 0, 0, 0, 0, 0, 0, 0}));
 }
 
+// The fused batch norm + ReLU + pooling keeps window codes, a byte each: a window wider than 16
+// is refused by name, not pooled into codes that wrap.
+TEST(HostBackendTest, FusedPoolingRefusesWindowsWiderThanSixteen) {
+  Tensor x = Tensor::ones({2, 1, 17, 17});
+  Tensor g = Tensor::ones({1}), beta = Tensor::zeros({1}), mean = Tensor::empty({1}),
+         var = Tensor::empty({1});
+  Tensor y = Tensor::empty({2, 1, 1, 1});
+  Tensor codes = Tensor::empty(prim::window_code_words(y.shape()), DType::kInt64);
+  const Pool2dParams p{17, 17, 0};
+  try {
+    dispatch(prim::BatchNormReluMaxPoolForwardTrain{x, g, beta, 1e-5f, p, y, codes, mean, var});
+    FAIL() << "expected kernel 17 to be refused";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("kernel 17 has no window codes"), std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(HostBackendTest, BatchNormNeedsMoreThanOneValuePerChannelWhenTraining) {
   Tensor x = Tensor::ones({1, 4});
   Tensor g = Tensor::ones({4}), beta = Tensor::zeros({4});
