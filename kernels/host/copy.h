@@ -1,6 +1,7 @@
 // Memory layout kernels on the host, the twins of kernels/cuda/copy.cuh: a strided view gathered
-// into a contiguous buffer, and fills with an element of any width. Plain loops; the layout work
-// here is memory-bound and small next to matmul and convolution.
+// into a contiguous buffer, and fills with an element of any width. Memory-bound: the copy merges
+// the dims its source walks as one and takes permuted views in tiles, so that it reads and writes
+// whole cache lines; no SIMD of its own.
 //
 // Threading contract: pure functions of their arguments; safe from any thread.
 #pragma once

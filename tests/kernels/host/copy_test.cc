@@ -64,6 +64,37 @@ TEST(StridedCopyTest, EveryPermutationOfA4DTensor) {
   }
 }
 
+// Views the tiles meet besides plain permutations: a broadcast (stride-0) dim beside the
+// permuted pair, a slice whose dims cannot merge, a slice permuted, and views of one element
+// (rank 0, and every dim of size 1).
+TEST(StridedCopyTest, BroadcastSlicedAndSingleElementViews) {
+  std::vector<float> src(6 * 20 * 24);
+  for (size_t k = 0; k < src.size(); ++k) src[k] = static_cast<float>(k);
+  const auto expect_gathers = [&](const std::vector<int64_t>& sizes,
+                                  const std::vector<int64_t>& strides, int64_t offset,
+                                  const char* what) {
+    const std::vector<float> from(src.begin() + offset, src.end());
+    std::vector<float> want = gathered(from, sizes, strides), dst(want.size(), -1.0f);
+    strided_copy(dst.data(), from.data(), sizeof(float), static_cast<int>(sizes.size()),
+                 sizes.data(), strides.data());
+    EXPECT_EQ(dst, want) << what;
+  };
+  // [20, 24] transposed, repeated 3 times by a stride-0 dim: before, between and after the pair.
+  expect_gathers({3, 24, 20}, {0, 1, 24}, 0, "broadcast, then transposed");
+  expect_gathers({24, 3, 20}, {1, 0, 24}, 0, "broadcast between");
+  expect_gathers({20, 24, 3}, {24, 1, 0}, 0, "broadcast last (strided last dim)");
+  // Rows 2..17, columns 3..21 of each [20, 24] plane of 6: strides that do not merge.
+  expect_gathers({6, 16, 19}, {480, 24, 1}, 2 * 24 + 3, "slice");
+  // The same slice with its planes' rows and columns swapped, and channels last.
+  expect_gathers({6, 19, 16}, {480, 1, 24}, 2 * 24 + 3, "slice, transposed");
+  expect_gathers({16, 19, 6}, {24, 1, 480}, 2 * 24 + 3, "slice, planes last");
+  // One element.
+  std::vector<float> one = {-1.0f};
+  strided_copy(one.data(), src.data() + 7, sizeof(float), 0, nullptr, nullptr);
+  EXPECT_EQ(one[0], 7.0f);
+  expect_gathers({1, 1, 1}, {480, 24, 1}, 11, "all sizes 1");
+}
+
 TEST(StridedCopyTest, EveryElementWidthAndABroadcastStride) {
   // Stride 0 repeats an element (an expanded view); offsets start at src.
   const std::vector<int64_t> src64 = {7, 8, 9};
