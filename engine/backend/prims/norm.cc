@@ -141,10 +141,11 @@ void BatchNormReluMaxPoolBackward::check(const OpCheck& c) const {
   c.channel(beta, "bias", s.c, x);
 }
 OpCost BatchNormReluMaxPoolBackward::cost() const {
-  // x, gy and the codes twice (the sums, then gx), the pooling gradient made in the caches.
+  // gy and the codes once: a block's pooling gradient goes to gx, its sums are taken from the
+  // caches. Then gx is computed in place, a second pass over x and gx.
   return op_cost::make("norm", 16.0 * x.numel() + 2.0 * gy.numel(),
-                       {&x, &gy, &workspace, &x, &gy, &workspace, &gamma, &beta, &mean, &var},
-                       {&gx, &ggamma, &gbeta});
+                       {&x, &gy, &workspace, &x, &gx, &gamma, &beta, &mean, &var},
+                       {&gx, &gx, &ggamma, &gbeta});
 }
 
 void ChannelSums::check(const OpCheck& c) const {
