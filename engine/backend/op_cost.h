@@ -20,6 +20,10 @@ namespace dpe {
 struct OpCost {
   const char* op_class = "elementwise";
   double flops = 0;
+  // Of flops, those on a convolution's zero padding: counted, as PyTorch's flop counter counts
+  // them (every output element is C * kh * kw multiply-adds), but skipped by oneDNN's kernels, so
+  // a roofline that priced them would allow less than the machine does.
+  double padding_flops = 0;
   int64_t bytes_read = 0;
   int64_t bytes_written = 0;
   std::vector<std::vector<int64_t>> shapes;  // of the op's tensor arguments, reads first
@@ -38,6 +42,10 @@ OpCost elementwise(const char* op_class, double flops_per_element, const Tensor&
 
 // 2 * N * Cout * Ho * Wo * Cin * kh * kw: one convolution's multiply-adds.
 double conv2d_flops(const Tensor& w, const Tensor& y);
+// Of conv2d_flops(w, y), those whose input element is padding: x [N, C, H, W] convolved with
+// `stride` and `padding` on both sides.
+double conv2d_padding_flops(const Tensor& x, const Tensor& w, const Tensor& y, int64_t stride,
+                            int64_t padding);
 
 }  // namespace op_cost
 

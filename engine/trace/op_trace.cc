@@ -188,6 +188,7 @@ class TracingTable final : public OpTable {
     e.op_class = cost.op_class;
     e.device = op.first().device();
     e.flops = cost.flops;
+    e.padding_flops = cost.padding_flops;
     e.bytes_read = cost.bytes_read;
     e.bytes_written = cost.bytes_written;
     e.shapes = std::move(cost.shapes);

@@ -45,7 +45,8 @@ struct TraceEvent {
   std::vector<int64_t> next_nodes;  // kNode: the nodes it hands gradients to
   int64_t bucket = -1;              // kBucket: the bucket's index
   double flops = 0;
-  int64_t bytes_read = 0;  // kCopy and kBucket: the bytes moved
+  double padding_flops = 0;  // of flops, a convolution's products with its padding (OpCost)
+  int64_t bytes_read = 0;    // kCopy and kBucket: the bytes moved
   int64_t bytes_written = 0;
   std::vector<std::vector<int64_t>> shapes;
   int64_t start_ns = 0;     // from the trace's start, when executing

@@ -42,7 +42,8 @@ Roofline roofline(const std::vector<TraceEvent>& events, const MachineRates& rat
     s.flops += e.flops;
     s.bytes += moved_bytes(e);
     s.measured_ms += static_cast<double>(e.duration_ns) / 1e6;
-    const double compute_ms = e.flops / (rates.peak_gflops * 1e9) * 1e3;
+    // A convolution's products with its padding are not work the machine must do.
+    const double compute_ms = (e.flops - e.padding_flops) / (rates.peak_gflops * 1e9) * 1e3;
     const double memory_ms = moved_bytes(e) / (rates.memory_gbs * 1e9) * 1e3;
     const double bound = std::max(compute_ms, memory_ms);
     s.bound_ms += bound;
@@ -60,8 +61,7 @@ Roofline roofline(const std::vector<TraceEvent>& events, const MachineRates& rat
   r.device = busiest->first;
   for (auto& [key, share] : by_device[r.device]) r.ops.push_back(share);
   std::sort(r.ops.begin(), r.ops.end(), [](const OpShare& a, const OpShare& b) {
-    return a.measured_ms != b.measured_ms ? a.measured_ms > b.measured_ms
-                                          : a.bound_ms > b.bound_ms;
+    return a.measured_ms != b.measured_ms ? a.measured_ms > b.measured_ms : a.bound_ms > b.bound_ms;
   });
   return r;
 }

@@ -34,7 +34,9 @@ void Conv2dForward::check(const OpCheck& c) const {
   c.shaped(y, "output", out, "input", x.shape(), DType::kFloat32, activation_format(x));
 }
 OpCost Conv2dForward::cost() const {
-  return op_cost::make("conv", op_cost::conv2d_flops(w, y), {&x, &w, &b}, {&y});
+  OpCost c = op_cost::make("conv", op_cost::conv2d_flops(w, y), {&x, &w, &b}, {&y});
+  c.padding_flops = op_cost::conv2d_padding_flops(x, w, y, p.stride, p.padding);
+  return c;
 }
 
 void Conv2dBackward::check(const OpCheck& c) const {
@@ -53,9 +55,12 @@ bool Conv2dBackward::short_circuit() const {
 }
 OpCost Conv2dBackward::cost() const {
   const double passes = (gx.defined() ? 1 : 0) + (gw.defined() ? 1 : 0);
-  return op_cost::make(
+  OpCost c = op_cost::make(
       "conv", op_cost::conv2d_flops(w, gy) * passes + (gb.defined() ? 1.0 * gy.numel() : 0.0),
       {&x, &w, &gy}, {&gx, &gw, &gb});
+  // Both gradients' products with padding are products with zeros.
+  c.padding_flops = op_cost::conv2d_padding_flops(x, w, gy, p.stride, p.padding) * passes;
+  return c;
 }
 
 void MaxPool2dForward::check(const OpCheck& c) const {

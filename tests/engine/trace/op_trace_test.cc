@@ -71,6 +71,51 @@ TEST(OpTraceTest, RecordsOpsWithTheirCostAndBackwardNodesWithTheirEdges) {
   for (size_t i = 1; i < events.size(); ++i) EXPECT_LT(events[i - 1].seq, events[i].seq);
 }
 
+// A convolution counts every tap, as PyTorch's flop counter does, and names the products with
+// its zero padding apart (the roofline leaves them out): here counted tap by tap.
+TEST(OpTraceTest, ConvolutionsNameTheirProductsWithPadding) {
+  set_host_device_count(1);
+  const Device d(DeviceType::kHost, 0);
+  const int64_t n = 2, c = 3, h = 7, w = 6, o = 4, k = 3, stride = 2, padding = 2;
+  Tensor x = Tensor::full({n, c, h, w}, 1.0f, d);
+  Tensor weight = Tensor::full({o, c, k, k}, 0.5f, d);
+  x.requires_grad_();
+  weight.requires_grad_();
+  OpTrace trace;
+  const Tensor y = ops::conv2d(x, weight, Tensor(), stride, padding);
+  backward(ops::sum(y));
+  const std::vector<TraceEvent> events = trace.stop();
+
+  const int64_t ho = y.size(2), wo = y.size(3);
+  int64_t outside = 0;  // (output, tap) pairs whose input element is padding
+  for (int64_t i = 0; i < ho; ++i) {
+    for (int64_t j = 0; j < wo; ++j) {
+      for (int64_t a = 0; a < k; ++a) {
+        for (int64_t b = 0; b < k; ++b) {
+          const int64_t ih = i * stride - padding + a, iw = j * stride - padding + b;
+          if (ih < 0 || ih >= h || iw < 0 || iw >= w) ++outside;
+        }
+      }
+    }
+  }
+  ASSERT_GT(outside, 0);
+  const double padding_flops = 2.0 * n * o * c * static_cast<double>(outside);
+  int found = 0;
+  for (const TraceEvent& e : of_kind(events, TraceKind::kOp)) {
+    if (e.name == "conv2d") {
+      EXPECT_EQ(e.flops, 2.0 * n * o * ho * wo * c * k * k);
+      EXPECT_EQ(e.padding_flops, padding_flops);
+      ++found;
+    } else if (e.name == "conv2d_backward") {
+      EXPECT_EQ(e.padding_flops, 2 * padding_flops);  // the input's and the weight's gradients
+      ++found;
+    } else {
+      EXPECT_EQ(e.padding_flops, 0) << e.name;
+    }
+  }
+  EXPECT_EQ(found, 2);
+}
+
 TEST(OpTraceTest, WithoutExecutionAllocatesButComputesNothing) {
   set_host_device_count(1);
   const Tensor a = Tensor::full({64, 64}, 2.0f, Device(DeviceType::kHost, 0));

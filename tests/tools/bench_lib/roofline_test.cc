@@ -28,9 +28,9 @@ constexpr MachineRates kRates{/*peak_gflops=*/100, /*memory_gbs=*/10, /*measured
 
 TEST(RooflineTest, EachOpAtTheSlowerOfItsComputeAndItsBytes) {
   std::vector<TraceEvent> events{
-      op("linear", "gemm", "host:0", 2e9, 4e6, 4e6, 25'000'000),   // 20 ms of FLOPs, 0.8 of bytes
-      op("gelu", "elementwise", "host:0", 1e6, 5e7, 5e7, 12'000'000),  // 10 ms of bytes
-      op("linear", "gemm", "host:0", 1e9, 1e3, 1e3, 15'000'000),   // another call: 10 ms
+      op("linear", "gemm", "host:0", 2e9, 4e6, 4e6, 25'000'000),  // 20 ms of FLOPs, 0.8 of bytes
+      op("gelu", "elementwise", "host:0", 1e6, 5e7, 5e7, 12'000'000),         // 10 ms of bytes
+      op("linear", "gemm", "host:0", 1e9, 1e3, 1e3, 15'000'000),              // another call: 10 ms
       op("linear_backward", "gemm", "host:0", 4e9, 0, 0, 50'000'000, true)};  // 40 ms
   TraceEvent fill;
   fill.kind = TraceKind::kFill;
@@ -51,7 +51,7 @@ TEST(RooflineTest, EachOpAtTheSlowerOfItsComputeAndItsBytes) {
   EXPECT_NEAR(r.compute_bound_ms, 70, 1e-9);
   EXPECT_NEAR(r.memory_bound_ms, 11, 1e-9);
   EXPECT_NEAR(r.kernel_ms, 25 + 12 + 15 + 50, 1e-9);
-  ASSERT_EQ(r.ops.size(), 4u);  // linear, gelu, linear_backward, fill
+  ASSERT_EQ(r.ops.size(), 4u);                  // linear, gelu, linear_backward, fill
   EXPECT_EQ(r.ops[0].name, "linear_backward");  // the largest measured time first
   EXPECT_TRUE(r.ops[0].backward);
   EXPECT_EQ(r.ops[1].name, "linear");
@@ -61,6 +61,15 @@ TEST(RooflineTest, EachOpAtTheSlowerOfItsComputeAndItsBytes) {
   EXPECT_EQ(r.ops[3].name, "fill");
   EXPECT_FALSE(r.ops[3].timed);
   EXPECT_NEAR(r.ops[3].bound_ms, 1, 1e-9);
+}
+
+TEST(RooflineTest, AConvolutionsProductsWithPaddingAreNotPriced) {
+  TraceEvent conv = op("conv2d", "conv", "host:0", 3e9, 0, 0, 25'000'000);
+  conv.padding_flops = 1e9;  // oneDNN skips them: 20 ms, not 30
+  const Roofline r = roofline({conv}, kRates);
+  EXPECT_NEAR(r.bound_ms, 20, 1e-9);
+  ASSERT_EQ(r.ops.size(), 1u);
+  EXPECT_EQ(r.ops[0].flops, 3e9);  // its GFLOP/s still count every tap
 }
 
 TEST(RooflineTest, TheBusiestDeviceSetsTheBound) {
