@@ -625,18 +625,55 @@ void pool_planes_backward(const Pool2dShape& s, const float* gy, const int64_t* 
 // from int64 positions by 10-15% on small planes (docs/performance.md).
 void pool_planes_backward_2x2(const Pool2dShape& s, const float* gy, const uint8_t* codes,
                               float* gx) {
-  const int64_t in_plane = s.h * s.w, w = s.w;
+  const int64_t w = s.w;
   for_each_plane(s, gx, gy, codes, [&](float* g, const float* go, const uint8_t* code) {
-    std::memset(g, 0, static_cast<size_t>(in_plane) * sizeof(float));
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+    // Each window's four elements written once, its gradient or zero, 16 windows a vector: no
+    // pass zeroing the plane first. A row or column no window covers (odd sizes) is zeroed.
+    const __m512i top_lo =
+        _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+    const __m512i top_hi = _mm512_add_epi32(top_lo, _mm512_set1_epi32(8));
+    const __m512i c0 = _mm512_setzero_si512(), c1 = _mm512_set1_epi32(1);
+    const __m512i c2 = _mm512_set1_epi32(2), c3 = _mm512_set1_epi32(3);
+    for (int64_t oh = 0; oh < s.ho; ++oh) {
+      float* top = g + 2 * oh * w;
+      float* bottom = top + w;
+      const float* g_row = go + oh * s.wo;
+      const uint8_t* c_row = code + oh * s.wo;
+      for (int64_t ow = 0; ow < s.wo; ow += 16) {
+        const int64_t n = std::min<int64_t>(16, s.wo - ow);
+        const __mmask16 m = static_cast<__mmask16>((1u << n) - 1);
+        const __m512i c = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m, c_row + ow));
+        // + 0 as the sum into a zeroed plane would: a gradient of -0 lands as +0.
+        const __m512 gv = _mm512_add_ps(_mm512_maskz_loadu_ps(m, g_row + ow), _mm512_setzero_ps());
+        const auto pick = [&](__m512i place) {
+          return _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(c, place), gv);
+        };
+        const __m512 g0 = pick(c0), g1 = pick(c1), g2 = pick(c2), g3 = pick(c3);
+        // Outputs ow..ow+n cover input columns 2ow..2ow+2n: the first 16, then the rest.
+        const __mmask16 lo = static_cast<__mmask16>(n >= 8 ? 0xffff : (1u << (2 * n)) - 1);
+        const __mmask16 hi = static_cast<__mmask16>(n > 8 ? (1u << (2 * (n - 8))) - 1 : 0);
+        _mm512_mask_storeu_ps(top + 2 * ow, lo, _mm512_permutex2var_ps(g0, top_lo, g1));
+        _mm512_mask_storeu_ps(top + 2 * ow + 16, hi, _mm512_permutex2var_ps(g0, top_hi, g1));
+        _mm512_mask_storeu_ps(bottom + 2 * ow, lo, _mm512_permutex2var_ps(g2, top_lo, g3));
+        _mm512_mask_storeu_ps(bottom + 2 * ow + 16, hi, _mm512_permutex2var_ps(g2, top_hi, g3));
+      }
+      if (w % 2 != 0) top[w - 1] = bottom[w - 1] = 0;
+    }
+    if (s.h % 2 != 0) std::memset(g + (s.h - 1) * w, 0, static_cast<size_t>(w) * sizeof(float));
+#else
+    std::memset(g, 0, static_cast<size_t>(s.h * w) * sizeof(float));
     for (int64_t oh = 0; oh < s.ho; ++oh) {
       float* top = g + 2 * oh * w;
       const float* g_row = go + oh * s.wo;
       const uint8_t* c_row = code + oh * s.wo;
       for (int64_t ow = 0; ow < s.wo; ++ow) {
         const int64_t c = c_row[ow];
-        top[2 * ow + (c >> 1) * w + (c & 1)] += g_row[ow];
+        // Windows apart: one gradient each, + 0 as a sum into the zeros would make -0.
+        top[2 * ow + (c >> 1) * w + (c & 1)] = g_row[ow] + 0.0f;
       }
     }
+#endif
   });
 }
 
