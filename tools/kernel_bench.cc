@@ -161,15 +161,16 @@ void bench_bn_relu_pool(const char* name, int64_t n, int64_t c, int64_t h, int r
   Tensor gp = activations(p.shape(), false).contiguous(format), gfull = laid_out(x.shape()),
          gx = laid_out(x.shape());
   const dpe::Pool2dParams pool{2, 2, 0};
-  // The fused op's memory traffic, which both rows of a pair are measured against (its cost(),
-  // engine/backend/prims/norm.cc): forward reads x twice (statistics, then normalization) and
-  // writes the pooled outputs and their window codes; backward reads the pooled gradient and
-  // the codes once, writes the pooling's gradient into gx a block at a time (summed from the
-  // caches), then reads x twice and gx once and writes gx again.
-  const double x_bytes = static_cast<double>(x.nbytes()), p_bytes = static_cast<double>(p.nbytes()),
-               code_bytes = static_cast<double>(codes.nbytes());
-  const double forward_bytes = 2 * x_bytes + p_bytes + code_bytes;
-  const double backward_bytes = 5 * x_bytes + p_bytes + code_bytes;
+  const prim::BatchNormReluMaxPoolForwardTrain fused_forward{x, g,     beta, 1e-5f, pool,
+                                                             p, codes, mean, var};
+  const prim::BatchNormReluMaxPoolBackward fused_backward{x,   gp,    codes, g,  beta, mean,
+                                                          var, 1e-5f, pool,  gx, gg,   gb};
+  // Both rows of a pair are measured against the fused op's traffic, as its cost() states it.
+  const auto moved = [](const dpe::OpCost& c) {
+    return static_cast<double>(c.bytes_read + c.bytes_written);
+  };
+  const double forward_bytes = moved(fused_forward.cost());
+  const double backward_bytes = moved(fused_backward.cost());
   char label[80];
   std::snprintf(label, sizeof label, "%s bn+relu, pool forward", name);
   report_bytes(label, forward_bytes,
@@ -180,13 +181,7 @@ void bench_bn_relu_pool(const char* name, int64_t n, int64_t c, int64_t h, int r
                    },
                    reps, cold));
   std::snprintf(label, sizeof label, "%s bn+relu+pool fused forward", name);
-  report_bytes(label, forward_bytes,
-               time_it(
-                   [&] {
-                     dispatch(prim::BatchNormReluMaxPoolForwardTrain{x, g, beta, 1e-5f, pool, p,
-                                                                     codes, mean, var});
-                   },
-                   reps, cold));
+  report_bytes(label, forward_bytes, time_it([&] { dispatch(fused_forward); }, reps, cold));
   std::snprintf(label, sizeof label, "%s pool, bn+relu backward", name);
   report_bytes(
       label, backward_bytes,
@@ -197,13 +192,7 @@ void bench_bn_relu_pool(const char* name, int64_t n, int64_t c, int64_t h, int r
           },
           reps, cold));
   std::snprintf(label, sizeof label, "%s bn+relu+pool fused backward", name);
-  report_bytes(label, backward_bytes,
-               time_it(
-                   [&] {
-                     dispatch(prim::BatchNormReluMaxPoolBackward{x, gp, codes, g, beta, mean, var,
-                                                                 1e-5f, pool, gx, gg, gb});
-                   },
-                   reps, cold));
+  report_bytes(label, backward_bytes, time_it([&] { dispatch(fused_backward); }, reps, cold));
 }
 
 void bench_linear(int64_t n, int64_t in, int64_t out, int reps, bool with_bias = true) {
