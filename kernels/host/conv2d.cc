@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "engine/core/error.h"
+#include "kernels/host/conv2d_gemm.h"
 #include "kernels/host/prepared_primitive.h"
 
 namespace dpe::host {
@@ -144,6 +145,10 @@ void conv2d_bias_grad(const Conv2dShape& s, const float* gy, float* gb) {
 
 void conv2d_forward(HostContext& ctx, const Conv2dShape& s, const float* x, const float* w,
                     const float* b, float* y) {
+  if (conv2d_as_gemm(s)) {
+    conv2d_gemm_forward(ctx, s, x, w, b, y);
+    return;
+  }
   const bool bias = b != nullptr;
   auto& e = ctx.cached<PreparedPrimitive>(
       CacheKey(kConvForward,
@@ -176,6 +181,10 @@ void conv2d_forward(HostContext& ctx, const Conv2dShape& s, const float* x, cons
 
 void conv2d_backward(HostContext& ctx, const Conv2dShape& s, const float* x, const float* w,
                      const float* gy, float* gx, float* gw, float* gb) {
+  if (conv2d_as_gemm(s)) {
+    conv2d_gemm_backward(ctx, s, x, w, gy, gx, gw, gb);
+    return;
+  }
   const Descs d = descs(s);
   PreparedPrimitive* data = nullptr;  // backward data, when run: its reordered gy serves both
   if (gx != nullptr) {

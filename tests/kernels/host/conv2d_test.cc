@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "kernels/host/conv2d_gemm.h"
 #include "tests/kernels/host/kernel_test_util.h"
 
 namespace dpe::host {
@@ -88,6 +89,12 @@ TEST_P(Conv2dTest, ForwardAndBackwardMatchReference) {
   expect_close(want_gb, gb, 1e-4, 1e-4, "conv2d gb, channels last");
   conv2d_backward(ctx, cl, x_cl.data(), w.data(), gy_cl.data(), nullptr, nullptr, gb2.data());
   expect_close(want_gb, gb2, 1e-4, 1e-4, "conv2d gb alone, channels last");
+  conv2d_backward(ctx, cl, x_cl.data(), w.data(), gy_cl.data(), nullptr, gw2.data(), nullptr);
+  expect_close(want_gw, gw2, 1e-4, 1e-4, "conv2d gw alone, channels last");
+  std::vector<float> gx2(nx);
+  conv2d_backward(ctx, cl, x_cl.data(), w.data(), gy_cl.data(), gx2.data(), nullptr, nullptr);
+  expect_close(to_nhwc(want_gx, s.n, s.c, s.h, s.w), gx2, 1e-4, 1e-4,
+               "conv2d gx alone, channels last");
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -103,7 +110,28 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{2, 16, 14, 14, 32, 5, 5, 1, 2},  // and its second
                       // One input channel and one block of outputs (16 on AVX-512, 8 on AVX2):
                       // channels last runs on the caller's memory as NCHW in, blocked out
-                      Case{3, 1, 9, 7, 16, 3, 3, 2, 1}, Case{2, 1, 12, 12, 8, 5, 5, 1, 2}));
+                      Case{3, 1, 9, 7, 16, 3, 3, 2, 1}, Case{2, 1, 12, 12, 8, 5, 5, 1, 2},
+                      // 1x1 kernels with at most 4 output pixels: channels last runs them as
+                      // SGEMM (conv2d_gemm.h), on the caller's buffers (2x2, and a 1x1 image),
+                      // on gathered pixels (stride 2), with zeros on the padding; 5 pixels go
+                      // back to oneDNN
+                      Case{3, 6, 2, 2, 5, 1, 1, 1, 0}, Case{5, 8, 1, 1, 9, 1, 1, 1, 0},
+                      Case{4, 5, 3, 3, 7, 1, 1, 2, 0}, Case{2, 3, 2, 2, 4, 1, 1, 2, 1},
+                      Case{2, 3, 1, 5, 4, 1, 1, 1, 0}));
+
+TEST(Conv2dAsGemm, TakesOneByOneKernelsWithAtMostFourOutputPixelsInChannelsLast) {
+  Conv2dShape s = conv2d_shape(100, 128, 2, 2, 256, 1, 1, 2, 0);  // ResNet-tiny's last downsample
+  EXPECT_FALSE(conv2d_as_gemm(s));                                // NCHW: oneDNN
+  s.channels_last = true;
+  EXPECT_TRUE(conv2d_as_gemm(s));
+  Conv2dShape five = conv2d_shape(2, 3, 1, 5, 4, 1, 1, 1, 0);
+  five.channels_last = true;
+  EXPECT_FALSE(conv2d_as_gemm(five));
+  // A 3x3 kernel on a 2x2 image is mostly padding, which oneDNN skips and SGEMM would multiply.
+  Conv2dShape three = conv2d_shape(100, 64, 2, 2, 64, 3, 3, 2, 1);
+  three.channels_last = true;
+  EXPECT_FALSE(conv2d_as_gemm(three));
+}
 
 }  // namespace
 }  // namespace dpe::host
