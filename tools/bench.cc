@@ -598,9 +598,10 @@ int main(int argc, char** argv) {
     dpe::tools::check_writable("--json", o.json_path);
     dpe::tools::check_writable("--svg", o.svg_path);
     const unsigned cores = std::thread::hardware_concurrency();
-    const double peak = o.base.device == "cuda"
-                            ? dpe::tools::measure_gemm_gflops(4096, 5, dpe::Device::parse("cuda:0"))
-                            : dpe::tools::measure_gemm_gflops(1024, 5);
+    const dpe::Device gemm_device =
+        o.base.device == "cuda" ? dpe::Device::parse("cuda:0") : dpe::Device();
+    const double peak =
+        dpe::tools::measure_gemm_gflops(o.base.device == "cuda" ? 4096 : 1024, 10, gemm_device);
     print_preamble(o, cores, peak);
     Runs runs;
     for (const std::string& model : o.models) run_model(o, model, peak, runs);

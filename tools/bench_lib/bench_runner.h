@@ -114,7 +114,9 @@ BenchResult run_ddp(const BenchConfig& config, const std::string& self_exe);
 void ddp_worker(const BenchConfig& config, const std::string& result_path);
 
 // One SGEMM (n x n x n) on `device` (host: oneDNN on one thread; cuda: cuBLAS); returns GFLOP/s
-// (median of `reps`).
+// of the fastest of `reps`. A peak: on a shared machine a neighbour's burst slows a rep and never
+// speeds one up, so the fastest rep is the machine's rate, where a median of a few can be a
+// burst's (and a run's steps then above 100% of its "peak").
 double measure_gemm_gflops(int64_t n, int reps, Device device = Device());
 
 }  // namespace dpe::tools
