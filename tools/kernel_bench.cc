@@ -1,7 +1,8 @@
 // kernel_bench: the single-thread speed of the host backend's heavy kernels, so a change of kernel
-// or layout can be measured: GFLOP/s of a large SGEMM through oneDNN and of the ConvNet's
-// convolutions (forward, backward data, backward weights) at batch 100; GB/s of the memory-bound
-// layers and of the optimizers' updates. A benchmark, not a test.
+// or layout can be measured: GFLOP/s of a large SGEMM through oneDNN and of the ConvNet's and
+// ResNet-tiny's convolutions (forward, backward data, backward weights); GB/s of the memory-bound
+// layers (among them the ConvNet's and a ResNet stem's batch norm + ReLU + pooling) and of the
+// optimizers' updates. A benchmark, not a test.
 #include <omp.h>
 
 #include <CLI/CLI.hpp>
@@ -66,16 +67,17 @@ Tensor activations(const dpe::Shape& shape, bool after_relu) {
 }
 
 void bench_conv(const char* name, int64_t n, int64_t c, int64_t h, int64_t o, int64_t k,
-                int64_t pad, int reps, dpe::MemoryFormat format = dpe::MemoryFormat::kContiguous) {
+                int64_t pad, int reps, dpe::MemoryFormat format = dpe::MemoryFormat::kContiguous,
+                int64_t stride = 1) {
   Tensor x = filled({n, c, h, h}, 0.5f).contiguous(format), w = filled({o, c, k, k}, 0.01f);
   Tensor bias = filled({o}, 0);
-  const int64_t ho = h + 2 * pad - k + 1;
+  const int64_t ho = (h + 2 * pad - k) / stride + 1;
   Tensor y = Tensor::empty({n, o, ho, ho}, dpe::DType::kFloat32, x.device(), format);
   Tensor gy = filled({n, o, ho, ho}, 0.1f).contiguous(format);
   Tensor gx = Tensor::empty(x.shape(), dpe::DType::kFloat32, x.device(), format);
   Tensor gw = Tensor::empty(w.shape()), gb = Tensor::empty({o});
   Tensor none;
-  const dpe::Conv2dParams p{1, pad};
+  const dpe::Conv2dParams p{stride, pad};
   const double flops = 2.0 * n * o * ho * ho * c * k * k;
   char label[80];
   std::snprintf(label, sizeof label, "%s forward", name);
@@ -94,6 +96,31 @@ void bench_conv(const char* name, int64_t n, int64_t c, int64_t h, int64_t o, in
                dispatch(prim::Conv2dBackward{x, w, gy, p, none, gw, gb});
              },
              reps));
+}
+
+// ResNet-tiny's convolutions, channels last, in the order its forward runs them: a Bottleneck a
+// stage on 28x28 images (7x7 after the stem, halved by each later stage's first block).
+void bench_resnet_tiny_convs(int64_t n, int reps) {
+  const auto nhwc = dpe::MemoryFormat::kChannelsLast;
+  const auto name = [](int64_t stage, const char* what, int64_t c, int64_t o, int64_t h) {
+    return "s" + std::to_string(stage) + " " + what + " " + std::to_string(c) + "->" +
+           std::to_string(o) + " " + std::to_string(h) + "x" + std::to_string(h);
+  };
+  bench_conv("stem 7x7/2 1->8 28x28", n, 1, 28, 8, 7, 3, reps, nhwc, 2);
+  int64_t in = 8, h = 7;
+  for (int64_t stage = 1; stage <= 4; ++stage) {
+    const int64_t width = int64_t{4} << stage, stride = stage == 1 ? 1 : 2;
+    const int64_t ho = (h - 1) / stride + 1;
+    bench_conv(name(stage, "1x1", in, width, h).c_str(), n, in, h, width, 1, 0, reps, nhwc);
+    bench_conv(name(stage, stride == 1 ? "3x3" : "3x3/2", width, width, h).c_str(), n, width, h,
+               width, 3, 1, reps, nhwc, stride);
+    bench_conv(name(stage, "1x1", width, 4 * width, ho).c_str(), n, width, ho, 4 * width, 1, 0,
+               reps, nhwc);
+    bench_conv(name(stage, stride == 1 ? "down" : "down/2", in, 4 * width, h).c_str(), n, in, h,
+               4 * width, 1, 0, reps, nhwc, stride);
+    in = 4 * width;
+    h = ho;
+  }
 }
 
 // Memory-bound layers: reported as GB/s of the tensors read and written.
@@ -149,18 +176,18 @@ void bench_bn_pool(const char* name, int64_t n, int64_t c, int64_t h, int reps) 
 // fused op (engine/nn/fusion.h). GB/s of the fused op's tensors read and written.
 void bench_bn_relu_pool(const char* name, int64_t n, int64_t c, int64_t h, int reps,
                         dpe::MemoryFormat format = dpe::MemoryFormat::kContiguous,
-                        bool cold = false) {
+                        bool cold = false, dpe::Pool2dParams pool = {2, 2, 0}) {
   const auto laid_out = [&](const dpe::Shape& shape, dpe::DType dtype = dpe::DType::kFloat32) {
     return Tensor::empty(shape, dtype, {}, format);
   };
   Tensor x = activations({n, c, h, h}, false).contiguous(format), full = laid_out(x.shape());
   Tensor g = filled({c}, 1), beta = filled({c}, 0), mean = Tensor::empty({c}),
          var = Tensor::empty({c}), gg = Tensor::empty({c}), gb = Tensor::empty({c});
-  Tensor p = laid_out({n, c, h / 2, h / 2}), idx = laid_out(p.shape(), dpe::DType::kInt64);
+  const int64_t ho = (h + 2 * pool.padding - pool.kernel) / pool.stride + 1;
+  Tensor p = laid_out({n, c, ho, ho}), idx = laid_out(p.shape(), dpe::DType::kInt64);
   Tensor codes = Tensor::empty(prim::window_code_words(p.shape()), dpe::DType::kInt64);
   Tensor gp = activations(p.shape(), false).contiguous(format), gfull = laid_out(x.shape()),
          gx = laid_out(x.shape());
-  const dpe::Pool2dParams pool{2, 2, 0};
   const prim::BatchNormReluMaxPoolForwardTrain fused_forward{x, g,     beta, 1e-5f, pool,
                                                              p, codes, mean, var};
   const prim::BatchNormReluMaxPoolBackward fused_backward{x,   gp,    codes, g,  beta, mean,
@@ -415,8 +442,8 @@ int main(int argc, char** argv) {
   std::vector<std::string> only;
   // --help lists them (IsMember); a misspelt group is an error rather than an empty run.
   const std::vector<std::string> groups = {
-      "sgemm",      "conv", "bn_pool",       "bn_relu_pool", "linear",   "optim",
-      "layer_norm", "gelu", "cross_entropy", "convnet_step", "attention"};
+      "sgemm", "conv", "resnet_conv",   "bn_pool",      "bn_relu_pool", "stem_pool", "linear",
+      "optim", "gelu", "cross_entropy", "convnet_step", "attention",    "layer_norm"};
   app.add_option("--only", only, "groups to run (default all)")->check(CLI::IsMember(groups));
   CLI11_PARSE(app, argc, argv);
   const auto run = [&](const char* group) {
@@ -442,6 +469,7 @@ int main(int argc, char** argv) {
     bench_conv("conv1 NHWC N=256", 256, 1, 28, 16, 5, 2, 20, nhwc);
     bench_conv("conv2 NHWC N=256", 256, 16, 14, 32, 5, 2, 20, nhwc);
   }
+  if (run("resnet_conv")) bench_resnet_tiny_convs(100, 20);
   if (run("bn_pool")) {
     bench_bn_pool("[100, 16, 28, 28]", 100, 16, 28, 20);
     bench_bn_pool("[100, 32, 14, 14]", 100, 32, 14, 20);
@@ -457,6 +485,12 @@ int main(int argc, char** argv) {
     bench_bn_relu_pool("[256, 32, 14, 14] NHWC", 256, 32, 14, 20, nhwc);
     bench_bn_relu_pool("[256, 16, 28, 28] NHWC cold", 256, 16, 28, 20, nhwc, /*cold=*/true);
     bench_bn_relu_pool("[256, 32, 14, 14] NHWC cold", 256, 32, 14, 20, nhwc, /*cold=*/true);
+  }
+  if (run("stem_pool")) {  // a ResNet's stem: 3x3 windows, stride 2, padding 1
+    bench_bn_relu_pool("[100, 8, 14, 14] NHWC 3x3/2", 100, 8, 14, 20, nhwc, false, {3, 2, 1});
+    bench_bn_relu_pool("[100, 8, 14, 14] 3x3/2", 100, 8, 14, 20, dpe::MemoryFormat::kContiguous,
+                       false, {3, 2, 1});
+    bench_bn_relu_pool("[32, 64, 112, 112] NHWC 3x3/2", 32, 64, 112, 5, nhwc, false, {3, 2, 1});
   }
   if (run("linear")) {
     bench_linear(100, 1568, 10, 50);
