@@ -6,6 +6,7 @@
 
 #include "engine/core/error.h"
 #include "kernels/host/conv2d_gemm.h"
+#include "kernels/host/conv2d_one_channel.h"
 #include "kernels/host/prepared_primitive.h"
 
 namespace dpe::host {
@@ -210,6 +211,7 @@ void conv2d_backward(HostContext& ctx, const Conv2dShape& s, const float* x, con
     e.run(ctx);
     data = &e;
   }
+  if (gw != nullptr && conv2d_one_channel_weight_grad(s, x, gy, gw, gb)) return;
   if (gw != nullptr) {
     const bool bias = gb != nullptr;
     auto& e = ctx.cached<PreparedPrimitive>(
