@@ -8,6 +8,11 @@
 #include <type_traits>
 #include <vector>
 
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+#include <immintrin.h>
+#define DPE_BN_POOL_2X2_BACKWARD 1
+#endif
+
 #include "engine/core/error.h"
 #include "kernels/host/elementwise.h"
 #include "kernels/host/max_pool2d.h"
@@ -18,7 +23,7 @@ namespace dpe::host {
 
 namespace {
 
-enum : int64_t { kBnScratch = 0x626e01, kBnPoolBlock = 0x626e02 };
+enum : int64_t { kBnScratch = 0x626e01, kBnPoolBlock = 0x626e02, kBnPixelWindows = 0x626e03 };
 
 // Channel ch's normalisation as one multiply-add, x * scale + shift. The forward and the fused
 // backward (which recomputes the ReLU's mask from x) both take it from here and evaluate it the
@@ -673,6 +678,108 @@ void batch_norm_relu_max_pool_forward(HostContext& ctx, const BatchNormShape& sh
   }
 }
 
+#if defined(DPE_BN_POOL_2X2_BACKWARD)
+// The fused backward of a channels-last 2x2, stride-2 pooling with whole vectors of channels,
+// without the pooling's gradient in memory: each pixel's is made in registers from its window's
+// gradient and code, once for the sums and once for gx. x, the pooled gradient and the codes are
+// read twice and gx written once, where making the pooling's gradient (in gx, or in a cached
+// block) cost a full-size write and read more, or the pooling's backward run twice.
+
+// For each pixel of a group of images (rows of the sums, in order): its window's index in the
+// group's pooled output, and its place in the window (its code), 4 where no window covers it (odd
+// H or W): no code is 4.
+struct PixelWindows : HostContext::CacheEntry {
+  std::vector<int32_t> window;
+  std::vector<uint8_t> place;
+  PixelWindows(const Pool2dShape& p, int64_t images) {
+    for (int64_t n = 0; n < images; ++n) {
+      for (int64_t ih = 0; ih < p.h; ++ih) {
+        for (int64_t iw = 0; iw < p.w; ++iw) {
+          const bool covered = ih / 2 < p.ho && iw / 2 < p.wo;
+          window.push_back(covered ? static_cast<int32_t>((n * p.ho + ih / 2) * p.wo + iw / 2) : 0);
+          place.push_back(static_cast<uint8_t>(covered ? (ih % 2) * 2 + iw % 2 : 4));
+        }
+      }
+    }
+  }
+};
+
+// Channels [at, at + 16) of pixel r's pooling gradient: 0.0f + gy where its window's code names
+// it, as pool_nhwc_2x2_backward writes it (-0 lands as +0), else +0.
+inline vec::F pooled_gradient(const PixelWindows& pw, int64_t r, int64_t at, int64_t c,
+                              const float* gy, const uint8_t* codes) {
+  const int64_t o = pw.window[r] * c + at;
+  const __m128i code = _mm_loadu_si128(reinterpret_cast<const __m128i*>(codes + o));
+  const __mmask16 hit = _mm_cmpeq_epi8_mask(code, _mm_set1_epi8(static_cast<char>(pw.place[r])));
+  return (vec::F)_mm512_maskz_mov_ps(hit,
+                                     _mm512_add_ps(_mm512_setzero_ps(), _mm512_loadu_ps(gy + o)));
+}
+
+// Returns false, with nothing written, where the shape is not one it takes.
+bool pool_2x2_backward_in_registers(HostContext& ctx, const BatchNormShape& sh,
+                                    const Pool2dShape& pool, const float* x, const float* gy,
+                                    const uint8_t* codes, const float* gamma, const float* mean,
+                                    ChannelScratch& t, RowCoefficients& k, float* gx, float* ggamma,
+                                    float* gbeta) {
+  if (!sh.channels_last || pool.kernel != 2 || pool.stride != 2 || pool.padding != 0) return false;
+  const int64_t c = sh.c, s = sh.s, per_sum = images_per_block(s);
+  const int64_t in_image = s * c, out_image = pool.ho * pool.wo * c;
+  const PixelWindows& pw =
+      ctx.cached<PixelWindows>(CacheKey(kBnPixelWindows, {pool.h, pool.w, per_sum}),
+                               [&] { return std::make_unique<PixelWindows>(pool, per_sum); });
+  std::vector<double> sum_g(static_cast<size_t>(c), 0.0), sum_gx(static_cast<size_t>(c), 0.0);
+  float* const both[2] = {k.part_g.data(), k.part_gx.data()};
+  // The sums, a group of images at a time, as add_block_grad_sums takes them.
+  const bool whole_vectors = with_row_vectors(c, 2, [&](auto vectors) {
+    for (int64_t i = 0; i < sh.n; i += per_sum) {
+      const float* xi = x + i * in_image;
+      const float* gi = gy + i * out_image;
+      const uint8_t* ci = codes + i * out_image;
+      chain_sums_in_registers<vectors(), 2>(
+          std::min(per_sum, sh.n - i) * s, c,
+          [&](int64_t r, int v, vec::F* terms) {
+            const int64_t at = v * vec::kLanes;
+            grad_terms<true>(k, mean, at, vec::load(xi + r * c + at),
+                             pooled_gradient(pw, r, at, c, gi, ci), terms);
+          },
+          both);
+      add_chain_totals(k, c, sum_g.data(), sum_gx.data());
+    }
+  });
+  if (!whole_vectors) return false;
+  for (int64_t ch = 0; ch < c; ++ch) {
+    t.a[ch] = static_cast<float>(sum_g[ch]);
+    t.b[ch] = static_cast<float>(sum_gx[ch]);
+  }
+  grad_coefficients(sh, t, ggamma, gbeta);
+  // gx, as elemt_rows<true> computes it from the pooling's gradient.
+  elemt_factors(k, c, t.c.data(), gamma, t.b.data());
+  const float *scale = k.scale.data(), *shift = k.shift.data();
+  const float *proj = k.proj.data(), *factor = k.factor.data(), *mean_gy = t.a.data();
+  const int64_t groups = (sh.n + per_sum - 1) / per_sum;
+#pragma omp parallel for if (sh.n * in_image >= kParallelGrain)
+  for (int64_t q = 0; q < groups; ++q) {
+    const int64_t i = q * per_sum, rows = std::min(per_sum, sh.n - i) * s;
+    const float* xi = x + i * in_image;
+    const float* gi = gy + i * out_image;
+    const uint8_t* ci = codes + i * out_image;
+    float* out = gx + i * in_image;
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t at = 0; at < c; at += vec::kLanes) {
+        const vec::F xv = vec::load(xi + r * c + at);
+        const vec::F nv = xv * vec::load(scale + at) + vec::load(shift + at);
+        vec::F g = pooled_gradient(pw, r, at, c, gi, ci);
+        g = (vec::F)((vec::I)g & (nv > vec::splat(0.0f)));
+        vec::store(out + r * c + at, (g - vec::load(mean_gy + at) -
+                                      (xv - vec::load(mean + at)) * vec::load(proj + at)) *
+                                         vec::load(factor + at));
+      }
+    }
+  }
+  return true;
+}
+#endif
+
 void batch_norm_relu_max_pool_backward(HostContext& ctx, const BatchNormShape& sh,
                                        const Pool2dShape& pool, const float* x, const float* gy,
                                        const uint8_t* codes, const float* gamma, const float* beta,
@@ -686,6 +793,12 @@ void batch_norm_relu_max_pool_backward(HostContext& ctx, const BatchNormShape& s
   }
   RowCoefficients k(sh.channels_last ? sh.c : 0);
   if (sh.channels_last) affine_rows(k, sh.c, mean, t.c.data(), gamma, beta);
+#if defined(DPE_BN_POOL_2X2_BACKWARD)
+  if (pool_2x2_backward_in_registers(ctx, sh, pool, x, gy, codes, gamma, mean, t, k, gx, ggamma,
+                                     gbeta)) {
+    return;
+  }
+#endif
   // The pooling's gradient goes straight into gx, a block at a time (max_pool2d_backward itself),
   // and the block's per-channel sums are taken while it is in the caches: each channel's planes
   // (images) in batch order, their float sums added in double, as batch_norm_relu_backward adds
