@@ -166,6 +166,30 @@ class GraphTask {
     return offers;
   }
 
+  // Design note "accumulation offers" (node.h): for each next edge whose slot holds one gradient
+  // that nothing else holds, on n's device, that gradient, taken out of the slot until n has run.
+  // Empty when there is none.
+  std::vector<Tensor> accumulation_offers(Node* n) {
+    std::vector<Tensor> offers;
+    const auto& edges = n->next_edges();
+    std::lock_guard<SpinThenSleepMutex> lock(mu_);
+    for (size_t i = 0; i < edges.size(); ++i) {
+      if (!edges[i].fn) continue;
+      NodeState& s = state_[edges[i].fn.get()];
+      const uint32_t slot = edges[i].input_nr;
+      if (s.pending.size() <= slot || s.pending[slot].size() != 1) continue;
+      Tensor& g = s.pending[slot][0];
+      if (!g.defined() || g.device() != n->device() || g.dtype() != DType::kFloat32 ||
+          !g.is_contiguous() || !solely_owned(g)) {
+        continue;
+      }
+      offers.resize(edges.size());
+      offers[i] = std::move(g);
+      s.pending[slot].clear();
+    }
+    return offers;
+  }
+
   // Runs one node and hands its outputs on; returns the nodes that became ready.
   std::vector<Node*> run(Node* n) {
     // The node's inputs summed here and its backward's temporaries count as what its forward made.
@@ -175,10 +199,13 @@ class GraphTask {
     bool any = false;
     for (const Tensor& g : grads) any = any || g.defined();
     std::vector<Tensor> outs;
+    std::vector<Tensor> accumulators;
     if (any) {
       NoGradGuard no_grad;
       const std::vector<const GradDestination*> offers = destination_offers(n);
       DestinationOffers offered(offers.empty() ? nullptr : &offers);
+      accumulators = accumulation_offers(n);
+      AccumulatorOffers offered_accumulators(accumulators.empty() ? nullptr : &accumulators);
       outs = n->apply(grads);
     }
     std::vector<Node*> ready;
@@ -187,7 +214,16 @@ class GraphTask {
     for (size_t i = 0; i < edges.size(); ++i) {
       const Edge& e = edges[i];
       if (!e.fn) continue;
-      if (i < outs.size() && outs[i].defined()) add_input(e.fn.get(), e.input_nr, outs[i]);
+      const bool has_out = i < outs.size() && outs[i].defined();
+      if (i < accumulators.size() && accumulators[i].defined() &&
+          !(has_out && outs[i].impl() == accumulators[i].impl())) {
+        // The offer not taken: back in its slot, first, as it arrived.
+        NodeState& s = state_[e.fn.get()];
+        if (s.pending.size() <= e.input_nr) s.pending.resize(e.fn->num_outputs());
+        auto& slot = s.pending.at(e.input_nr);
+        slot.insert(slot.begin(), std::move(accumulators[i]));
+      }
+      if (has_out) add_input(e.fn.get(), e.input_nr, outs[i]);
       if (--state_[e.fn.get()].dependencies == 0) ready.push_back(e.fn.get());
     }
     return ready;

@@ -8,6 +8,7 @@ namespace dpe {
 
 namespace {
 thread_local const std::vector<const GradDestination*>* t_offers = nullptr;
+thread_local const std::vector<Tensor>* t_accumulators = nullptr;
 
 bool same_view(const Tensor& a, const Tensor& b) {
   return a.shares_storage(b) && a.impl()->offset == b.impl()->offset && a.shape() == b.shape() &&
@@ -25,6 +26,18 @@ DestinationOffers::DestinationOffers(const std::vector<const GradDestination*>* 
 }
 
 DestinationOffers::~DestinationOffers() { t_offers = previous_; }
+
+Tensor offered_accumulator(size_t input) {
+  return t_accumulators != nullptr && input < t_accumulators->size() ? (*t_accumulators)[input]
+                                                                     : Tensor();
+}
+
+AccumulatorOffers::AccumulatorOffers(const std::vector<Tensor>* offers)
+    : previous_(t_accumulators) {
+  t_accumulators = offers;
+}
+
+AccumulatorOffers::~AccumulatorOffers() { t_accumulators = previous_; }
 
 AccumulateGrad::AccumulateGrad(const Tensor& leaf)
     : Node("AccumulateGrad", leaf.device(), 1), leaf_(leaf.impl_ptr()) {}

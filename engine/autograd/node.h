@@ -23,6 +23,15 @@
 // hook is the first to see the gradient (DDP's reducer checks), and for leaves the backward's
 // outputs reach.
 //
+// Design note "accumulation offers": when a gradient has already arrived for one of a node's next
+// edges, alone, and nothing else holds it (solely_owned, contiguous, on the node's device), the
+// engine offers it to the node (offered_accumulator) instead of summing it with the node's own
+// later. An op whose gradient covers only part of its input (a slice's, an embedding's rows) adds
+// its part into the offer in place and returns the offer: no tensor of zeros with that part, and
+// no full-size sum. An op that ignores the offer returns its own gradient and the engine sums the
+// two as it would have. The values are the sum's, except that an element the op does not touch
+// keeps a -0 that adding a zero would have made +0.
+//
 // Threading contract: a node is built by the thread that runs the forward op; the engine then
 // runs its apply() once, on the worker of its device (or inline for a one-device graph). Hooks
 // that AccumulateGrad fires (AutogradMeta::post_accumulate_hooks) therefore run on device workers,
@@ -100,6 +109,23 @@ class DestinationOffers {
 
  private:
   const std::vector<const GradDestination*>* previous_;
+};
+
+// Inside a node's apply(): the gradient the engine offers for the node's input `input` to add into
+// (design note "accumulation offers"), or an undefined tensor. A node that adds into it returns it
+// as that input's gradient.
+Tensor offered_accumulator(size_t input);
+
+// Set by the engine around a node's apply(): offers[i] for next edge i (undefined: none).
+class AccumulatorOffers {
+ public:
+  explicit AccumulatorOffers(const std::vector<Tensor>* offers);
+  ~AccumulatorOffers();
+  AccumulatorOffers(const AccumulatorOffers&) = delete;
+  AccumulatorOffers& operator=(const AccumulatorOffers&) = delete;
+
+ private:
+  const std::vector<Tensor>* previous_;
 };
 
 // The node that adds an incoming gradient into a leaf's .grad and then fires its

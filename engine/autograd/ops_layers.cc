@@ -422,8 +422,18 @@ Tensor embedding(const Tensor& weight_in, const Tensor& index_in) {
   const Shape w_shape = weight.shape();
   record("embedding", {weight_in}, {&y},
          [index, w_shape, n, d](const std::vector<Tensor>& g) {
+           const Tensor gy = g[0].contiguous().view(Shape{n, d});
+           // Into a gradient of the weight that already arrived, where the engine offers one
+           // (node.h, "accumulation offers"): a tied embedding's head gradient gets the rows the
+           // tokens name added, with no [V, D] of zeros and no [V, D] sum.
+           Tensor acc = offered_accumulator(0);
+           if (acc.defined() && acc.shape() == w_shape &&
+               supports<prim::EmbeddingBackwardAccumulate>(acc.device())) {
+             dispatch(prim::EmbeddingBackwardAccumulate{index, gy, acc});
+             return std::vector<Tensor>{acc};
+           }
            Tensor gw = Tensor::empty(w_shape, DType::kFloat32, g[0].device());
-           dispatch(prim::EmbeddingBackward{index, g[0].contiguous().view(Shape{n, d}), gw});
+           dispatch(prim::EmbeddingBackward{index, gy, gw});
            return std::vector<Tensor>{gw};
          },
          {index});

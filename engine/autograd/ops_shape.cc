@@ -40,6 +40,17 @@ Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length) {
   const Shape shape = x.shape();
   const int64_t d = shape.normalize_dim(dim);
   record("narrow", {x}, {&out}, [shape, d, start, length](const std::vector<Tensor>& g) {
+    // Into the gradient that already arrived where the engine offers it (node.h, "accumulation
+    // offers"): attention's q, k and v are slices of one tensor, whose gradient is then one
+    // tensor of zeros and three slices added in, not three such tensors and two full-size sums.
+    if (Tensor acc = offered_accumulator(0); acc.defined() && acc.shape() == shape) {
+      Tensor slot = acc.narrow(d, start, length);
+      if (slot.is_contiguous()) {
+        const Tensor part = g[0].contiguous();
+        dispatch(prim::Add{slot, part, 1.0f, slot});
+        return std::vector<Tensor>{acc};
+      }
+    }
     Tensor gx = Tensor::zeros(shape, DType::kFloat32, g[0].device());
     Tensor slot = gx.narrow(d, start, length);
     if (slot.is_contiguous()) {
@@ -65,9 +76,8 @@ Tensor to(const Tensor& x, Device device) {
   if (x.device() == device) return x;
   Tensor out = x.to(device);
   const Device from = x.device();
-  record("to", {x}, {&out}, [from](const std::vector<Tensor>& g) {
-    return std::vector<Tensor>{g[0].to(from)};
-  });
+  record("to", {x}, {&out},
+         [from](const std::vector<Tensor>& g) { return std::vector<Tensor>{g[0].to(from)}; });
   return out;
 }
 

@@ -49,6 +49,7 @@
   X(Bmm)                              \
   X(EmbeddingForward)                 \
   X(EmbeddingBackward)                \
+  X(EmbeddingBackwardAccumulate)      \
   X(Conv2dForward)                    \
   X(Conv2dBackward)                   \
   X(MaxPool2dForward)                 \

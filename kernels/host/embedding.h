@@ -17,4 +17,10 @@ void embedding_forward(HostContext& ctx, const float* weight, const int64_t* ind
 void embedding_backward(HostContext& ctx, const int64_t* index, const float* gy, float* gw,
                         int64_t n, int64_t rows, int64_t cols);
 
+// gw[r, :] += the sum of gy[i, :] over the i with index[i] == r (in order of i, from zero, as
+// embedding_backward sums them), for each r an index names; the other rows are left as they are.
+// Throws for a bad index as the forward, before writing anything.
+void embedding_backward_accumulate(HostContext& ctx, const int64_t* index, const float* gy,
+                                   float* gw, int64_t n, int64_t rows, int64_t cols);
+
 }  // namespace dpe::host

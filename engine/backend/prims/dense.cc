@@ -88,4 +88,14 @@ OpCost EmbeddingBackward::cost() const {
   return op_cost::make("embedding", 1.0 * gy.numel(), {&index, &gy}, {&gw});
 }
 
+void EmbeddingBackwardAccumulate::check(const OpCheck& c) const {
+  EmbeddingBackward{index, gy, gw}.check(c);
+}
+OpCost EmbeddingBackwardAccumulate::cost() const {
+  // At most as many rows of gw read and written as gy has: the rows its indices name.
+  OpCost cost = op_cost::make("embedding", 2.0 * gy.numel(), {&index, &gy}, {&gy});
+  cost.bytes_read += cost.bytes_written;
+  return cost;
+}
+
 }  // namespace dpe::prim

@@ -132,4 +132,26 @@ struct EmbeddingBackward {
   }
 };
 
+// The same gradient added into gw [rows, cols], a gradient of the weight that already arrived
+// (design note "accumulation offers", engine/autograd/node.h; a language model's tied embedding
+// gets its head's first): each row an index names gets the sum of its rows of gy (in index order,
+// from zero, as EmbeddingBackward's), the others stay as they are. Optional: where a device type
+// lacks it, the engine sums EmbeddingBackward's full-size gradient in.
+struct EmbeddingBackwardAccumulate {
+  static constexpr const char* kName = "embedding_backward";
+  static constexpr bool kOptional = true;
+  const Tensor& index;
+  const Tensor& gy;
+  Tensor& gw;
+
+  const Tensor& first() const { return gw; }
+  void check(const OpCheck& c) const;
+  OpCost cost() const;
+  template <class Ctx>
+  void launch(Ctx& ctx) const {
+    embedding_backward_accumulate(ctx, index.data<int64_t>(), gy.data<float>(), gw.data<float>(),
+                                  index.size(0), gw.size(0), gw.size(1));
+  }
+};
+
 }  // namespace dpe::prim

@@ -37,6 +37,34 @@ TEST(EmbeddingTest, LookupAndScatterAddMatchReference) {
   }
 }
 
+// The accumulating backward is a gradient that arrived first plus embedding_backward's, bit for
+// bit on every row an index names, and leaves the others as they were.
+TEST(EmbeddingTest, AccumulatingIsAddingTheDenseGradient) {
+  HostContext ctx;
+  struct Dims {
+    int64_t n, rows, cols;
+  };
+  for (Dims d : {Dims{1, 1, 1}, Dims{9, 40, 3}, Dims{4096, 50, 130}, Dims{1024, 3000, 256}}) {
+    const auto gy = random_floats(d.n * d.cols, 2);
+    const auto first = random_floats(d.rows * d.cols, 3);
+    std::vector<int64_t> index(d.n);
+    for (int64_t i = 0; i < d.n; ++i) index[i] = (i * 7 + 3) % d.rows;
+    std::vector<float> dense(d.rows * d.cols);
+    embedding_backward(ctx, index.data(), gy.data(), dense.data(), d.n, d.rows, d.cols);
+    std::vector<bool> named(d.rows, false);
+    for (int64_t i : index) named[i] = true;
+    std::vector<float> got = first;
+    embedding_backward_accumulate(ctx, index.data(), gy.data(), got.data(), d.n, d.rows, d.cols);
+    for (int64_t r = 0; r < d.rows; ++r) {
+      for (int64_t j = 0; j < d.cols; ++j) {
+        const int64_t k = r * d.cols + j;
+        const float want = named[r] ? first[k] + dense[k] : first[k];
+        ASSERT_EQ(got[k], want) << "row " << r << " column " << j;
+      }
+    }
+  }
+}
+
 TEST(EmbeddingTest, BadIndexThrowsBeforeWriting) {
   HostContext ctx;
   const auto w = random_floats(5 * 2, 1);
@@ -52,6 +80,9 @@ TEST(EmbeddingTest, BadIndexThrowsBeforeWriting) {
   const int64_t negative[1] = {-1};
   std::vector<float> gw(10);
   EXPECT_THROW(embedding_backward(ctx, negative, y.data(), gw.data(), 1, 5, 2), Error);
+  std::vector<float> acc(10, 2.0f);
+  EXPECT_THROW(embedding_backward_accumulate(ctx, index, y.data(), acc.data(), 3, 5, 2), Error);
+  EXPECT_EQ(acc, std::vector<float>(10, 2.0f));
 }
 
 }  // namespace
