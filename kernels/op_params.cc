@@ -23,11 +23,13 @@ Pool2dShape max_pool2d_shape(int64_t n, int64_t c, int64_t h, int64_t w, int64_t
   DPE_CHECK(padding >= 0 && padding * 2 <= kernel,
             "max_pool2d: pad should be at most half of effective kernel size, but got pad = "
                 << padding << " and kernel_size = " << kernel);
+  // Checked before dividing: C++ division rounds a negative (h + 2p - kernel) towards zero, which
+  // would give a 1x1 output for a window wider than the padded input.
+  DPE_CHECK(h + 2 * padding >= kernel && w + 2 * padding >= kernel,
+            "max_pool2d: output size is too small for input "
+                << h << "x" << w << " (kernel " << kernel << ", padding " << padding << ")");
   const int64_t ho = (h + 2 * padding - kernel) / stride + 1;
   const int64_t wo = (w + 2 * padding - kernel) / stride + 1;
-  DPE_CHECK(ho >= 1 && wo >= 1, "max_pool2d: output size " << ho << "x" << wo
-                                                           << " is too small for input " << h << "x"
-                                                           << w);
   return {n, c, h, w, kernel, stride, padding, ho, wo};
 }
 

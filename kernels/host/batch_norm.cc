@@ -679,7 +679,7 @@ void batch_norm_relu_max_pool_forward(HostContext& ctx, const BatchNormShape& sh
 }
 
 #if defined(DPE_BN_POOL_2X2_BACKWARD)
-// The fused backward of a channels-last 2x2, stride-2 pooling with whole vectors of channels,
+// The fused backward of a channels-last 2x2, stride-2 pooling with one or two vectors of channels,
 // without the pooling's gradient in memory: each pixel's is made in registers from its window's
 // gradient and code, once for the sums and once for gx. x, the pooled gradient and the codes are
 // read twice and gx written once, where making the pooling's gradient (in gx, or in a cached
@@ -721,7 +721,11 @@ bool pool_2x2_backward_in_registers(HostContext& ctx, const BatchNormShape& sh,
                                     const uint8_t* codes, const float* gamma, const float* mean,
                                     ChannelScratch& t, RowCoefficients& k, float* gx, float* ggamma,
                                     float* gbeta) {
-  if (!sh.channels_last || pool.kernel != 2 || pool.stride != 2 || pool.padding != 0) return false;
+  // One or two vectors of channels (c = 16 or 32 with AVX-512): the sums' chains in registers.
+  if (!sh.channels_last || pool.kernel != 2 || pool.stride != 2 || pool.padding != 0 ||
+      sh.c % vec::kLanes != 0 || sh.c / vec::kLanes > 2) {
+    return false;
+  }
   const int64_t c = sh.c, s = sh.s, per_sum = images_per_block(s);
   const int64_t in_image = s * c, out_image = pool.ho * pool.wo * c;
   const PixelWindows& pw =

@@ -183,7 +183,8 @@ void conv2d_forward(HostContext& ctx, const Conv2dShape& s, const float* x, cons
 void conv2d_backward(HostContext& ctx, const Conv2dShape& s, const float* x, const float* w,
                      const float* gy, float* gx, float* gw, float* gb) {
   if (conv2d_as_gemm(s)) {
-    conv2d_gemm_backward(ctx, s, x, w, gy, gx, gw, gb);
+    if (gx != nullptr || gw != nullptr) conv2d_gemm_backward(ctx, s, x, w, gy, gx, gw);
+    if (gb != nullptr) conv2d_bias_grad(s, gy, gb);
     return;
   }
   const Descs d = descs(s);

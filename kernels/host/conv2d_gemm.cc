@@ -68,7 +68,7 @@ void conv2d_gemm_forward(HostContext& ctx, const Conv2dShape& s, const float* x,
 }
 
 void conv2d_gemm_backward(HostContext& ctx, const Conv2dShape& s, const float* x, const float* w,
-                          const float* gy, float* gx, float* gw, float* gb) {
+                          const float* gy, float* gx, float* gw) {
   Scratch& sc = scratch(ctx, s);
   float* grad_rows = gx;
   if (gx != nullptr && !reads_x_as_is(s)) {
@@ -76,7 +76,7 @@ void conv2d_gemm_backward(HostContext& ctx, const Conv2dShape& s, const float* x
     grad_rows = sc.grad_rows.data();
   }
   const float* rows = gw != nullptr ? gathered(s, x, sc.rows) : nullptr;
-  linear_backward(ctx, pixels(s), rows, w, gy, grad_rows, gw, gb);
+  linear_backward(ctx, pixels(s), rows, w, gy, grad_rows, gw, nullptr);
   if (grad_rows != gx) {  // each read pixel's gradient back in place; the pixels skipped get 0
     std::fill_n(gx, s.n * s.h * s.w * s.c, 0.0f);
     for_each_read(s, [&](int64_t row, int64_t pixel) {

@@ -26,10 +26,11 @@ constexpr int64_t kGemmMaxOutputPixels = 4;
 // kGemmMaxOutputPixels output pixels per image.
 bool conv2d_as_gemm(const Conv2dShape& s);
 
-// As conv2d_forward and conv2d_backward (kernels/host/conv2d.h), for a shape conv2d_as_gemm takes.
+// As conv2d_forward and conv2d_backward (kernels/host/conv2d.h), for a shape conv2d_as_gemm takes;
+// the backward without the bias's gradient (conv2d.cc sums it, in double).
 void conv2d_gemm_forward(HostContext& ctx, const Conv2dShape& s, const float* x, const float* w,
                          const float* b, float* y);
 void conv2d_gemm_backward(HostContext& ctx, const Conv2dShape& s, const float* x, const float* w,
-                          const float* gy, float* gx, float* gw, float* gb);
+                          const float* gy, float* gx, float* gw);
 
 }  // namespace dpe::host

@@ -15,7 +15,7 @@ namespace dpe::host {
 // Computes gw [o, 1, kh, kw] and, when gb is not null, gb [o] from x [n, h, w, 1] and gy
 // [n, ho, wo, o] (channels last), and returns true; false, with nothing written, when the shape
 // is not one it takes: one input channel, channels last, o a multiple of 16, a 3x3 or 5x5 kernel,
-// and a machine with AVX-512.
+// and a build for AVX-512 (-march; a portable build always returns false).
 bool conv2d_one_channel_weight_grad(const Conv2dShape& s, const float* x, const float* gy,
                                     float* gw, float* gb);
 

@@ -1,5 +1,7 @@
 #include "kernels/host/max_pool2d.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -419,29 +421,32 @@ template <class Index>
 void pool_planes_blocked(const Pool2dShape& s, const float* x, float* y, Index* indices) {
   const int64_t planes = s.n * s.c, in_plane = s.h * s.w, out_plane = s.ho * s.wo;
   const int64_t blocks = (planes + vec::kLanes - 1) / vec::kLanes;
-#pragma omp parallel for if (planes * in_plane >= kParallelGrain)
-  for (int64_t blk = 0; blk < blocks; ++blk) {
-    thread_local std::vector<float> in, out;
-    thread_local std::vector<Index> at;
-    const int64_t p0 = blk * vec::kLanes, c = std::min(vec::kLanes, planes - p0);
-    in.resize(static_cast<size_t>(in_plane * c));
-    out.resize(static_cast<size_t>(out_plane * c));
-    at.resize(static_cast<size_t>(out_plane * c));
-    for (int64_t k = 0; k < c; ++k) {
-      const float* plane = x + (p0 + k) * in_plane;
-      for (int64_t i = 0; i < in_plane; ++i) in[i * c + k] = plane[i];
-    }
-    Pool2dShape block = s;
-    block.n = 1;
-    block.c = c;
-    block.channels_last = true;
-    pool_nhwc(block, in.data(), out.data(), at.data());
-    for (int64_t k = 0; k < c; ++k) {
-      float* plane = y + (p0 + k) * out_plane;
-      Index* idx = indices + (p0 + k) * out_plane;
-      for (int64_t o = 0; o < out_plane; ++o) {
-        plane[o] = out[o * c + k];
-        idx[o] = at[o * c + k];
+#pragma omp parallel if (planes * in_plane >= kParallelGrain)
+  {
+    std::vector<float> in, out;
+    std::vector<Index> at;
+#pragma omp for
+    for (int64_t blk = 0; blk < blocks; ++blk) {
+      const int64_t p0 = blk * vec::kLanes, c = std::min(vec::kLanes, planes - p0);
+      in.resize(static_cast<size_t>(in_plane * c));
+      out.resize(static_cast<size_t>(out_plane * c));
+      at.resize(static_cast<size_t>(out_plane * c));
+      for (int64_t k = 0; k < c; ++k) {
+        const float* plane = x + (p0 + k) * in_plane;
+        for (int64_t i = 0; i < in_plane; ++i) in[i * c + k] = plane[i];
+      }
+      Pool2dShape block = s;
+      block.n = 1;
+      block.c = c;
+      block.channels_last = true;
+      pool_nhwc(block, in.data(), out.data(), at.data());
+      for (int64_t k = 0; k < c; ++k) {
+        float* plane = y + (p0 + k) * out_plane;
+        Index* idx = indices + (p0 + k) * out_plane;
+        for (int64_t o = 0; o < out_plane; ++o) {
+          plane[o] = out[o * c + k];
+          idx[o] = at[o * c + k];
+        }
       }
     }
   }
@@ -749,7 +754,10 @@ void forward(HostContext& ctx, const Pool2dShape& s, const float* x, float* y, I
     pool_2x2(ctx, s, x, y, indices);
     return;
   }
-  if (s.h * s.w <= kMaxPositions) {
+  // In blocks of planes where there are enough of them for every thread; a few large planes
+  // (fewer blocks than threads) keep a thread a plane.
+  const int64_t blocks = (s.n * s.c + vec::kLanes - 1) / vec::kLanes;
+  if (s.h * s.w <= kMaxPositions && blocks >= omp_get_max_threads()) {
     pool_planes_blocked(s, x, y, indices);
     return;
   }

@@ -482,6 +482,7 @@ BenchResult run_ddp(const BenchConfig& c, const std::string& self_exe) {
 }
 
 double measure_gemm_gflops(int64_t n, int reps, Device device) {
+  DPE_CHECK(reps >= 1, "measure_gemm_gflops: " << reps << " reps (expected at least 1)");
   Runtime& rt = Runtime::get();
   if (device.is_host()) set_host_devices({2, 1, 0});
   Generator g(0);

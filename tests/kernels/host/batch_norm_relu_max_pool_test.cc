@@ -48,7 +48,10 @@ void expect_fused_equals_apart(const Case& k) {
   // 1 holds a NaN (its statistics, outputs and gradients are NaN, as the ops apart make them).
   auto x = random_floats(total, 41, -2.0f, 3.0f);
   if (k.nan) x[k.channels_last ? 1 : k.h * k.w] = std::numeric_limits<float>::quiet_NaN();
-  const auto gy = random_floats(pooled, 42);
+  // Two gradients -0, which the pooling's backward makes +0 (0.0f + g) in both.
+  auto gy = random_floats(pooled, 42);
+  gy[0] = -0.0f;
+  gy[pooled / 2] = -0.0f;
   const auto gamma = random_floats(k.c, 43, -1.5f, 1.5f), beta = random_floats(k.c, 44);
   for (const bool affine : {true, false}) {
     SCOPED_TRACE(affine ? "affine" : "affine=False");
@@ -122,6 +125,7 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{3, 48, 9, 7, 2, 2, 0, true},
                       // small images: blocks of several images for the sums, a partial last one
                       Case{301, 16, 6, 6, 2, 2, 0, true}, Case{70, 8, 3, 3, 3, 2, 1, true},
+                      Case{41, 32, 6, 6, 2, 2, 0, true},
                       Case{12, 5, 8, 6, 2, 2, 0, true},           // 5 channels, no edge dropped
                       Case{4, 16, 28, 28, 2, 2, 0, false, true},  // a NaN
                       Case{4, 16, 28, 28, 2, 2, 0, true, true}));

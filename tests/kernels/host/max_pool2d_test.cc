@@ -131,7 +131,10 @@ INSTANTIATE_TEST_SUITE_P(Shapes, MaxPool2dTest,
                                            Case{2, 3, 4, 3, 3, 1, 1}, Case{1, 17, 5, 2, 2, 1, 1},
                                            Case{2, 3, 4, 2, 3, 1, 1}, Case{1, 5, 3, 2, 4, 2, 2},
                                            // the widest window with codes: up to 255
-                                           Case{1, 3, 20, 18, 16, 2, 0}));
+                                           Case{1, 3, 20, 18, 16, 2, 0},
+                                           // NCHW planes in blocks of 16 (a partial last one),
+                                           // more blocks than threads
+                                           Case{9, 37, 14, 14, 3, 2, 1}));
 
 // A window code is a byte: kernels up to 16 (op_params.h), forward and backward.
 TEST(MaxPool2dCodesTest, RejectsKernelsWiderThanSixteen) {
@@ -231,6 +234,20 @@ TEST(MaxPool2dNanTest, EveryRowLayoutKeepsTheTieAndNaNRules) {
 
 TEST(MaxPool2dShapeTest, RejectsPaddingLargerThanHalfTheKernel) {
   EXPECT_THROW(max_pool2d_shape(1, 1, 4, 4, 2, 2, 2), Error);
+}
+
+// A window wider than the padded input has no output (torch: "Output size is too small"), though
+// (1 - 2) / 2 + 1 is 1 in C++'s division.
+TEST(MaxPool2dShapeTest, RejectsAWindowWiderThanThePaddedInput) {
+  try {
+    max_pool2d_shape(1, 1, 1, 4, 2, 2, 0);
+    FAIL() << "expected dpe::Error";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(),
+                 "max_pool2d: output size is too small for input 1x4 (kernel 2, padding 0)");
+  }
+  EXPECT_THROW(max_pool2d_shape(1, 1, 4, 2, 3, 2, 0), Error);
+  EXPECT_NO_THROW(max_pool2d_shape(1, 1, 1, 1, 3, 2, 1));  // padded to 3x3
 }
 
 TEST(MaxPool2dNanTest, NanWins) {
