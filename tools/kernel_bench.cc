@@ -488,6 +488,7 @@ int main(int argc, char** argv) {
   }
   if (run("stem_pool")) {  // a ResNet's stem: 3x3 windows, stride 2, padding 1
     bench_bn_relu_pool("[100, 8, 14, 14] NHWC 3x3/2", 100, 8, 14, 20, nhwc, false, {3, 2, 1});
+    bench_bn_relu_pool("[256, 8, 14, 14] NHWC 3x3/2", 256, 8, 14, 20, nhwc, false, {3, 2, 1});
     bench_bn_relu_pool("[100, 8, 14, 14] 3x3/2", 100, 8, 14, 20, dpe::MemoryFormat::kContiguous,
                        false, {3, 2, 1});
     bench_bn_relu_pool("[32, 64, 112, 112] NHWC 3x3/2", 32, 64, 112, 5, nhwc, false, {3, 2, 1});

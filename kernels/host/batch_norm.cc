@@ -10,7 +10,7 @@
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
 #include <immintrin.h>
-#define DPE_BN_POOL_2X2_BACKWARD 1
+#define DPE_BN_POOL_BACKWARD_IN_REGISTERS 1
 #endif
 
 #include "engine/core/error.h"
@@ -67,43 +67,89 @@ inline void add_chains(const float* chains, int64_t c, float* total) {
   }
 }
 
-// The same chains in registers where a row is V whole vectors: row r's K terms (terms(r, v, t)
-// fills t[0..K) with vector v's) added into chain r % kRowChains in row order, the adds of the
-// loop over memory chains without its store-to-load round trips; the chains are then stored to
-// chains[q] (kRowChains runs of c each) for add_chains.
+// Channels last with half a vector a row (c = kLanes / 2: 8 channels with AVX-512, ResNet's stem
+// and first stage), two rows share a register: the row kernels load the per-channel arrays a
+// whole vector at a time, so those arrays are padded to kLanes and hold their c values twice.
+inline bool half_rows(int64_t c) { return 2 * c == vec::kLanes; }
+inline int64_t padded(int64_t c) { return std::max(c, vec::kLanes); }
+inline void tile_half(float* per_channel, int64_t c) {
+  if (half_rows(c)) std::copy(per_channel, per_channel + c, per_channel + c);
+}
+
+// The same chains in registers where a row is V whole vectors: row r's K terms (terms(r, v, lanes,
+// t) fills t[0..K) with those of vector v, whose first `lanes` lanes are x's) added into chain r %
+// kRowChains in row order, the adds of the loop over memory chains without its store-to-load
+// round trips; the chains are then stored to chains[q] (kRowChains runs of c each) for add_chains.
+// V = 0: half a vector a row, rows 4i and 4i+1 in one register (chains 0 and 1 side by side, as
+// they lie in memory) and 4i+2, 4i+3 in another; a lone last row's other half adds +0, which
+// leaves a chain as it was (a sum started at +0 is never -0).
 template <int V, int K, class Terms>
 void chain_sums_in_registers(int64_t s, int64_t c, const Terms& terms, float* const* chains) {
-  vec::F acc[K][kRowChains][V] = {};
-  // Chain j a constant at every call, so that acc stays in registers.
-  const auto add_row = [&](int64_t r, int j) {
-    for (int v = 0; v < V; ++v) {
-      vec::F t[K];
-      terms(r, v, t);
-      for (int q = 0; q < K; ++q) acc[q][j][v] += t[q];
-    }
-  };
   static_assert(kRowChains == 4, "rows are taken four at a time");
-  int64_t r = 0;
-  for (; r + kRowChains <= s; r += kRowChains) {
-    add_row(r, 0);
-    add_row(r + 1, 1);
-    add_row(r + 2, 2);
-    add_row(r + 3, 3);
-  }
-  if (r < s) add_row(r, 0);
-  if (r + 1 < s) add_row(r + 1, 1);
-  if (r + 2 < s) add_row(r + 2, 2);
-  for (int q = 0; q < K; ++q) {
-    for (int j = 0; j < kRowChains; ++j) {
-      for (int v = 0; v < V; ++v) vec::store(chains[q] + j * c + v * vec::kLanes, acc[q][j][v]);
+  if constexpr (V == 0) {
+    vec::F acc[K][2] = {};
+    vec::I low{};
+    for (int64_t i = 0; i < vec::kLanes / 2; ++i) low[i] = -1;
+    const auto add = [&](int64_t r, int j, int64_t lanes) __attribute__((always_inline)) {
+      vec::F t[K];
+      terms(r, 0, lanes, t);
+      for (int q = 0; q < K; ++q) {
+        acc[q][j] += lanes == vec::kLanes ? t[q] : (vec::F)((vec::I)t[q] & low);
+      }
+    };
+    int64_t r = 0;
+    for (; r + kRowChains <= s; r += kRowChains) {
+      add(r, 0, vec::kLanes);
+      add(r + 2, 1, vec::kLanes);
+    }
+    if (r + 1 < s) {
+      add(r, 0, vec::kLanes);
+    } else if (r < s) {
+      add(r, 0, vec::kLanes / 2);
+    }
+    if (r + 2 < s) add(r + 2, 1, vec::kLanes / 2);
+    for (int q = 0; q < K; ++q) {
+      for (int j = 0; j < 2; ++j) vec::store(chains[q] + j * vec::kLanes, acc[q][j]);
+    }
+    (void)c;
+    return;
+  } else {
+    vec::F acc[K][kRowChains][V] = {};
+    // Chain j a constant at every call, so that acc stays in registers.
+    const auto add_row = [&](int64_t r, int j) __attribute__((always_inline)) {
+      for (int v = 0; v < V; ++v) {
+        vec::F t[K];
+        terms(r, v, vec::kLanes, t);
+        for (int q = 0; q < K; ++q) acc[q][j][v] += t[q];
+      }
+    };
+    int64_t r = 0;
+    for (; r + kRowChains <= s; r += kRowChains) {
+      add_row(r, 0);
+      add_row(r + 1, 1);
+      add_row(r + 2, 2);
+      add_row(r + 3, 3);
+    }
+    if (r < s) add_row(r, 0);
+    if (r + 1 < s) add_row(r + 1, 1);
+    if (r + 2 < s) add_row(r + 2, 2);
+    for (int q = 0; q < K; ++q) {
+      for (int j = 0; j < kRowChains; ++j) {
+        for (int v = 0; v < V; ++v) vec::store(chains[q] + j * c + v * vec::kLanes, acc[q][j][v]);
+      }
     }
   }
 }
 
 // Calls f(std::integral_constant<int, V>{}) where c is V whole vectors, V <= max_vectors (so that
-// the chains of the caller's sums fit the registers); returns false (f not called) otherwise.
+// the chains of the caller's sums fit the registers), or half of one (V = 0); returns false (f not
+// called) otherwise.
 template <class F>
 bool with_row_vectors(int64_t c, int max_vectors, const F& f) {
+  if (half_rows(c)) {
+    f(std::integral_constant<int, 0>{});
+    return true;
+  }
   if (c % vec::kLanes != 0) return false;
   const int64_t v = c / vec::kLanes;
   if (v > max_vectors) return false;
@@ -125,15 +171,20 @@ bool with_row_vectors(int64_t c, int max_vectors, const F& f) {
   }
 }
 
-// One sum's chains over `rows` rows of c channels into `chains`: vector(r, at) is the term of
-// channels [at, at + kLanes) of row r, scalar(r, ch) that of one channel; in registers where the
-// rows are whole vectors, else in memory.
+// One sum's chains over `rows` rows of c channels into `chains`: vector(r, at, lanes) is the term
+// of the kLanes floats from channel `at` of row r on (the first `lanes` of them x's), scalar(r, ch)
+// that of one channel; in registers where the rows are whole vectors or half of one, else in
+// memory.
 template <class Vector, class Scalar>
 void one_chain_sum(int64_t rows, int64_t c, const Vector& vector, const Scalar& scalar,
                    float* chains) {
   const bool in_registers = with_row_vectors(c, 4, [&](auto vectors) {
     chain_sums_in_registers<vectors(), 1>(
-        rows, c, [&](int64_t r, int v, vec::F* t) { t[0] = vector(r, v * vec::kLanes); }, &chains);
+        rows, c,
+        [&](int64_t r, int v, int64_t lanes, vec::F* t) {
+          t[0] = vector(r, v * vec::kLanes, lanes);
+        },
+        &chains);
   });
   if (in_registers) return;
   std::fill(chains, chains + kRowChains * c, 0.0f);
@@ -146,11 +197,15 @@ void one_chain_sum(int64_t rows, int64_t c, const Vector& vector, const Scalar& 
 
 // Per-channel temporaries, kept in the HostContext so a call allocates nothing.
 struct ChannelScratch : HostContext::CacheEntry {
-  std::vector<float> a, b, c;
-  std::vector<float> chains;  // kRowChains partial sums per channel
+  std::vector<float> a, b, c;  // padded (padded(), tile_half())
+  std::vector<float> chains;   // kRowChains partial sums per channel
   std::vector<ChannelAffine> affine;
   explicit ChannelScratch(int64_t channels)
-      : a(channels), b(channels), c(channels), chains(kRowChains * channels), affine(channels) {}
+      : a(padded(channels)),
+        b(padded(channels)),
+        c(padded(channels)),
+        chains(kRowChains * channels),
+        affine(channels) {}
 };
 
 ChannelScratch& scratch_for(HostContext& ctx, int64_t channels) {
@@ -278,15 +333,19 @@ void stats_rows(HostContext& ctx, const BatchNormShape& sh, const float* x, floa
     const int64_t rows = std::min(per_block, sh.n - i) * sh.s;
     const double block = static_cast<double>(rows);
     one_chain_sum(
-        rows, c, [&](int64_t r, int64_t at) { return vec::load(img + r * c + at); },
+        rows, c,
+        [&](int64_t r, int64_t at, int64_t lanes) {
+          return vec::load_n(img + r * c + at, lanes, 0.0f);
+        },
         [&](int64_t r, int64_t ch) { return img[r * c + ch]; }, chains);
     add_chains(chains, c, sum);
     float* block_mean = t.c.data();
     for (int64_t ch = 0; ch < c; ++ch) block_mean[ch] = sum[ch] / static_cast<float>(rows);
+    tile_half(block_mean, c);
     one_chain_sum(
         rows, c,
-        [&](int64_t r, int64_t at) {
-          const vec::F d = vec::load(img + r * c + at) - vec::load(block_mean + at);
+        [&](int64_t r, int64_t at, int64_t lanes) {
+          const vec::F d = vec::load_n(img + r * c + at, lanes, 0.0f) - vec::load(block_mean + at);
           return d * d;
         },
         [&](int64_t r, int64_t ch) {
@@ -306,29 +365,70 @@ void stats_rows(HostContext& ctx, const BatchNormShape& sh, const float* x, floa
   }
 }
 
-// Per-channel coefficients as arrays (the loops below read them lane by lane, vectorised).
+// Per-channel coefficients as arrays (the loops below read them lane by lane, vectorised), those
+// read a vector at a time padded (padded(), tile_half()).
 struct RowCoefficients {
   std::vector<float> scale, shift;     // the normalisation: x * scale + shift
   std::vector<float> proj, factor;     // the backward's elementwise step
+  std::vector<float> mean;             // the batch's, for the backward's sums
   std::vector<float> part_g, part_gx;  // the backward's sums over one image, kRowChains each
   std::vector<float> total;            // the chains' total, per channel
   explicit RowCoefficients(int64_t c)
-      : scale(c),
-        shift(c),
-        proj(c),
-        factor(c),
+      : scale(padded(c)),
+        shift(padded(c)),
+        proj(padded(c)),
+        factor(padded(c)),
+        mean(padded(c)),
         part_g(kRowChains * c),
         part_gx(kRowChains * c),
         total(c) {}
 };
 
-// scale and shift of every channel, from channel_affine (the planes' own values).
+// scale and shift of every channel, from channel_affine (the planes' own values), and the mean.
 void affine_rows(RowCoefficients& k, int64_t c, const float* mean, const float* invstd,
                  const float* gamma, const float* beta) {
   for (int64_t ch = 0; ch < c; ++ch) {
     const ChannelAffine f = channel_affine(ch, mean, invstd, gamma, beta);
     k.scale[ch] = f.scale;
     k.shift[ch] = f.shift;
+    k.mean[ch] = mean[ch];
+  }
+  tile_half(k.scale.data(), c);
+  tile_half(k.shift.data(), c);
+  tile_half(k.mean.data(), c);
+}
+
+// A vector of per-channel values for rows of c = kLanes / 2 channels: p's c values twice.
+inline vec::F tiled(const float* p, int64_t c) {
+  vec::F v;
+  for (int64_t i = 0; i < vec::kLanes; ++i) v[i] = p[i % c];
+  return v;
+}
+
+// The ReLU's mask on g, from the normalised value nv = x * scale + shift (the forward's output
+// before the ReLU): g where nv > 0, else +0 (NaN masks), on one element or a vector of them.
+inline float relu_masked(float g, float nv) { return nv > 0.0f ? g : 0.0f; }
+inline vec::F relu_masked(vec::F g, vec::F nv) {
+  return (vec::F)((vec::I)g & (nv > vec::splat(0.0f)));
+}
+
+// The backward's elementwise step, gx = (g - mean_gy - (x - mean) * proj) * factor, on one
+// element or a vector of them: every layout and fusion computes it here.
+template <class T>
+inline T elemt_value(T g, T x, T mean_gy, T mean, T proj, T factor) {
+  return (g - mean_gy - (x - mean) * proj) * factor;
+}
+
+// Rows of half a vector (c = kLanes / 2): the batch as one run of floats, every vector two rows
+// with the same channels: f(i, lanes) for each vector from float i on, its first `lanes` lanes in
+// the batch.
+template <class F>
+void for_each_vector(int64_t floats, const F& f) {
+  const int64_t vectors = (floats + vec::kLanes - 1) / vec::kLanes;
+#pragma omp parallel for if (floats >= kParallelGrain)
+  for (int64_t v = 0; v < vectors; ++v) {
+    const int64_t i = v * vec::kLanes;
+    f(i, std::min(vec::kLanes, floats - i));
   }
 }
 
@@ -337,6 +437,14 @@ void apply_rows(const BatchNormShape& sh, const RowCoefficients& k, const float*
   const int64_t rows = sh.n * sh.s, c = sh.c;
   const float* scale = k.scale.data();
   const float* shift = k.shift.data();
+  if (half_rows(c)) {
+    const vec::F sv = vec::load(scale), hv = vec::load(shift);
+    for_each_vector(rows * c, [&](int64_t i, int64_t lanes) {
+      const vec::F v = vec::load_n(x + i, lanes, 0.0f) * sv + hv;
+      vec::store_n(y + i, kRelu ? (v < vec::splat(0.0f) ? vec::splat(0.0f) : v) : v, lanes);
+    });
+    return;
+  }
 #pragma omp parallel for if (rows * c >= kParallelGrain)
   for (int64_t r = 0; r < rows; ++r) {
     const float* in = x + r * c;
@@ -358,6 +466,8 @@ void elemt_factors(RowCoefficients& k, int64_t c, const float* invstd, const flo
     k.proj[ch] = is * is * mean_gy_xmu[ch];
     k.factor[ch] = is * (gamma ? gamma[ch] : 1.0f);
   }
+  tile_half(k.proj.data(), c);
+  tile_half(k.factor.data(), c);
 }
 
 // gx = (g - mean_gy - (x - mean) * invstd^2 * mean_gy_xmu) * invstd * gamma, g = masked(gy), with
@@ -370,6 +480,17 @@ void elemt_rows(const BatchNormShape& sh, RowCoefficients& k, const float* x, co
   elemt_factors(k, c, invstd, gamma, mean_gy_xmu);
   const float *proj = k.proj.data(), *factor = k.factor.data();
   const float *scale = k.scale.data(), *shift = k.shift.data();
+  if (half_rows(c)) {
+    const vec::F pv = vec::load(proj), fv = vec::load(factor), sv = vec::load(scale),
+                 hv = vec::load(shift), mv = tiled(mean, c), gv = tiled(mean_gy, c);
+    for_each_vector(rows * c, [&](int64_t i, int64_t lanes) {
+      const vec::F xv = vec::load_n(x + i, lanes, 0.0f);
+      vec::F g = vec::load_n(gy + i, lanes, 0.0f);
+      if (kRelu) g = relu_masked(g, xv * sv + hv);
+      vec::store_n(gx + i, elemt_value(g, xv, gv, mv, pv, fv), lanes);
+    });
+    return;
+  }
 #pragma omp parallel for if (rows * c >= kParallelGrain)
   for (int64_t r = 0; r < rows; ++r) {
     const float* xp = x + r * c;
@@ -378,7 +499,7 @@ void elemt_rows(const BatchNormShape& sh, RowCoefficients& k, const float* x, co
 #pragma omp simd
     for (int64_t ch = 0; ch < c; ++ch) {
       const float g = masked<kRelu>(gp[ch], xp[ch], ChannelAffine{scale[ch], shift[ch]});
-      out[ch] = (g - mean_gy[ch] - (xp[ch] - mean[ch]) * proj[ch]) * factor[ch];
+      out[ch] = elemt_value(g, xp[ch], mean_gy[ch], mean[ch], proj[ch], factor[ch]);
     }
   }
 }
@@ -386,14 +507,12 @@ void elemt_rows(const BatchNormShape& sh, RowCoefficients& k, const float* x, co
 // masked<kRelu>(g, x) over a vector of channels from `at` on, and the two terms the backward sums:
 // t[0] = the masked g, t[1] = it times (x - mean).
 template <bool kRelu>
-inline void grad_terms(const RowCoefficients& k, const float* mean, int64_t at, vec::F xv, vec::F g,
-                       vec::F* t) {
+inline void grad_terms(const RowCoefficients& k, int64_t at, vec::F xv, vec::F g, vec::F* t) {
   if (kRelu) {
-    const vec::F nv = xv * vec::load(k.scale.data() + at) + vec::load(k.shift.data() + at);
-    g = (vec::F)((vec::I)g & (nv > vec::splat(0.0f)));  // never for NaN, +0 where masked
+    g = relu_masked(g, xv * vec::load(k.scale.data() + at) + vec::load(k.shift.data() + at));
   }
   t[0] = g;
-  t[1] = g * (xv - vec::load(mean + at));
+  t[1] = g * (xv - vec::load(k.mean.data() + at));
 }
 
 // The image's per-channel float sums, left in its kRowChains chains, added to the running totals
@@ -407,20 +526,21 @@ void add_chain_totals(RowCoefficients& k, int64_t c, double* sum_g, double* sum_
 }
 
 // One block's (`rows` rows of x and gy) sums of g = masked(gy) and g * (x - mean) per channel, in
-// float, added to the running totals sum_g and sum_gx (double).
+// float, added to the running totals sum_g and sum_gx (double). k holds the mean (affine_rows).
 template <bool kRelu>
 void add_block_grad_sums(int64_t rows, int64_t c, RowCoefficients& k, const float* x,
-                         const float* gy, const float* mean, double* sum_g, double* sum_gx) {
-  const float *scale = k.scale.data(), *shift = k.shift.data();
+                         const float* gy, double* sum_g, double* sum_gx) {
+  const float *scale = k.scale.data(), *shift = k.shift.data(), *mean = k.mean.data();
   float* pg_chains = k.part_g.data();
   float* px_chains = k.part_gx.data();
   float* const both[2] = {pg_chains, px_chains};
   const bool in_registers = with_row_vectors(c, 2, [&](auto vectors) {
     chain_sums_in_registers<vectors(), 2>(
         rows, c,
-        [&](int64_t r, int v, vec::F* t) {
+        [&](int64_t r, int v, int64_t lanes, vec::F* t) {
           const int64_t at = v * vec::kLanes;
-          grad_terms<kRelu>(k, mean, at, vec::load(x + r * c + at), vec::load(gy + r * c + at), t);
+          grad_terms<kRelu>(k, at, vec::load_n(x + r * c + at, lanes, 0.0f),
+                            vec::load_n(gy + r * c + at, lanes, 0.0f), t);
         },
         both);
   });
@@ -450,15 +570,15 @@ void backward_rows(HostContext& ctx, const BatchNormShape& sh, const float* x, c
   auto& t = scratch_for(ctx, sh.c);
   const int64_t c = sh.c;
   for (int64_t ch = 0; ch < c; ++ch) t.c[ch] = 1.0f / std::sqrt(var[ch] + eps);
-  RowCoefficients k(c);  // scale and shift stay 0 without the ReLU: masked<false> reads neither
-  if (kRelu) affine_rows(k, c, mean, t.c.data(), gamma, beta);
+  RowCoefficients k(c);
+  affine_rows(k, c, mean, t.c.data(), gamma, beta);
   // Per-channel sums of g and g * (x - mean): each block's in float (as each plane's in NCHW),
   // merged in double.
   std::vector<double> sum_g(static_cast<size_t>(c), 0.0), sum_gx(static_cast<size_t>(c), 0.0);
   const int64_t per_block = images_per_block(sh.s);
   for (int64_t i = 0; i < sh.n; i += per_block) {
     const int64_t rows = std::min(per_block, sh.n - i) * sh.s;
-    add_block_grad_sums<kRelu>(rows, c, k, x + i * sh.s * c, gy + i * sh.s * c, mean, sum_g.data(),
+    add_block_grad_sums<kRelu>(rows, c, k, x + i * sh.s * c, gy + i * sh.s * c, sum_g.data(),
                                sum_gx.data());
   }
   for (int64_t ch = 0; ch < c; ++ch) {
@@ -678,108 +798,161 @@ void batch_norm_relu_max_pool_forward(HostContext& ctx, const BatchNormShape& sh
   }
 }
 
-#if defined(DPE_BN_POOL_2X2_BACKWARD)
-// The fused backward of a channels-last 2x2, stride-2 pooling with one or two vectors of channels,
-// without the pooling's gradient in memory: each pixel's is made in registers from its window's
-// gradient and code, once for the sums and once for gx. x, the pooled gradient and the codes are
-// read twice and gx written once, where making the pooling's gradient (in gx, or in a cached
-// block) cost a full-size write and read more, or the pooling's backward run twice.
+#if defined(DPE_BN_POOL_BACKWARD_IN_REGISTERS)
+// The fused backward of a channels-last pooling whose windows lie apart (kernel <= stride: the
+// ConvNet's 2x2) with half, one or two vectors of channels, without the pooling's gradient in
+// memory: each pixel's is made in registers from its window's gradient and code, once for the sums
+// and once for gx. x, the pooled gradient and the
+// codes are read twice and gx written once, where making the pooling's gradient (in gx, or in a
+// cached block) cost a full-size write and read more, or the pooling's backward run twice.
 
-// For each pixel of a group of images (rows of the sums, in order): its window's index in the
-// group's pooled output, and its place in the window (its code), 4 where no window covers it (odd
-// H or W): no code is 4.
+// For each pixel of a group of images (rows of the sums, in order), with windows apart (kernel <=
+// stride): the window that covers it, as its index in the group's pooled output, and its place in
+// that window (its code), or kNoPlace where no window covers it (edges a stride leaves out, or a
+// pooling that drops the last row or column). No code is kNoPlace: kernels are below 16.
+constexpr uint8_t kNoPlace = 255;
 struct PixelWindows : HostContext::CacheEntry {
   std::vector<int32_t> window;
   std::vector<uint8_t> place;
   PixelWindows(const Pool2dShape& p, int64_t images) {
+    // The output along an axis whose window [o * stride - padding, + kernel) holds i, or -1.
+    const auto covering = [&](int64_t i, int64_t outputs) -> int64_t {
+      const int64_t o = (i + p.padding) / p.stride;
+      return o < outputs && i + p.padding - o * p.stride < p.kernel ? o : -1;
+    };
     for (int64_t n = 0; n < images; ++n) {
       for (int64_t ih = 0; ih < p.h; ++ih) {
         for (int64_t iw = 0; iw < p.w; ++iw) {
-          const bool covered = ih / 2 < p.ho && iw / 2 < p.wo;
-          window.push_back(covered ? static_cast<int32_t>((n * p.ho + ih / 2) * p.wo + iw / 2) : 0);
-          place.push_back(static_cast<uint8_t>(covered ? (ih % 2) * 2 + iw % 2 : 4));
+          const int64_t oh = covering(ih, p.ho), ow = covering(iw, p.wo);
+          const bool covered = oh >= 0 && ow >= 0;
+          window.push_back(covered ? static_cast<int32_t>((n * p.ho + oh) * p.wo + ow) : 0);
+          const int64_t code =
+              ((ih + p.padding) % p.stride) * p.kernel + (iw + p.padding) % p.stride;
+          place.push_back(covered ? static_cast<uint8_t>(code) : kNoPlace);
         }
       }
     }
   }
 };
 
-// Channels [at, at + 16) of pixel r's pooling gradient: 0.0f + gy where its window's code names
-// it, as pool_nhwc_2x2_backward writes it (-0 lands as +0), else +0.
-inline vec::F pooled_gradient(const PixelWindows& pw, int64_t r, int64_t at, int64_t c,
-                              const float* gy, const uint8_t* codes) {
+// Pixel r's pooling gradient over 16 channels from channel `at`, or over its 8 (c = 8): 0.0f + gy
+// where its window's code names it, as the pooling's backward writes it (-0 lands as +0), else +0.
+inline __m512 window_gradient_16(const PixelWindows& pw, int64_t r, int64_t at, int64_t c,
+                                 const float* gy, const uint8_t* codes) {
   const int64_t o = pw.window[r] * c + at;
   const __m128i code = _mm_loadu_si128(reinterpret_cast<const __m128i*>(codes + o));
   const __mmask16 hit = _mm_cmpeq_epi8_mask(code, _mm_set1_epi8(static_cast<char>(pw.place[r])));
-  return (vec::F)_mm512_maskz_mov_ps(hit,
-                                     _mm512_add_ps(_mm512_setzero_ps(), _mm512_loadu_ps(gy + o)));
+  return _mm512_maskz_mov_ps(hit, _mm512_add_ps(_mm512_setzero_ps(), _mm512_loadu_ps(gy + o)));
+}
+inline __m256 window_gradient_8(const PixelWindows& pw, int64_t r, const float* gy,
+                                const uint8_t* codes) {
+  const int64_t o = pw.window[r] * 8;
+  const __m128i code = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(codes + o));
+  const __mmask8 hit = static_cast<__mmask8>(
+      _mm_cmpeq_epi8_mask(code, _mm_set1_epi8(static_cast<char>(pw.place[r]))));
+  return _mm256_maskz_mov_ps(hit, _mm256_add_ps(_mm256_setzero_ps(), _mm256_loadu_ps(gy + o)));
+}
+
+// The pooling's gradient for the vector the chains take at row r and channel `at`: V whole
+// vectors a row, or (V = 0) rows r and r + 1 of 8 channels (r alone where lanes is 8).
+template <int V>
+inline vec::F pooled_gradient(const PixelWindows& pw, int64_t r, int64_t at, int64_t lanes,
+                              int64_t c, const float* gy, const uint8_t* codes) {
+  if constexpr (V == 0) {
+    const __m256 lo = window_gradient_8(pw, r, gy, codes);
+    const __m256 hi =
+        lanes == vec::kLanes ? window_gradient_8(pw, r + 1, gy, codes) : _mm256_setzero_ps();
+    return (vec::F)_mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1);
+  } else {
+    return (vec::F)window_gradient_16(pw, r, at, c, gy, codes);
+  }
+}
+
+// gx from the pooling's gradient made in registers, a group of images (of the sums) a task, its
+// rows a vector at a time (two rows a vector with half a vector a row). The per-channel arrays are
+// read through locals of the task: the stores (memcpy's) may alias anything they are reached
+// through, so the closure's pointers were reloaded at every vector.
+template <int V>
+void pooled_elemt_rows(const BatchNormShape& sh, int64_t out_image, int64_t per_sum,
+                       const PixelWindows& pw, const RowCoefficients& k, const float* mean_gy,
+                       const float* x, const float* gy, const uint8_t* codes, float* gx) {
+  constexpr int64_t kRowsAVector = V == 0 ? 2 : 1, kVectorsARow = V == 0 ? 1 : V;
+  const int64_t c = sh.c, s = sh.s, in_image = s * c;
+  const int64_t groups = (sh.n + per_sum - 1) / per_sum;
+#pragma omp parallel for if (sh.n * in_image >= kParallelGrain)
+  for (int64_t q = 0; q < groups; ++q) {
+    const float *scale = k.scale.data(), *shift = k.shift.data(), *mean = k.mean.data();
+    const float *proj = k.proj.data(), *factor = k.factor.data(), *mg = mean_gy;
+    const int64_t i = q * per_sum, rows = std::min(per_sum, sh.n - i) * s;
+    const float* xi = x + i * in_image;
+    const float* gi = gy + i * out_image;
+    const uint8_t* ci = codes + i * out_image;
+    float* out = gx + i * in_image;
+    for (int64_t r = 0; r < rows; r += kRowsAVector) {
+      const int64_t lanes = V == 0 ? std::min<int64_t>(2, rows - r) * c : vec::kLanes;
+      for (int64_t v = 0; v < kVectorsARow; ++v) {
+        const int64_t at = v * vec::kLanes;
+        const vec::F xv = vec::load_n(xi + r * c + at, lanes, 0.0f);
+        const vec::F nv = xv * vec::load(scale + at) + vec::load(shift + at);
+        const vec::F g = relu_masked(pooled_gradient<V>(pw, r, at, lanes, c, gi, ci), nv);
+        vec::store_n(out + r * c + at,
+                     elemt_value(g, xv, vec::load(mg + at), vec::load(mean + at),
+                                 vec::load(proj + at), vec::load(factor + at)),
+                     lanes);
+      }
+    }
+  }
 }
 
 // Returns false, with nothing written, where the shape is not one it takes.
-bool pool_2x2_backward_in_registers(HostContext& ctx, const BatchNormShape& sh,
-                                    const Pool2dShape& pool, const float* x, const float* gy,
-                                    const uint8_t* codes, const float* gamma, const float* mean,
-                                    ChannelScratch& t, RowCoefficients& k, float* gx, float* ggamma,
-                                    float* gbeta) {
-  // One or two vectors of channels (c = 16 or 32 with AVX-512): the sums' chains in registers.
-  if (!sh.channels_last || pool.kernel != 2 || pool.stride != 2 || pool.padding != 0 ||
-      sh.c % vec::kLanes != 0 || sh.c / vec::kLanes > 2) {
+bool pool_backward_in_registers(HostContext& ctx, const BatchNormShape& sh, const Pool2dShape& pool,
+                                const float* x, const float* gy, const uint8_t* codes,
+                                const float* gamma, ChannelScratch& t, RowCoefficients& k,
+                                float* gx, float* ggamma, float* gbeta) {
+  static_assert(vec::kLanes == 16, "the window sums take 8 or 16 lanes");
+  const int64_t c = sh.c, s = sh.s, per_sum = images_per_block(s);
+  // Windows apart (each pixel in one at most). Where they overlap (ResNet's stem: 3x3, stride 2,
+  // up to 4 windows a pixel) walking each pixel's windows twice was 2x slower than the pooling's
+  // scatter into gx and the batch norm's two passes over it (0.52-0.58 against 0.24-0.26 ms on
+  // [256, 8, 14, 14], kernel_bench --only stem_pool).
+  if (!sh.channels_last || pool.kernel > pool.stride || pool.kernel * pool.kernel > kNoPlace ||
+      !(half_rows(c) || (c % vec::kLanes == 0 && c / vec::kLanes <= 2))) {
     return false;
   }
-  const int64_t c = sh.c, s = sh.s, per_sum = images_per_block(s);
   const int64_t in_image = s * c, out_image = pool.ho * pool.wo * c;
-  const PixelWindows& pw =
-      ctx.cached<PixelWindows>(CacheKey(kBnPixelWindows, {pool.h, pool.w, per_sum}),
-                               [&] { return std::make_unique<PixelWindows>(pool, per_sum); });
+  const PixelWindows& pw = ctx.cached<PixelWindows>(
+      CacheKey(kBnPixelWindows, {pool.h, pool.w, pool.kernel, pool.stride, pool.padding, per_sum}),
+      [&] { return std::make_unique<PixelWindows>(pool, per_sum); });
   std::vector<double> sum_g(static_cast<size_t>(c), 0.0), sum_gx(static_cast<size_t>(c), 0.0);
   float* const both[2] = {k.part_g.data(), k.part_gx.data()};
   // The sums, a group of images at a time, as add_block_grad_sums takes them.
-  const bool whole_vectors = with_row_vectors(c, 2, [&](auto vectors) {
+  with_row_vectors(c, 2, [&](auto vectors) {
     for (int64_t i = 0; i < sh.n; i += per_sum) {
       const float* xi = x + i * in_image;
       const float* gi = gy + i * out_image;
       const uint8_t* ci = codes + i * out_image;
       chain_sums_in_registers<vectors(), 2>(
           std::min(per_sum, sh.n - i) * s, c,
-          [&](int64_t r, int v, vec::F* terms) {
+          [&](int64_t r, int v, int64_t lanes, vec::F* terms) {
             const int64_t at = v * vec::kLanes;
-            grad_terms<true>(k, mean, at, vec::load(xi + r * c + at),
-                             pooled_gradient(pw, r, at, c, gi, ci), terms);
+            grad_terms<true>(k, at, vec::load_n(xi + r * c + at, lanes, 0.0f),
+                             pooled_gradient<vectors()>(pw, r, at, lanes, c, gi, ci), terms);
           },
           both);
       add_chain_totals(k, c, sum_g.data(), sum_gx.data());
     }
   });
-  if (!whole_vectors) return false;
   for (int64_t ch = 0; ch < c; ++ch) {
     t.a[ch] = static_cast<float>(sum_g[ch]);
     t.b[ch] = static_cast<float>(sum_gx[ch]);
   }
   grad_coefficients(sh, t, ggamma, gbeta);
+  tile_half(t.a.data(), c);
   // gx, as elemt_rows<true> computes it from the pooling's gradient.
   elemt_factors(k, c, t.c.data(), gamma, t.b.data());
-  const float *scale = k.scale.data(), *shift = k.shift.data();
-  const float *proj = k.proj.data(), *factor = k.factor.data(), *mean_gy = t.a.data();
-  const int64_t groups = (sh.n + per_sum - 1) / per_sum;
-#pragma omp parallel for if (sh.n * in_image >= kParallelGrain)
-  for (int64_t q = 0; q < groups; ++q) {
-    const int64_t i = q * per_sum, rows = std::min(per_sum, sh.n - i) * s;
-    const float* xi = x + i * in_image;
-    const float* gi = gy + i * out_image;
-    const uint8_t* ci = codes + i * out_image;
-    float* out = gx + i * in_image;
-    for (int64_t r = 0; r < rows; ++r) {
-      for (int64_t at = 0; at < c; at += vec::kLanes) {
-        const vec::F xv = vec::load(xi + r * c + at);
-        const vec::F nv = xv * vec::load(scale + at) + vec::load(shift + at);
-        vec::F g = pooled_gradient(pw, r, at, c, gi, ci);
-        g = (vec::F)((vec::I)g & (nv > vec::splat(0.0f)));
-        vec::store(out + r * c + at, (g - vec::load(mean_gy + at) -
-                                      (xv - vec::load(mean + at)) * vec::load(proj + at)) *
-                                         vec::load(factor + at));
-      }
-    }
-  }
+  with_row_vectors(c, 2, [&](auto vectors) {
+    pooled_elemt_rows<vectors()>(sh, out_image, per_sum, pw, k, t.a.data(), x, gy, codes, gx);
+  });
   return true;
 }
 #endif
@@ -797,9 +970,8 @@ void batch_norm_relu_max_pool_backward(HostContext& ctx, const BatchNormShape& s
   }
   RowCoefficients k(sh.channels_last ? sh.c : 0);
   if (sh.channels_last) affine_rows(k, sh.c, mean, t.c.data(), gamma, beta);
-#if defined(DPE_BN_POOL_2X2_BACKWARD)
-  if (pool_2x2_backward_in_registers(ctx, sh, pool, x, gy, codes, gamma, mean, t, k, gx, ggamma,
-                                     gbeta)) {
+#if defined(DPE_BN_POOL_BACKWARD_IN_REGISTERS)
+  if (pool_backward_in_registers(ctx, sh, pool, x, gy, codes, gamma, t, k, gx, ggamma, gbeta)) {
     return;
   }
 #endif
@@ -820,7 +992,7 @@ void batch_norm_relu_max_pool_backward(HostContext& ctx, const BatchNormShape& s
       const int64_t per_sum = images_per_block(sh.s);
       for (int64_t i = 0; i < count; i += per_sum) {
         const int64_t rows = std::min(per_sum, count - i) * sh.s;
-        add_block_grad_sums<true>(rows, sh.c, k, x + (first + i) * b.unit, block + i * b.unit, mean,
+        add_block_grad_sums<true>(rows, sh.c, k, x + (first + i) * b.unit, block + i * b.unit,
                                   sum_g.data(), sum_gx.data());
       }
       continue;

@@ -19,8 +19,9 @@ void max_pool2d_forward(HostContext& ctx, const Pool2dShape& s, const float* x, 
                         uint8_t* codes);
 // max_pool2d_forward of relu(x * scale[ch] + shift[ch]) into window codes without that tensor
 // (batch norm + ReLU + pooling fused), bit for bit the pooling of what batch norm's loops write.
-// Returns false, having written nothing, where it has no kernel for `s` (only channels last, 2x2
-// windows at stride 2, with AVX-512): the caller normalises into a tensor and pools that.
+// Returns false, having written nothing, where it has no kernel for `s` (only channels last with
+// windows apart, kernel <= stride, with AVX-512; overlapping windows would normalise each element
+// in every window that holds it): the caller normalises into a tensor and pools that.
 bool max_pool2d_forward_affine_relu(HostContext& ctx, const Pool2dShape& s, const float* x,
                                     const float* scale, const float* shift, float* y,
                                     uint8_t* codes);

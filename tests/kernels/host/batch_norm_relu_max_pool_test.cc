@@ -126,7 +126,15 @@ INSTANTIATE_TEST_SUITE_P(
                       // small images: blocks of several images for the sums, a partial last one
                       Case{301, 16, 6, 6, 2, 2, 0, true}, Case{70, 8, 3, 3, 3, 2, 1, true},
                       Case{41, 32, 6, 6, 2, 2, 0, true},
-                      Case{12, 5, 8, 6, 2, 2, 0, true},           // 5 channels, no edge dropped
+                      Case{12, 5, 8, 6, 2, 2, 0, true},  // 5 channels, no edge dropped
+                      // channels last, any window: 8 channels two rows a register (ResNet-tiny's
+                      // stem; 7x7 images leave a lone last row), 16, 32 (one or two vectors),
+                      // 24 (a masked last vector, the sums in memory), up to 9 windows a pixel
+                      Case{20, 8, 14, 14, 3, 2, 1, true}, Case{7, 8, 7, 7, 3, 2, 1, true},
+                      Case{5, 8, 10, 10, 2, 2, 0, true}, Case{5, 8, 11, 9, 2, 2, 0, true},
+                      Case{4, 16, 11, 11, 2, 3, 1, true},  // windows apart, with gaps
+                      Case{5, 16, 13, 11, 3, 2, 1, true}, Case{3, 32, 9, 9, 3, 1, 1, true},
+                      Case{3, 24, 9, 9, 3, 2, 1, true}, Case{6, 8, 11, 12, 4, 3, 2, true},
                       Case{4, 16, 28, 28, 2, 2, 0, false, true},  // a NaN
                       Case{4, 16, 28, 28, 2, 2, 0, true, true}));
 

@@ -242,61 +242,65 @@ TEST(BatchNormStatsTest, VarianceOfALargeOffsetIsExact) {
   expect_close(want_var, var, 1e-3, 0, "var");
 }
 
-// Channels last, a row of whole vectors keeps the sums down the rows in registers, any other
-// channel count in memory: the same adds in the same order, so a channel's results are bit for
-// bit the same either way. 16 channels run in registers with 8 or 16 lanes; the same channels
-// with a 17th beside them run in memory. Row counts leave every tail of the four chains.
+// Channels last, a row of whole vectors (or half of one, two rows a register) keeps the sums down
+// the rows in registers, any other channel count in memory: the same adds in the same order, so a
+// channel's results are bit for bit the same either way. 16 channels run in registers with 8 or
+// 16 lanes, 8 channels two rows a register with 16; the same channels with one more beside them
+// run in memory. Row counts leave every tail of the four chains (and an odd last row of a pair).
 TEST(BatchNormChannelsLastTest, SumsInRegistersAreTheSumsInMemory) {
   HostContext ctx;
   const float eps = 1e-5f;
-  for (const int64_t s : {32, 33, 34, 35}) {
-    for (const bool relu : {false, true}) {
-      SCOPED_TRACE("s " + std::to_string(s) + (relu ? " relu" : ""));
-      const BatchNormShape vectors{3, 16, s, true}, odd{3, 17, s, true};
-      const int64_t total = vectors.n * vectors.s * vectors.c;
-      const auto x = random_floats(total, 31, -2.0f, 3.0f), gy = random_floats(total, 32);
-      const auto gamma = random_floats(17, 33, -1.5f, 1.5f), beta = random_floats(17, 34);
-      // The 16 channels of each row with a 17th after them.
-      const auto widen = [&](const std::vector<float>& v, float extra) {
-        std::vector<float> w;
-        for (int64_t r = 0; r < total / 16; ++r) {
-          w.insert(w.end(), v.begin() + r * 16, v.begin() + (r + 1) * 16);
-          w.push_back(extra);
-        }
-        return w;
-      };
-      struct Outputs {
-        std::vector<float> y, gx;                     // per element
-        std::vector<float> mean, var, ggamma, gbeta;  // per channel
-      };
-      const auto run = [&](const BatchNormShape& sh, const std::vector<float>& xs,
-                           const std::vector<float>& gys) {
-        const size_t all = xs.size(), c = static_cast<size_t>(sh.c);
-        Outputs o{std::vector<float>(all), std::vector<float>(all), std::vector<float>(c),
-                  std::vector<float>(c),   std::vector<float>(c),   std::vector<float>(c)};
-        batch_norm_forward_train(ctx, sh, xs.data(), gamma.data(), beta.data(), eps, o.y.data(),
-                                 o.mean.data(), o.var.data(), relu);
-        if (relu) {
-          batch_norm_relu_backward(ctx, sh, xs.data(), gys.data(), gamma.data(), beta.data(),
-                                   o.mean.data(), o.var.data(), eps, o.gx.data(), o.ggamma.data(),
-                                   o.gbeta.data());
-        } else {
-          batch_norm_backward(ctx, sh, xs.data(), gys.data(), gamma.data(), o.mean.data(),
-                              o.var.data(), eps, o.gx.data(), o.ggamma.data(), o.gbeta.data());
-        }
-        return o;
-      };
-      const auto in_registers = run(vectors, x, gy);
-      const auto in_memory = run(odd, widen(x, 0.25f), widen(gy, -0.5f));
-      EXPECT_EQ(widen(in_registers.y, in_memory.y[16]), in_memory.y);
-      EXPECT_EQ(widen(in_registers.gx, in_memory.gx[16]), in_memory.gx);
-      const auto first_16 = [](const std::vector<float>& v) {
-        return std::vector<float>(v.begin(), v.begin() + 16);
-      };
-      EXPECT_EQ(in_registers.mean, first_16(in_memory.mean));
-      EXPECT_EQ(in_registers.var, first_16(in_memory.var));
-      EXPECT_EQ(in_registers.ggamma, first_16(in_memory.ggamma));
-      EXPECT_EQ(in_registers.gbeta, first_16(in_memory.gbeta));
+  for (const int64_t c : {8, 16}) {
+    for (const int64_t s : {32, 33, 34, 35}) {
+      for (const bool relu : {false, true}) {
+        SCOPED_TRACE("c " + std::to_string(c) + " s " + std::to_string(s) + (relu ? " relu" : ""));
+        const BatchNormShape vectors{3, c, s, true}, odd{3, c + 1, s, true};
+        const int64_t total = vectors.n * vectors.s * vectors.c;
+        const auto x = random_floats(total, 31, -2.0f, 3.0f), gy = random_floats(total, 32);
+        const auto gamma = random_floats(c + 1, 33, -1.5f, 1.5f), beta = random_floats(c + 1, 34);
+        // The c channels of each row with one more after them.
+        const auto widen = [&](const std::vector<float>& v, float extra) {
+          std::vector<float> w;
+          for (int64_t r = 0; r < total / c; ++r) {
+            w.insert(w.end(), v.begin() + r * c, v.begin() + (r + 1) * c);
+            w.push_back(extra);
+          }
+          return w;
+        };
+        struct Outputs {
+          std::vector<float> y, gx;                     // per element
+          std::vector<float> mean, var, ggamma, gbeta;  // per channel
+        };
+        const auto run = [&](const BatchNormShape& sh, const std::vector<float>& xs,
+                             const std::vector<float>& gys) {
+          const size_t all = xs.size(), channels = static_cast<size_t>(sh.c);
+          Outputs o{std::vector<float>(all),      std::vector<float>(all),
+                    std::vector<float>(channels), std::vector<float>(channels),
+                    std::vector<float>(channels), std::vector<float>(channels)};
+          batch_norm_forward_train(ctx, sh, xs.data(), gamma.data(), beta.data(), eps, o.y.data(),
+                                   o.mean.data(), o.var.data(), relu);
+          if (relu) {
+            batch_norm_relu_backward(ctx, sh, xs.data(), gys.data(), gamma.data(), beta.data(),
+                                     o.mean.data(), o.var.data(), eps, o.gx.data(), o.ggamma.data(),
+                                     o.gbeta.data());
+          } else {
+            batch_norm_backward(ctx, sh, xs.data(), gys.data(), gamma.data(), o.mean.data(),
+                                o.var.data(), eps, o.gx.data(), o.ggamma.data(), o.gbeta.data());
+          }
+          return o;
+        };
+        const auto in_registers = run(vectors, x, gy);
+        const auto in_memory = run(odd, widen(x, 0.25f), widen(gy, -0.5f));
+        EXPECT_EQ(widen(in_registers.y, in_memory.y[c]), in_memory.y);
+        EXPECT_EQ(widen(in_registers.gx, in_memory.gx[c]), in_memory.gx);
+        const auto first_c = [&](const std::vector<float>& v) {
+          return std::vector<float>(v.begin(), v.begin() + c);
+        };
+        EXPECT_EQ(in_registers.mean, first_c(in_memory.mean));
+        EXPECT_EQ(in_registers.var, first_c(in_memory.var));
+        EXPECT_EQ(in_registers.ggamma, first_c(in_memory.ggamma));
+        EXPECT_EQ(in_registers.gbeta, first_c(in_memory.gbeta));
+      }
     }
   }
 }
