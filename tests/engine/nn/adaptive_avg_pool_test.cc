@@ -69,6 +69,24 @@ TEST(AdaptiveAvgPool2dTest, BackwardMatchesCentralDifferences) {
   }
 }
 
+// A 1x1 plane is its own mean, in a tensor of its own (as torch's): the output is a copy of x,
+// and the gradient reaches x unchanged, channels last too.
+TEST(AdaptiveAvgPool2dTest, OneByOnePlanesAreCopiedAndPassTheGradient) {
+  nn::AdaptiveAvgPool2d pool;
+  for (const MemoryFormat format : {MemoryFormat::kContiguous, MemoryFormat::kChannelsLast}) {
+    Tensor x = Tensor::from_vector(std::vector<float>{3, -0.0f, 5, 2, 9, -4}, {3, 2, 1, 1})
+                   .contiguous(format);
+    x.requires_grad_(true);
+    const Tensor y = pool(x);
+    EXPECT_EQ(y.shape(), Shape({3, 2, 1, 1}));
+    EXPECT_EQ(y.to_vector<float>(), x.to_vector<float>());
+    EXPECT_NE(y.raw_data(), x.raw_data());
+    const std::vector<float> g{0.5f, -1, 2, 0.25f, -3, 7};
+    backward({y}, {Tensor::from_vector(g, y.shape())});
+    EXPECT_EQ(x.grad().to_vector<float>(), g);
+  }
+}
+
 TEST(AdaptiveAvgPool2dTest, OtherSizesAndBadInputsAreErrors) {
   try {
     nn::AdaptiveAvgPool2d pool(7);
