@@ -150,6 +150,7 @@ void conv2d_forward(HostContext& ctx, const Conv2dShape& s, const float* x, cons
     conv2d_gemm_forward(ctx, s, x, w, b, y);
     return;
   }
+  if (conv2d_one_channel_forward(s, x, w, b, y)) return;
   const bool bias = b != nullptr;
   auto& e = ctx.cached<PreparedPrimitive>(
       CacheKey(kConvForward,

@@ -111,9 +111,12 @@ INSTANTIATE_TEST_SUITE_P(
                       // One input channel and one block of outputs (16 on AVX-512, 8 on AVX2):
                       // channels last runs on the caller's memory as NCHW in, blocked out
                       Case{3, 1, 9, 7, 16, 3, 3, 2, 1}, Case{2, 1, 12, 12, 8, 5, 5, 1, 2},
-                      // One input channel and outputs in blocks of 16: channels last takes the
-                      // weight gradient of conv2d_one_channel.h (3x3 above, 5x5 here)
-                      Case{3, 1, 10, 13, 32, 5, 5, 2, 1},
+                      // One input channel and outputs in blocks of 16 or one of 8: channels
+                      // last takes conv2d_one_channel.h (3x3 and 5x5 above and here; 7x7 as
+                      // ResNet-tiny's stem; rows of outputs that end inside a block of 8 pixels)
+                      Case{3, 1, 10, 13, 32, 5, 5, 2, 1}, Case{3, 1, 28, 28, 8, 7, 7, 2, 3},
+                      Case{2, 1, 11, 9, 8, 7, 7, 2, 3}, Case{2, 1, 13, 17, 16, 7, 7, 1, 2},
+                      Case{2, 1, 8, 19, 8, 3, 3, 1, 1},
                       // 1x1 kernels with at most 4 output pixels: channels last runs them as
                       // SGEMM (conv2d_gemm.h), on the caller's buffers (2x2, and a 1x1 image),
                       // on gathered pixels (stride 2), with zeros on the padding; 5 pixels go
