@@ -102,10 +102,13 @@ class GraphTask {
     return devices_.empty() || (devices_.size() == 1 && devices_[0] == d);
   }
 
-  void add_input(Node* n, uint32_t slot, const Tensor& grad) {
+  // grad into n's slot, after what arrived there before, or `first`, before it (an accumulation
+  // offer not taken goes back where it was).
+  void add_input(Node* n, uint32_t slot, Tensor grad, bool first = false) {
     NodeState& s = state_[n];
     if (s.pending.size() < n->num_outputs()) s.pending.resize(n->num_outputs());
-    s.pending.at(slot).push_back(grad);
+    auto& pending = s.pending.at(slot);
+    pending.insert(first ? pending.begin() : pending.end(), std::move(grad));
   }
 
   // a + b, laid out as a where a is a channels-last activation (the gradients of a residual
@@ -218,10 +221,7 @@ class GraphTask {
       if (i < accumulators.size() && accumulators[i].defined() &&
           !(has_out && outs[i].impl() == accumulators[i].impl())) {
         // The offer not taken: back in its slot, first, as it arrived.
-        NodeState& s = state_[e.fn.get()];
-        if (s.pending.size() <= e.input_nr) s.pending.resize(e.fn->num_outputs());
-        auto& slot = s.pending.at(e.input_nr);
-        slot.insert(slot.begin(), std::move(accumulators[i]));
+        add_input(e.fn.get(), e.input_nr, std::move(accumulators[i]), /*first=*/true);
       }
       if (has_out) add_input(e.fn.get(), e.input_nr, outs[i]);
       if (--state_[e.fn.get()].dependencies == 0) ready.push_back(e.fn.get());
