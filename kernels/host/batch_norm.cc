@@ -111,8 +111,7 @@ void chain_sums_in_registers(int64_t s, int64_t c, const Terms& terms, float* co
     for (int q = 0; q < K; ++q) {
       for (int j = 0; j < 2; ++j) vec::store(chains[q] + j * vec::kLanes, acc[q][j]);
     }
-    (void)c;
-    return;
+    (void)c;  // c = kLanes / 2: chain j starts at j * c, a pair of chains a vector
   } else {
     vec::F acc[K][kRowChains][V] = {};
     // Chain j a constant at every call, so that acc stays in registers.

@@ -2,6 +2,7 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 
@@ -70,6 +71,8 @@ void* HostAllocator::raw_allocate(size_t bytes) {
   const size_t size = rounded_size(bytes);
   if (bytes >= kCacheMinBytes) {
     std::lock_guard<std::mutex> lock(mu_);
+    held_ += size;
+    most_held_ = std::max(most_held_, held_);
     auto it = free_.find(size);
     if (it != free_.end() && !it->second.empty()) {
       void* p = it->second.back();
@@ -84,6 +87,10 @@ void* HostAllocator::raw_allocate(size_t bytes) {
     p = system_allocate(size);
   }
   if (p == nullptr) {
+    if (bytes >= kCacheMinBytes) {
+      std::lock_guard<std::mutex> lock(mu_);
+      held_ -= size;
+    }
     detail::MessageBuilder mb;
     mb << "out of memory on " << device() << ": the system refused " << bytes << " bytes";
     throw OutOfMemoryError(mb.str());
@@ -95,7 +102,8 @@ void HostAllocator::raw_deallocate(void* ptr, size_t bytes) {
   const size_t size = rounded_size(bytes);
   if (bytes >= kCacheMinBytes) {
     std::lock_guard<std::mutex> lock(mu_);
-    if (cached_ + size <= kCacheMaxBytes) {
+    held_ -= size;
+    if (cached_ + size <= std::max(cache_floor_, most_held_)) {
       free_[size].push_back(ptr);
       cached_ += size;
       return;

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 namespace dpe {
 namespace {
@@ -34,6 +35,26 @@ TEST(HostAllocatorTest, LargeBlocksAreCachedAndReusedWithoutCountingAsHeld) {
   EXPECT_EQ(a.cached_bytes(), 0u);
   void* small = a.allocate(100);  // small blocks go straight back to malloc
   a.deallocate(small, 100);
+  EXPECT_EQ(a.cached_bytes(), 0u);
+}
+
+// The cache keeps what the device held at its most, past its floor (a step's activations, freed,
+// are all there for the next step), and no more.
+TEST(HostAllocatorTest, TheCacheHoldsUpToTheMostEverHeld) {
+  const size_t block = HostAllocator::kCacheMinBytes * 4;  // rounds to itself (whole pages)
+  HostAllocator a(Device::parse("host:0"), 0, /*cache_floor=*/block);
+  std::vector<void*> held;
+  for (int i = 0; i < 4; ++i) held.push_back(a.allocate(block));
+  for (void* q : held) a.deallocate(q, block);
+  EXPECT_EQ(a.cached_bytes(), 4 * block);       // four times the floor: the most held
+  for (void*& q : held) q = a.allocate(block);  // all four come back from the cache
+  EXPECT_EQ(a.cached_bytes(), 0u);
+  for (void* q : held) a.deallocate(q, block);
+  // A block of another size, with nothing else held: the cache is already at the most held.
+  void* other = a.allocate(2 * block);
+  a.deallocate(other, 2 * block);
+  EXPECT_EQ(a.cached_bytes(), 4 * block);
+  a.release_cache();
   EXPECT_EQ(a.cached_bytes(), 0u);
 }
 
