@@ -171,6 +171,47 @@ void bench_bn_pool(const char* name, int64_t n, int64_t c, int64_t h, int reps) 
                    reps));
 }
 
+// A ResNet block's end in training, channels last: batch norm, the residual sum and a ReLU as the
+// three kernels (backward: relu_backward, then batch norm's) and as the fused op (engine/nn/
+// fusion.h). GB/s of the fused op's tensors read and written, as its cost() states them.
+void bench_bn_add_relu(int64_t n, int64_t c, int64_t h, int reps) {
+  const auto nhwc = dpe::MemoryFormat::kChannelsLast;
+  Tensor x = activations({n, c, h, h}, false).contiguous(nhwc);
+  Tensor r = activations(x.shape(), false).contiguous(nhwc);
+  Tensor gy = activations(x.shape(), false).contiguous(nhwc);
+  const auto like_x = [&] { return Tensor::empty(x.shape(), dpe::DType::kFloat32, {}, nhwc); };
+  Tensor h1 = like_x(), sum = like_x(), y = like_x(), g = like_x(), gx = like_x();
+  Tensor gamma = filled({c}, 1), beta = filled({c}, 0), mean = Tensor::empty({c}),
+         var = Tensor::empty({c}), gg = Tensor::empty({c}), gb = Tensor::empty({c});
+  const prim::BatchNormAddReluForwardTrain forward{x, r, gamma, beta, 1e-5f, y, mean, var};
+  const prim::BatchNormAddReluBackward backward{x, y, gy, gamma, mean, var, 1e-5f, gx, g, gg, gb};
+  const double fwd_bytes =
+      static_cast<double>(forward.cost().bytes_read + forward.cost().bytes_written);
+  const double bwd_bytes =
+      static_cast<double>(backward.cost().bytes_read + backward.cost().bytes_written);
+  char label[80];
+  const auto row = [&](const char* what, double bytes, const std::function<void()>& f) {
+    std::snprintf(label, sizeof label, "[%lld, %lld, %lld, %lld] %s", static_cast<long long>(n),
+                  static_cast<long long>(c), static_cast<long long>(h), static_cast<long long>(h),
+                  what);
+    report_bytes(label, bytes, time_it(f, reps));
+  };
+  // The elementwise kernels take the tensors as flat runs (ops pass dense views).
+  Tensor h1d = prim::dense_view(h1), rd = prim::dense_view(r), sumd = prim::dense_view(sum),
+         yd = prim::dense_view(y), gyd = prim::dense_view(gy), gd = prim::dense_view(g);
+  row("forward apart", fwd_bytes, [&] {
+    dispatch(prim::BatchNormForwardTrain{x, gamma, beta, 1e-5f, h1, mean, var});
+    dispatch(prim::Add{h1d, rd, 1.0f, sumd});
+    dispatch(prim::ReluForward{sumd, yd});
+  });
+  row("forward fused", fwd_bytes, [&] { dispatch(forward); });
+  row("backward apart", bwd_bytes, [&] {
+    dispatch(prim::ReluBackward{yd, gyd, gd});
+    dispatch(prim::BatchNormBackward{x, g, gamma, mean, var, 1e-5f, gx, gg, gb});
+  });
+  row("backward fused", bwd_bytes, [&] { dispatch(backward); });
+}
+
 // Batch norm + ReLU + 2x2 max pooling in training, as the three kernels one after the other
 // (batch_norm_relu, then max_pool2d; backward: max_pool2d's, then batch_norm_relu's) and as the
 // fused op (engine/nn/fusion.h). GB/s of the fused op's tensors read and written.
@@ -442,8 +483,9 @@ int main(int argc, char** argv) {
   std::vector<std::string> only;
   // --help lists them (IsMember); a misspelt group is an error rather than an empty run.
   const std::vector<std::string> groups = {
-      "sgemm", "conv", "resnet_conv",   "bn_pool",      "bn_relu_pool", "stem_pool", "linear",
-      "optim", "gelu", "cross_entropy", "convnet_step", "attention",    "layer_norm"};
+      "sgemm",         "conv",         "resnet_conv", "bn_pool",   "bn_relu_pool",
+      "bn_add_relu",   "stem_pool",    "linear",      "optim",     "gelu",
+      "cross_entropy", "convnet_step", "attention",   "layer_norm"};
   app.add_option("--only", only, "groups to run (default all)")->check(CLI::IsMember(groups));
   CLI11_PARSE(app, argc, argv);
   const auto run = [&](const char* group) {
@@ -485,6 +527,13 @@ int main(int argc, char** argv) {
     bench_bn_relu_pool("[256, 32, 14, 14] NHWC", 256, 32, 14, 20, nhwc);
     bench_bn_relu_pool("[256, 16, 28, 28] NHWC cold", 256, 16, 28, 20, nhwc, /*cold=*/true);
     bench_bn_relu_pool("[256, 32, 14, 14] NHWC cold", 256, 32, 14, 20, nhwc, /*cold=*/true);
+  }
+  if (run("bn_add_relu")) {  // ResNet-tiny's block ends at batch 256, and ResNet-50's first
+    bench_bn_add_relu(256, 32, 7, 20);
+    bench_bn_add_relu(256, 64, 4, 20);
+    bench_bn_add_relu(256, 128, 2, 20);
+    bench_bn_add_relu(256, 256, 1, 20);
+    bench_bn_add_relu(8, 256, 56, 5);
   }
   if (run("stem_pool")) {  // a ResNet's stem: 3x3 windows, stride 2, padding 1
     bench_bn_relu_pool("[100, 8, 14, 14] NHWC 3x3/2", 100, 8, 14, 20, nhwc, false, {3, 2, 1});

@@ -70,6 +70,16 @@ Tensor batch_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tens
 Tensor batch_norm_relu(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                        Tensor& running_mean, Tensor& running_var, bool training, float momentum,
                        float eps, const std::string& who = "batch_norm");
+// relu(add(batch_norm(x, ...), residual)), the end of a ResNet block, with the same arguments and
+// results. In training it is one op and one autograd node ("<who>+add+ReLU"): the sum and the ReLU
+// are applied in batch norm's output pass, and the backward takes the ReLU's mask from the output
+// (as relu's node does) and makes the residual's gradient in the pass that takes batch norm's
+// sums. The node saves x, gamma and the output. In evaluation with running statistics it is the
+// three ops, and on a device type without the fused kernels (CUDA) too.
+Tensor batch_norm_add_relu(const Tensor& x, const Tensor& residual, const Tensor& gamma,
+                           const Tensor& beta, Tensor& running_mean, Tensor& running_var,
+                           bool training, float momentum, float eps,
+                           const std::string& who = "batch_norm");
 // max_pool2d(batch_norm_relu(...), kernel_size, stride, padding) with the same arguments and
 // results. In training it is one op and one autograd node ("<who>+ReLU+MaxPool2d") whose kernel
 // pools each block of normalised planes from the caches: the full-size ReLU output is never made,

@@ -339,6 +339,42 @@ Tensor batch_norm_relu(const Tensor& x_in, const Tensor& gamma_in, const Tensor&
                           training, momentum, eps, /*relu=*/true, who);
 }
 
+Tensor batch_norm_add_relu(const Tensor& x_in, const Tensor& residual_in, const Tensor& gamma_in,
+                           const Tensor& beta_in, Tensor& running_mean, Tensor& running_var,
+                           bool training, float momentum, float eps, const std::string& who) {
+  if ((!training && running_mean.defined()) ||
+      !has_fused_kernels<prim::BatchNormAddReluForwardTrain, prim::BatchNormAddReluBackward>(
+          x_in)) {
+    return relu(add(batch_norm(x_in, gamma_in, beta_in, running_mean, running_var, training,
+                               momentum, eps, who),
+                    residual_in));
+  }
+  auto [x, gamma, beta] = prepare_batch_norm(x_in, gamma_in, beta_in, who, /*train=*/true);
+  DeviceGuard guard(&x.context());
+  BatchStatistics batch = new_batch_statistics(x, who);
+  // The residual's checks, as the sum apart makes them (after batch norm's).
+  DPE_CHECK(residual_in.defined(), "add: b is undefined");
+  check_dtype("add", residual_in, DType::kFloat32, "b");
+  check_same_device("add", x_in, residual_in);
+  detail::check_same_shape("add", x, residual_in);
+  const Tensor residual = residual_in.contiguous(prim::activation_format(x));
+  Tensor y = like(x);
+  Tensor mean = batch.mean, var = batch.var;
+  dispatch(prim::BatchNormAddReluForwardTrain{x, residual, gamma, beta, eps, y, mean, var});
+  update_running_statistics(running_mean, running_var, batch, training, momentum);
+  const Tensor saved = y.detach();
+  record(who + "+add+ReLU", {x_in, residual_in, gamma_in, beta_in}, {&y},
+         [x, gamma, saved, mean, var, eps](const std::vector<Tensor>& g) {
+           Tensor gx = like(x), gresidual = like(x), ggamma = like(gamma), gbeta = like(gamma);
+           const Tensor gy = g[0].contiguous(prim::activation_format(x));
+           dispatch(prim::BatchNormAddReluBackward{x, saved, gy, gamma, mean, var, eps, gx,
+                                                   gresidual, ggamma, gbeta});
+           return std::vector<Tensor>{gx, gresidual, ggamma, gbeta};
+         },
+         {x, gamma, saved});
+  return y;
+}
+
 Tensor batch_norm_relu_max_pool2d(const Tensor& x_in, const Tensor& gamma_in, const Tensor& beta_in,
                                   Tensor& running_mean, Tensor& running_var, bool training,
                                   float momentum, float eps, int64_t kernel_size, int64_t stride,

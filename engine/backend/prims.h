@@ -59,6 +59,8 @@
   X(BatchNormBackward)                \
   X(BatchNormReluForwardTrain)        \
   X(BatchNormReluBackward)            \
+  X(BatchNormAddReluForwardTrain)     \
+  X(BatchNormAddReluBackward)         \
   X(BatchNormReluMaxPoolForwardTrain) \
   X(BatchNormReluMaxPoolBackward)     \
   X(ChannelSums)                      \

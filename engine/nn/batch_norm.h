@@ -18,6 +18,9 @@ class BatchNorm2d : public Cloneable<BatchNorm2d> {
   // relu(forward(x)) with the ReLU fused into batch norm's passes in training
   // (ops::batch_norm_relu; engine/nn/fusion.h decides when a following ReLU module is fused).
   Tensor forward_relu(const Tensor& x);
+  // relu(forward(x) + residual) as one op in training (ops::batch_norm_add_relu), a ResNet
+  // block's end.
+  Tensor forward_add_relu(const Tensor& x, const Tensor& residual);
   // max_pool2d(relu(forward(x)), kernel_size, stride, padding) as one op in training
   // (ops::batch_norm_relu_max_pool2d).
   Tensor forward_relu_max_pool(const Tensor& x, int64_t kernel_size, int64_t stride,

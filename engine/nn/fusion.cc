@@ -3,6 +3,7 @@
 #include <atomic>
 #include <typeinfo>
 
+#include "engine/autograd/ops.h"
 #include "engine/backend/dispatch.h"
 #include "engine/nn/activation.h"
 #include "engine/nn/batch_norm.h"
@@ -42,6 +43,16 @@ Tensor forward_batch_norm_relu(Module& norm, Module& activation, const Tensor& x
     return static_cast<BatchNorm2d&>(norm).forward_relu(x);
   }
   return activation.forward(norm.forward(x));
+}
+
+Tensor forward_batch_norm_add_relu(Module& norm, Module& activation, const Tensor& x,
+                                   const Tensor& residual) {
+  if (fusion_enabled() && fuses_batch_norm_relu(norm, activation) && x.defined() &&
+      supports<prim::BatchNormAddReluForwardTrain>(x.device()) &&
+      supports<prim::BatchNormAddReluBackward>(x.device())) {
+    return static_cast<BatchNorm2d&>(norm).forward_add_relu(x, residual);
+  }
+  return activation.forward(ops::add(norm.forward(x), residual));
 }
 
 bool fuses_batch_norm_relu_max_pool(const Module& norm, const Module& activation,

@@ -17,6 +17,12 @@
 // between forward and backward fails, and writing the output in place does not. In
 // evaluation the two ops run as they are.
 //
+// A batch norm, the residual sum after it and a ReLU (the end of a ResNet block) fuse the same way
+// (ops::batch_norm_add_relu, node "<BatchNorm2d(...)>+add+ReLU", trace batch_norm_add_relu): the
+// sum and the ReLU in batch norm's output pass, and in the backward the ReLU's mask taken from the
+// output (which the next layer keeps anyway) and the residual's gradient written in the pass that
+// takes batch norm's sums. Bit for bit the three ops (fusion_test.cc, batch_norm_test.cc).
+//
 // With the pooling fused too, the kernel normalises a cache-sized block of planes at a time and
 // pools it from the caches, so the full-size ReLU output is never written to memory (at batch 256
 // the ConvNet's first is 12.8 MB), and the backward makes the pooling's full-size gradient a
@@ -63,6 +69,11 @@ bool fuses_batch_norm_relu(const Module& norm, const Module& activation);
 // activation.forward(norm.forward(x)), fused when fusion is enabled, fuses_batch_norm_relu and x
 // is on a host device.
 Tensor forward_batch_norm_relu(Module& norm, Module& activation, const Tensor& x);
+
+// activation.forward(norm.forward(x) + residual), a ResNet block's end: fused when fusion is
+// enabled, fuses_batch_norm_relu and x's device has the kernels (BatchNormAddReluForwardTrain).
+Tensor forward_batch_norm_add_relu(Module& norm, Module& activation, const Tensor& x,
+                                   const Tensor& residual);
 
 // True when `norm` is a BatchNorm2d, `activation` a ReLU and `pool` a MaxPool2d, all exactly.
 bool fuses_batch_norm_relu_max_pool(const Module& norm, const Module& activation,

@@ -71,7 +71,7 @@ inline void add_chains(const float* chains, int64_t c, float* total) {
 // and first stage), two rows share a register: the row kernels load the per-channel arrays a
 // whole vector at a time, so those arrays are padded to kLanes and hold their c values twice.
 inline bool half_rows(int64_t c) { return 2 * c == vec::kLanes; }
-inline int64_t padded(int64_t c) { return std::max(c, vec::kLanes); }
+inline int64_t padded(int64_t c) { return (c + vec::kLanes - 1) / vec::kLanes * vec::kLanes; }
 inline void tile_half(float* per_channel, int64_t c) {
   if (half_rows(c)) std::copy(per_channel, per_channel + c, per_channel + c);
 }
@@ -212,20 +212,23 @@ ChannelScratch& scratch_for(HostContext& ctx, int64_t channels) {
                                     [&] { return std::make_unique<ChannelScratch>(channels); });
 }
 
-// y = x * scale + shift per plane, then max(., 0) when kRelu (NaN stays NaN, as torch.relu), for
-// `planes` planes from plane `first` of the batch on (x and y point at that plane).
-template <bool kRelu>
+// y = x * scale + shift per plane, plus the residual's element when kResidual (the residual sum
+// fused), then max(., 0) when kRelu (NaN stays NaN, as torch.relu), for `planes` planes from plane
+// `first` of the batch on (x, residual and y point at that plane).
+template <bool kRelu, bool kResidual = false>
 void apply_planes(const BatchNormShape& sh, int64_t first, int64_t planes, const float* x,
                   const float* mean, const float* invstd, const float* gamma, const float* beta,
-                  float* y) {
+                  float* y, const float* residual = nullptr) {
 #pragma omp parallel for if (planes * sh.s >= kParallelGrain)
   for (int64_t p = 0; p < planes; ++p) {
     const ChannelAffine f = channel_affine((first + p) % sh.c, mean, invstd, gamma, beta);
     const float* in = x + p * sh.s;
+    const float* res = kResidual ? residual + p * sh.s : nullptr;
     float* out = y + p * sh.s;
 #pragma omp simd
     for (int64_t k = 0; k < sh.s; ++k) {
-      const float v = normalised(in[k], f);
+      float v = normalised(in[k], f);
+      if (kResidual) v = v + res[k];
       out[k] = kRelu && v < 0.0f ? 0.0f : v;
     }
   }
@@ -431,15 +434,18 @@ void for_each_vector(int64_t floats, const F& f) {
   }
 }
 
-template <bool kRelu>
-void apply_rows(const BatchNormShape& sh, const RowCoefficients& k, const float* x, float* y) {
+// As apply_planes, on rows of channels.
+template <bool kRelu, bool kResidual = false>
+void apply_rows(const BatchNormShape& sh, const RowCoefficients& k, const float* x, float* y,
+                const float* residual = nullptr) {
   const int64_t rows = sh.n * sh.s, c = sh.c;
   const float* scale = k.scale.data();
   const float* shift = k.shift.data();
   if (half_rows(c)) {
     const vec::F sv = vec::load(scale), hv = vec::load(shift);
     for_each_vector(rows * c, [&](int64_t i, int64_t lanes) {
-      const vec::F v = vec::load_n(x + i, lanes, 0.0f) * sv + hv;
+      vec::F v = vec::load_n(x + i, lanes, 0.0f) * sv + hv;
+      if (kResidual) v = v + vec::load_n(residual + i, lanes, 0.0f);
       vec::store_n(y + i, kRelu ? (v < vec::splat(0.0f) ? vec::splat(0.0f) : v) : v, lanes);
     });
     return;
@@ -447,10 +453,12 @@ void apply_rows(const BatchNormShape& sh, const RowCoefficients& k, const float*
 #pragma omp parallel for if (rows * c >= kParallelGrain)
   for (int64_t r = 0; r < rows; ++r) {
     const float* in = x + r * c;
+    const float* res = kResidual ? residual + r * c : nullptr;
     float* out = y + r * c;
 #pragma omp simd
     for (int64_t ch = 0; ch < c; ++ch) {
-      const float v = normalised(in[ch], ChannelAffine{scale[ch], shift[ch]});
+      float v = normalised(in[ch], ChannelAffine{scale[ch], shift[ch]});
+      if (kResidual) v = v + res[ch];
       out[ch] = kRelu && v < 0.0f ? 0.0f : v;
     }
   }
@@ -503,15 +511,17 @@ void elemt_rows(const BatchNormShape& sh, RowCoefficients& k, const float* x, co
   }
 }
 
-// masked<kRelu>(g, x) over a vector of channels from `at` on, and the two terms the backward sums:
-// t[0] = the masked g, t[1] = it times (x - mean).
-template <bool kRelu>
-inline void grad_terms(const RowCoefficients& k, int64_t at, vec::F xv, vec::F g, vec::F* t) {
-  if (kRelu) {
-    g = relu_masked(g, xv * vec::load(k.scale.data() + at) + vec::load(k.shift.data() + at));
-  }
+// masked<true>(g, x) over a vector of channels from `at` on: g where the fused ReLU's input,
+// recomputed from x, is positive.
+inline vec::F relu_of_x(const RowCoefficients& k, int64_t at, vec::F xv, vec::F g) {
+  return relu_masked(g, xv * vec::load(k.scale.data() + at) + vec::load(k.shift.data() + at));
+}
+
+// The two terms the backward sums, over a vector of channels from `at` on: t[0] = g, t[1] = g * (x
+// - mean).
+inline void grad_terms(const float* mean, int64_t at, vec::F xv, vec::F g, vec::F* t) {
   t[0] = g;
-  t[1] = g * (xv - vec::load(k.mean.data() + at));
+  t[1] = g * (xv - vec::load(mean + at));
 }
 
 // The image's per-channel float sums, left in its kRowChains chains, added to the running totals
@@ -524,12 +534,42 @@ void add_chain_totals(RowCoefficients& k, int64_t c, double* sum_g, double* sum_
   for (int64_t ch = 0; ch < c; ++ch) sum_gx[ch] += total[ch];
 }
 
-// One block's (`rows` rows of x and gy) sums of g = masked(gy) and g * (x - mean) per channel, in
-// float, added to the running totals sum_g and sum_gx (double). k holds the mean (affine_rows).
+// The gradient reaching the batch norm, for add_block_grad_sums: gy, masked by the fused ReLU's
+// mask recomputed from x when kRelu: the vector of the channels from `at` on of row r (two rows
+// with half a vector a row), its first `lanes` lanes x's.
 template <bool kRelu>
+struct InputGradient {
+  const RowCoefficients& k;
+  const float* gy;
+  int64_t c;
+  vec::F operator()(int64_t r, int64_t at, int64_t lanes, vec::F xv) const {
+    const vec::F g = vec::load_n(gy + r * c + at, lanes, 0.0f);
+    return kRelu ? relu_of_x(k, at, xv, g) : g;
+  }
+};
+
+// The fused residual sum and ReLU's: gy where their output y > 0 (relu_backward's mask), which is
+// the residual's gradient too: stored to gr as it is made.
+struct OutputReluGradient {
+  const float* y;
+  const float* gy;
+  float* gr;
+  int64_t c;
+  vec::F operator()(int64_t r, int64_t at, int64_t lanes, vec::F) const {
+    const int64_t i = r * c + at;
+    const vec::F g = relu_masked(vec::load_n(gy + i, lanes, 0.0f), vec::load_n(y + i, lanes, 0.0f));
+    vec::store_n(gr + i, g, lanes);
+    return g;
+  }
+};
+
+// One block's (`rows` rows of x) sums of g = grad(r, at, lanes, x's vector) and g * (x - mean) per
+// channel, in float, added to the running totals sum_g and sum_gx (double). k holds the mean
+// (affine_rows).
+template <class Grad>
 void add_block_grad_sums(int64_t rows, int64_t c, RowCoefficients& k, const float* x,
-                         const float* gy, double* sum_g, double* sum_gx) {
-  const float *scale = k.scale.data(), *shift = k.shift.data(), *mean = k.mean.data();
+                         const Grad& grad, double* sum_g, double* sum_gx) {
+  const float* mean = k.mean.data();
   float* pg_chains = k.part_g.data();
   float* px_chains = k.part_gx.data();
   float* const both[2] = {pg_chains, px_chains};
@@ -538,54 +578,67 @@ void add_block_grad_sums(int64_t rows, int64_t c, RowCoefficients& k, const floa
         rows, c,
         [&](int64_t r, int v, int64_t lanes, vec::F* t) {
           const int64_t at = v * vec::kLanes;
-          grad_terms<kRelu>(k, at, vec::load_n(x + r * c + at, lanes, 0.0f),
-                            vec::load_n(gy + r * c + at, lanes, 0.0f), t);
+          const vec::F xv = vec::load_n(x + r * c + at, lanes, 0.0f);
+          grad_terms(mean, at, xv, grad(r, at, lanes, xv), t);
         },
         both);
   });
-  if (!in_registers) {
+  if (!in_registers) {  // the same adds, each chain's vectors loaded and stored per row
     std::fill(pg_chains, pg_chains + kRowChains * c, 0.0f);
     std::fill(px_chains, px_chains + kRowChains * c, 0.0f);
     for (int64_t r = 0; r < rows; ++r) {
-      const float* xp = x + r * c;
-      const float* gp = gy + r * c;
       float* pg = pg_chains + (r % kRowChains) * c;
       float* px = px_chains + (r % kRowChains) * c;
-#pragma omp simd
-      for (int64_t ch = 0; ch < c; ++ch) {
-        const float g = masked<kRelu>(gp[ch], xp[ch], ChannelAffine{scale[ch], shift[ch]});
-        pg[ch] += g;
-        px[ch] += g * (xp[ch] - mean[ch]);
+      for (int64_t at = 0; at < c; at += vec::kLanes) {
+        const int64_t lanes = std::min(vec::kLanes, c - at);
+        const vec::F xv = vec::load_n(x + r * c + at, lanes, 0.0f);
+        vec::F t[2];
+        grad_terms(mean, at, xv, grad(r, at, lanes, xv), t);
+        vec::store_n(pg + at, vec::load_n(pg + at, lanes, 0.0f) + t[0], lanes);
+        vec::store_n(px + at, vec::load_n(px + at, lanes, 0.0f) + t[1], lanes);
       }
     }
   }
   add_chain_totals(k, c, sum_g, sum_gx);
 }
 
-template <bool kRelu>
-void backward_rows(HostContext& ctx, const BatchNormShape& sh, const float* x, const float* gy,
-                   const float* gamma, const float* beta, const float* mean, const float* var,
-                   float eps, float* gx, float* ggamma, float* gbeta) {
+// The training backward on rows. Per-channel sums of the gradient reaching the batch norm (from
+// grad_of(k, i), an add_block_grad_sums gradient for the block from image i on) and of it times
+// (x - mean): each block's in float (as each plane's in NCHW), merged in double. Then gx
+// elementwise from g: gy, masked there when kRelu, or the gradient the sums stored.
+template <bool kRelu, class BlockGrad>
+void backward_rows(HostContext& ctx, const BatchNormShape& sh, const float* x, const float* g,
+                   const BlockGrad& grad_of, const float* gamma, const float* beta,
+                   const float* mean, const float* var, float eps, float* gx, float* ggamma,
+                   float* gbeta) {
   auto& t = scratch_for(ctx, sh.c);
   const int64_t c = sh.c;
   for (int64_t ch = 0; ch < c; ++ch) t.c[ch] = 1.0f / std::sqrt(var[ch] + eps);
   RowCoefficients k(c);
   affine_rows(k, c, mean, t.c.data(), gamma, beta);
-  // Per-channel sums of g and g * (x - mean): each block's in float (as each plane's in NCHW),
-  // merged in double.
   std::vector<double> sum_g(static_cast<size_t>(c), 0.0), sum_gx(static_cast<size_t>(c), 0.0);
   const int64_t per_block = images_per_block(sh.s);
   for (int64_t i = 0; i < sh.n; i += per_block) {
     const int64_t rows = std::min(per_block, sh.n - i) * sh.s;
-    add_block_grad_sums<kRelu>(rows, c, k, x + i * sh.s * c, gy + i * sh.s * c, sum_g.data(),
-                               sum_gx.data());
+    add_block_grad_sums(rows, c, k, x + i * sh.s * c, grad_of(k, i), sum_g.data(), sum_gx.data());
   }
   for (int64_t ch = 0; ch < c; ++ch) {
     t.a[ch] = static_cast<float>(sum_g[ch]);
     t.b[ch] = static_cast<float>(sum_gx[ch]);
   }
   grad_coefficients(sh, t, ggamma, gbeta);
-  elemt_rows<kRelu>(sh, k, x, gy, mean, t.c.data(), gamma, t.a.data(), t.b.data(), gx);
+  elemt_rows<kRelu>(sh, k, x, g, mean, t.c.data(), gamma, t.a.data(), t.b.data(), gx);
+}
+
+// backward_rows of batch norm (+ ReLU) from gy.
+template <bool kRelu>
+void backward_rows(HostContext& ctx, const BatchNormShape& sh, const float* x, const float* gy,
+                   const float* gamma, const float* beta, const float* mean, const float* var,
+                   float eps, float* gx, float* ggamma, float* gbeta) {
+  const auto grad_of = [&](const RowCoefficients& k, int64_t i) {
+    return InputGradient<kRelu>{k, gy + i * sh.s * sh.c, sh.c};
+  };
+  backward_rows<kRelu>(ctx, sh, x, gy, grad_of, gamma, beta, mean, var, eps, gx, ggamma, gbeta);
 }
 
 // The batch's mean[c] and biased var[c], in either layout.
@@ -630,9 +683,13 @@ BatchNormShape rows_if_single(const BatchNormShape& sh) {
 
 }  // namespace
 
-void batch_norm_forward_train(HostContext& ctx, const BatchNormShape& shape, const float* x,
-                              const float* gamma, const float* beta, float eps, float* y,
-                              float* mean, float* var, bool relu) {
+namespace {
+
+// The training forward, y = batch_norm(x) (+ residual when kResidual), then max(., 0) when kRelu.
+template <bool kRelu, bool kResidual>
+void forward_train(HostContext& ctx, const BatchNormShape& shape, const float* x,
+                   const float* residual, const float* gamma, const float* beta, float eps,
+                   float* y, float* mean, float* var) {
   const BatchNormShape sh = rows_if_single(shape);
   batch_stats(ctx, sh, x, mean, var);
   auto& t = scratch_for(ctx, sh.c);
@@ -640,14 +697,28 @@ void batch_norm_forward_train(HostContext& ctx, const BatchNormShape& shape, con
   if (sh.channels_last) {
     RowCoefficients k(sh.c);
     affine_rows(k, sh.c, mean, t.c.data(), gamma, beta);
-    relu ? apply_rows<true>(sh, k, x, y) : apply_rows<false>(sh, k, x, y);
+    apply_rows<kRelu, kResidual>(sh, k, x, y, residual);
     return;
   }
+  apply_planes<kRelu, kResidual>(sh, 0, sh.n * sh.c, x, mean, t.c.data(), gamma, beta, y, residual);
+}
+
+}  // namespace
+
+void batch_norm_forward_train(HostContext& ctx, const BatchNormShape& shape, const float* x,
+                              const float* gamma, const float* beta, float eps, float* y,
+                              float* mean, float* var, bool relu) {
   if (relu) {
-    apply_planes<true>(sh, 0, sh.n * sh.c, x, mean, t.c.data(), gamma, beta, y);
+    forward_train<true, false>(ctx, shape, x, nullptr, gamma, beta, eps, y, mean, var);
   } else {
-    apply_planes<false>(sh, 0, sh.n * sh.c, x, mean, t.c.data(), gamma, beta, y);
+    forward_train<false, false>(ctx, shape, x, nullptr, gamma, beta, eps, y, mean, var);
   }
+}
+
+void batch_norm_add_relu_forward(HostContext& ctx, const BatchNormShape& shape, const float* x,
+                                 const float* residual, const float* gamma, const float* beta,
+                                 float eps, float* y, float* mean, float* var) {
+  forward_train<true, true>(ctx, shape, x, residual, gamma, beta, eps, y, mean, var);
 }
 
 void batch_norm_forward_eval(HostContext& ctx, const BatchNormShape& shape, const float* x,
@@ -686,6 +757,26 @@ void batch_norm_relu_backward(HostContext& ctx, const BatchNormShape& shape, con
     return;
   }
   backward<true>(ctx, sh, x, gy, gamma, beta, mean, var, eps, gx, ggamma, gbeta);
+}
+
+void batch_norm_add_relu_backward(HostContext& ctx, const BatchNormShape& shape, const float* x,
+                                  const float* y, const float* gy, const float* gamma,
+                                  const float* mean, const float* var, float eps, float* gx,
+                                  float* gresidual, float* ggamma, float* gbeta) {
+  const BatchNormShape sh = rows_if_single(shape);
+  if (!sh.channels_last) {  // the ops' passes, without their tensors between
+    relu_backward(ctx, y, gy, gresidual, sh.n * sh.c * sh.s);
+    backward<false>(ctx, sh, x, gresidual, gamma, nullptr, mean, var, eps, gx, ggamma, gbeta);
+    return;
+  }
+  // The mask and the residual's gradient made in the sums' pass, which reads y and gy for them
+  // instead of the gradient relu_backward would have written; the elementwise step reads that.
+  const auto grad_of = [&](const RowCoefficients&, int64_t i) {
+    const int64_t at = i * sh.s * sh.c;
+    return OutputReluGradient{y + at, gy + at, gresidual + at, sh.c};
+  };
+  backward_rows<false>(ctx, sh, x, gresidual, grad_of, gamma, nullptr, mean, var, eps, gx, ggamma,
+                       gbeta);
 }
 
 void batch_norm_apply(HostContext& ctx, const BatchNormShape& shape, const float* x,
@@ -924,6 +1015,7 @@ bool pool_backward_in_registers(HostContext& ctx, const BatchNormShape& sh, cons
       [&] { return std::make_unique<PixelWindows>(pool, per_sum); });
   std::vector<double> sum_g(static_cast<size_t>(c), 0.0), sum_gx(static_cast<size_t>(c), 0.0);
   float* const both[2] = {k.part_g.data(), k.part_gx.data()};
+  const float* mean = k.mean.data();
   // The sums, a group of images at a time, as add_block_grad_sums takes them.
   with_row_vectors(c, 2, [&](auto vectors) {
     for (int64_t i = 0; i < sh.n; i += per_sum) {
@@ -934,8 +1026,11 @@ bool pool_backward_in_registers(HostContext& ctx, const BatchNormShape& sh, cons
           std::min(per_sum, sh.n - i) * s, c,
           [&](int64_t r, int v, int64_t lanes, vec::F* terms) {
             const int64_t at = v * vec::kLanes;
-            grad_terms<true>(k, at, vec::load_n(xi + r * c + at, lanes, 0.0f),
-                             pooled_gradient<vectors()>(pw, r, at, lanes, c, gi, ci), terms);
+            const vec::F xv = vec::load_n(xi + r * c + at, lanes, 0.0f);
+            grad_terms(
+                mean, at, xv,
+                relu_of_x(k, at, xv, pooled_gradient<vectors()>(pw, r, at, lanes, c, gi, ci)),
+                terms);
           },
           both);
       add_chain_totals(k, c, sum_g.data(), sum_gx.data());
@@ -991,8 +1086,9 @@ void batch_norm_relu_max_pool_backward(HostContext& ctx, const BatchNormShape& s
       const int64_t per_sum = images_per_block(sh.s);
       for (int64_t i = 0; i < count; i += per_sum) {
         const int64_t rows = std::min(per_sum, count - i) * sh.s;
-        add_block_grad_sums<true>(rows, sh.c, k, x + (first + i) * b.unit, block + i * b.unit,
-                                  sum_g.data(), sum_gx.data());
+        add_block_grad_sums(rows, sh.c, k, x + (first + i) * b.unit,
+                            InputGradient<true>{k, block + i * b.unit, sh.c}, sum_g.data(),
+                            sum_gx.data());
       }
       continue;
     }

@@ -31,6 +31,20 @@ void batch_norm_relu_backward(HostContext& ctx, const BatchNormShape& sh, const 
                               const float* gy, const float* gamma, const float* beta,
                               const float* mean, const float* var, float eps, float* gx,
                               float* ggamma, float* gbeta);
+// max(batch_norm(x) + residual, 0) in training (a BatchNorm2d, the residual sum and a ReLU: the
+// end of a ResNet block, fused): bit for bit batch_norm_forward_train, add_forward and
+// relu_forward, without the two tensors between them.
+void batch_norm_add_relu_forward(HostContext& ctx, const BatchNormShape& sh, const float* x,
+                                 const float* residual, const float* gamma, const float* beta,
+                                 float eps, float* y, float* mean, float* var);
+// Its gradients, from gy and the forward's output y: gresidual = gy where y > 0 (relu_backward),
+// which is also the gradient reaching the batch norm. Bit for bit relu_backward then
+// batch_norm_backward; channels last, the mask and gresidual are made in the pass that takes the
+// batch norm's sums.
+void batch_norm_add_relu_backward(HostContext& ctx, const BatchNormShape& sh, const float* x,
+                                  const float* y, const float* gy, const float* gamma,
+                                  const float* mean, const float* var, float eps, float* gx,
+                                  float* gresidual, float* ggamma, float* gbeta);
 // max_pool2d(max(batch_norm(x), 0)) in training (a BatchNorm2d, a ReLU and a MaxPool2d, fused):
 // y is the pooling's output (pool: its shape over x), codes each output's window code
 // (op_params.h; a kernel up to kMaxWindowCodeKernel), mean and var the batch statistics. After the

@@ -315,8 +315,9 @@ TEST(ResNetTest, AChannelsLastBatchGivesTheSameLossAndGradients) {
   }
 }
 
-// The ResNet calls its batch norms and ReLUs by hand (forward_batch_norm_relu): fused, one
-// training step gives bit for bit the loss, gradients and running statistics of the two ops.
+// The ResNet calls its batch norms and ReLUs by hand (forward_batch_norm_relu, and
+// forward_batch_norm_add_relu at each block's end): fused, one training step gives bit for bit
+// the loss, gradients and running statistics of the ops apart.
 TEST(ResNetTest, FusedBatchNormReluEqualsTheTwoOps) {
   Generator gen(11);
   auto fused = std::make_shared<ResNet>(resnet_config("resnet-tiny"), gen);
@@ -334,11 +335,13 @@ TEST(ResNetTest, FusedBatchNormReluEqualsTheTwoOps) {
     EXPECT_EQ(f.grads[i].second.to_vector<float>(), a.grads[i].second.to_vector<float>())
         << f.grads[i].first;
   }
-  for (const char* name : {"bn1.running_var", "layer4.0.bn2.running_mean"}) {
+  for (const char* name :
+       {"bn1.running_var", "layer4.0.bn2.running_mean", "layer2.0.bn3.running_var"}) {
     EXPECT_EQ(fused->find(name).to_vector<float>(), apart->find(name).to_vector<float>()) << name;
   }
   // Not vacuous: the graph of a fused forward has batch norm + ReLU nodes, one per pair (the
-  // stem's, with its max pooling, and two per block), and the other none.
+  // stem's, with its max pooling, two per block, and the block's end with its sum), and the other
+  // none.
   auto fused_nodes = [&](Module& m, const std::string& suffix) {
     const Tensor out = m(x);  // holds the graph while it is walked
     std::set<Node*> seen;
@@ -355,7 +358,8 @@ TEST(ResNetTest, FusedBatchNormReluEqualsTheTwoOps) {
     }
     return count;
   };
-  EXPECT_EQ(fused_nodes(*fused, "+ReLU"), 2 * 4);
+  EXPECT_EQ(fused_nodes(*fused, "+ReLU"), 3 * 4);
+  EXPECT_EQ(fused_nodes(*fused, "+add+ReLU"), 4);
   EXPECT_EQ(fused_nodes(*fused, "+ReLU+MaxPool2d"), 1);
   const nn::FusionScope off(false);
   EXPECT_EQ(fused_nodes(*fused, "+ReLU"), 0);

@@ -105,6 +105,30 @@ OpCost BatchNormReluBackward::cost() const {
                        {&gx, &ggamma, &gbeta});
 }
 
+void BatchNormAddReluForwardTrain::check(const OpCheck& c) const {
+  check_train(c, x, gamma, beta, y, x.shape(), mean, var);
+  c.shaped(residual, "residual", x.shape(), "input", x.shape(), DType::kFloat32,
+           activation_format(x));
+}
+OpCost BatchNormAddReluForwardTrain::cost() const {
+  return op_cost::make("norm", 10.0 * x.numel(), {&x, &x, &residual, &gamma, &beta},
+                       {&y, &mean, &var});
+}
+
+void BatchNormAddReluBackward::check(const OpCheck& c) const {
+  check_backward(c, x, gy, x.shape(), gamma, mean, var, gx, ggamma, gbeta);
+  const MemoryFormat f = activation_format(x);
+  c.shaped(y, "output", x.shape(), "input", x.shape(), DType::kFloat32, f);
+  c.shaped(gresidual, "grad_residual", x.shape(), "input", x.shape(), DType::kFloat32, f);
+}
+OpCost BatchNormAddReluBackward::cost() const {
+  // Channels last: x, y and gy read for the sums (gresidual written there), then x and gresidual
+  // for gx. NCHW reads y and gy in a pass of their own, then gresidual and x twice: the cost
+  // model's figure is the fused layout's.
+  return op_cost::make("norm", 13.0 * x.numel(), {&x, &y, &gy, &x, &gresidual, &gamma, &mean, &var},
+                       {&gresidual, &gx, &ggamma, &gbeta});
+}
+
 namespace {
 // The pooled output's shape of the fused batch norm + ReLU + max pooling over x (4-D), whose
 // windows must have codes.

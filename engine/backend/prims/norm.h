@@ -132,6 +132,61 @@ struct BatchNormReluBackward {
   }
 };
 
+// The end of a ResNet block, y = max(batch_norm(x) + residual, 0), as one op in training: no
+// tensor between the three, and no separate sum or ReLU pass (engine/nn/fusion.h). Optional, as
+// the batch norm + ReLU pair.
+struct BatchNormAddReluForwardTrain {
+  static constexpr const char* kName = "batch_norm_add_relu";
+  static constexpr bool kOptional = true;
+  const Tensor& x;
+  const Tensor& residual;
+  const Tensor& gamma;
+  const Tensor& beta;
+  float eps;
+  Tensor& y;
+  Tensor& mean;
+  Tensor& var;
+
+  const Tensor& first() const { return x; }
+  void check(const OpCheck& c) const;
+  OpCost cost() const;
+  template <class Ctx>
+  void launch(Ctx& ctx) const {
+    batch_norm_add_relu_forward(ctx, channels_view(x), x.data<float>(), residual.data<float>(),
+                                data_or_null(gamma), data_or_null(beta), eps, y.data<float>(),
+                                mean.data<float>(), var.data<float>());
+  }
+};
+
+// Its gradients from gy and the forward's output y (the ReLU's mask, y > 0): gx, the residual's
+// (gy masked, which is also what reaches the batch norm) and the parameters'.
+struct BatchNormAddReluBackward {
+  static constexpr const char* kName = "batch_norm_add_relu_backward";
+  static constexpr bool kOptional = true;
+  const Tensor& x;
+  const Tensor& y;
+  const Tensor& gy;
+  const Tensor& gamma;
+  const Tensor& mean;
+  const Tensor& var;
+  float eps;
+  Tensor& gx;
+  Tensor& gresidual;
+  Tensor& ggamma;
+  Tensor& gbeta;
+
+  const Tensor& first() const { return x; }
+  void check(const OpCheck& c) const;
+  OpCost cost() const;
+  template <class Ctx>
+  void launch(Ctx& ctx) const {
+    batch_norm_add_relu_backward(ctx, channels_view(x), x.data<float>(), y.data<float>(),
+                                 gy.data<float>(), data_or_null(gamma), mean.data<float>(),
+                                 var.data<float>(), eps, gx.data<float>(), gresidual.data<float>(),
+                                 data_or_null(ggamma), data_or_null(gbeta));
+  }
+};
+
 // The fused op's workspace: each pooled output's window code (kernels/op_params.h), a byte each in
 // y's memory order, packed into int64 words (dpe's tensors hold float32 and int64).
 inline Shape window_code_words(const Shape& pooled) { return Shape{(pooled.numel() + 7) / 8}; }

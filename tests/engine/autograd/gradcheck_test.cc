@@ -159,6 +159,19 @@ std::vector<OpCase> op_cases() {
          Tensor rm, rv;
          return ops::batch_norm_relu(x[0], x[1], x[2], rm, rv, true, 0.1f, 1e-5f);
        }},
+      {"batch_norm_add_relu_train",
+       {{4, 3, 2, 2}, {4, 3, 2, 2}, {3}, {3}},
+       [](auto& x) {
+         Tensor rm, rv;
+         return ops::batch_norm_add_relu(x[0], x[1], x[2], x[3], rm, rv, true, 0.1f, 1e-5f);
+       }},
+      {"batch_norm_add_relu_train_channels_last",
+       {{4, 3, 2, 3}, {4, 3, 2, 3}, {3}, {3}},
+       [](auto& x) {
+         Tensor rm, rv;
+         return stays_channels_last(ops::batch_norm_add_relu(
+             channels_last(x[0]), channels_last(x[1]), x[2], x[3], rm, rv, true, 0.1f, 1e-5f));
+       }},
       {"batch_norm_relu_max_pool_train",
        {{4, 3, 4, 4}, {3}, {3}},
        [](auto& x) {

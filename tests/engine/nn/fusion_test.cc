@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 
@@ -129,6 +130,75 @@ TEST(FusionTest, SequentialFusesBatchNormReluAndMaxPoolWithTheUnfusedResults) {
     EXPECT_EQ(grad_fn_name(e), "max_pool2d");
     EXPECT_EQ(e.to_vector<float>(), plain->forward(x).to_vector<float>());
   }
+}
+
+// A residual block's end, relu(bn(conv(x)) + x), as ResNet calls it.
+struct ResidualEnd : Cloneable<ResidualEnd> {
+  explicit ResidualEnd(Generator& g) {
+    register_module("conv", std::make_shared<nn::Conv2d>(3, 3, 3, g, 1, 1));
+    register_module("bn", std::make_shared<nn::BatchNorm2d>(3));
+    register_module("relu", std::make_shared<nn::ReLU>());
+  }
+  Tensor forward(const Tensor& x) override {
+    return nn::forward_batch_norm_add_relu(child("bn"), child("relu"), child("conv").forward(x), x);
+  }
+  std::string repr() const override { return "ResidualEnd"; }
+};
+
+// The batch norm, the residual sum and the ReLU as one node, with the ops' results bit for bit
+// (output, the parameters' and the input's gradients, which take the residual's, and the running
+// statistics), in both layouts; in evaluation the three ops.
+TEST(FusionTest, ResidualSumAndReluFuseWithTheUnfusedResults) {
+  for (const MemoryFormat format : {MemoryFormat::kContiguous, MemoryFormat::kChannelsLast}) {
+    SCOPED_TRACE(format == MemoryFormat::kContiguous ? "contiguous" : "channels last");
+    Generator g(7);
+    ResidualEnd fused(g), plain(g);
+    plain.load_state_dict(fused.state_dict());
+    Tensor x = randn({5, 3, 6, 7}, g).contiguous(format);
+    Tensor x_plain = x.detach().clone().contiguous(format);
+    x.requires_grad_();
+    x_plain.requires_grad_();
+    const Tensor w = randn({5, 3, 6, 7}, g);
+
+    const Tensor y = step(fused, x, w);
+    Tensor y_plain;
+    {
+      const nn::FusionScope off(false);
+      y_plain = step(plain, x_plain, w);
+    }
+    EXPECT_EQ(grad_fn_name(y), fused.child("bn").repr() + "+add+ReLU");
+    EXPECT_EQ(grad_fn_name(y_plain), "relu");
+    EXPECT_EQ(y.to_vector<float>(), y_plain.to_vector<float>());
+    EXPECT_EQ(x.grad().to_vector<float>(), x_plain.grad().to_vector<float>());
+    expect_same_grads_and_buffers(fused, plain);
+    // Not vacuous: the ReLU clips some outputs and passes others.
+    const auto values = y.to_vector<float>();
+    const auto zeros = std::count(values.begin(), values.end(), 0.0f);
+    EXPECT_GT(zeros, 0);
+    EXPECT_LT(zeros, static_cast<int64_t>(values.size()));
+
+    fused.eval();
+    plain.eval();
+    const Tensor e = fused.forward(x);
+    EXPECT_EQ(grad_fn_name(e), "relu");
+    EXPECT_EQ(e.to_vector<float>(), plain.forward(x).to_vector<float>());
+  }
+}
+
+// A residual of another shape is refused as the sum apart refuses it, naming both shapes.
+TEST(FusionTest, TheFusedResidualSumChecksTheResidual) {
+  nn::BatchNorm2d bn(3);
+  nn::ReLU relu;
+  Generator g(8);
+  const Tensor x = randn({4, 3, 2, 2}, g);
+  try {
+    nn::forward_batch_norm_add_relu(bn, relu, x, randn({4, 3, 2, 3}, g));
+    FAIL() << "expected the shape check to fail";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("[4, 3, 2, 3]"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("[4, 3, 2, 2]"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(nn::forward_batch_norm_add_relu(bn, relu, x, Tensor()), Error);
 }
 
 // A window wider than 16 has no window codes (kernels/op_params.h): the three run as the ops
