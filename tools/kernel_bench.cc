@@ -487,6 +487,9 @@ int main(int argc, char** argv) {
       "bn_add_relu",   "stem_pool",    "linear",      "optim",     "gelu",
       "cross_entropy", "convnet_step", "attention",   "layer_norm"};
   app.add_option("--only", only, "groups to run (default all)")->check(CLI::IsMember(groups));
+  int64_t resnet_batch = 100;
+  app.add_option("--resnet-batch", resnet_batch, "the batch of resnet_conv's layers (default 100)")
+      ->check(CLI::Range(int64_t{1}, int64_t{4096}));
   CLI11_PARSE(app, argc, argv);
   const auto run = [&](const char* group) {
     return only.empty() || std::find(only.begin(), only.end(), group) != only.end();
@@ -511,7 +514,7 @@ int main(int argc, char** argv) {
     bench_conv("conv1 NHWC N=256", 256, 1, 28, 16, 5, 2, 20, nhwc);
     bench_conv("conv2 NHWC N=256", 256, 16, 14, 32, 5, 2, 20, nhwc);
   }
-  if (run("resnet_conv")) bench_resnet_tiny_convs(100, 20);
+  if (run("resnet_conv")) bench_resnet_tiny_convs(resnet_batch, 20);
   if (run("bn_pool")) {
     bench_bn_pool("[100, 16, 28, 28]", 100, 16, 28, 20);
     bench_bn_pool("[100, 32, 14, 14]", 100, 32, 14, 20);

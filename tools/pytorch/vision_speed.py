@@ -1,9 +1,12 @@
 #!/usr/bin/python3
-"""PyTorch 1.13 and dpe side by side on the bench's ConvNet and Mlp, one device, in one run.
+"""PyTorch 1.13 and dpe side by side on the bench's ConvNet, Mlp and ResNet-tiny, one device, in
+one run.
 
-The same models as models/convnet.cc and models/mlp.cc (ConvNet: two blocks of conv 5x5 pad 2,
-BatchNorm, ReLU, 2x2 max pooling, then a linear layer to 10 classes; Mlp: 784-512-512-10 with
-ReLUs), SGD lr 0.01 momentum 0.9, cross-entropy, on the same batch as dpe's bench: the first
+The same models as models/convnet.cc, models/mlp.cc and models/resnet.cc (ConvNet: two blocks of
+conv 5x5 pad 2, BatchNorm, ReLU, 2x2 max pooling, then a linear layer to 10 classes; Mlp:
+784-512-512-10 with ReLUs; resnet-tiny: torchvision's ResNet with one Bottleneck a stage, width 8,
+one input channel, written out here as torchvision is not packaged for Debian's torch), SGD lr
+0.01 momentum 0.9, cross-entropy, on the same batch as dpe's bench: the first
 `batch` training images of Fashion-MNIST, normalised with dpe's mean and std. For each thread
 count it alternates PyTorch and dpe's //tools:bench (`--devices 1 --threads T`) for --rounds
 rounds, so both see the same machine, and prints samples per second as the median step time of
@@ -47,7 +50,47 @@ def conv_block(cin, cout):
                          nn.MaxPool2d(2))
 
 
+class Bottleneck(nn.Module):
+    """torchvision's: 1x1, 3x3 (the stride), 1x1 to 4x the width, each with BatchNorm, ReLU
+    after the first two and after the residual sum; a 1x1 conv + BatchNorm downsample where the
+    shape changes."""
+
+    def __init__(self, cin, width, stride):
+        super().__init__()
+        out = 4 * width
+        self.conv1 = nn.Conv2d(cin, width, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(width)
+        self.conv2 = nn.Conv2d(width, width, 3, stride, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(width)
+        self.conv3 = nn.Conv2d(width, out, 1, bias=False)
+        self.bn3 = nn.BatchNorm2d(out)
+        self.relu = nn.ReLU()
+        self.downsample = None
+        if stride != 1 or cin != out:
+            self.downsample = nn.Sequential(nn.Conv2d(cin, out, 1, stride, bias=False),
+                                            nn.BatchNorm2d(out))
+
+    def forward(self, x):
+        h = self.relu(self.bn1(self.conv1(x)))
+        h = self.relu(self.bn2(self.conv2(h)))
+        h = self.bn3(self.conv3(h))
+        return self.relu(h + (x if self.downsample is None else self.downsample(x)))
+
+
+def resnet_tiny():
+    """models/resnet.cc's resnet-tiny with one input channel (as dpe's bench runs it)."""
+    layers = [nn.Conv2d(1, 8, 7, 2, 3, bias=False), nn.BatchNorm2d(8), nn.ReLU(),
+              nn.MaxPool2d(3, 2, 1)]
+    cin = 8
+    for k in range(4):
+        layers.append(Bottleneck(cin, 8 << k, 1 if k == 0 else 2))
+        cin = 4 * (8 << k)
+    return nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(cin, 10))
+
+
 def make_model(name):
+    if name == "resnet-tiny":
+        return resnet_tiny()
     if name == "convnet":
         return nn.Sequential(conv_block(1, 16), conv_block(16, 32), nn.Flatten(),
                              nn.Linear(7 * 7 * 32, 10))
