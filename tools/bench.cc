@@ -184,9 +184,9 @@ void add_step_options(CLI::App& app, Options& o) {
       ->expected(0, 1)
       ->default_str("true");
   app.add_option("--fuse", base.fuse,
-                 "run a BatchNorm2d followed by a ReLU, and a MaxPool2d right after them, as one "
-                 "op (false: apart, as PyTorch's eager mode; the ConvNet and the ResNets have "
-                 "them)")
+                 "run a BatchNorm2d followed by a ReLU, with a MaxPool2d right after them or a "
+                 "residual sum between them, as one op (false: apart, as PyTorch's eager mode; the "
+                 "ConvNet and the ResNets have them)")
       ->capture_default_str();
   app.add_option("--activation-checkpointing", base.activation_checkpointing,
                  "true or false (alone: true): gpt models only; recompute each transformer "
@@ -383,7 +383,7 @@ void print_preamble(const Options& o, unsigned cores, double peak) {
       "step time over %d steps after %d warm-up steps (gpt, resnet50: %d after %d "
       "unless --steps/--warmup say otherwise); tokens/s = samples/s x context; ddp/B: DDP "
       "over process group B, gradient_as_bucket_view=%s, all-reduces start %s; batch norm + "
-      "ReLU (+ max pooling) %s%s\n",
+      "ReLU (+ max pooling, + residual sum) %s%s\n",
       base.threads, base.threads == 1 ? "" : "s", base.steps, base.warmup,
       o.steps_given ? base.steps : 3, o.warmup_given ? base.warmup : 1,
       base.bucket_view ? "true" : "false",
