@@ -201,6 +201,25 @@ TEST(FusionTest, TheFusedResidualSumChecksTheResidual) {
   EXPECT_THROW(nn::forward_batch_norm_add_relu(bn, relu, x, Tensor()), Error);
 }
 
+// The fused residual node saves its output (the ReLU's mask, as relu's node does): writing the
+// output in place between forward and backward is caught, with PyTorch's message.
+TEST(FusionTest, TheFusedResidualNodeChecksTheOutputItSaved) {
+  nn::BatchNorm2d bn(3);
+  nn::ReLU relu;
+  Generator g(9);
+  Tensor x = randn({4, 3, 2, 2}, g);
+  x.requires_grad_();
+  Tensor y = nn::forward_batch_norm_add_relu(bn, relu, x, randn({4, 3, 2, 2}, g));
+  y.fill_(1.0f);
+  try {
+    backward(ops::sum(y));
+    FAIL() << "expected the saved-tensor check to fail";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("modified by an inplace operation"), std::string::npos)
+        << e.what();
+  }
+}
+
 // A window wider than 16 has no window codes (kernels/op_params.h): the three run as the ops
 // apart, with the same results.
 TEST(FusionTest, PoolingWindowsWiderThanSixteenRunApart) {
