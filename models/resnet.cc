@@ -59,9 +59,9 @@ class Bottleneck : public Cloneable<Bottleneck> {
     Module& relu = child("relu");
     Tensor h = nn::forward_batch_norm_relu(child("bn1"), relu, child("conv1").forward(x));
     h = nn::forward_batch_norm_relu(child("bn2"), relu, child("conv2").forward(h));
-    h = child("conv3").forward(h);
-    const Tensor identity = downsample_ ? child("downsample").forward(x) : x;
-    return nn::forward_batch_norm_add_relu(child("bn3"), relu, h, identity);
+    return nn::forward_batch_norm_add_relu(child("bn3"), relu, child("conv3").forward(h), [&] {
+      return downsample_ ? child("downsample").forward(x) : x;
+    });
   }
   std::string repr() const override { return "Bottleneck"; }
 

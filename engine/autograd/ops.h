@@ -73,9 +73,10 @@ Tensor batch_norm_relu(const Tensor& x, const Tensor& gamma, const Tensor& beta,
 // relu(add(batch_norm(x, ...), residual)), the end of a ResNet block, with the same arguments and
 // results. In training it is one op and one autograd node ("<who>+add+ReLU"): the sum and the ReLU
 // are applied in batch norm's output pass, and the backward takes the ReLU's mask from the output
-// (as relu's node does) and makes the residual's gradient in the pass that takes batch norm's
-// sums. The node saves x, gamma and the output. In evaluation with running statistics it is the
-// three ops, and on a device type without the fused kernels (CUDA) too.
+// (as relu's node does) and makes the residual's gradient, channels last, in the pass that takes
+// batch norm's sums (NCHW: in relu_backward's pass). The node saves x, gamma and the output; a
+// refused residual leaves the running statistics as they were. In evaluation with running
+// statistics it is the three ops, and on a device type without the fused kernels (CUDA) too.
 Tensor batch_norm_add_relu(const Tensor& x, const Tensor& residual, const Tensor& gamma,
                            const Tensor& beta, Tensor& running_mean, Tensor& running_var,
                            bool training, float momentum, float eps,

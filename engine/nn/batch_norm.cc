@@ -40,10 +40,11 @@ Tensor BatchNorm2d::forward_relu(const Tensor& x) {
 }
 
 Tensor BatchNorm2d::forward_add_relu(const Tensor& x, const Tensor& residual) {
-  count_batch();
   RunningStats stats = running_stats();
-  return ops::batch_norm_add_relu(x, residual, param("weight"), param("bias"), stats.mean,
-                                  stats.var, is_training(), momentum_, eps_, repr());
+  Tensor y = ops::batch_norm_add_relu(x, residual, param("weight"), param("bias"), stats.mean,
+                                      stats.var, is_training(), momentum_, eps_, repr());
+  count_batch();  // after the op's checks: a refused residual leaves the module as it was
+  return y;
 }
 
 Tensor BatchNorm2d::forward_relu_max_pool(const Tensor& x, int64_t kernel_size, int64_t stride,

@@ -26,6 +26,12 @@ bool has_fused_kernel(Device device) {
          supports<prim::BatchNormReluBackward>(device);
 }
 
+// The same for batch norm + the residual sum + ReLU.
+bool has_fused_add_kernel(Device device) {
+  return supports<prim::BatchNormAddReluForwardTrain>(device) &&
+         supports<prim::BatchNormAddReluBackward>(device);
+}
+
 // The same for batch norm + ReLU + max pooling.
 bool has_fused_pool_kernel(Device device) {
   return supports<prim::BatchNormReluMaxPoolForwardTrain>(device) &&
@@ -46,13 +52,18 @@ Tensor forward_batch_norm_relu(Module& norm, Module& activation, const Tensor& x
 }
 
 Tensor forward_batch_norm_add_relu(Module& norm, Module& activation, const Tensor& x,
-                                   const Tensor& residual) {
-  if (fusion_enabled() && fuses_batch_norm_relu(norm, activation) && x.defined() &&
-      supports<prim::BatchNormAddReluForwardTrain>(x.device()) &&
-      supports<prim::BatchNormAddReluBackward>(x.device())) {
-    return static_cast<BatchNorm2d&>(norm).forward_add_relu(x, residual);
+                                   const std::function<Tensor()>& residual) {
+  if (fusion_enabled() && fuses_batch_norm_relu(norm, activation) && norm.is_training() &&
+      x.defined() && has_fused_add_kernel(x.device())) {
+    return static_cast<BatchNorm2d&>(norm).forward_add_relu(x, residual());
   }
-  return activation.forward(ops::add(norm.forward(x), residual));
+  const Tensor h = norm.forward(x);
+  return activation.forward(ops::add(h, residual()));
+}
+
+Tensor forward_batch_norm_add_relu(Module& norm, Module& activation, const Tensor& x,
+                                   const Tensor& residual) {
+  return forward_batch_norm_add_relu(norm, activation, x, [&] { return residual; });
 }
 
 bool fuses_batch_norm_relu_max_pool(const Module& norm, const Module& activation,

@@ -1,7 +1,9 @@
 // Module fusion: a BatchNorm2d followed by a ReLU runs as one op (ops::batch_norm_relu) wherever a
-// model chains the two, and with a MaxPool2d after them, the three run as one
-// (ops::batch_norm_relu_max_pool2d): nn::Sequential does it for adjacent children, and models
-// that call their modules by hand (ResNet) call forward_batch_norm_relu(_max_pool).
+// model chains the two, with a MaxPool2d after them the three run as one
+// (ops::batch_norm_relu_max_pool2d), and with a residual sum between them too
+// (ops::batch_norm_add_relu): nn::Sequential does it for adjacent children, and models that call
+// their modules by hand (ResNet) call forward_batch_norm_relu(_max_pool) and
+// forward_batch_norm_add_relu.
 //
 // Design note "same results, fewer passes": the output, the gradients, the running statistics, the
 // modules and their state-dict keys are bit for bit those of the two modules run one after the
@@ -20,8 +22,10 @@
 // A batch norm, the residual sum after it and a ReLU (the end of a ResNet block) fuse the same way
 // (ops::batch_norm_add_relu, node "<BatchNorm2d(...)>+add+ReLU", trace batch_norm_add_relu): the
 // sum and the ReLU in batch norm's output pass, and in the backward the ReLU's mask taken from the
-// output (which the next layer keeps anyway) and the residual's gradient written in the pass that
-// takes batch norm's sums. Bit for bit the three ops (fusion_test.cc, batch_norm_test.cc).
+// output (which the next layer keeps anyway) and the residual's gradient written, channels last,
+// in the pass that takes batch norm's sums (NCHW: in relu_backward's pass). Bit for bit the three
+// ops (fusion_test.cc, batch_norm_test.cc). Its node saves x, gamma and the output, as the ops
+// apart do between them, so the saved-tensor check catches what it catches for them.
 //
 // With the pooling fused too, the kernel normalises a cache-sized block of planes at a time and
 // pools it from the caches, so the full-size ReLU output is never written to memory (at batch 256
@@ -35,13 +39,15 @@
 // Only those exact classes fuse: a subclass, or another module in either place (SyncBatchNorm
 // after convert_sync_batchnorm, a user's own ReLU), runs its own forward. Only device types with
 // the fused kernels fuse (supports<prim::BatchNormReluForwardTrain>, engine/backend/dispatch.h,
-// and BatchNormReluMaxPoolForwardTrain for the three): host devices; CUDA has none yet, so the
-// ops run apart there.
+// BatchNormReluMaxPoolForwardTrain for the three, BatchNormAddReluForwardTrain with the sum):
+// host devices; CUDA has none yet, so the ops run apart there.
 // set_fusion_enabled(false) turns fusion off for the process: //tools:bench --fuse false measures
 // the difference, and the cost model traces unfused steps, as PyTorch's eager mode runs them.
 // The switch is one process-wide flag read at each forward: set it (or hold a FusionScope) from
 // one thread while no other thread runs a model whose speed or trace should follow it.
 #pragma once
+
+#include <functional>
 
 #include "engine/nn/module.h"
 
@@ -70,8 +76,14 @@ bool fuses_batch_norm_relu(const Module& norm, const Module& activation);
 // is on a host device.
 Tensor forward_batch_norm_relu(Module& norm, Module& activation, const Tensor& x);
 
-// activation.forward(norm.forward(x) + residual), a ResNet block's end: fused when fusion is
-// enabled, fuses_batch_norm_relu and x's device has the kernels (BatchNormAddReluForwardTrain).
+// activation.forward(norm.forward(x) + residual()), a ResNet block's end: fused when fusion is
+// enabled, fuses_batch_norm_relu, norm is training and x's device has the kernels
+// (BatchNormAddReluForwardTrain). residual() makes the residual (a downsample's forward): after
+// norm's forward when the ops run apart, the order of torchvision's Bottleneck, before the fused
+// op.
+Tensor forward_batch_norm_add_relu(Module& norm, Module& activation, const Tensor& x,
+                                   const std::function<Tensor()>& residual);
+// The same with the residual made already.
 Tensor forward_batch_norm_add_relu(Module& norm, Module& activation, const Tensor& x,
                                    const Tensor& residual);
 

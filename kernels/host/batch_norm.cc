@@ -67,9 +67,10 @@ inline void add_chains(const float* chains, int64_t c, float* total) {
   }
 }
 
-// Channels last with half a vector a row (c = kLanes / 2: 8 channels with AVX-512, ResNet's stem
-// and first stage), two rows share a register: the row kernels load the per-channel arrays a
-// whole vector at a time, so those arrays are padded to kLanes and hold their c values twice.
+// The row kernels load the per-channel arrays a whole vector at a time, the last one too (masked
+// where it runs past c), so those arrays are padded to whole vectors. Channels last with half a
+// vector a row (c = kLanes / 2: 8 channels with AVX-512, ResNet's stem and first stage), two rows
+// share a register, and the arrays hold their c values twice.
 inline bool half_rows(int64_t c) { return 2 * c == vec::kLanes; }
 inline int64_t padded(int64_t c) { return (c + vec::kLanes - 1) / vec::kLanes * vec::kLanes; }
 inline void tile_half(float* per_channel, int64_t c) {

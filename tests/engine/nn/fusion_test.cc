@@ -185,6 +185,54 @@ TEST(FusionTest, ResidualSumAndReluFuseWithTheUnfusedResults) {
   }
 }
 
+// A residual laid out otherwise than x (contiguous beside a channels-last x) and one that needs no
+// gradient: the ops' results, and x's gradient without the residual's.
+TEST(FusionTest, AResidualInAnotherLayoutOrWithoutGradientFuses) {
+  Generator g(10);
+  nn::BatchNorm2d bn(4), bn_apart(4);
+  nn::ReLU relu;
+  Tensor x = randn({3, 4, 5, 5}, g).contiguous(MemoryFormat::kChannelsLast);
+  Tensor x_apart = x.detach().clone().contiguous(MemoryFormat::kChannelsLast);
+  x.requires_grad_();
+  x_apart.requires_grad_();
+  const Tensor residual = randn({3, 4, 5, 5}, g), w = randn({3, 4, 5, 5}, g);
+  const Tensor y = nn::forward_batch_norm_add_relu(bn, relu, x, residual);
+  backward(ops::sum(ops::mul(y, w)));
+  Tensor y_apart;
+  {
+    const nn::FusionScope off(false);
+    y_apart = nn::forward_batch_norm_add_relu(bn_apart, relu, x_apart, residual);
+    backward(ops::sum(ops::mul(y_apart, w)));
+  }
+  EXPECT_EQ(grad_fn_name(y), bn.repr() + "+add+ReLU");
+  EXPECT_EQ(y.to_vector<float>(), y_apart.to_vector<float>());
+  EXPECT_EQ(x.grad().to_vector<float>(), x_apart.grad().to_vector<float>());
+  expect_same_grads_and_buffers(bn, bn_apart);
+  EXPECT_FALSE(residual.grad().defined());
+}
+
+// With the ops apart the residual is made after the batch norm's forward, as torchvision's
+// Bottleneck orders them; fused, before the op. Either way it is made once.
+TEST(FusionTest, TheResidualIsMadeAfterTheBatchNormWhenApart) {
+  Generator g(11);
+  nn::BatchNorm2d bn(2);
+  nn::ReLU relu;
+  const Tensor x = randn({2, 2, 3, 3}, g);
+  for (const bool fuse : {true, false}) {
+    const nn::FusionScope scope(fuse);
+    const int64_t counted = bn.find("num_batches_tracked").to_vector<int64_t>()[0];
+    int calls = 0;
+    int64_t seen = -1;
+    nn::forward_batch_norm_add_relu(bn, relu, x, [&] {
+      ++calls;
+      seen = bn.find("num_batches_tracked").to_vector<int64_t>()[0];
+      return x;
+    });
+    EXPECT_EQ(calls, 1);
+    EXPECT_EQ(seen, fuse ? counted : counted + 1) << (fuse ? "fused" : "apart");
+  }
+}
+
 // A residual of another shape is refused as the sum apart refuses it, naming both shapes.
 TEST(FusionTest, TheFusedResidualSumChecksTheResidual) {
   nn::BatchNorm2d bn(3);
@@ -199,6 +247,9 @@ TEST(FusionTest, TheFusedResidualSumChecksTheResidual) {
     EXPECT_NE(std::string(e.what()).find("[4, 3, 2, 2]"), std::string::npos) << e.what();
   }
   EXPECT_THROW(nn::forward_batch_norm_add_relu(bn, relu, x, Tensor()), Error);
+  // Refused before anything is counted or updated.
+  EXPECT_EQ(bn.find("num_batches_tracked").to_vector<int64_t>()[0], 0);
+  EXPECT_EQ(bn.find("running_mean").to_vector<float>(), std::vector<float>(3, 0.0f));
 }
 
 // The fused residual node saves its output (the ReLU's mask, as relu's node does): writing the
