@@ -3,6 +3,7 @@
 // Threading contract: stateless helpers; callable from any thread that runs an op.
 #pragma once
 
+#include <array>
 #include <string>
 
 #include "engine/backend/dispatch.h"
@@ -42,6 +43,16 @@ using prim::dense_view;
 inline void check_same_shape(const char* op, const Tensor& a, const Tensor& b) {
   DPE_CHECK(a.shape() == b.shape(), op << ": the size of tensor a " << a.shape()
                                        << " must match the size of tensor b " << b.shape());
+}
+
+// a and b as the elementwise kernels take them: both laid out as a, channels last where a is a
+// channels-last activation (a ResNet's residual sum keeps its layout), else contiguous.
+inline std::array<Tensor, 2> prepare_pair(const char* op, const Tensor& a_in, const Tensor& b_in) {
+  Tensor a = prepare_activation(op, a_in, "a");
+  check_dtype(op, b_in, DType::kFloat32, "b");
+  check_same_device(op, a_in, b_in);
+  check_same_shape(op, a, b_in);
+  return {a, b_in.contiguous(prim::activation_format(a))};
 }
 
 // Whether x's device type has a fused op's optional kernels (Forward and Backward); where it has

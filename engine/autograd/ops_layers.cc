@@ -354,10 +354,7 @@ Tensor batch_norm_add_relu(const Tensor& x_in, const Tensor& residual_in, const 
   BatchStatistics batch = new_batch_statistics(x, who);
   // The residual's checks, as the sum apart makes them (after batch norm's).
   DPE_CHECK(residual_in.defined(), "add: b is undefined");
-  check_dtype("add", residual_in, DType::kFloat32, "b");
-  check_same_device("add", x_in, residual_in);
-  detail::check_same_shape("add", x, residual_in);
-  const Tensor residual = residual_in.contiguous(prim::activation_format(x));
+  const Tensor residual = detail::prepare_pair("add", x, residual_in)[1];
   Tensor y = like(x);
   Tensor mean = batch.mean, var = batch.var;
   dispatch(prim::BatchNormAddReluForwardTrain{x, residual, gamma, beta, eps, y, mean, var});

@@ -1,6 +1,4 @@
 // Elementwise ops and reductions.
-#include <array>
-
 #include "engine/autograd/node.h"
 #include "engine/autograd/op_helpers.h"
 #include "engine/autograd/ops.h"
@@ -13,20 +11,10 @@ using detail::prepare;
 
 namespace {
 
-// a and b as the elementwise kernels take them: both laid out as a, channels last where a is a
-// channels-last activation (a ResNet's residual sum keeps its layout), else contiguous.
-std::array<Tensor, 2> prepare_pair(const char* op, const Tensor& a_in, const Tensor& b_in) {
-  Tensor a = detail::prepare_activation(op, a_in, "a");
-  check_dtype(op, b_in, DType::kFloat32, "b");
-  check_same_device(op, a_in, b_in);
-  detail::check_same_shape(op, a, b_in);
-  return {a, b_in.contiguous(prim::activation_format(a))};
-}
-
 // a + alpha * b, differentiable.
 Tensor add_scaled(const char* op, const Tensor& a_in, const Tensor& b_in, float alpha) {
   DPE_CHECK(b_in.defined(), op << ": b is undefined");
-  auto [a, b] = prepare_pair(op, a_in, b_in);
+  auto [a, b] = detail::prepare_pair(op, a_in, b_in);
   DeviceGuard guard(&a.context());
   Tensor out = like(a);
   Tensor ad = dense_view(a), bd = dense_view(b), od = dense_view(out);
