@@ -682,10 +682,6 @@ BatchNormShape rows_if_single(const BatchNormShape& sh) {
   return sh.s == 1 ? BatchNormShape{sh.n, sh.c, 1, true} : sh;
 }
 
-}  // namespace
-
-namespace {
-
 // The training forward, y = batch_norm(x) (+ residual when kResidual), then max(., 0) when kRelu.
 template <bool kRelu, bool kResidual>
 void forward_train(HostContext& ctx, const BatchNormShape& shape, const float* x,

@@ -50,6 +50,18 @@ void expect_same_grads_and_buffers(Module& fused, Module& plain) {
 
 std::string grad_fn_name(const Tensor& t) { return t.grad_fn() ? t.grad_fn()->name() : ""; }
 
+// y's backward fails the saved-tensor check (a tensor its graph saved was written in place), with
+// PyTorch's message.
+void expect_backward_catches_inplace_write(const Tensor& y) {
+  try {
+    backward(ops::sum(y));
+    FAIL() << "expected the saved-tensor check to fail";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("modified by an inplace operation"), std::string::npos)
+        << e.what();
+  }
+}
+
 // Runs one training step's forward and backward (loss = sum(y * w)) and returns y.
 Tensor step(Module& model, const Tensor& x, const Tensor& w) {
   Tensor y = model.forward(x);
@@ -262,13 +274,7 @@ TEST(FusionTest, TheFusedResidualNodeChecksTheOutputItSaved) {
   x.requires_grad_();
   Tensor y = nn::forward_batch_norm_add_relu(bn, relu, x, randn({4, 3, 2, 2}, g));
   y.fill_(1.0f);
-  try {
-    backward(ops::sum(y));
-    FAIL() << "expected the saved-tensor check to fail";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("modified by an inplace operation"), std::string::npos)
-        << e.what();
-  }
+  expect_backward_catches_inplace_write(y);
 }
 
 // A window wider than 16 has no window codes (kernels/op_params.h): the three run as the ops
@@ -315,13 +321,7 @@ TEST(FusionTest, TheFusedNodeChecksTheBiasItSaved) {
   x.requires_grad_();
   const Tensor y = nn::forward_batch_norm_relu(bn, relu, x);
   bn.find("bias").fill_(0.5f);
-  try {
-    backward(ops::sum(y));
-    FAIL() << "expected the saved-tensor check to fail";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("modified by an inplace operation"), std::string::npos)
-        << e.what();
-  }
+  expect_backward_catches_inplace_write(y);
 }
 
 // A subclass in either place keeps its own forward: only the exact classes fuse.
