@@ -123,7 +123,14 @@ INSTANTIATE_TEST_SUITE_P(
                       // back to oneDNN
                       Case{3, 6, 2, 2, 5, 1, 1, 1, 0}, Case{5, 8, 1, 1, 9, 1, 1, 1, 0},
                       Case{4, 5, 3, 3, 7, 1, 1, 2, 0}, Case{2, 3, 2, 2, 4, 1, 1, 2, 1},
-                      Case{2, 3, 1, 5, 4, 1, 1, 1, 0}));
+                      Case{2, 3, 1, 5, 4, 1, 1, 1, 0},
+                      // One output pixel whose window covers the image: a linear layer over each
+                      // image in either layout (ResNet-tiny's last 3x3 on 2x2 images; a window
+                      // exactly the image, square or not; a 2x1 and a 1x1 image, most taps on the
+                      // padding); a window that leaves a row out goes back to oneDNN
+                      Case{3, 6, 2, 2, 5, 3, 3, 2, 1}, Case{2, 4, 3, 3, 3, 3, 3, 1, 0},
+                      Case{2, 3, 2, 1, 4, 3, 3, 2, 1}, Case{4, 5, 1, 1, 3, 3, 3, 1, 1},
+                      Case{2, 3, 3, 2, 4, 3, 2, 1, 0}, Case{2, 3, 4, 4, 4, 3, 3, 2, 0}));
 
 TEST(Conv2dAsGemm, TakesOneByOneKernelsWithAtMostFourOutputPixelsInChannelsLast) {
   Conv2dShape s = conv2d_shape(100, 128, 2, 2, 256, 1, 1, 2, 0);  // ResNet-tiny's last downsample
@@ -133,10 +140,22 @@ TEST(Conv2dAsGemm, TakesOneByOneKernelsWithAtMostFourOutputPixelsInChannelsLast)
   Conv2dShape five = conv2d_shape(2, 3, 1, 5, 4, 1, 1, 1, 0);
   five.channels_last = true;
   EXPECT_FALSE(conv2d_as_gemm(five));
-  // A 3x3 kernel on a 2x2 image is mostly padding, which oneDNN skips and SGEMM would multiply.
-  Conv2dShape three = conv2d_shape(100, 64, 2, 2, 64, 3, 3, 2, 1);
+  // A 3x3 kernel with 4 output pixels on a 2x2 image: mostly padding, which oneDNN skips and a
+  // product of patches would multiply.
+  Conv2dShape three = conv2d_shape(100, 64, 2, 2, 64, 3, 3, 1, 1);
   three.channels_last = true;
   EXPECT_FALSE(conv2d_as_gemm(three));
+}
+
+TEST(Conv2dAsGemm, TakesOneOutputPixelWhoseWindowCoversTheImageInEitherLayout) {
+  Conv2dShape s = conv2d_shape(100, 64, 2, 2, 64, 3, 3, 2, 1);  // ResNet-tiny's last 3x3
+  EXPECT_TRUE(conv2d_as_gemm(s));
+  s.channels_last = true;
+  EXPECT_TRUE(conv2d_as_gemm(s));
+  // One output pixel whose window misses the image's last row and column: oneDNN.
+  EXPECT_FALSE(conv2d_as_gemm(conv2d_shape(2, 3, 4, 4, 4, 3, 3, 2, 0)));
+  // A window that covers the image but two output pixels: oneDNN.
+  EXPECT_FALSE(conv2d_as_gemm(conv2d_shape(2, 3, 2, 2, 4, 3, 3, 1, 1)));
 }
 
 }  // namespace
