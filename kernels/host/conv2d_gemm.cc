@@ -104,7 +104,8 @@ void for_each_read(const Conv2dShape& s, F f) {
 // The input pixel each output pixel reads, [n * ho * wo, c] (zeros on the padding).
 const float* gathered(const Conv2dShape& s, const float* x, std::vector<float>& rows) {
   if (reads_x_as_is(s)) return x;
-  rows.assign(static_cast<size_t>(s.n * s.ho * s.wo * s.c), 0.0f);
+  rows.resize(static_cast<size_t>(s.n * s.ho * s.wo * s.c));
+  if (s.padding > 0) std::fill(rows.begin(), rows.end(), 0.0f);  // else every row is copied
   for_each_read(s, [&](int64_t row, int64_t pixel) {
     std::copy_n(x + pixel * s.c, s.c, rows.data() + row * s.c);
   });
