@@ -127,6 +127,11 @@ INSTANTIATE_TEST_SUITE_P(Shapes, MaxPool2dTest,
                                            // channels, whole ones, and whole ones and a tail
                                            Case{2, 8, 14, 14, 3, 2, 1}, Case{1, 32, 6, 7, 3, 2, 1},
                                            Case{2, 20, 9, 9, 3, 2, 1}, Case{1, 35, 5, 5, 3, 1, 1},
+                                           // eight channels, two windows a vector: an even
+                                           // row of windows, stride 1, one window, and windows
+                                           // wider than the plane
+                                           Case{1, 8, 8, 8, 3, 2, 1}, Case{2, 8, 5, 6, 3, 1, 1},
+                                           Case{1, 8, 3, 3, 3, 1, 0}, Case{1, 8, 5, 2, 4, 2, 2},
                                            // windows as wide as the plane, and wider (padded)
                                            Case{2, 3, 4, 3, 3, 1, 1}, Case{1, 17, 5, 2, 2, 1, 1},
                                            Case{2, 3, 4, 2, 3, 1, 1}, Case{1, 5, 3, 2, 4, 2, 2},
@@ -351,19 +356,28 @@ TEST(MaxPool2dTest, TiesAfterAReluGoToTheFirstMaximum) {
 // The channels-last kernels (the 2x2 ones, and the general one for other windows; 16 or 8
 // channels a vector, the rest one at a time or as a partial vector) choose and scatter as the NCHW
 // kernels do, bit for bit: ties and NaNs in the windows, -0 and NaN gradients, and odd sizes whose
-// last row and column no window covers (their gradient 0, not what gx held).
+// last row and column no window covers (their gradient 0, not what gx held). Each plane's top-left
+// corner is -inf: windows with nothing larger keep their first element.
 TEST(MaxPool2dNanTest, ChannelsLastChoosesAndScattersAsNchw) {
   HostContext ctx;
   const float nan = std::numeric_limits<float>::quiet_NaN();
-  const int64_t n = 2, c = 19, h = 5, w = 7;
-  for (const std::array<int64_t, 3>& window :
-       {std::array<int64_t, 3>{2, 2, 0}, {3, 2, 1}, {3, 1, 1}, {2, 1, 0}}) {
-    SCOPED_TRACE(::testing::Message()
-                 << "kernel " << window[0] << " stride " << window[1] << " padding " << window[2]);
+  const int64_t n = 2, h = 5, w = 7;
+  for (const std::array<int64_t, 4>& window : {std::array<int64_t, 4>{2, 2, 0, 19},
+                                               {3, 2, 1, 19},
+                                               {3, 1, 1, 19},
+                                               {2, 1, 0, 19},
+                                               {3, 2, 1, 8},
+                                               {3, 1, 1, 8}}) {
+    const int64_t c = window[3];
+    SCOPED_TRACE(::testing::Message() << "kernel " << window[0] << " stride " << window[1]
+                                      << " padding " << window[2] << ", " << c << " channels");
     const Pool2dShape s = max_pool2d_shape(n, c, h, w, window[0], window[1], window[2]);
     const int64_t nx = n * c * h * w, ny = n * c * s.ho * s.wo;
     std::vector<float> x(nx), gy(ny);
-    for (int64_t k = 0; k < nx; ++k) x[k] = k % 11 == 0 ? nan : static_cast<float>((k * 7) % 3);
+    for (int64_t k = 0; k < nx; ++k) {
+      const bool corner = k / w % h <= 1 && k % w <= 2;
+      x[k] = k % 11 == 0 ? nan : (corner ? -INFINITY : static_cast<float>((k * 7) % 3));
+    }
     for (int64_t k = 0; k < ny; ++k) {
       gy[k] = k % 3 == 0 ? -0.0f : (k % 7 == 0 ? nan : static_cast<float>(k % 5) - 2.0f);
     }
