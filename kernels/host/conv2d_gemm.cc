@@ -12,8 +12,8 @@ namespace {
 
 enum : int64_t { kConvGemmScratch = 0x636f6e7667 };
 
-// A shape's gathered pixels and their gradient, kept between calls (sized on first use), so a
-// step allocates nothing.
+// A shape's gathered pixels and their gradient, or the weights one window meets and their
+// gradient, kept between calls (sized on first use), so a step allocates nothing.
 struct Scratch : HostContext::CacheEntry {
   std::vector<float> rows, grad_rows;
   std::vector<float> weights, grad_weights;  // one window's: [o, c * h * w]

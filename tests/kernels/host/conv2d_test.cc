@@ -75,6 +75,9 @@ TEST_P(Conv2dTest, ForwardAndBackwardMatchReference) {
   std::vector<float> gw2(nw);
   conv2d_backward(ctx, s, x.data(), w.data(), gy.data(), nullptr, gw2.data(), nullptr);
   expect_close(want_gw, gw2, 1e-4, 1e-4, "conv2d gw alone");
+  std::vector<float> gx1(nx);
+  conv2d_backward(ctx, s, x.data(), w.data(), gy.data(), gx1.data(), nullptr, nullptr);
+  expect_close(want_gx, gx1, 1e-4, 1e-4, "conv2d gx alone");
 
   // Channels last: the activations and their gradients NHWC, the weights OIHW.
   Conv2dShape cl = s;
@@ -127,10 +130,12 @@ INSTANTIATE_TEST_SUITE_P(
                       // One output pixel whose window covers the image: a linear layer over each
                       // image in either layout (ResNet-tiny's last 3x3 on 2x2 images; a window
                       // exactly the image, square or not; a 2x1 and a 1x1 image, most taps on the
-                      // padding); a window that leaves a row out goes back to oneDNN
+                      // padding; an uneven kernel with padding; a stride past the kernel); a
+                      // window that leaves a row out goes back to oneDNN
                       Case{3, 6, 2, 2, 5, 3, 3, 2, 1}, Case{2, 4, 3, 3, 3, 3, 3, 1, 0},
                       Case{2, 3, 2, 1, 4, 3, 3, 2, 1}, Case{4, 5, 1, 1, 3, 3, 3, 1, 1},
-                      Case{2, 3, 3, 2, 4, 3, 2, 1, 0}, Case{2, 3, 4, 4, 4, 3, 3, 2, 0}));
+                      Case{2, 3, 3, 2, 4, 3, 2, 1, 0}, Case{2, 3, 2, 3, 4, 3, 5, 2, 1},
+                      Case{2, 3, 2, 2, 4, 3, 3, 4, 1}, Case{2, 3, 4, 4, 4, 3, 3, 2, 0}));
 
 TEST(Conv2dAsGemm, TakesOneByOneKernelsWithAtMostFourOutputPixelsInChannelsLast) {
   Conv2dShape s = conv2d_shape(100, 128, 2, 2, 256, 1, 1, 2, 0);  // ResNet-tiny's last downsample
