@@ -7,13 +7,13 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdint>
-#include <cstdio>
 #include <cstring>
 #include <set>
 
 #include <nlohmann/json.hpp>
 
 #include "engine/core/error.h"
+#include "engine/io/atomic_file.h"
 #include "engine/io/json_nesting.h"
 
 namespace dpe {
@@ -71,67 +71,26 @@ bool parse_dtype(const std::string& code, DType* out) {
 
 std::string errno_text() { return std::strerror(errno); }
 
-std::string directory_of(const std::string& path) {
-  const size_t slash = path.find_last_of('/');
-  if (slash == std::string::npos) return ".";
-  return slash == 0 ? "/" : path.substr(0, slash);
+// save_safetensors' words for the step of its atomic write that failed; each names the file.
+[[noreturn]] void throw_save_error(const AtomicFileError& e) {
+  const std::string& tmp = e.temporary();
+  switch (e.step()) {
+    case AtomicFileStep::kCreate:
+      DPE_THROW("save_safetensors: cannot create a temporary file next to " << e.target() << ": "
+                                                                           << e.reason());
+    case AtomicFileStep::kWrite:
+      DPE_THROW("save_safetensors: writing " << e.target() << " (temporary " << tmp
+                                             << ") failed: " << e.reason());
+    case AtomicFileStep::kSync:
+      DPE_THROW("save_safetensors: flushing " << tmp << " failed: " << e.reason());
+    case AtomicFileStep::kClose:
+      DPE_THROW("save_safetensors: closing " << tmp << " failed: " << e.reason());
+    case AtomicFileStep::kRename:
+      DPE_THROW("save_safetensors: renaming " << tmp << " to " << e.target()
+                                              << " failed: " << e.reason());
+  }
+  throw e;
 }
-
-// The temporary file of one save: removed on destruction unless committed.
-class TempFile {
- public:
-  explicit TempFile(const std::string& target) : path_(target + ".tmp.XXXXXX") {
-    const int fd = ::mkstemp(path_.data());
-    DPE_CHECK(fd >= 0, "save_safetensors: cannot create a temporary file next to " << target << ": "
-                                                                                   << errno_text());
-    // mkstemp creates 0600; a checkpoint is as readable as any file the user writes.
-    ::fchmod(fd, 0644);
-    file_ = ::fdopen(fd, "wb");
-    if (file_ == nullptr) {
-      const std::string why = errno_text();
-      ::close(fd);
-      ::unlink(path_.c_str());
-      DPE_THROW("save_safetensors: cannot open " << path_ << ": " << why);
-    }
-  }
-  ~TempFile() {
-    if (file_ != nullptr) std::fclose(file_);
-    if (!committed_) ::unlink(path_.c_str());
-  }
-  TempFile(const TempFile&) = delete;
-  TempFile& operator=(const TempFile&) = delete;
-
-  void write(const void* data, size_t bytes, const std::string& target) {
-    if (bytes == 0) return;
-    DPE_CHECK(std::fwrite(data, 1, bytes, file_) == bytes, "save_safetensors: writing "
-                                                               << target << " (temporary " << path_
-                                                               << ") failed: " << errno_text());
-  }
-
-  // Flushes, fsyncs and closes the file, renames it over `target`, then fsyncs the directory
-  // so the rename itself survives a crash.
-  void commit(const std::string& target) {
-    DPE_CHECK(std::fflush(file_) == 0 && ::fsync(::fileno(file_)) == 0,
-              "save_safetensors: flushing " << path_ << " failed: " << errno_text());
-    const int closed = std::fclose(file_);
-    file_ = nullptr;
-    DPE_CHECK(closed == 0, "save_safetensors: closing " << path_ << " failed: " << errno_text());
-    DPE_CHECK(::rename(path_.c_str(), target.c_str()) == 0, "save_safetensors: renaming "
-                                                                << path_ << " to " << target
-                                                                << " failed: " << errno_text());
-    committed_ = true;
-    const int dir = ::open(directory_of(target).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dir >= 0) {
-      ::fsync(dir);  // best effort: the new file is complete and in place either way
-      ::close(dir);
-    }
-  }
-
- private:
-  std::string path_;
-  std::FILE* file_ = nullptr;
-  bool committed_ = false;
-};
 
 // A file opened for reading, closed on destruction.
 class InputFile {
@@ -271,17 +230,21 @@ void save_safetensors(const std::string& path, const StateDict& tensors,
   unsigned char length[8];
   for (int i = 0; i < 8; ++i) length[i] = static_cast<unsigned char>(text.size() >> (8 * i));
 
-  TempFile file(path);
-  file.write(length, sizeof(length), path);
-  file.write(text.data(), text.size(), path);
-  for (size_t i = 0; i < tensors.size(); ++i) {
-    const Tensor& t = tensors[i].second;
-    // Host memory is addressable here; only other devices need a (counted) copy to host:0.
-    const Tensor host = t.device().is_host() ? t.contiguous() : t.to(Device());
-    file.write(host.raw_data(), host.nbytes(), path);
-    if (options.on_tensor_written) options.on_tensor_written(i, tensors[i].first);
+  try {
+    AtomicFile file(path);
+    file.write(length, sizeof(length));
+    file.write(text.data(), text.size());
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      const Tensor& t = tensors[i].second;
+      // Host memory is addressable here; only other devices need a (counted) copy to host:0.
+      const Tensor host = t.device().is_host() ? t.contiguous() : t.to(Device());
+      file.write(host.raw_data(), host.nbytes());
+      if (options.on_tensor_written) options.on_tensor_written(i, tensors[i].first);
+    }
+    file.commit();
+  } catch (const AtomicFileError& e) {
+    throw_save_error(e);
   }
-  file.commit(path);
 }
 
 SafetensorsContents read_safetensors(const std::string& path, Device device) {

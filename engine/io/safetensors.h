@@ -7,7 +7,7 @@
 // Design note "atomic save": save_safetensors writes a temporary file in the target's directory,
 // flushes and fsyncs it, then renames it over the target, so a reader sees either the previous
 // file or the complete new one; a failure on the way removes the temporary file and leaves the
-// previous file untouched.
+// previous file untouched. engine/io/atomic_file.h does it for every writer that needs it.
 //
 // Threading contract: the functions keep no state; concurrent calls are safe on different paths.
 // Saving to one path from several threads at once is safe (each rename is atomic, the last wins).
