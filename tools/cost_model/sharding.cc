@@ -231,56 +231,71 @@ Prediction predict_strategy(const StepProfile& pr, const StrategyOptions& so, in
   return predict_strategy(pr, so, gpus, c, o, Collectives(c, gpus));
 }
 
-Prediction predict_strategy(const StepProfile& pr, const StrategyOptions& so, int gpus,
-                            const Cluster& c, const ReplayOptions& o, const Collectives& nccl) {
-  DPE_CHECK(gpus >= 1 && gpus <= c.total_gpus(),
-            "predict_strategy: " << gpus << " GPUs on a cluster of " << c.total_gpus());
-  const bool ac = so.activation_checkpointing;
-  DPE_CHECK(!ac || pr.checkpointable,
-            "activation checkpointing is per transformer block: GPT models only");
-  DPE_CHECK(!pr.unit_params.empty(), "predict_strategy: a profile without units");
-  const int stage = zero_stage(so.strategy);
-  const bool fsdp = stage >= 2;
-  const double n = gpus;
-  const ModelStateBytes per = model_state_bytes_per_parameter(o.precision, so.optimizer);
+namespace {
+
+// What predict_strategy's steps share: the strategy's ZeRO stage and what its collectives move.
+struct StrategyShape {
+  int stage = 0;
+  bool fsdp = false;  // stage 2 or 3
+  int gpus = 1;
   // What the collectives move per parameter: the parameters' and gradients' own dtype (fp16 in
   // mixed precision, ZeRO's accounting).
-  const double pb = per.parameters, gb = per.gradients;
-  const double psi = static_cast<double>(pr.params);
-  const size_t blocks = pr.unit_params.size() - 1;
+  double pb = 0, gb = 0;
+  double psi = 0;     // Ψ
+  size_t blocks = 0;  // the units after the root
+};
 
-  Prediction p;
-  p.mode = strategy_mode(so);
-  p.gpus = gpus;
-  const double backward = pr.backward_us + (ac ? pr.recompute_us : 0);
+StrategyShape strategy_shape(const StepProfile& pr, const StrategyOptions& so, int gpus,
+                             const ReplayOptions& o) {
+  StrategyShape s;
+  s.stage = zero_stage(so.strategy);
+  s.fsdp = s.stage >= 2;
+  s.gpus = gpus;
+  const ModelStateBytes per = model_state_bytes_per_parameter(o.precision, so.optimizer);
+  s.pb = per.parameters;
+  s.gb = per.gradients;
+  s.psi = static_cast<double>(pr.params);
+  s.blocks = pr.unit_params.size() - 1;
+  return s;
+}
 
-  // FSDP's all-gathers, before each unit's forward, and with FULL_SHARD before each block's
-  // backward (the root unit stays gathered from forward to backward, as PyTorch's root does): no
-  // prefetch, so each one waits for the compute before it and the compute after waits for it.
-  double ag_forward = 0, ag_backward = 0;
-  int collectives = 0;
-  if (fsdp && gpus > 1) {
-    for (size_t u = 0; u < pr.unit_params.size(); ++u) {
-      const int64_t bytes = static_cast<int64_t>(pr.unit_params[u] * pb);
-      ag_forward += nccl.all_gather_us(bytes);
-      ++collectives;
-      if (stage == 3 && u > 0) {
-        ag_backward += nccl.all_gather_us(bytes);
-        ++collectives;
-      }
+struct AllGathers {
+  double forward = 0, backward = 0;
+  int count = 0;
+};
+
+// FSDP's all-gathers, before each unit's forward, and with FULL_SHARD before each block's
+// backward (the root unit stays gathered from forward to backward, as PyTorch's root does): no
+// prefetch, so each one waits for the compute before it and the compute after waits for it.
+AllGathers fsdp_all_gathers(const StepProfile& pr, const StrategyShape& s,
+                            const Collectives& nccl) {
+  AllGathers ag;
+  if (!s.fsdp || s.gpus <= 1) return ag;
+  for (size_t u = 0; u < pr.unit_params.size(); ++u) {
+    const int64_t bytes = static_cast<int64_t>(pr.unit_params[u] * s.pb);
+    ag.forward += nccl.all_gather_us(bytes);
+    ++ag.count;
+    if (s.stage == 3 && u > 0) {
+      ag.backward += nccl.all_gather_us(bytes);
+      ++ag.count;
     }
   }
-  // Gradient collectives, in backward's order: the blocks from the last one, each ready when its
-  // backward ends (backward's time evenly shared by the blocks), then the root unit (its
-  // embedding's gradient completes at the very end). DDP splits each unit into buckets of at most
-  // bucket_cap_mb (the root's tied embedding is one tensor: one bucket; a model without blocks
-  // spreads its buckets evenly over backward); FSDP reduce-scatters each unit once.
-  const double span = backward + ag_backward;
+  return ag;
+}
+
+// Gradient collectives, in backward's order: the blocks from the last one, each ready when its
+// backward ends (backward's time, `span`, evenly shared by the blocks), then the root unit (its
+// embedding's gradient completes at the very end). DDP splits each unit into buckets of at most
+// bucket_cap_mb (the root's tied embedding is one tensor: one bucket; a model without blocks
+// spreads its buckets evenly over backward); FSDP reduce-scatters each unit once.
+std::vector<Piece> gradient_collectives(const StepProfile& pr, const StrategyShape& s, double span,
+                                        double bucket_cap_mb, const Collectives& nccl) {
   std::vector<Piece> pieces;
-  const double cap = so.bucket_cap_mb * 1024 * 1024;
+  if (s.gpus <= 1) return pieces;
+  const double cap = bucket_cap_mb * 1024 * 1024;
   auto add_unit = [&](double start, double end, int64_t params, bool one_bucket) {
-    const double bytes = static_cast<double>(params) * gb;
-    if (fsdp) {
+    const double bytes = static_cast<double>(params) * s.gb;
+    if (s.fsdp) {
       pieces.push_back({end, nccl.reduce_scatter_us(static_cast<int64_t>(bytes))});
       return;
     }
@@ -290,72 +305,71 @@ Prediction predict_strategy(const StepProfile& pr, const StrategyOptions& so, in
           {start + (end - start) * i / k, nccl.all_reduce_us(static_cast<int64_t>(bytes / k))});
     }
   };
-  if (gpus > 1) {
-    for (size_t b = 0; b < blocks; ++b) {
-      add_unit(span * b / (blocks + 1.0), span * (b + 1) / (blocks + 1.0),
-               pr.unit_params[blocks - b], false);
-    }
-    add_unit(blocks > 0 ? span * blocks / (blocks + 1.0) : 0, span, pr.unit_params[0], blocks > 0);
+  const size_t blocks = s.blocks;
+  for (size_t b = 0; b < blocks; ++b) {
+    add_unit(span * b / (blocks + 1.0), span * (b + 1) / (blocks + 1.0),
+             pr.unit_params[blocks - b], false);
   }
-  double comm_end = 0, comm_total = 0;
-  for (const Piece& piece : pieces) {
-    comm_end = std::max(comm_end, piece.ready) + piece.cost;
-    comm_total += piece.cost;
-  }
-  collectives += static_cast<int>(pieces.size());
-  const double exposed = std::max(0.0, comm_end - span);
-  // The compute beside a collective runs slower (ReplayOptions::overlap_slowdown).
-  const double slowed = o.overlap_slowdown * std::min(pr.backward_us, comm_total - exposed);
-  const double zero1_gather = stage == 1 ? nccl.all_gather_us(static_cast<int64_t>(psi * pb)) : 0;
-  if (stage == 1 && gpus > 1) ++collectives;
+  add_unit(blocks > 0 ? span * blocks / (blocks + 1.0) : 0, span, pr.unit_params[0], blocks > 0);
+  return pieces;
+}
 
-  const Framework& fw = o.framework;
-  const double framework = gpus > 1 ? fw.ddp_fixed_us : 0;
-  const double step = pr.optimizer_us / (stage >= 1 ? n : 1);
-  auto phase = [&](const char* name, double us, bool always) {
-    if (us > 0 || always) p.phases.emplace_back(name, us / 1e3);
-  };
-  phase("framework", framework, true);
-  phase("all_gather_forward", ag_forward, false);
-  phase("forward", pr.forward_us, true);
-  phase("all_gather_backward", ag_backward, false);
-  phase("backward", pr.backward_us + slowed, true);
-  phase("recompute", ac ? pr.recompute_us : 0, false);
-  phase(fsdp ? "reduce_scatter_exposed" : "all_reduce_exposed", exposed, true);
-  phase("step", step, true);
-  phase("param_all_gather", zero1_gather, false);
-  for (const auto& ph : p.phases) p.step_ms += ph.second;
-  std::string limiting;
+struct StreamTime {
+  double exposed = 0;  // past the end of backward
+  double total = 0;    // the collectives' own time
+};
+
+// The collectives one after another on NCCL's stream, each from when it is ready.
+StreamTime on_nccl_stream(const std::vector<Piece>& pieces, double span) {
+  double end = 0;
+  StreamTime t;
+  for (const Piece& piece : pieces) {
+    end = std::max(end, piece.ready) + piece.cost;
+    t.total += piece.cost;
+  }
+  t.exposed = std::max(0.0, end - span);
+  return t;
+}
+
+void set_limiting_phase(Prediction& p) {
   double most = -1;
   for (const auto& [name, ms] : p.phases) {
     if (ms > most) {
       most = ms;
-      limiting = name;
+      p.limiting = name;
     }
   }
-  p.limiting = limiting;
-  p.buckets = collectives;
-  const double ring = (n - 1) / n;
-  p.comm_bytes_per_gpu = static_cast<int64_t>(
-      stage == 0 ? 2 * ring * psi * gb
-      : stage == 1
-          ? 2 * ring * psi * gb + ring * psi * pb
-          : ring * psi * (gb + pb) + (stage == 3 ? ring * (psi - pr.unit_params[0]) * pb : 0));
+}
 
-  // Memory: ZeRO's model states, the activations, and each strategy's buffers.
+int64_t comm_bytes_per_gpu(const StepProfile& pr, const StrategyShape& s) {
+  const double n = s.gpus;
+  const double ring = (n - 1) / n;
+  const double psi = s.psi, pb = s.pb, gb = s.gb;
+  return static_cast<int64_t>(
+      s.stage == 0 ? 2 * ring * psi * gb
+      : s.stage == 1
+          ? 2 * ring * psi * gb + ring * psi * pb
+          : ring * psi * (gb + pb) + (s.stage == 3 ? ring * (psi - pr.unit_params[0]) * pb : 0));
+}
+
+// Memory: ZeRO's model states, the activations, and each strategy's buffers.
+void set_memory(Prediction& p, const StepProfile& pr, const StrategyShape& s,
+                const StrategyOptions& so, const Cluster& c, const ReplayOptions& o) {
+  const int gpus = s.gpus;
   const ModelStateBytes states =
-      zero_model_state_bytes(stage, pr.params, gpus, o.precision, so.optimizer);
-  const double activations = ac ? pr.checkpointed_activation_bytes : pr.activation_bytes;
+      zero_model_state_bytes(s.stage, pr.params, gpus, o.precision, so.optimizer);
+  const double activations =
+      so.activation_checkpointing ? pr.checkpointed_activation_bytes : pr.activation_bytes;
   const int64_t largest_block =
-      blocks > 0 ? *std::max_element(pr.unit_params.begin() + 1, pr.unit_params.end()) : 0;
+      s.blocks > 0 ? *std::max_element(pr.unit_params.begin() + 1, pr.unit_params.end()) : 0;
   const int64_t largest_unit = std::max(pr.unit_params[0], largest_block);
   // DDP's buckets: a second copy of the gradients (gradient_as_bucket_view=False, PyTorch's
   // default). FSDP: a unit's unsharded gradient before its reduce-scatter; FULL_SHARD also holds
   // the root unit and one block gathered (no prefetch).
-  const double buckets = !fsdp && gpus > 1 ? psi * gb : 0;
-  const double unsharded_grad = fsdp && gpus > 1 ? largest_unit * gb : 0;
+  const double buckets = !s.fsdp && gpus > 1 ? s.psi * s.gb : 0;
+  const double unsharded_grad = s.fsdp && gpus > 1 ? largest_unit * s.gb : 0;
   const double gathered =
-      stage == 3 && gpus > 1 ? static_cast<double>(pr.unit_params[0] + largest_block) * pb : 0;
+      s.stage == 3 && gpus > 1 ? static_cast<double>(pr.unit_params[0] + largest_block) * s.pb : 0;
   p.memory_gib = {{"parameters", states.parameters / kGiB},
                   {"gradients", states.gradients / kGiB},
                   {"optimizer_state", states.optimizer_state / kGiB},
@@ -368,6 +382,52 @@ Prediction predict_strategy(const StepProfile& pr, const StrategyOptions& so, in
   for (const auto& part : p.memory_gib) peak += part.second;
   p.peak_gib.assign(gpus, peak);
   p.out_of_memory = peak > c.gpu.mem_gib;
+}
+
+}  // namespace
+
+Prediction predict_strategy(const StepProfile& pr, const StrategyOptions& so, int gpus,
+                            const Cluster& c, const ReplayOptions& o, const Collectives& nccl) {
+  DPE_CHECK(gpus >= 1 && gpus <= c.total_gpus(),
+            "predict_strategy: " << gpus << " GPUs on a cluster of " << c.total_gpus());
+  const bool ac = so.activation_checkpointing;
+  DPE_CHECK(!ac || pr.checkpointable,
+            "activation checkpointing is per transformer block: GPT models only");
+  DPE_CHECK(!pr.unit_params.empty(), "predict_strategy: a profile without units");
+  const StrategyShape s = strategy_shape(pr, so, gpus, o);
+
+  Prediction p;
+  p.mode = strategy_mode(so);
+  p.gpus = gpus;
+  const double backward = pr.backward_us + (ac ? pr.recompute_us : 0);
+  const AllGathers ag = fsdp_all_gathers(pr, s, nccl);
+  const double span = backward + ag.backward;
+  const std::vector<Piece> pieces = gradient_collectives(pr, s, span, so.bucket_cap_mb, nccl);
+  const StreamTime comm = on_nccl_stream(pieces, span);
+  // The compute beside a collective runs slower (ReplayOptions::overlap_slowdown).
+  const double slowed = o.overlap_slowdown * std::min(pr.backward_us, comm.total - comm.exposed);
+  const double zero1_gather =
+      s.stage == 1 ? nccl.all_gather_us(static_cast<int64_t>(s.psi * s.pb)) : 0;
+
+  const double framework = gpus > 1 ? o.framework.ddp_fixed_us : 0;
+  const double step = pr.optimizer_us / (s.stage >= 1 ? static_cast<double>(gpus) : 1);
+  auto phase = [&](const char* name, double us, bool always) {
+    if (us > 0 || always) p.phases.emplace_back(name, us / 1e3);
+  };
+  phase("framework", framework, true);
+  phase("all_gather_forward", ag.forward, false);
+  phase("forward", pr.forward_us, true);
+  phase("all_gather_backward", ag.backward, false);
+  phase("backward", pr.backward_us + slowed, true);
+  phase("recompute", ac ? pr.recompute_us : 0, false);
+  phase(s.fsdp ? "reduce_scatter_exposed" : "all_reduce_exposed", comm.exposed, true);
+  phase("step", step, true);
+  phase("param_all_gather", zero1_gather, false);
+  for (const auto& ph : p.phases) p.step_ms += ph.second;
+  set_limiting_phase(p);
+  p.buckets = ag.count + static_cast<int>(pieces.size()) + (s.stage == 1 && gpus > 1 ? 1 : 0);
+  p.comm_bytes_per_gpu = comm_bytes_per_gpu(pr, s);
+  set_memory(p, pr, s, so, c, o);
   return p;
 }
 
