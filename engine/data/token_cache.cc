@@ -251,6 +251,126 @@ void read_token_file(const std::string& path, int64_t vocab_size, Tensor* train,
   }
 }
 
+namespace {
+
+// One corpus's entry in the cache: <cache_dir>/<name>-<key>.model, .tokens and .json (its record).
+struct CacheEntry {
+  std::string key;  // hex
+  std::string model_path, tokens_path, record_path;
+};
+
+CacheEntry cache_entry(const std::string& cache_dir, const std::string& name, uint64_t key) {
+  const std::string stem = cache_dir + "/" + name + "-" + hex64(key);
+  return {hex64(key), stem + ".model", stem + ".tokens", stem + ".json"};
+}
+
+// Why the cached model cannot be reused for `want` ("absent" when there is none); empty when it
+// can, and then it is in *cached. Reused only as recorded (design note "cache record").
+std::string model_reuse_problem(const CacheEntry& e, const TokenCacheRecord& want,
+                                const Tokenizer::TrainOptions& options,
+                                std::optional<Tokenizer>* cached) {
+  std::string why =
+      exists(e.model_path) ? stale_reason(e.record_path, e.model_path, want) : "absent";
+  if (!why.empty()) return why;
+  *cached = Tokenizer::load(e.model_path);
+  const std::optional<TokenCacheRecord> r = read_token_cache_record(e.record_path);
+  const int64_t pieces = (*cached)->vocab_size();
+  if (!r || pieces != r->pieces) {
+    why = "it has " + std::to_string(pieces) + " pieces, its record says " +
+          std::to_string(r ? r->pieces : 0);
+  } else if (options.hard_vocab_limit ? pieces != options.vocab_size
+                                      : pieces > options.vocab_size) {
+    why = "it has " + std::to_string(pieces) + " pieces, this run asks for " +
+          std::to_string(options.vocab_size);
+  }
+  return why;
+}
+
+// The cached model when it can be reused; otherwise (a model file without a record, or not the
+// recorded one) one trained anew on `train_documents`, and the log says why. *trained says which.
+Tokenizer cached_or_trained_tokenizer(const CacheEntry& e, const TokenCacheRecord& want,
+                                      const std::vector<std::string>& train_documents,
+                                      const Tokenizer::TrainOptions& options, std::ostream* log,
+                                      bool* trained) {
+  std::optional<Tokenizer> cached;
+  const std::string why = model_reuse_problem(e, want, options, &cached);
+  *trained = !why.empty();
+  const auto start = std::chrono::steady_clock::now();
+  if (*trained) {
+    if (log && why != "absent") {
+      *log << "tokenizer: not reusing " << e.model_path << ": " << why << "; training a new one\n";
+    }
+    ::unlink(e.record_path.c_str());  // the entry is rewritten: no record until it is whole
+    Tokenizer::train(train_documents, options).save(e.model_path);
+    if (log) {
+      *log << "tokenizer: trained on " << train_documents.size() << " documents in "
+           << seconds_since(start) << " s (" << options.flags() << "), cached at " << e.model_path
+           << "\n";
+    }
+  }
+  Tokenizer tokenizer = *trained ? Tokenizer::load(e.model_path) : std::move(*cached);
+  if (log && !*trained) {
+    *log << "tokenizer: reused " << e.model_path << " (" << tokenizer.vocab_size()
+         << " pieces, trained by an earlier run on the same text)\n";
+  }
+  if (log && tokenizer.vocab_size() < options.vocab_size) {
+    *log << "tokenizer: " << tokenizer.vocab_size() << " pieces, fewer than the "
+         << options.vocab_size << " asked for: the text has no more to merge (more text gives "
+         << "more); the model's vocabulary is " << tokenizer.vocab_size() << "\n";
+  }
+  return tokenizer;
+}
+
+// The token file of a reused model, into *train and *validation when it holds the recorded counts;
+// false (and the log says why) when it must be encoded anew.
+bool read_cached_tokens(const CacheEntry& e, const Tokenizer& tokenizer, std::ostream* log,
+                        Tensor* train, Tensor* validation) {
+  const std::optional<TokenCacheRecord> record = read_token_cache_record(e.record_path);
+  if (!exists(e.tokens_path)) return false;
+  // The size the record's counts give (the 24-byte header, then int32 ids), checked before
+  // reading; the header's counts after.
+  const uint64_t want_bytes =
+      record ? 24 + 4 * static_cast<uint64_t>(record->train_tokens + record->validation_tokens) : 0;
+  struct stat st {};
+  const uint64_t bytes = ::stat(e.tokens_path.c_str(), &st) == 0 ? st.st_size : 0;
+  if (record && bytes == want_bytes) {
+    read_token_file(e.tokens_path, tokenizer.vocab_size(), train, validation);
+  }
+  const bool encode = !record || bytes != want_bytes || train->numel() != record->train_tokens ||
+                      validation->numel() != record->validation_tokens;
+  if (log && encode) {
+    *log << "tokenizer: not reusing " << e.tokens_path << ": it is " << bytes << " bytes, not the "
+         << want_bytes << " of its record's " << (record ? record->train_tokens : 0) << " + "
+         << (record ? record->validation_tokens : 0) << " tokens; encoding anew\n";
+  } else if (log) {
+    *log << "tokenizer: reused " << e.tokens_path << " (" << train->numel() + validation->numel()
+         << " tokens)\n";
+  }
+  return !encode;
+}
+
+// Encodes both splits into the token file, then writes the record: the entry is whole once it is
+// there.
+void encode_and_record(const CacheEntry& e, const Tokenizer& tokenizer, const TextSplit& split,
+                       TokenCacheRecord record, std::ostream* log, Tensor* train,
+                       Tensor* validation) {
+  const auto encode_start = std::chrono::steady_clock::now();
+  *train = encode_documents(tokenizer, split.train);
+  *validation = encode_documents(tokenizer, split.validation);
+  write_token_file(e.tokens_path, *train, *validation);
+  if (log) {
+    *log << "tokenizer: encoded " << train->numel() + validation->numel() << " tokens in "
+         << seconds_since(encode_start) << " s, cached at " << e.tokens_path << "\n";
+  }
+  record.pieces = tokenizer.vocab_size();
+  record.model = file_checksum(e.model_path);
+  record.train_tokens = train->numel();
+  record.validation_tokens = validation->numel();
+  write_record(e.record_path, record);
+}
+
+}  // namespace
+
 TokenizedCorpus load_tokenized_corpus(const std::vector<std::string>& documents,
                                       const std::string& cache_dir,
                                       const Tokenizer::TrainOptions& options, std::ostream* log,
@@ -263,108 +383,28 @@ TokenizedCorpus load_tokenized_corpus(const std::vector<std::string>& documents,
                              corpus_checksum(documents));
   DPE_CHECK(!name.empty() && name.find('/') == std::string::npos,
             "load_tokenized_corpus: bad cache name '" << name << "'");
-  const std::string stem = cache_dir + "/" + name + "-" + hex64(key);
-  const std::string model_path = stem + ".model";
-  const std::string tokens_path = stem + ".tokens";
-  const std::string record_path = stem + ".json";
+  const CacheEntry entry = cache_entry(cache_dir, name, key);
   make_dirs(cache_dir);
 
   TokenCacheRecord want;
-  want.key = hex64(key);
+  want.key = entry.key;
   want.corpus = hex64(corpus_checksum(documents));
   want.documents = static_cast<int64_t>(documents.size());
   want.vocab_size = options.vocab_size;
-  // Reused only as recorded (design note "cache record"); a model file without a record, or not
-  // the recorded one, is trained anew and the log says why.
-  std::string why = exists(model_path) ? stale_reason(record_path, model_path, want) : "absent";
-  std::optional<Tokenizer> cached;
-  if (why.empty()) {
-    cached = Tokenizer::load(model_path);
-    const std::optional<TokenCacheRecord> r = read_token_cache_record(record_path);
-    const int64_t pieces = cached->vocab_size();
-    if (!r || pieces != r->pieces) {
-      why = "it has " + std::to_string(pieces) + " pieces, its record says " +
-            std::to_string(r ? r->pieces : 0);
-    } else if (options.hard_vocab_limit ? pieces != options.vocab_size
-                                        : pieces > options.vocab_size) {
-      why = "it has " + std::to_string(pieces) + " pieces, this run asks for " +
-            std::to_string(options.vocab_size);
-    }
-  }
-  const bool trained = !why.empty();
-  const auto start = std::chrono::steady_clock::now();
-  if (trained) {
-    if (log && why != "absent") {
-      *log << "tokenizer: not reusing " << model_path << ": " << why << "; training a new one\n";
-    }
-    ::unlink(record_path.c_str());  // the entry is rewritten: no record until it is whole
-    Tokenizer::train(split.train, options).save(model_path);
-    if (log) {
-      *log << "tokenizer: trained on " << split.train.size() << " documents in "
-           << seconds_since(start) << " s (" << options.flags() << "), cached at " << model_path
-           << "\n";
-    }
-  }
-  Tokenizer tokenizer = trained ? Tokenizer::load(model_path) : std::move(*cached);
-  if (log && !trained) {
-    *log << "tokenizer: reused " << model_path << " (" << tokenizer.vocab_size()
-         << " pieces, trained by an earlier run on the same text)\n";
-  }
-  if (log && tokenizer.vocab_size() < options.vocab_size) {
-    *log << "tokenizer: " << tokenizer.vocab_size() << " pieces, fewer than the "
-         << options.vocab_size << " asked for: the text has no more to merge (more text gives "
-         << "more); the model's vocabulary is " << tokenizer.vocab_size() << "\n";
-  }
-  Tensor train, validation;
+  bool trained = false;
+  Tokenizer tokenizer =
+      cached_or_trained_tokenizer(entry, want, split.train, options, log, &trained);
   // The token file goes with the recorded model: read when the model was reused and it holds
   // the recorded counts; re-encoded otherwise (a model just trained, a token file missing).
-  const std::optional<TokenCacheRecord> record =
-      trained ? std::nullopt : read_token_cache_record(record_path);
-  bool encode = trained || !exists(tokens_path);
-  if (!encode) {
-    // The size the record's counts give (the 24-byte header, then int32 ids), checked before
-    // reading; the header's counts after.
-    const uint64_t want_bytes =
-        record ? 24 + 4 * static_cast<uint64_t>(record->train_tokens + record->validation_tokens)
-               : 0;
-    struct stat st {};
-    const uint64_t bytes = ::stat(tokens_path.c_str(), &st) == 0 ? st.st_size : 0;
-    if (record && bytes == want_bytes) {
-      read_token_file(tokens_path, tokenizer.vocab_size(), &train, &validation);
-    }
-    encode = !record || bytes != want_bytes || train.numel() != record->train_tokens ||
-             validation.numel() != record->validation_tokens;
-    if (log && encode) {
-      *log << "tokenizer: not reusing " << tokens_path << ": it is " << bytes
-           << " bytes, not the " << want_bytes << " of its record's "
-           << (record ? record->train_tokens : 0) << " + "
-           << (record ? record->validation_tokens : 0) << " tokens; encoding anew\n";
-    } else if (log) {
-      *log << "tokenizer: reused " << tokens_path << " (" << train.numel() + validation.numel()
-           << " tokens)\n";
-    }
-  }
-  if (encode) {
-    const auto encode_start = std::chrono::steady_clock::now();
-    train = encode_documents(tokenizer, split.train);
-    validation = encode_documents(tokenizer, split.validation);
-    write_token_file(tokens_path, train, validation);
-    if (log) {
-      *log << "tokenizer: encoded " << train.numel() + validation.numel() << " tokens in "
-           << seconds_since(encode_start) << " s, cached at " << tokens_path << "\n";
-    }
-    // The record last: the entry is whole once it is there.
-    want.pieces = tokenizer.vocab_size();
-    want.model = file_checksum(model_path);
-    want.train_tokens = train.numel();
-    want.validation_tokens = validation.numel();
-    write_record(record_path, want);
+  Tensor train, validation;
+  if (trained || !read_cached_tokens(entry, tokenizer, log, &train, &validation)) {
+    encode_and_record(entry, tokenizer, split, want, log, &train, &validation);
   }
   TokenizedCorpus corpus{std::move(tokenizer), train, validation,
                          static_cast<int64_t>(split.train.size()),
                          static_cast<int64_t>(split.validation.size()),
-                         corpus_bytes(documents), hex64(key), model_path, tokens_path,
-                         record_path};
+                         corpus_bytes(documents), entry.key, entry.model_path, entry.tokens_path,
+                         entry.record_path};
   corpus.trained = trained;
   return corpus;
 }
