@@ -63,7 +63,7 @@ srcs[idx]="${tensor_srcs[*]} engine/data/dataset.cc engine/data/fashion_mnist.cc
 libs[idx]="-ltbb -ldnnl -lz"
 srcs[tcp_store]="engine/distributed/tcp_store_wire.cc engine/distributed/tcp_store_server.cc"
 libs[tcp_store]=""
-srcs[topology]="tools/cost_model/cluster.cc tools/cost_model/topology_file.cc"
+srcs[topology]="tools/cost_model/names.cc tools/cost_model/topology.cc tools/cost_model/topology_file.cc"
 libs[topology]=""
 srcs[token_cache]="${tensor_srcs[*]} engine/data/text_corpus.cc engine/data/tokenizer.cc
   engine/data/token_cache.cc"

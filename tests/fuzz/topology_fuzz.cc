@@ -1,6 +1,6 @@
 // libFuzzer target: sim --topology's reader (tools/cost_model/topology_file.h: the bounded read,
 // then parse_topology) on arbitrary bytes. A dpe::Error is the expected answer to a bad file; a
-// topology it accepts must survive format_topology and parse back equal (cluster.h promises it),
+// topology it accepts must survive format_topology and parse back equal (topology.h promises it),
 // or the harness aborts: that is a finding too.
 #include <cstddef>
 #include <cstdint>
@@ -8,7 +8,7 @@
 
 #include "engine/core/error.h"
 #include "tests/fuzz/fuzz_util.h"
-#include "tools/cost_model/cluster.h"
+#include "tools/cost_model/topology.h"
 #include "tools/cost_model/topology_file.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -1,13 +1,16 @@
 // cluster: the machine description of the DataParallel/DDP cost model (//tools:sim): GPU specs,
-// the intra-node topology (parsed from `nvidia-smi topo -m`), link and network rates, the
-// framework's CPU-side costs, and named presets. Values and their sources: docs/cluster_model.md.
+// the intra-node topology (topology.h, parsed from `nvidia-smi topo -m`), link and network rates,
+// the framework's CPU-side costs, and named presets. Values and their sources:
+// docs/cluster_model.md.
 //
 // Threading contract: every function is a pure function of its arguments or reads immutable tables
-// (built on first use, thread-safe); Cluster and NodeTopology are values, safe to share read-only.
+// (built on first use, thread-safe); Cluster is a value, safe to share read-only.
 #pragma once
 
 #include <string>
 #include <vector>
+
+#include "tools/cost_model/topology.h"
 
 namespace dpe::sim {
 
@@ -33,40 +36,6 @@ const std::vector<GpuSpec>& gpu_specs();
 // Case-insensitive, ignoring spaces, '-' and '_'; short aliases "titanrtx", "v100", "a100",
 // "h100", "a100-pcie", "h100-pcie". Throws dpe::Error listing the known names.
 const GpuSpec& gpu_spec(const std::string& name);
-
-// nvidia-smi topo -m's X, NV#, PIX, PXB, PHB, NODE, SYS (older drivers print SOC for SYS).
-enum class LinkKind { kSelf, kNvLink, kPix, kPxb, kPhb, kNode, kSys };
-struct PairLink {
-  LinkKind kind = LinkKind::kSys;
-  int nvlinks = 0;  // the # of NV#
-  bool operator==(const PairLink& o) const { return kind == o.kind && nvlinks == o.nvlinks; }
-};
-struct NodeTopology {
-  int gpus = 0;
-  std::vector<std::vector<PairLink>> pairs;  // [gpus][gpus], symmetric, kSelf on the diagonal
-  // CPU socket (NUMA node) of each GPU; empty: unknown (all on socket 0).
-  std::vector<int> socket;
-  // The PCIe switches between each GPU and its host bridge, nearest first (empty: the GPU sits on
-  // a root port). Switch ids are per node. Empty outer vector: no switches known.
-  std::vector<std::vector<int>> switches;
-  bool operator==(const NodeTopology& o) const {
-    return gpus == o.gpus && pairs == o.pairs && socket == o.socket && switches == o.switches;
-  }
-};
-// Parses the GPU matrix of `nvidia-smi topo -m` (header line "GPU0 GPU1 ...", rows "GPU0 X NV2
-// ..."; ignores NIC rows and columns, the CPU affinity column and the legend; strips the terminal
-// escapes nvidia-smi prints). Sockets come from a numeric "NUMA Affinity" column when present,
-// otherwise from the matrix (PIX/PXB/PHB/NODE: same socket, SYS: different sockets); switches from
-// the PIX/PXB groups (GPUs joined only by NVLink show no switch). dpe::Error naming the line on bad
-// input.
-NodeTopology parse_topology(const std::string& nvidia_smi_topo_m);
-// Back in nvidia-smi's layout (a "NUMA Affinity" column when sockets are known, and the legend):
-// parse_topology(format_topology(t)) gives t back for every t that parse_topology returned.
-std::string format_topology(const NodeTopology& t);
-std::string link_kind_name(const PairLink& link);  // "X", "NV2", "PIX", ...
-// Throws dpe::Error unless t is square, symmetric, kSelf exactly on the diagonal, NV# >= 1 and
-// socket/switches empty or of size gpus.
-void validate_topology(const NodeTopology& t);
 
 struct LinkRates {             // effective (achievable) one-direction GB/s and latency
   double nvlink_gbs_per_link;  // per link per direction for the GPU's NVLink generation

@@ -1,5 +1,5 @@
 // topology_file: sim's --topology, a file of `nvidia-smi topo -m` output, read with a size cap and
-// parsed (cluster.h's parse_topology), every error naming the file.
+// parsed (topology.h's parse_topology), every error naming the file.
 //
 // Threading contract: a free function without shared state; call it from any thread.
 #pragma once
@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string>
 
-#include "tools/cost_model/cluster.h"
+#include "tools/cost_model/topology.h"
 
 namespace dpe::sim {
 

@@ -1,241 +1,25 @@
-// cluster: nvidia-smi topo -m parsing and formatting (real DGX-1 and 2x TITAN RTX outputs),
-// errors that name the bad line, the presets' matrices, pair rates and paths, GPU and framework
-// lookups.
+// cluster: the presets' matrices, pair rates and paths, clusters made from nvidia-smi's text, GPU
+// and framework lookups. The parser itself: topology_test.cc.
 #include "tools/cost_model/cluster.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <functional>
 #include <string>
 #include <vector>
 
-#include "engine/core/error.h"
+#include "tests/tools/cost_model/topology_test_util.h"
 
 namespace dpe::sim {
 namespace {
 
-// The DGX-1 (V100) output printed by pytorch/benchmarks/distributed/ddp/README.md: NIC columns
-// and rows, the CPU Affinity column and the legend, surrounded by the benchmark's own lines.
-const char* kDgx1 = R"(* Distributed backend: nccl
-
---- nvidia-smi topo -m ---
-
-        GPU0    GPU1    GPU2    GPU3    GPU4    GPU5    GPU6    GPU7    mlx5_2  mlx5_0  mlx5_3  mlx5_1  CPU Affinity
-GPU0     X      NV1     NV1     NV2     NV2     SYS     SYS     SYS     SYS     PIX     SYS     PHB     0-19,40-59
-GPU1    NV1      X      NV2     NV1     SYS     NV2     SYS     SYS     SYS     PIX     SYS     PHB     0-19,40-59
-GPU2    NV1     NV2      X      NV2     SYS     SYS     NV1     SYS     SYS     PHB     SYS     PIX     0-19,40-59
-GPU3    NV2     NV1     NV2      X      SYS     SYS     SYS     NV1     SYS     PHB     SYS     PIX     0-19,40-59
-GPU4    NV2     SYS     SYS     SYS      X      NV1     NV1     NV2     PIX     SYS     PHB     SYS     0-19,40-59
-GPU5    SYS     NV2     SYS     SYS     NV1      X      NV2     NV1     PIX     SYS     PHB     SYS     0-19,40-59
-GPU6    SYS     SYS     NV1     SYS     NV1     NV2      X      NV2     PHB     SYS     PIX     SYS     0-19,40-59
-GPU7    SYS     SYS     SYS     NV1     NV2     NV1     NV2      X      PHB     SYS     PIX     SYS     0-19,40-59
-mlx5_2  SYS     SYS     SYS     SYS     PIX     PIX     PHB     PHB      X      SYS     PHB     SYS
-mlx5_0  PIX     PIX     PHB     PHB     SYS     SYS     SYS     SYS     SYS      X      SYS     PHB
-mlx5_3  SYS     SYS     SYS     SYS     PHB     PHB     PIX     PIX     PHB     SYS      X      SYS
-mlx5_1  PHB     PHB     PIX     PIX     SYS     SYS     SYS     SYS     SYS     PHB     SYS      X
-
-Legend:
-
-  X    = Self
-  SYS  = Connection traversing PCIe as well as the SMP interconnect between NUMA nodes (e.g., QPI/UPI)
-  NODE = Connection traversing PCIe as well as the interconnect between PCIe Host Bridges within a NUMA node
-  PHB  = Connection traversing PCIe as well as a PCIe Host Bridge (typically the CPU)
-  PXB  = Connection traversing multiple PCIe switches (without traversing the PCIe Host Bridge)
-  PIX  = Connection traversing a single PCIe switch
-  NV#  = Connection traversing a bonded set of # NVLinks
-)";
-
-// Hugging Face's 2x TITAN RTX machine (transformers docs/source/en/perf_hardware.md), with the
-// legend nvidia-smi prints after it.
-const char* kTitanNv2 = R"(        GPU0    GPU1    CPU Affinity    NUMA Affinity
-GPU0     X      NV2     0-23            N/A
-GPU1    NV2      X      0-23            N/A
-
-Legend:
-
-  X    = Self
-  NV#  = Connection traversing a bonded set of # NVLinks
-)";
-
-// The same page's machine without NVLink.
-const char* kTitanPhb = R"(        GPU0    GPU1    CPU Affinity    NUMA Affinity
-GPU0     X      PHB     0-11            N/A
-GPU1    PHB      X      0-11            N/A
-)";
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using testing_topology::error_of;
+using testing_topology::kDgx1;
+using testing_topology::kind_at;
+using testing_topology::kTitanPhb;
 
 bool contains(const std::vector<std::string>& v, const std::string& s) {
   return std::find(v.begin(), v.end(), s) != v.end();
-}
-
-std::string kind_at(const NodeTopology& t, int a, int b) { return link_kind_name(t.pairs[a][b]); }
-
-// ---- parse / format --------------------------------------------------------------------------
-
-TEST(ClusterTopologyTest, ParsesTheDgx1Output) {
-  const NodeTopology t = parse_topology(kDgx1);
-  ASSERT_EQ(t.gpus, 8);
-  EXPECT_EQ(kind_at(t, 0, 0), "X");
-  EXPECT_EQ(kind_at(t, 0, 1), "NV1");
-  EXPECT_EQ(kind_at(t, 0, 3), "NV2");
-  EXPECT_EQ(kind_at(t, 0, 4), "NV2");
-  EXPECT_EQ(kind_at(t, 0, 5), "SYS");
-  EXPECT_EQ(kind_at(t, 7, 6), "NV2");
-  // Sockets from the matrix: GPUs 4-7 have SYS pairs with 0-3 (the CPU Affinity column is not
-  // used: this machine printed the same affinity for all eight).
-  EXPECT_EQ(t.socket, (std::vector<int>{0, 0, 0, 0, 1, 1, 1, 1}));
-  ASSERT_EQ(t.switches.size(), 8u);
-  for (const auto& chain : t.switches) EXPECT_TRUE(chain.empty());
-  // The GPU matrix is the preset's.
-  EXPECT_EQ(t.pairs, cluster_preset("dgx1-v100", 8).topology.pairs);
-}
-
-TEST(ClusterTopologyTest, Dgx1RoundTrips) {
-  const NodeTopology t = parse_topology(kDgx1);
-  const std::string text = format_topology(t);
-  EXPECT_NE(text.find("\tGPU0\tGPU1"), std::string::npos) << text;
-  EXPECT_NE(text.find("NUMA Affinity"), std::string::npos) << text;
-  EXPECT_NE(text.find("Legend:"), std::string::npos) << text;
-  EXPECT_EQ(parse_topology(text), t);
-  EXPECT_EQ(format_topology(parse_topology(text)), text);
-}
-
-TEST(ClusterTopologyTest, TitanRtxNv2RoundTrips) {
-  const NodeTopology t = parse_topology(kTitanNv2);
-  ASSERT_EQ(t.gpus, 2);
-  EXPECT_EQ(t.pairs[0][1], (PairLink{LinkKind::kNvLink, 2}));
-  EXPECT_EQ(t.pairs[1][0], (PairLink{LinkKind::kNvLink, 2}));
-  EXPECT_EQ(t.socket, (std::vector<int>{0, 0}));  // NUMA Affinity N/A: from the matrix
-  EXPECT_EQ(parse_topology(format_topology(t)), t);
-  EXPECT_EQ(t.pairs, cluster_preset("titanrtx-nvlink", 2).topology.pairs);
-}
-
-TEST(ClusterTopologyTest, StripsTerminalEscapesAndReadsNumaAffinity) {
-  // nvidia-smi on a terminal: tabs, the header underlined, a NUMA Affinity column.
-  const std::string text =
-      "\x1b[4m\tGPU0\tGPU1\tGPU2\tGPU3\tCPU Affinity\tNUMA Affinity\x1b[0m\n"
-      "GPU0\t X \tNV12\tNV12\tNV12\t0-31\t3\n"
-      "GPU1\tNV12\t X \tNV12\tNV12\t0-31\t3\n"
-      "GPU2\tNV12\tNV12\t X \tNV12\t32-63\t1\n"
-      "GPU3\tNV12\tNV12\tNV12\t X \t32-63\t1\n";
-  const NodeTopology t = parse_topology(text);
-  ASSERT_EQ(t.gpus, 4);
-  EXPECT_EQ(kind_at(t, 2, 3), "NV12");
-  EXPECT_EQ(t.socket, (std::vector<int>{0, 0, 1, 1}));  // NUMA nodes 3 and 1, renumbered
-  EXPECT_EQ(parse_topology(format_topology(t)), t);
-}
-
-TEST(ClusterTopologyTest, SkipsNicColumnsBeforeNumaAffinityAndTheNicLegend) {
-  // Recent drivers: NIC columns, "GPU NUMA ID" after "NUMA Affinity", a NIC legend at the end.
-  const char* text =
-      R"(        GPU0    GPU1    GPU2    NIC0    NIC1    CPU Affinity    NUMA Affinity   GPU NUMA ID
-GPU0     X      NV18    SYS     PIX     SYS     0-31,64-95      0               N/A
-GPU1    NV18     X      SYS     PIX     SYS     0-31,64-95      0               N/A
-GPU2    SYS     SYS      X      SYS     PIX     32-63,96-127    1               N/A
-NIC0    PIX     PIX     SYS      X      SYS
-NIC1    SYS     SYS     PIX     SYS      X
-
-Legend:
-
-  X    = Self
-  NV#  = Connection traversing a bonded set of # NVLinks
-
-NIC Legend:
-
-  NIC0: mlx5_0
-  NIC1: mlx5_1
-)";
-  const NodeTopology t = parse_topology(text);
-  ASSERT_EQ(t.gpus, 3);
-  EXPECT_EQ(kind_at(t, 0, 1), "NV18");
-  EXPECT_EQ(kind_at(t, 1, 2), "SYS");
-  EXPECT_EQ(t.socket, (std::vector<int>{0, 0, 1}));
-  EXPECT_EQ(parse_topology(format_topology(t)), t);
-}
-
-TEST(ClusterTopologyTest, InfersSwitchesAndSocketsFromPcieKinds) {
-  const Cluster c = cluster_preset("pcie-a100", 8);
-  const NodeTopology t = parse_topology(format_topology(c.topology));
-  EXPECT_EQ(t, c.topology);  // the preset's PCIe tree is what the matrix implies
-  EXPECT_EQ(t.switches[0], std::vector<int>{0});
-  EXPECT_EQ(t.switches[1], std::vector<int>{0});
-  EXPECT_EQ(t.switches[2], (std::vector<int>{1, 2}));
-  EXPECT_EQ(t.switches[3], (std::vector<int>{3, 2}));
-}
-
-TEST(ClusterTopologyTest, OldDriversSocIsSys) {
-  const NodeTopology t = parse_topology(
-      "\tGPU0\tGPU1\tCPU Affinity\n"
-      "GPU0\t X \tSOC\t0-9\n"
-      "GPU1\tSOC\t X \t10-19\n");
-  EXPECT_EQ(t.pairs[0][1].kind, LinkKind::kSys);
-  EXPECT_EQ(t.socket, (std::vector<int>{0, 1}));
-}
-
-TEST(ClusterTopologyTest, ErrorsNameTheBadLine) {
-  std::string e = error_of([] {
-    parse_topology(
-        "\tGPU0\tGPU1\n"
-        "GPU0\t X \tNV2\n"
-        "GPU1\tNV2\t Y \n");
-  });
-  EXPECT_NE(e.find("line 3"), std::string::npos) << e;
-  EXPECT_NE(e.find("'Y'"), std::string::npos) << e;
-
-  e = error_of([] {
-    parse_topology(
-        "\tGPU0\tGPU1\n"
-        "GPU0\t X \tNV2\n"
-        "GPU1\tNV1\t X \n");
-  });
-  EXPECT_NE(e.find("line 3"), std::string::npos) << e;
-  EXPECT_NE(e.find("NV1"), std::string::npos) << e;
-  EXPECT_NE(e.find("line 2"), std::string::npos) << e;
-
-  e = error_of([] {
-    parse_topology(
-        "\tGPU0\tGPU1\n"
-        "GPU0\t X \tNV2\n"
-        "GPU1\t X \tNV2\n");
-  });
-  EXPECT_NE(e.find("line 3"), std::string::npos) << e;
-  EXPECT_NE(e.find("diagonal"), std::string::npos) << e;
-
-  e = error_of([] {
-    parse_topology(
-        "\tGPU0\tGPU1\tGPU2\n"
-        "GPU0\t X \tPIX\n");
-  });
-  EXPECT_NE(e.find("line 2"), std::string::npos) << e;
-  EXPECT_NE(e.find("expected 3"), std::string::npos) << e;
-
-  e = error_of([] {
-    parse_topology(
-        "\tGPU0\tGPU1\n"
-        "GPU0\t X \tPIX\n");
-  });
-  EXPECT_NE(e.find("line 1"), std::string::npos) << e;
-  EXPECT_NE(e.find("1 GPU rows"), std::string::npos) << e;
-
-  e = error_of([] {
-    parse_topology(
-        "\tGPU0\tGPU1\n"
-        "GPU1\tPIX\t X \n");
-  });
-  EXPECT_NE(e.find("line 2"), std::string::npos) << e;
-  EXPECT_NE(e.find("GPU0"), std::string::npos) << e;
-
-  e = error_of([] { parse_topology("No devices were found\n"); });
-  EXPECT_NE(e.find("no header line"), std::string::npos) << e;
 }
 
 // ---- presets ---------------------------------------------------------------------------------
