@@ -179,34 +179,17 @@ void find_units(const Module& m, const std::string& prefix,
   }
 }
 
-}  // namespace
-}  // namespace distributed
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 
-using distributed::FsdpSlot;
-using distributed::FsdpState;
-using distributed::FsdpUnit;
-
-const char* sharding_strategy_name(ShardingStrategy s) {
-  return s == ShardingStrategy::kFullShard ? "FULL_SHARD" : "SHARD_GRAD_OP";
-}
-
-FullyShardedDataParallel::FullyShardedDataParallel(
-    std::shared_ptr<Module> module, std::shared_ptr<distributed::ProcessGroup> process_group,
-    FullyShardedDataParallelOptions options)
-    : state_(std::make_shared<FsdpState>()) {
-  DPE_CHECK(module != nullptr, "FullyShardedDataParallel: the module is null");
-  FsdpState& st = *state_;
-  st.group = process_group ? std::move(process_group) : distributed::default_group();
-  st.strategy = options.sharding_strategy;
-  st.module = module;
-  st.device = module->device();
-  const auto params = module->named_parameters();
-  for (const auto& tensors : {params, module->named_buffers()}) {
+// Every parameter and buffer on the module's one device; every parameter float32 and requiring
+// grad.
+void check_module(const Module& module, const NamedTensors& params, const Device& device) {
+  for (const auto& tensors : {params, module.named_buffers()}) {
     for (const auto& [name, t] : tensors) {
-      DPE_CHECK(t.device() == st.device,
+      DPE_CHECK(t.device() == device,
                 "FullyShardedDataParallel: module must have its parameters and buffers on one "
                 "device, "
-                    << st.device << ", but found " << name << " on device: " << t.device());
+                    << device << ", but found " << name << " on device: " << t.device());
     }
   }
   for (const auto& [name, t] : params) {
@@ -216,16 +199,22 @@ FullyShardedDataParallel::FullyShardedDataParallel(
                                                      << "; every parameter must be a float32 "
                                                         "tensor that requires grad");
   }
-  distributed::verify_params_across_processes(*st.group, params, st.device);
+}
+
+// The same parameters on every rank, then rank 0's values of them and of the buffers everywhere.
+void synchronize_initial_state(ProcessGroup& group, const Module& module,
+                               const NamedTensors& params, const Device& device) {
+  verify_params_across_processes(group, params, device);
   std::vector<Tensor> initial;
   for (const auto& [n, t] : params) initial.push_back(t);
-  for (const auto& [n, t] : module->named_buffers()) initial.push_back(t);
-  if (!initial.empty()) distributed::broadcast_packed(*st.group, initial, 0);
-  for (const auto& [name, t] : module->state_dict()) st.state_names.emplace_back(name, t.shape());
-  st.buffers = module->named_buffers();
+  for (const auto& [n, t] : module.named_buffers()) initial.push_back(t);
+  if (!initial.empty()) broadcast_packed(group, initial, 0);
+}
 
-  std::vector<std::string> prefixes;
-  if (options.auto_wrap_policy) distributed::find_units(*module, "", options.auto_wrap_policy, prefixes);
+// The units (the root first, then one per prefix) and each parameter's slot in the innermost unit
+// whose prefix names it, in the order of the module's parameters.
+void assign_slots(FsdpState& st, const NamedTensors& params,
+                  const std::vector<std::string>& prefixes) {
   st.units.push_back(std::make_unique<FsdpUnit>());
   for (const std::string& p : prefixes) {
     st.units.push_back(std::make_unique<FsdpUnit>());
@@ -248,45 +237,45 @@ FullyShardedDataParallel::FullyShardedDataParallel(
     st.slot_of[i] = {unit, u.slots.size()};
     u.slots.push_back(std::move(s));
   }
+}
 
-  const int world = st.group->size();
-  const int rank = st.group->rank();
-  for (size_t k = 0; k < st.units.size(); ++k) {
-    FsdpUnit& u = *st.units[k];
-    const int64_t total = u.slots.empty() ? 0 : u.slots.back().offset + u.slots.back().numel;
-    u.shard = (total + world - 1) / world;
-    u.padded = u.shard * world;
-    {
-      // SHARD_GRAD_OP holds the whole model's parameters from forward to the end of backward, as
-      // ZeRO-2's unsharded parameters; FULL_SHARD holds a unit's while it runs, a transient buffer
-      // ZeRO-3's formula leaves out.
-      MemoryCategoryScope category(st.strategy == ShardingStrategy::kShardGradOp
-                                       ? MemoryCategory::kParameters
-                                       : MemoryCategory::kCommunication);
-      u.gathered = Tensor::zeros(Shape{u.padded}, DType::kFloat32, st.device);
-    }
-    for (size_t j = 0; j < u.slots.size(); ++j) {
-      FsdpSlot& s = u.slots[j];
-      Tensor view = u.gathered.narrow(0, s.offset, s.numel).view(s.shape);
-      view.copy_(params[s.index].second.detach());
-      view.requires_grad_(true);
-      view.autograd().name = s.name;
-      view.autograd().grad_category = MemoryCategory::kCommunication;  // copied on at once
-      FsdpState* raw = state_.get();
-      view.autograd().post_accumulate_hooks.emplace_back(
-          [raw, k, j](Tensor& leaf) { raw->on_gradient(k, j, leaf); });
-      s.view = view;
-      module->set_parameter(s.name, view);
-    }
-    u.flat_param = register_parameter("flat_param_" + std::to_string(k),
-                                      u.gathered.narrow(0, rank * u.shard, u.shard).clone());
-    st.release(u);
+// Unit k's gathered buffer, padded to a multiple of the world, holding the parameters' values;
+// the module computes with views of it, whose gradients reach the unit through on_gradient.
+void build_gathered_buffer(FsdpState& st, size_t k, const NamedTensors& params, int world) {
+  FsdpUnit& u = *st.units[k];
+  const int64_t total = u.slots.empty() ? 0 : u.slots.back().offset + u.slots.back().numel;
+  u.shard = (total + world - 1) / world;
+  u.padded = u.shard * world;
+  {
+    // SHARD_GRAD_OP holds the whole model's parameters from forward to the end of backward, as
+    // ZeRO-2's unsharded parameters; FULL_SHARD holds a unit's while it runs, a transient buffer
+    // ZeRO-3's formula leaves out.
+    MemoryCategoryScope category(st.strategy == ShardingStrategy::kShardGradOp
+                                     ? MemoryCategory::kParameters
+                                     : MemoryCategory::kCommunication);
+    u.gathered = Tensor::zeros(Shape{u.padded}, DType::kFloat32, st.device);
   }
-  // Wrap last, so the names above still walk the unwrapped tree.
+  for (size_t j = 0; j < u.slots.size(); ++j) {
+    FsdpSlot& s = u.slots[j];
+    Tensor view = u.gathered.narrow(0, s.offset, s.numel).view(s.shape);
+    view.copy_(params[s.index].second.detach());
+    view.requires_grad_(true);
+    view.autograd().name = s.name;
+    view.autograd().grad_category = MemoryCategory::kCommunication;  // copied on at once
+    FsdpState* raw = &st;
+    view.autograd().post_accumulate_hooks.emplace_back(
+        [raw, k, j](Tensor& leaf) { raw->on_gradient(k, j, leaf); });
+    s.view = view;
+    st.module->set_parameter(s.name, view);
+  }
+}
+
+// Each non-root unit's submodule replaced in its parent by an FsdpUnitModule around it.
+void wrap_units(FsdpState& st) {
   for (size_t k = 1; k < st.units.size(); ++k) {
     const std::string& name = st.units[k]->name;
     const size_t dot = name.rfind('.');
-    Module* parent = module.get();
+    Module* parent = st.module.get();
     if (dot != std::string::npos) {
       std::string path = name.substr(0, dot);
       size_t at = 0;
@@ -301,9 +290,51 @@ FullyShardedDataParallel::FullyShardedDataParallel(
     for (const auto& [n, c] : parent->named_children()) {
       if (n == last) inner = c;
     }
-    parent->replace_module(last, std::make_shared<distributed::FsdpUnitModule>(state_.get(), k,
-                                                                              inner));
+    parent->replace_module(last, std::make_shared<FsdpUnitModule>(&st, k, inner));
   }
+}
+
+}  // namespace
+}  // namespace distributed
+
+using distributed::FsdpSlot;
+using distributed::FsdpState;
+using distributed::FsdpUnit;
+
+const char* sharding_strategy_name(ShardingStrategy s) {
+  return s == ShardingStrategy::kFullShard ? "FULL_SHARD" : "SHARD_GRAD_OP";
+}
+
+FullyShardedDataParallel::FullyShardedDataParallel(
+    std::shared_ptr<Module> module, std::shared_ptr<distributed::ProcessGroup> process_group,
+    FullyShardedDataParallelOptions options)
+    : state_(std::make_shared<FsdpState>()) {
+  DPE_CHECK(module != nullptr, "FullyShardedDataParallel: the module is null");
+  FsdpState& st = *state_;
+  st.group = process_group ? std::move(process_group) : distributed::default_group();
+  st.strategy = options.sharding_strategy;
+  st.module = module;
+  st.device = module->device();
+  const auto params = module->named_parameters();
+  distributed::check_module(*module, params, st.device);
+  distributed::synchronize_initial_state(*st.group, *module, params, st.device);
+  for (const auto& [name, t] : module->state_dict()) st.state_names.emplace_back(name, t.shape());
+  st.buffers = module->named_buffers();
+
+  std::vector<std::string> prefixes;
+  if (options.auto_wrap_policy) distributed::find_units(*module, "", options.auto_wrap_policy, prefixes);
+  distributed::assign_slots(st, params, prefixes);
+  const int world = st.group->size();
+  const int rank = st.group->rank();
+  for (size_t k = 0; k < st.units.size(); ++k) {
+    FsdpUnit& u = *st.units[k];
+    distributed::build_gathered_buffer(st, k, params, world);
+    u.flat_param = register_parameter("flat_param_" + std::to_string(k),
+                                      u.gathered.narrow(0, rank * u.shard, u.shard).clone());
+    st.release(u);
+  }
+  // Wrap last, so the names above still walk the unwrapped tree.
+  distributed::wrap_units(st);
 }
 
 Module& FullyShardedDataParallel::module() const { return *state_->module; }
