@@ -635,93 +635,117 @@ void TCPStoreServer::execute_set(int fd, Request& req) {
   reply(fd, w.u8(kOk));
 }
 
+// GET key, waiting up to the request's timeout for the key to be set.
+void TCPStoreServer::execute_get(int fd, const Request& req) {
+  Writer w;
+  const auto deadline = Clock::now() + std::chrono::milliseconds(req.timeout_ms);
+  std::unique_lock<std::mutex> lock(mu_);
+  const bool found = cv_.wait_until(lock, deadline, [&] { return stop_ || data_.count(req.key); });
+  if (stop_) throw PeerGone{};
+  if (found) {
+    const auto& v = data_[req.key];
+    w.u8(kOk).bytes(v.data(), v.size());
+  } else {
+    w.u8(kTimeout);
+  }
+  lock.unlock();
+  reply(fd, w);
+}
+
+// ADD key n: the key's integer (0 when absent) plus n, stored as decimal text and returned. A value
+// that is not an integer, an overflow or the store's cap is an ERROR reply, and the connection
+// stays open (a semantic error, not a malformed message).
+void TCPStoreServer::execute_add(int fd, Request& req) {
+  Writer w;
+  const std::string& key = req.key;
+  std::unique_lock<std::mutex> lock(mu_);
+  in_transit_ -= req.reservation.take_locked();  // the key is counted by its growth below
+  int64_t value = 0;
+  auto it = data_.find(key);
+  if (it != data_.end()) {
+    const std::string text(it->second.begin(), it->second.end());
+    char* end = nullptr;
+    value = std::strtoll(text.c_str(), &end, 10);
+    if (text.empty() || *end != '\0') {
+      lock.unlock();
+      reply(fd, w.u8(kError).str("TCPStore server: add: key '" + key +
+                                 "' holds a value that is not an integer"));
+      return;
+    }
+  }
+  if (__builtin_add_overflow(value, req.number, &value)) {  // found by tests/fuzz (signed UB)
+    lock.unlock();
+    reply(fd, w.u8(kError).str("TCPStore server: add: key '" + key + "' + " +
+                               std::to_string(req.number) + " overflows int64"));
+    return;
+  }
+  const std::string text = std::to_string(value);
+  const size_t growth = growth_locked(key, text.size());
+  const size_t total = stored_bytes_ + growth;
+  if (total + in_transit_ > options_.max_stored_bytes && total > stored_bytes_) {
+    const size_t stored = stored_bytes_, in_transit = in_transit_;
+    lock.unlock();
+    reply(fd, w.u8(kError).str("TCPStore server: add('" + key + "'): the store holds " +
+                               std::to_string(stored) + " bytes and " + std::to_string(in_transit) +
+                               " more are on their way, at its limit of " +
+                               std::to_string(options_.max_stored_bytes) +
+                               " (TCPStoreServerOptions::max_stored_bytes)"));
+    return;
+  }
+  stored_bytes_ = total;
+  data_[key] = std::vector<char>(text.begin(), text.end());
+  cv_.notify_all();
+  lock.unlock();
+  reply(fd, w.u8(kOk).i64(value));
+}
+
+// WAIT keys (until all are set or the timeout passes) and CHECK keys (whether all are set now).
+void TCPStoreServer::execute_wait_or_check(int fd, const Request& req) {
+  Writer w;
+  const auto all_present = [&] {
+    for (const auto& k : req.keys)
+      if (!data_.count(k)) return false;
+    return true;
+  };
+  const auto deadline = Clock::now() + std::chrono::milliseconds(req.timeout_ms);
+  std::unique_lock<std::mutex> lock(mu_);
+  if (req.cmd == kWait) {
+    const bool ok = cv_.wait_until(lock, deadline, [&] { return stop_ || all_present(); });
+    if (stop_) throw PeerGone{};
+    w.u8(ok ? kOk : kTimeout);
+  } else {
+    w.u8(kOk).u32(all_present() ? 1 : 0);
+  }
+  lock.unlock();
+  reply(fd, w);
+}
+
+// LOST: the ranks (from their HELLO) whose connections closed without BYE, in order.
+void TCPStoreServer::execute_lost(int fd) {
+  Writer w;
+  std::unique_lock<std::mutex> lock(mu_);
+  w.u8(kOk).u32(static_cast<uint32_t>(lost_.size()));
+  for (int r : lost_) w.i64(r);
+  lock.unlock();
+  reply(fd, w);
+}
+
 void TCPStoreServer::execute(int fd, Request& req, int* rank, bool* bye) {
   Writer w;
   switch (req.cmd) {
     case kSet:
       execute_set(fd, req);
       return;
-    case kGet: {
-      const auto deadline = Clock::now() + std::chrono::milliseconds(req.timeout_ms);
-      std::unique_lock<std::mutex> lock(mu_);
-      const bool found =
-          cv_.wait_until(lock, deadline, [&] { return stop_ || data_.count(req.key); });
-      if (stop_) throw PeerGone{};
-      if (found) {
-        const auto& v = data_[req.key];
-        w.u8(kOk).bytes(v.data(), v.size());
-      } else {
-        w.u8(kTimeout);
-      }
-      lock.unlock();
-      reply(fd, w);
+    case kGet:
+      execute_get(fd, req);
       return;
-    }
-    case kAdd: {
-      const std::string& key = req.key;
-      std::unique_lock<std::mutex> lock(mu_);
-      in_transit_ -= req.reservation.take_locked();  // the key is counted by its growth below
-      int64_t value = 0;
-      auto it = data_.find(key);
-      if (it != data_.end()) {
-        const std::string text(it->second.begin(), it->second.end());
-        char* end = nullptr;
-        value = std::strtoll(text.c_str(), &end, 10);
-        if (text.empty() || *end != '\0') {
-          lock.unlock();
-          // A semantic error, not a malformed message: the connection stays open.
-          reply(fd, w.u8(kError).str("TCPStore server: add: key '" + key +
-                                     "' holds a value that is not an integer"));
-          return;
-        }
-      }
-      if (__builtin_add_overflow(value, req.number, &value)) {  // found by tests/fuzz (signed UB)
-        lock.unlock();
-        reply(fd, w.u8(kError).str("TCPStore server: add: key '" + key + "' + " +
-                                   std::to_string(req.number) + " overflows int64"));
-        return;
-      }
-      const std::string text = std::to_string(value);
-      const size_t growth = growth_locked(key, text.size());
-      const size_t total = stored_bytes_ + growth;
-      if (total + in_transit_ > options_.max_stored_bytes && total > stored_bytes_) {
-        const size_t stored = stored_bytes_, in_transit = in_transit_;
-        lock.unlock();
-        reply(fd,
-              w.u8(kError).str("TCPStore server: add('" + key + "'): the store holds " +
-                               std::to_string(stored) + " bytes and " + std::to_string(in_transit) +
-                               " more are on their way, at its limit of " +
-                               std::to_string(options_.max_stored_bytes) +
-                               " (TCPStoreServerOptions::max_stored_bytes)"));
-        return;
-      }
-      stored_bytes_ = total;
-      data_[key] = std::vector<char>(text.begin(), text.end());
-      cv_.notify_all();
-      lock.unlock();
-      reply(fd, w.u8(kOk).i64(value));
+    case kAdd:
+      execute_add(fd, req);
       return;
-    }
     case kWait:
-    case kCheck: {
-      const auto all_present = [&] {
-        for (const auto& k : req.keys)
-          if (!data_.count(k)) return false;
-        return true;
-      };
-      const auto deadline = Clock::now() + std::chrono::milliseconds(req.timeout_ms);
-      std::unique_lock<std::mutex> lock(mu_);
-      if (req.cmd == kWait) {
-        const bool ok = cv_.wait_until(lock, deadline, [&] { return stop_ || all_present(); });
-        if (stop_) throw PeerGone{};
-        w.u8(ok ? kOk : kTimeout);
-      } else {
-        w.u8(kOk).u32(all_present() ? 1 : 0);
-      }
-      lock.unlock();
-      reply(fd, w);
+    case kCheck:
+      execute_wait_or_check(fd, req);
       return;
-    }
     case kHello:
       *rank = static_cast<int>(req.number);
       reply(fd, w.u8(kOk));
@@ -730,14 +754,9 @@ void TCPStoreServer::execute(int fd, Request& req, int* rank, bool* bye) {
       *bye = true;
       reply(fd, w.u8(kOk));
       return;
-    case kLost: {
-      std::unique_lock<std::mutex> lock(mu_);
-      w.u8(kOk).u32(static_cast<uint32_t>(lost_.size()));
-      for (int r : lost_) w.i64(r);
-      lock.unlock();
-      reply(fd, w);
+    case kLost:
+      execute_lost(fd);
       return;
-    }
     default:
       throw ProtocolError{"unknown command byte " + std::to_string(req.cmd)};
   }

@@ -141,6 +141,10 @@ class TCPStoreServer {
   void read_request(RequestReader& in, Request& req);
   void execute(int fd, Request& req, int* rank, bool* bye);
   void execute_set(int fd, Request& req);
+  void execute_get(int fd, const Request& req);
+  void execute_add(int fd, Request& req);
+  void execute_wait_or_check(int fd, const Request& req);
+  void execute_lost(int fd);
   // Bytes that storing `value_bytes` at `key` adds (a replaced value's bytes are given back).
   size_t growth_locked(const std::string& key, size_t value_bytes) const;
 
