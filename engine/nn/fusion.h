@@ -7,8 +7,8 @@
 //
 // Design note "same results, fewer passes": the output, the gradients, the running statistics, the
 // modules and their state-dict keys are bit for bit those of the two modules run one after the
-// other (tests/engine/nn/fusion_test.cc, tests/kernels/host/batch_norm_test.cc). What changes is
-// the work: in training the ReLU is applied in batch norm's output pass and its mask (output > 0)
+// other (tests/engine/nn/fusion_test.cc, tests/kernels/host/batch_norm_relu_test.cc). What changes
+// is the work: in training the ReLU is applied in batch norm's output pass and its mask (output > 0)
 // recomputed from x in batch norm's backward, which reads x anyway, so the pre-ReLU tensor, the
 // ReLU's forward pass and its backward pass and gradient buffer are never made. Those passes are
 // memory-bound: at batch 256 each is a trip through DRAM. PyTorch's eager mode does not fuse them
@@ -24,7 +24,7 @@
 // sum and the ReLU in batch norm's output pass, and in the backward the ReLU's mask taken from the
 // output (which the next layer keeps anyway) and the residual's gradient written, channels last,
 // in the pass that takes batch norm's sums (NCHW: in relu_backward's pass). Bit for bit the three
-// ops (fusion_test.cc, batch_norm_test.cc). Its node saves x, gamma and the output, as the ops
+// ops (fusion_test.cc, batch_norm_relu_test.cc). Its node saves x, gamma and the output, as the ops
 // apart do between them, so the saved-tensor check catches what it catches for them.
 //
 // With the pooling fused too, the kernel normalises a cache-sized block of planes at a time and
@@ -32,7 +32,7 @@
 // the ConvNet's first is 12.8 MB), and the backward makes the pooling's full-size gradient a
 // block at a time in the same scratch. Its node is "<BatchNorm2d(...)>+ReLU+MaxPool2d"; the trace
 // shows batch_norm_relu_max_pool2d in place of the two ops. Results are again bit for bit the
-// unfused ones (tests/kernels/host/batch_norm_relu_max_pool_test.cc, fusion_test.cc). It keeps
+// unfused ones (tests/kernels/host/batch_norm_relu_test.cc, fusion_test.cc). It keeps
 // each maximum's place in its window as one byte rather than an int64 index, so pooling windows
 // wider than 16 (kMaxWindowCodeKernel) run as the ops apart.
 //

@@ -2,6 +2,7 @@
 
 HOST_KERNEL_OPS = [
     "batch_norm",
+    "batch_norm_relu",
     "bmm",
     "conv2d",
     "dropout",

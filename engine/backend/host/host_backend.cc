@@ -9,6 +9,7 @@
 #include "engine/backend/host/host_device.h"
 #include "engine/backend/kernel_table.h"
 #include "kernels/host/batch_norm.h"
+#include "kernels/host/batch_norm_relu.h"
 #include "kernels/host/bmm.h"
 #include "kernels/host/conv2d.h"
 #include "kernels/host/dropout.h"

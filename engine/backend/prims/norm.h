@@ -99,9 +99,9 @@ struct BatchNormReluForwardTrain {
   OpCost cost() const;
   template <class Ctx>
   void launch(Ctx& ctx) const {
-    batch_norm_forward_train(ctx, channels_view(x), x.data<float>(), data_or_null(gamma),
-                             data_or_null(beta), eps, y.data<float>(), mean.data<float>(),
-                             var.data<float>(), /*relu=*/true);
+    batch_norm_relu_forward(ctx, channels_view(x), x.data<float>(), data_or_null(gamma),
+                            data_or_null(beta), eps, y.data<float>(), mean.data<float>(),
+                            var.data<float>());
   }
 };
 

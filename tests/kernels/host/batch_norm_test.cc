@@ -2,14 +2,11 @@
 
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <cmath>
-#include <cstring>
-#include <limits>
 #include <string>
 #include <vector>
 
-#include "kernels/host/elementwise.h"
+#include "kernels/host/batch_norm_relu.h"
 #include "tests/kernels/host/kernel_test_util.h"
 
 namespace dpe::host {
@@ -127,158 +124,6 @@ TEST_P(BatchNormTest, SyncBuildingBlocksMatchReference) {
   expect_close(gx, got, 1e-5, 1e-5, "batch_norm_backward_elemt");
 }
 
-// Inputs of a fused kernel's test: random x, gy and parameters (seeds from `seed` on).
-struct FusedCase {
-  BatchNormShape sh;
-  int64_t total;
-  std::vector<float> x, gy, gamma, beta;
-  FusedCase(const BatchNormShape& shape, uint32_t seed)
-      : sh(shape),
-        total(shape.n * shape.c * shape.s),
-        x(random_floats(total, seed, -2.0f, 3.0f)),
-        gy(random_floats(total, seed + 1)),
-        gamma(random_floats(shape.c, seed + 2, -1.5f, 1.5f)),
-        beta(random_floats(shape.c, seed + 3)) {}
-  // f(gamma, beta) with the parameters, then without them (affine=False: null).
-  template <class F>
-  void with_and_without_affine(const F& f) const {
-    for (const bool affine : {true, false}) {
-      SCOPED_TRACE(affine ? "affine" : "affine=False");
-      f(affine ? gamma.data() : nullptr, affine ? beta.data() : nullptr);
-    }
-  }
-};
-
-// Equal as bits, NaN included.
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
-// Not a vacuous comparison of a ReLU's outputs: some are clipped and some are not (two values may
-// not be).
-void expect_clipped_and_not(const std::vector<float>& y) {
-  const auto zeros = std::count(y.begin(), y.end(), 0.0f);
-  if (y.size() > 2) {
-    EXPECT_GT(zeros, 0);
-    EXPECT_LT(zeros, static_cast<int64_t>(y.size()));
-  }
-}
-
-// The fused BatchNorm2d + ReLU gives bit for bit what the two kernels give one after the other:
-// y = max(batch_norm(x), 0), and the backward of batch norm fed relu_backward's gradient
-// (gy where y > 0). With and without affine parameters; about half the outputs are clipped.
-TEST_P(BatchNormTest, FusedReluIsTheReluOfTheUnfused) {
-  HostContext ctx;
-  const FusedCase in(GetParam(), 21);
-  const BatchNormShape& sh = in.sh;
-  const int64_t total = in.total;
-  const float eps = 1e-5f;
-  in.with_and_without_affine([&](const float* g, const float* b) {
-    std::vector<float> y(total), mean(sh.c), var(sh.c), masked(total);
-    batch_norm_forward_train(ctx, sh, in.x.data(), g, b, eps, y.data(), mean.data(), var.data());
-    for (int64_t k = 0; k < total; ++k) y[k] = y[k] < 0.0f ? 0.0f : y[k];
-    for (int64_t k = 0; k < total; ++k) masked[k] = y[k] > 0.0f ? in.gy[k] : 0.0f;
-    std::vector<float> gx(total), gg(sh.c), gb(sh.c);
-    batch_norm_backward(ctx, sh, in.x.data(), masked.data(), g, mean.data(), var.data(), eps,
-                        gx.data(), gg.data(), gb.data());
-
-    std::vector<float> fy(total), fmean(sh.c), fvar(sh.c);
-    batch_norm_forward_train(ctx, sh, in.x.data(), g, b, eps, fy.data(), fmean.data(), fvar.data(),
-                             /*relu=*/true);
-    EXPECT_EQ(fy, y);
-    EXPECT_EQ(fmean, mean);
-    EXPECT_EQ(fvar, var);
-    std::vector<float> fgx(total), fgg(sh.c), fgb(sh.c);
-    batch_norm_relu_backward(ctx, sh, in.x.data(), in.gy.data(), g, b, mean.data(), var.data(), eps,
-                             fgx.data(), fgg.data(), fgb.data());
-    EXPECT_EQ(fgx, gx);
-    EXPECT_EQ(fgg, gg);
-    EXPECT_EQ(fgb, gb);
-    expect_clipped_and_not(y);
-  });
-}
-
-// The end of a ResNet block fused, max(batch_norm(x) + residual, 0) and its gradients, is bit for
-// bit the three kernels apart: batch_norm_forward_train, add_forward, relu_forward, then
-// relu_backward (whose result is the residual's gradient) and batch_norm_backward. The residual
-// puts some sums exactly at 0 (the mask's edge) and one NaN among them.
-TEST_P(BatchNormTest, FusedAddReluIsTheOpsApart) {
-  HostContext ctx;
-  const FusedCase in(GetParam(), 41);
-  const BatchNormShape& sh = in.sh;
-  const int64_t total = in.total;
-  const float eps = 1e-5f;
-  in.with_and_without_affine([&](const float* g, const float* b) {
-    std::vector<float> h(total), mean(sh.c), var(sh.c);
-    batch_norm_forward_train(ctx, sh, in.x.data(), g, b, eps, h.data(), mean.data(), var.data());
-    auto residual = random_floats(total, 45, -1.0f, 1.0f);
-    for (int64_t k = 0; k < total; k += 3) residual[k] = -h[k];  // sums of exactly 0
-    if (total > 4) residual[4] = std::numeric_limits<float>::quiet_NaN();
-    std::vector<float> sum(total), y(total), gr(total), gx(total), gg(sh.c), gb(sh.c);
-    add_forward(ctx, h.data(), residual.data(), 1.0f, sum.data(), total);
-    relu_forward(ctx, sum.data(), y.data(), total);
-    relu_backward(ctx, y.data(), in.gy.data(), gr.data(), total);
-    batch_norm_backward(ctx, sh, in.x.data(), gr.data(), g, mean.data(), var.data(), eps, gx.data(),
-                        gg.data(), gb.data());
-
-    std::vector<float> fy(total), fmean(sh.c), fvar(sh.c);
-    batch_norm_add_relu_forward(ctx, sh, in.x.data(), residual.data(), g, b, eps, fy.data(),
-                                fmean.data(), fvar.data());
-    std::vector<float> fgx(total), fgr(total), fgg(sh.c), fgb(sh.c);
-    batch_norm_add_relu_backward(ctx, sh, in.x.data(), fy.data(), in.gy.data(), g, fmean.data(),
-                                 fvar.data(), eps, fgx.data(), fgr.data(), fgg.data(), fgb.data());
-    EXPECT_TRUE(same_bits(fy, y));
-    EXPECT_EQ(fmean, mean);
-    EXPECT_EQ(fvar, var);
-    EXPECT_TRUE(same_bits(fgr, gr));
-    EXPECT_TRUE(same_bits(fgx, gx));
-    EXPECT_EQ(fgg, gg);
-    EXPECT_EQ(fgb, gb);
-    expect_clipped_and_not(y);
-  });
-}
-
-// Where the normalised value is a rounding residual (an element equal to a mean that is not a
-// power of two) its sign is the evaluation's, and the backward's mask must be the forward's; a NaN
-// stays NaN forward and its gradient is masked, as relu and relu_backward do. Channel 0 holds the
-// NaN (its statistics are NaN), the others the values at their means.
-TEST(BatchNormFusedReluTest, MaskAtTheMeanAndNaNAreTheUnfusedOnes) {
-  HostContext ctx;
-  const BatchNormShape sh{3, 4, 2};
-  const float nan = std::numeric_limits<float>::quiet_NaN();
-  // [n][c][s]: per channel, n = 0, 1, 2 at mean - d, mean, mean + d.
-  const float means[4] = {1.0f, 3.0f, 0.2f, 1.1f}, spreads[4] = {0.5f, 1.0f, 0.1f, 0.1f};
-  std::vector<float> x(sh.n * sh.c * sh.s);
-  for (int64_t i = 0; i < sh.n; ++i) {
-    for (int64_t ch = 0; ch < sh.c; ++ch) {
-      for (int64_t j = 0; j < sh.s; ++j) {
-        x[(i * sh.c + ch) * sh.s + j] = means[ch] + static_cast<float>(i - 1) * spreads[ch];
-      }
-    }
-  }
-  x[1] = nan;
-  const auto gy = random_floats(static_cast<int64_t>(x.size()), 31);
-  const int64_t total = static_cast<int64_t>(x.size());
-  std::vector<float> y(total), mean(sh.c), var(sh.c), masked(total), gx(total), gg(sh.c), gb(sh.c);
-  batch_norm_forward_train(ctx, sh, x.data(), nullptr, nullptr, 1e-5f, y.data(), mean.data(),
-                           var.data());
-  for (float& v : y) v = v < 0.0f ? 0.0f : v;
-  for (int64_t k = 0; k < total; ++k) masked[k] = y[k] > 0.0f ? gy[k] : 0.0f;
-  batch_norm_backward(ctx, sh, x.data(), masked.data(), nullptr, mean.data(), var.data(), 1e-5f,
-                      gx.data(), gg.data(), gb.data());
-  std::vector<float> fy(total), fgx(total), fgg(sh.c), fgb(sh.c);
-  batch_norm_forward_train(ctx, sh, x.data(), nullptr, nullptr, 1e-5f, fy.data(), mean.data(),
-                           var.data(), /*relu=*/true);
-  batch_norm_relu_backward(ctx, sh, x.data(), gy.data(), nullptr, nullptr, mean.data(), var.data(),
-                           1e-5f, fgx.data(), fgg.data(), fgb.data());
-  EXPECT_TRUE(same_bits(fy, y));
-  EXPECT_TRUE(same_bits(fgx, gx));
-  EXPECT_TRUE(same_bits(fgg, gg));
-  EXPECT_TRUE(same_bits(fgb, gb));
-  EXPECT_TRUE(std::isnan(fy[1]));
-  EXPECT_FALSE(std::isnan(fy[sh.s]));  // channel 1 keeps finite values
-}
-
 // Statistics of activations far from 0 relative to their spread: E[x^2] - E[x]^2 in float would
 // lose the variance entirely (1e4^2 against 1); the plane-wise merge keeps it.
 TEST(BatchNormStatsTest, VarianceOfALargeOffsetIsExact) {
@@ -342,13 +187,15 @@ TEST(BatchNormChannelsLastTest, SumsInRegistersAreTheSumsInMemory) {
           Outputs o{std::vector<float>(all),      std::vector<float>(all),
                     std::vector<float>(channels), std::vector<float>(channels),
                     std::vector<float>(channels), std::vector<float>(channels)};
-          batch_norm_forward_train(ctx, sh, xs.data(), gamma.data(), beta.data(), eps, o.y.data(),
-                                   o.mean.data(), o.var.data(), relu);
           if (relu) {
+            batch_norm_relu_forward(ctx, sh, xs.data(), gamma.data(), beta.data(), eps, o.y.data(),
+                                    o.mean.data(), o.var.data());
             batch_norm_relu_backward(ctx, sh, xs.data(), gys.data(), gamma.data(), beta.data(),
                                      o.mean.data(), o.var.data(), eps, o.gx.data(), o.ggamma.data(),
                                      o.gbeta.data());
           } else {
+            batch_norm_forward_train(ctx, sh, xs.data(), gamma.data(), beta.data(), eps, o.y.data(),
+                                     o.mean.data(), o.var.data());
             batch_norm_backward(ctx, sh, xs.data(), gys.data(), gamma.data(), o.mean.data(),
                                 o.var.data(), eps, o.gx.data(), o.ggamma.data(), o.gbeta.data());
           }
@@ -370,21 +217,7 @@ TEST(BatchNormChannelsLastTest, SumsInRegistersAreTheSumsInMemory) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, BatchNormTest,
-                         ::testing::Values(BatchNormShape{2, 1, 1},     // [2, 1]
-                                           BatchNormShape{7, 3, 1},     // [N, C] (BatchNorm1d)
-                                           BatchNormShape{3, 5, 35},    // odd [N, C, 5, 7]
-                                           BatchNormShape{4, 16, 784},  // the ConvNet's first
-                                           BatchNormShape{5, 32, 196},
-                                           BatchNormShape{3, 130, 90},  // 3 channel blocks
-                                           // channels last ([N, H, W, C])
-                                           BatchNormShape{3, 5, 35, true},
-                                           BatchNormShape{3, 4, 35, true},  // half a vector
-                                           BatchNormShape{3, 8, 49, true},  // (8 or 16 lanes)
-                                           BatchNormShape{4, 16, 784, true},
-                                           BatchNormShape{5, 32, 196, true},
-                                           BatchNormShape{3, 130, 90, true},
-                                           BatchNormShape{5, 64, 16, true}));
+INSTANTIATE_TEST_SUITE_P(Shapes, BatchNormTest, ::testing::ValuesIn(testing::batch_norm_shapes()));
 
 }  // namespace
 }  // namespace dpe::host

@@ -1,5 +1,5 @@
-// Test helpers for the host kernels: reproducible random inputs and a comparison of a kernel's
-// float output with a double-precision reference that reports the worst element.
+// Test helpers for the host kernels: reproducible random inputs, a comparison of a kernel's float
+// output with a double-precision reference that reports the worst element, batch norm's shapes.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -9,6 +9,8 @@
 #include <random>
 #include <string>
 #include <vector>
+
+#include "kernels/op_params.h"
 
 namespace dpe::host::testing {
 
@@ -55,6 +57,27 @@ inline void expect_close(const std::vector<double>& want, const std::vector<floa
                          double rtol, double atol, const std::string& what) {
   ASSERT_EQ(want.size(), got.size()) << what;
   expect_close(want, got.data(), rtol, atol, what);
+}
+
+// The shapes batch_norm_test and batch_norm_relu_test run every kernel over: [N, C] and images in
+// both layouts, with channels a whole, half or partial vector and several vectors wide.
+inline std::vector<BatchNormShape> batch_norm_shapes() {
+  return {
+      BatchNormShape{2, 1, 1},     // [2, 1]
+      BatchNormShape{7, 3, 1},     // [N, C] (BatchNorm1d)
+      BatchNormShape{3, 5, 35},    // odd [N, C, 5, 7]
+      BatchNormShape{4, 16, 784},  // the ConvNet's first
+      BatchNormShape{5, 32, 196},
+      BatchNormShape{3, 130, 90},  // 3 channel blocks
+      // channels last ([N, H, W, C])
+      BatchNormShape{3, 5, 35, true},
+      BatchNormShape{3, 4, 35, true},  // half a vector
+      BatchNormShape{3, 8, 49, true},  // (8 or 16 lanes)
+      BatchNormShape{4, 16, 784, true},
+      BatchNormShape{5, 32, 196, true},
+      BatchNormShape{3, 130, 90, true},
+      BatchNormShape{5, 64, 16, true},
+  };
 }
 
 }  // namespace dpe::host::testing
