@@ -230,13 +230,8 @@ void lm_demo(const Flags& f, dpe::DeviceType type) {
   std::printf("\n%s", dpe::tools::lm_imbalance_table(runs).c_str());
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  Flags f;
-  CLI::App app{
-      "dpe demo: the seeds' DataParallel example on host devices, then the imbalance "
-      "DataParallel causes on device 0"};
+// The command line, into f (the help texts are the --help output).
+void add_flags(CLI::App& app, Flags& f) {
   app.add_option("--device", f.device,
                  "host (the default: host devices) or cuda (CUDA devices; with "
                  "DPE_CUDA_LOGICAL_DEVICES=N one GPU is N devices)")
@@ -283,6 +278,65 @@ int main(int argc, char** argv) {
                  "devices)")
       ->check(CLI::Range(1, 1 << 20));
   app.add_option("--data-dir", f.data_dir, "Fashion-MNIST folder");
+}
+
+// DPE_HOST_DEVICES is the default of --devices: say so when the flag overrides it.
+void warn_if_devices_override_env(const Flags& f) {
+  const char* env_devices = std::getenv("DPE_HOST_DEVICES");
+  if (f.devices > 0 && env_devices != nullptr && std::to_string(f.devices) != env_devices) {
+    std::fprintf(stderr, "demo: --devices %d overrides DPE_HOST_DEVICES=%s\n", f.devices,
+                 env_devices);
+  }
+}
+
+// The seeds' demo's devices: --devices host devices (DPE_HOST_DEVICES's otherwise), or CUDA
+// devices, checking up front that the language-model part's largest count exists (exit 2 before
+// any work).
+std::vector<dpe::Device> demo_devices(const Flags& f, dpe::DeviceType type, dpe::Runtime& rt) {
+  if (type == dpe::DeviceType::kHost) {
+    if (f.devices > 0) dpe::set_host_device_count(f.devices);
+    return rt.devices(dpe::DeviceType::kHost);
+  }
+  const int lm_max = *std::max_element(f.lm_devices.begin(), f.lm_devices.end());
+  const bool lm = f.steps > 0 && f.model.rfind("gpt", 0) == 0;
+  std::vector<dpe::Device> devices = dpe::tools::tool_devices(
+      type, f.devices > 0 ? f.devices : std::max(1, rt.device_count(type)));
+  if (lm) dpe::tools::tool_devices(type, lm_max);
+  return devices;
+}
+
+// One DDP rank of the language-model part (--lm-ddp-worker), or the whole demo.
+void run_demo(Flags& f) {
+  check_context(f);
+  if (!f.lm_ddp_worker.empty()) {
+    dpe::tools::LmImbalanceOptions o = lm_options(f);
+    o.batch = worker_global_batch(f);
+    o.activation_checkpointing = f.lm_worker_ac;
+    dpe::tools::lm_ddp_worker(o, f.lm_ddp_worker, dpe::tools::strategy_from_flag(f.lm_strategy));
+    return;
+  }
+  f.data_dir = dpe::tools::user_path(f.data_dir);
+  const bool needs_data = f.steps > 0 && (f.model == "convnet" || f.model == "mlp");
+  DPE_TOOLS_CHECK(dpe::tools::UsageError, !needs_data || std::filesystem::is_directory(f.data_dir),
+                  "--data-dir " << f.data_dir << " is not a folder");
+  dpe::Runtime& rt = dpe::Runtime::get();
+  const dpe::DeviceType type = dpe::tools::parse_device_type(f.device);
+  const std::vector<dpe::Device> devices = demo_devices(f, type, rt);
+  seeds_demo(f, devices);
+  if (f.steps > 0 && f.model.rfind("gpt", 0) == 0)
+    lm_demo(f, type);
+  else if (f.steps > 0)
+    imbalance_demo(f, devices);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Flags f;
+  CLI::App app{
+      "dpe demo: the seeds' DataParallel example on host devices, then the imbalance "
+      "DataParallel causes on device 0"};
+  add_flags(app, f);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -295,43 +349,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "demo: %s\n", e.what());
     return dpe::tools::kExitUsage;
   }
-  const char* env_devices = std::getenv("DPE_HOST_DEVICES");
-  if (f.devices > 0 && env_devices != nullptr && std::to_string(f.devices) != env_devices) {
-    std::fprintf(stderr, "demo: --devices %d overrides DPE_HOST_DEVICES=%s\n", f.devices,
-                 env_devices);
-  }
+  warn_if_devices_override_env(f);
   try {
-    check_context(f);
-    if (!f.lm_ddp_worker.empty()) {
-      dpe::tools::LmImbalanceOptions o = lm_options(f);
-      o.batch = worker_global_batch(f);
-      o.activation_checkpointing = f.lm_worker_ac;
-      dpe::tools::lm_ddp_worker(o, f.lm_ddp_worker, dpe::tools::strategy_from_flag(f.lm_strategy));
-      return 0;
-    }
-    f.data_dir = dpe::tools::user_path(f.data_dir);
-    const bool needs_data = f.steps > 0 && (f.model == "convnet" || f.model == "mlp");
-    DPE_TOOLS_CHECK(dpe::tools::UsageError,
-                    !needs_data || std::filesystem::is_directory(f.data_dir),
-                    "--data-dir " << f.data_dir << " is not a folder");
-    dpe::Runtime& rt = dpe::Runtime::get();
-    const dpe::DeviceType type = dpe::tools::parse_device_type(f.device);
-    std::vector<dpe::Device> devices;
-    if (type == dpe::DeviceType::kHost) {
-      if (f.devices > 0) dpe::set_host_device_count(f.devices);
-      devices = rt.devices(dpe::DeviceType::kHost);
-    } else {
-      const int lm_max = *std::max_element(f.lm_devices.begin(), f.lm_devices.end());
-      const bool lm = f.steps > 0 && f.model.rfind("gpt", 0) == 0;
-      devices = dpe::tools::tool_devices(
-          type, f.devices > 0 ? f.devices : std::max(1, rt.device_count(type)));
-      if (lm) dpe::tools::tool_devices(type, lm_max);  // exit 2 before any work
-    }
-    seeds_demo(f, devices);
-    if (f.steps > 0 && f.model.rfind("gpt", 0) == 0)
-      lm_demo(f, type);
-    else if (f.steps > 0)
-      imbalance_demo(f, devices);
+    run_demo(f);
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "demo: %s\n", e.what());
