@@ -121,11 +121,9 @@ bool gpt_config_from_flags(Options& o) {
   return true;
 }
 
-// Reads the command line into `o`. Returns kRun, or the exit code when there is nothing to run
-// (--help, or a bad flag: CLI11 has printed why).
-int parse_options(int argc, char** argv, Options& o) {
+// The model and the step: what is traced, and DDP's buckets.
+void add_step_flags(CLI::App& app, Options& o) {
   dpe::sim::StepSpec& spec = o.spec;
-  CLI::App app{"dpe sim: DataParallel against DDP on GPUs, predicted from the model's ops"};
   app.add_option("--model", spec.model, "model")
       ->check(
           CLI::IsMember({"toy", "mlp", "convnet", "resnet50", "resnet101", "resnet-tiny",
@@ -174,6 +172,10 @@ int parse_options(int argc, char** argv, Options& o) {
                  "DDP: the first bucket's size in MiB (PyTorch's dist._DEFAULT_FIRST_BUCKET_BYTES)")
       ->check(CLI::Range(1.0 / 1024, 65536.0))
       ->capture_default_str();
+}
+
+// The cluster the step is replayed on.
+void add_cluster_flags(CLI::App& app, Options& o) {
   app.add_option("--cluster", o.cluster_name, "preset")
       ->check(CLI::IsMember(dpe::sim::cluster_preset_names()))
       ->capture_default_str();
@@ -193,6 +195,10 @@ int parse_options(int argc, char** argv, Options& o) {
   app.add_option("--framework", o.framework_name, "CPU-side costs: pytorch or dpe")
       ->check(CLI::IsMember({"pytorch", "dpe"}))
       ->capture_default_str();
+}
+
+// The sharding strategies, --largest-gpt and where the results go.
+void add_report_flags(CLI::App& app, Options& o) {
   app.add_option("--strategy", o.strategies,
                  "also price these, a table of their own after DataParallel's and DDP's: ddp, "
                  "zero1 (DDP + ZeroRedundancyOptimizer), grad-op (FSDP SHARD_GRAD_OP), full-shard "
@@ -214,12 +220,11 @@ int parse_options(int argc, char** argv, Options& o) {
       ->capture_default_str();
   app.add_option("--svg", o.svg_path, "where to draw the plot (checked as --json)")
       ->capture_default_str();
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    const int code = app.exit(e);
-    return code == 0 ? dpe::tools::kExitOk : dpe::tools::kExitUsage;
-  }
+}
+
+// What the flags mean together, once parsed: kRun, or kExitUsage (said on stderr).
+int settle_options(Options& o) {
+  dpe::sim::StepSpec& spec = o.spec;
   spec.loss_on_replicas = o.loss == "replicas";
   if (!gpt_config_from_flags(o)) return dpe::tools::kExitUsage;
   // DataParallel is the first table's, named or not.
@@ -234,6 +239,22 @@ int parse_options(int argc, char** argv, Options& o) {
     o.strategies = {"ddp"};
   }
   return kRun;
+}
+
+// Reads the command line into `o`. Returns kRun, or the exit code when there is nothing to run
+// (--help, or a bad flag: CLI11 has printed why).
+int parse_options(int argc, char** argv, Options& o) {
+  CLI::App app{"dpe sim: DataParallel against DDP on GPUs, predicted from the model's ops"};
+  add_step_flags(app, o);
+  add_cluster_flags(app, o);
+  add_report_flags(app, o);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? dpe::tools::kExitOk : dpe::tools::kExitUsage;
+  }
+  return settle_options(o);
 }
 
 // The cluster to replay on: the preset, or its GPU and network with the node of --topology, with
