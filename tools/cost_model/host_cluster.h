@@ -1,7 +1,7 @@
 // host_cluster: the cost model's "host mode": this machine's host devices described as a cluster
 // (a "GPU" whose peaks are the measured single-thread GEMM and memcpy rates, links at the DRAM
 // rate, DDP's ranks joined by their process group, MPI or Gloo, as a network), to check the
-// replay against //tools:bench on the same machine (tests/tools/cost_model/host_check_test.cc).
+// replay against //tools:bench on the same machine (host_check.h, //tools:host_check).
 //
 // The rates are measured where the step spends its time: the GEMMs at the traced step's own
 // shapes, with as many devices busy at once as the step has; DDP's all-reduce at the step's own
