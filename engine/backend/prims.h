@@ -6,8 +6,7 @@
 //   check(OpCheck&)  its argument checks, written once for every device type;
 //   cost()           its FLOPs and bytes (OpCost), for the op trace and the cost model;
 //   launch(ctx)      its kernel call: an unqualified call that argument-dependent lookup resolves
-//   in
-//                    the kernels' namespace of the context's type (host::HostContext finds
+//                    in the kernels' namespace of the context's type (host::HostContext finds
 //                    kernels/host, cuda::CudaContext kernels/cuda), so one template serves every
 //                    device type whose kernels share the signature;
 // and optionally kOptional (a device type may lack it: supports<Op>()), short_circuit() (true
@@ -16,7 +15,8 @@
 // and a `result` member (what dispatch() returns).
 //
 // Adding an op: its struct in the family's header, its check and cost in the family's .cc, one
-// line in DPE_PRIMS below, its kernels, and the differentiable op in engine/autograd.
+// line in DPE_PRIMS below, its kernels, the differentiable op in engine/autograd, and for a fused
+// op the layers that fuse in engine/nn (docs/design.md, "Adding an op").
 #pragma once
 
 #include <type_traits>
@@ -26,6 +26,7 @@
 #include "engine/backend/prims/elementwise.h"
 #include "engine/backend/prims/norm.h"
 #include "engine/backend/prims/optim.h"
+#include "engine/backend/prims/pool.h"
 #include "engine/backend/prims/reduce.h"
 #include "engine/backend/prims/softmax.h"
 
@@ -65,7 +66,7 @@
   X(BatchNormReluMaxPoolBackward)     \
   X(ChannelSums)                      \
   X(ChannelGradSums)                  \
-  X(BatchNormApply)                   \
+  X(BatchNormElemt)                   \
   X(BatchNormBackwardElemt)           \
   X(LayerNormForward)                 \
   X(LayerNormBackward)                \

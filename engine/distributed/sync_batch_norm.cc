@@ -99,7 +99,7 @@ Tensor SyncBatchNorm::forward(const Tensor& x_in) {
     running_var.bump_version();
   }
   Tensor y = Tensor::empty(x.shape(), DType::kFloat32, dev);
-  dispatch(prim::BatchNormApply{x, mean_t, invstd_t, gamma, beta, y});
+  dispatch(prim::BatchNormElemt{x, mean_t, invstd_t, gamma, beta, y});
 
   const bool input_grad = x_in.requires_grad();
   record(who, {x_in, gamma, beta}, {&y},

@@ -76,9 +76,9 @@ __global__ void backward_elemt_kernel(const float* x, const float* gy, const flo
 
 }  // namespace
 
-void batch_norm_apply(CudaContext& ctx, const BatchNormShape& sh, const float* x, const float* mean,
+void batch_norm_elemt(CudaContext& ctx, const BatchNormShape& sh, const float* x, const float* mean,
                       const float* invstd, const float* gamma, const float* beta, float* y) {
-  DPE_CHECK(!sh.channels_last, "batch_norm_apply: no channels_last kernel on CUDA devices");
+  DPE_CHECK(!sh.channels_last, "batch_norm_elemt: no channels_last kernel on CUDA devices");
   const int64_t total = sh.n * sh.c * sh.s;
   if (total == 0) return;
   apply_kernel<<<grid_for(total), kBlock, 0, stream_of(ctx)>>>(x, mean, invstd, gamma, beta, y,
@@ -95,7 +95,7 @@ void batch_norm_forward_train(CudaContext& ctx, const BatchNormShape& sh, const 
   batch_stats_kernel<<<static_cast<unsigned>(sh.c), kBlock, 0, stream_of(ctx)>>>(
       x, sh.n, sh.c, sh.s, eps, mean, var, invstd);
   DPE_CUDA_CHECK(cudaGetLastError());
-  batch_norm_apply(ctx, sh, x, mean, invstd, gamma, beta, y);
+  batch_norm_elemt(ctx, sh, x, mean, invstd, gamma, beta, y);
 }
 
 void batch_norm_forward_eval(CudaContext& ctx, const BatchNormShape& sh, const float* x,
@@ -106,7 +106,7 @@ void batch_norm_forward_eval(CudaContext& ctx, const BatchNormShape& sh, const f
   float* invstd = static_cast<float*>(ctx.workspace(sh.c * sizeof(float)));
   invstd_kernel<<<grid_for(sh.c), kBlock, 0, stream_of(ctx)>>>(var, eps, invstd, sh.c);
   DPE_CUDA_CHECK(cudaGetLastError());
-  batch_norm_apply(ctx, sh, x, mean, invstd, gamma, beta, y);
+  batch_norm_elemt(ctx, sh, x, mean, invstd, gamma, beta, y);
 }
 
 void batch_norm_backward(CudaContext& ctx, const BatchNormShape& sh, const float* x,

@@ -24,7 +24,7 @@ void batch_norm_backward(CudaContext& ctx, const BatchNormShape& sh, const float
                          const float* gy, const float* gamma, const float* mean, const float* var,
                          float eps, float* gx, float* ggamma, float* gbeta);
 // y = (x - mean) * invstd * gamma + beta.
-void batch_norm_apply(CudaContext& ctx, const BatchNormShape& sh, const float* x, const float* mean,
+void batch_norm_elemt(CudaContext& ctx, const BatchNormShape& sh, const float* x, const float* mean,
                       const float* invstd, const float* gamma, const float* beta, float* y);
 // gx = (gy - mean_gy - (x - mean) * invstd^2 * mean_gy_xmu) * invstd * gamma.
 void batch_norm_backward_elemt(CudaContext& ctx, const BatchNormShape& sh, const float* x,

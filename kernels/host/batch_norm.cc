@@ -50,7 +50,7 @@ void batch_norm_backward(HostContext& ctx, const BatchNormShape& shape, const fl
   backward_planes<false>(ctx, sh, x, gy, gamma, nullptr, mean, var, eps, gx, ggamma, gbeta);
 }
 
-void batch_norm_apply(HostContext& ctx, const BatchNormShape& shape, const float* x,
+void batch_norm_elemt(HostContext& ctx, const BatchNormShape& shape, const float* x,
                       const float* mean, const float* invstd, const float* gamma, const float* beta,
                       float* y) {
   const BatchNormShape sh = rows_if_single(shape);

@@ -25,7 +25,7 @@ void batch_norm_backward(HostContext& ctx, const BatchNormShape& sh, const float
                          const float* gy, const float* gamma, const float* mean, const float* var,
                          float eps, float* gx, float* ggamma, float* gbeta);
 // y = (x - mean) * invstd * gamma + beta.
-void batch_norm_apply(HostContext& ctx, const BatchNormShape& sh, const float* x, const float* mean,
+void batch_norm_elemt(HostContext& ctx, const BatchNormShape& sh, const float* x, const float* mean,
                       const float* invstd, const float* gamma, const float* beta, float* y);
 // gx = (gy - mean_gy - (x - mean) * invstd^2 * mean_gy_xmu) * invstd * gamma.
 void batch_norm_backward_elemt(HostContext& ctx, const BatchNormShape& sh, const float* x,

@@ -81,7 +81,7 @@ void EmbeddingBackward::check(const OpCheck& c) const {
   c.rank(gw, "grad_weight", 2);
   c.tensor(index, "indices", DType::kInt64);
   DPE_CHECK(index.dim() == 1,
-            "embedding_backward: expected 1-D indices [N], but got shape " << index.shape());
+            c.op() << ": expected 1-D indices [N], but got shape " << index.shape());
   c.shaped(gy, "grad_output", Shape{index.size(0), gw.size(1)}, "grad_weight", gw.shape());
 }
 OpCost EmbeddingBackward::cost() const {

@@ -138,7 +138,7 @@ struct EmbeddingBackward {
 // from zero, as EmbeddingBackward's), the others stay as they are. Optional: where a device type
 // lacks it, the engine sums EmbeddingBackward's full-size gradient in.
 struct EmbeddingBackwardAccumulate {
-  static constexpr const char* kName = "embedding_backward";
+  static constexpr const char* kName = "embedding_backward_accumulate";
   static constexpr bool kOptional = true;
   const Tensor& index;
   const Tensor& gy;

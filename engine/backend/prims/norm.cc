@@ -193,7 +193,7 @@ OpCost ChannelGradSums::cost() const {
   return op_cost::make("norm", 4.0 * x.numel(), {&x, &gy, &mean}, {&sum_gy, &sum_gy_xmu});
 }
 
-void BatchNormApply::check(const OpCheck& c) const {
+void BatchNormElemt::check(const OpCheck& c) const {
   const BatchNormShape s = checked_channels(c, x);
   c.shaped(mean, "mean", Shape{s.c}, "input", x.shape());
   c.shaped(invstd, "invstd", Shape{s.c}, "input", x.shape());
@@ -201,7 +201,7 @@ void BatchNormApply::check(const OpCheck& c) const {
   c.channel(beta, "bias", s.c, x);
   c.shaped(y, "output", x.shape(), "input", x.shape(), DType::kFloat32, activation_format(x));
 }
-OpCost BatchNormApply::cost() const {
+OpCost BatchNormElemt::cost() const {
   return op_cost::make("norm", 4.0 * x.numel(), {&x, &mean, &invstd, &gamma, &beta}, {&y});
 }
 

@@ -1,7 +1,7 @@
 // Normalisation prims: batch norm over (N, H, W) per channel C (x [N, C] or [N, C, H, W]), the
-// building blocks of SyncBatchNorm, batch norm fused with a ReLU (and a max pooling), layer norm
-// over the last dim. gamma/beta (and their gradients) may be undefined: then 1 and 0 (not
-// computed). See prims.h for what a prim declares.
+// building blocks of SyncBatchNorm, batch norm fused with a ReLU (and with a residual sum before
+// the ReLU, or a max pooling after it), layer norm over the last dim. gamma/beta (and their
+// gradients) may be undefined: then 1 and 0 (not computed). See prims.h for what a prim declares.
 #pragma once
 
 #include "engine/backend/op_check.h"
@@ -33,9 +33,10 @@ struct BatchNormForwardTrain {
   }
 };
 
-// Evaluation: normalise with the given statistics. An empty x needs no kernel.
+// Evaluation: normalise with the given statistics. An empty x needs no kernel. Traced apart from
+// the training forward, whose name is batch norm's own.
 struct BatchNormForwardEval {
-  static constexpr const char* kName = "batch_norm";
+  static constexpr const char* kName = "batch_norm_eval";
   const Tensor& x;
   const Tensor& gamma;
   const Tensor& beta;
@@ -293,8 +294,8 @@ struct ChannelGradSums {
   }
 };
 
-// y = (x - mean) * invstd * gamma + beta.
-struct BatchNormApply {
+// y = (x - mean) * invstd * gamma + beta (torch.batch_norm_elemt).
+struct BatchNormElemt {
   static constexpr const char* kName = "batch_norm_elemt";
   const Tensor& x;
   const Tensor& mean;
@@ -308,7 +309,7 @@ struct BatchNormApply {
   OpCost cost() const;
   template <class Ctx>
   void launch(Ctx& ctx) const {
-    batch_norm_apply(ctx, channels_view(x), x.data<float>(), mean.data<float>(),
+    batch_norm_elemt(ctx, channels_view(x), x.data<float>(), mean.data<float>(),
                      invstd.data<float>(), data_or_null(gamma), data_or_null(beta),
                      y.data<float>());
   }

@@ -282,9 +282,9 @@ TEST_F(CudaBackendTest, BatchNormMatchesHost) {
     expect_close(gs, hs, "channel_grad_sums sum_dy", 1e-3f, 1e-4f);
     expect_close(gq, hq, "channel_grad_sums sum_dy_xmu", 1e-3f, 1e-4f);
     Tensor invstd = random({c}, 0.5f, 2.0f), mg = random({c}), mgx = random({c});
-    dispatch(prim::BatchNormApply{x, hm, invstd, gamma, beta, hy});
-    dispatch(prim::BatchNormApply{dev(x), gm, dev(invstd), dev(gamma), dev(beta), gyy});
-    expect_close(gyy, hy, "batch_norm_apply");
+    dispatch(prim::BatchNormElemt{x, hm, invstd, gamma, beta, hy});
+    dispatch(prim::BatchNormElemt{dev(x), gm, dev(invstd), dev(gamma), dev(beta), gyy});
+    expect_close(gyy, hy, "batch_norm_elemt");
     dispatch(prim::BatchNormBackwardElemt{x, gy, hm, invstd, gamma, mg, mgx, hgx});
     dispatch(prim::BatchNormBackwardElemt{dev(x), dev(gy), gm, dev(invstd), dev(gamma), dev(mg),
                                           dev(mgx), ggx});
