@@ -3,6 +3,8 @@
 // device type's policy:
 //   static constexpr const char* kName;       the device type ("host", "cuda");
 //   template <class Op> static constexpr bool implements;   false for an optional prim it lacks;
+//   static constexpr bool kChannelsLast;      whether its convolution, batch norm and max pooling
+//       kernels take channels-last activations (OpTable::channels_last);
 //   class Call { explicit Call(const Tensor& t); KernelContext& ctx(); };   the kernels' context
 //       of t's device, held (locked) for one call.
 //
@@ -23,10 +25,13 @@ class KernelTable final : public OpTable {
 #undef DPE_KERNEL_TABLE_SLOT
 
   bool has(PrimId id) const override { return kHas[static_cast<int>(id)]; }
+  bool channels_last() const override { return Kernels::kChannelsLast; }
 
  private:
   template <class Op>
   static void launch(const Op& op) {
+    static_assert(Kernels::template implements<Op> || prim::is_optional_v<Op>,
+                  "a device type may lack only optional prims");
     if constexpr (Kernels::template implements<Op>) {
       typename Kernels::Call call(op.first());
       op.launch(call.ctx());

@@ -34,4 +34,9 @@ OpTable* replace_op_table(DeviceType type, OpTable* table) {
   return tables()[static_cast<size_t>(type)].exchange(table, std::memory_order_acq_rel);
 }
 
+bool prim::has_channels_last_kernels(DeviceType type) {
+  const OpTable* t = find_op_table(type);
+  return t != nullptr && t->channels_last();
+}
+
 }  // namespace dpe

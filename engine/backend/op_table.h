@@ -48,6 +48,10 @@ class OpTable {
 
   // Whether run() has a kernel for the prim: false only for an optional prim the type lacks.
   virtual bool has(PrimId id) const = 0;
+
+  // Whether the type's convolution, batch norm and max pooling kernels take channels-last
+  // activations (prim::activation_format asks, so the prims name no device type).
+  virtual bool channels_last() const = 0;
 };
 
 // The table of `type`; throws dpe::Error naming the op and the type when none is registered.

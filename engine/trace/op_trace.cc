@@ -177,6 +177,7 @@ class TracingTable final : public OpTable {
 #undef DPE_TRACING_SLOT
 
   bool has(PrimId id) const override { return inner_.has(id); }
+  bool channels_last() const override { return inner_.channels_last(); }
 
  private:
   template <class Op>

@@ -19,6 +19,7 @@
 // This file and the kernels are compiled on machines without a GPU and exercised by the GPU tests
 // (tests/engine/backend/cuda) only where one exists.
 #include <mutex>
+#include <type_traits>
 
 #include "engine/backend/cuda/cuda_device.h"
 #include "engine/backend/kernel_table.h"
@@ -44,12 +45,26 @@ namespace dpe {
 
 namespace {
 
+template <class Op, class... Ops>
+constexpr bool is_one_of = (std::is_same_v<Op, Ops> || ...);
+
 struct CudaKernels {
   static constexpr const char* kName = "cuda";
-  // Every prim but the optional ones: no fused batch norm + ReLU kernel yet, so the fusion
-  // (engine/nn/fusion.h) leaves the pair apart on CUDA devices.
+  // The optional prims CUDA devices have no kernel for, where the engine takes each one's way
+  // around (KernelTable accepts no other prim here): the fused batch norm ops run as the ops they
+  // fuse (engine/nn/fusion.h), clip_grad_norm_ squares then sums, an embedding's gradient is
+  // summed into the one that arrived, cross_entropy is log_softmax then nll_loss.
   template <class Op>
-  static constexpr bool implements = !prim::is_optional_v<Op>;
+  static constexpr bool lacks =
+      is_one_of<Op, prim::SumSquares, prim::EmbeddingBackwardAccumulate,
+                prim::BatchNormReluForwardTrain, prim::BatchNormReluBackward,
+                prim::BatchNormAddReluForwardTrain, prim::BatchNormAddReluBackward,
+                prim::BatchNormReluMaxPoolForwardTrain, prim::BatchNormReluMaxPoolBackward,
+                prim::CrossEntropyForward, prim::CrossEntropyBackward>;
+  template <class Op>
+  static constexpr bool implements = !lacks<Op>;
+  // NCHW kernels only: activations stay contiguous on CUDA devices.
+  static constexpr bool kChannelsLast = false;
 
   // One call: the CudaContext of the device of `t`, locked (and that device made current on this
   // thread) until the call returns.

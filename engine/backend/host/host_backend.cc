@@ -33,9 +33,11 @@ namespace {
 
 struct HostKernels {
   static constexpr const char* kName = "host";
-  // Every prim, the optional fused batch norm kernels included.
+  // Every prim, the optional ones included.
   template <class Op>
   static constexpr bool implements = true;
+  // Convolution, batch norm and max pooling take channels-last activations as they are.
+  static constexpr bool kChannelsLast = true;
 
   // One call: the HostContext of the device of `t`, locked until the call returns.
   class Call {

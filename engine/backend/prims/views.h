@@ -12,13 +12,17 @@
 
 namespace dpe::prim {
 
+// Whether `type`'s op table declares channels-last kernels (OpTable::channels_last, op_table.cc);
+// false where the type has no table.
+bool has_channels_last_kernels(DeviceType type);
+
 // The layout of an activation through the ops with channels-last kernels (convolution, batch
 // norm, max pooling): channels last where a 4-D tensor's strides say so (suggest_memory_format)
-// and its device has those kernels (the host's), else contiguous. An op's other activations
-// (output, gradients, indices) must be laid out as its input.
+// and its device type's table declares those kernels (the host's does), else contiguous. An op's
+// other activations (output, gradients, indices) must be laid out as its input.
 inline MemoryFormat activation_format(const Tensor& x) {
-  return x.defined() && x.device().is_host() && x.dim() == 4 &&
-                 x.suggest_memory_format() == MemoryFormat::kChannelsLast
+  return x.defined() && x.dim() == 4 && x.suggest_memory_format() == MemoryFormat::kChannelsLast &&
+                 has_channels_last_kernels(x.device().type())
              ? MemoryFormat::kChannelsLast
              : MemoryFormat::kContiguous;
 }

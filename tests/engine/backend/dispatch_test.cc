@@ -30,6 +30,7 @@ class CountingTable final : public OpTable {
 #undef DPE_COUNTING_SLOT
 
   bool has(PrimId id) const override { return inner_.has(id); }
+  bool channels_last() const override { return inner_.channels_last(); }
 
   std::vector<std::string> names;
 
@@ -50,6 +51,17 @@ class HostDecorator {
  private:
   OpTable* replaced_;
 };
+
+// What the prims ask the table beside its kernels passes through a decorator: a channels-last
+// activation stays so while one is in place.
+TEST(DispatchTest, ADecoratorAnswersForTheTableItReplaced) {
+  const Tensor nhwc =
+      Tensor::empty({2, 3, 4, 5}, DType::kFloat32, Device(), MemoryFormat::kChannelsLast);
+  HostDecorator d(/*run_inner=*/true);
+  EXPECT_TRUE(find_op_table(DeviceType::kHost)->channels_last());
+  EXPECT_EQ(prim::activation_format(nhwc), MemoryFormat::kChannelsLast);
+  EXPECT_TRUE(supports<prim::BatchNormReluForwardTrain>(nhwc.device()));
+}
 
 TEST(DispatchTest, ChecksRunBeforeTheTableSeesTheCall) {
   HostDecorator d(/*run_inner=*/true);

@@ -46,6 +46,18 @@ TEST(HostBackendTest, HostDevicesShareOneRegisteredTableWithEveryPrim) {
   EXPECT_EQ(y.to_vector<float>(), std::vector<float>(4, 1.0f));
 }
 
+// The host table declares channels-last kernels, so a host activation laid out channels last stays
+// so through the ops that have them (prim::activation_format asks the table).
+TEST(HostBackendTest, TheTableDeclaresChannelsLastKernels) {
+  ASSERT_NE(find_op_table(DeviceType::kHost), nullptr);
+  EXPECT_TRUE(find_op_table(DeviceType::kHost)->channels_last());
+  const Tensor nhwc =
+      Tensor::empty({2, 3, 4, 5}, DType::kFloat32, kHost1, MemoryFormat::kChannelsLast);
+  EXPECT_EQ(prim::activation_format(nhwc), MemoryFormat::kChannelsLast);
+  EXPECT_EQ(prim::activation_format(Tensor::empty({2, 3, 4, 5})), MemoryFormat::kContiguous);
+  EXPECT_EQ(prim::activation_format(Tensor()), MemoryFormat::kContiguous);
+}
+
 TEST(HostBackendTest, LinearComputesAndNamesBothShapesOnMismatch) {
   Tensor x = floats({1, 2, 3, 4, 5, 6}, {2, 3});
   Tensor w = floats({1, 0, 0, 0, 1, 0}, {2, 3});
