@@ -2,6 +2,7 @@
 #include "engine/autograd/node.h"
 #include "engine/autograd/op_helpers.h"
 #include "engine/autograd/ops.h"
+#include "engine/tensor/concat.h"
 
 namespace dpe::ops {
 
@@ -82,42 +83,14 @@ Tensor to(const Tensor& x, Device device) {
 }
 
 Tensor cat(const std::vector<Tensor>& xs, int64_t dim, const Device* device) {
-  DPE_CHECK(!xs.empty(), "cat: expected a non-empty list of tensors");
-  const Device dst = device ? *device : xs[0].device();
-  const Shape& first = xs[0].shape();
-  const int64_t d = first.normalize_dim(dim);
-  int64_t total = 0;
+  Tensor out = concat("cat", xs, dim, device);
+  const int64_t d = xs[0].shape().normalize_dim(dim);
   std::vector<int64_t> sizes;
-  for (size_t i = 0; i < xs.size(); ++i) {
-    const Shape& s = xs[i].shape();
-    DPE_CHECK(s.rank() == first.rank() && xs[i].dtype() == xs[0].dtype(),
-              "cat: tensor " << i << " " << s << " does not match tensor 0 " << first);
-    for (int64_t k = 0; k < s.rank(); ++k) {
-      DPE_CHECK(k == d || s[k] == first[k], "cat: sizes of tensors must match except in dimension "
-                                                << d << ": tensor 0 is " << first << ", tensor "
-                                                << i << " is " << s);
-    }
-    sizes.push_back(s[d]);
-    total += s[d];
-  }
-  // Build along dim 0 of a permuted layout, where every slice is contiguous.
-  std::vector<int64_t> order{d};
-  for (int64_t i = 0; i < first.rank(); ++i) {
-    if (i != d) order.push_back(i);
-  }
-  std::vector<int64_t> back(order.size());
-  for (size_t i = 0; i < order.size(); ++i) back[order[i]] = static_cast<int64_t>(i);
-  std::vector<int64_t> front_dims;
-  for (int64_t i : order) front_dims.push_back(i == d ? total : first[i]);
-  Tensor front = Tensor::empty(Shape(front_dims), xs[0].dtype(), dst);
-  int64_t offset = 0;
-  for (size_t i = 0; i < xs.size(); ++i) {
-    front.narrow(0, offset, sizes[i]).copy_(d == 0 ? xs[i] : xs[i].permute(order));
-    offset += sizes[i];
-  }
-  Tensor out = d == 0 ? front : front.permute(back).contiguous();
   std::vector<Device> devices;
-  for (const Tensor& x : xs) devices.push_back(x.device());
+  for (const Tensor& x : xs) {
+    sizes.push_back(x.shape()[d]);
+    devices.push_back(x.device());
+  }
   record("cat", xs, {&out}, [sizes, devices, d](const std::vector<Tensor>& g) {
     std::vector<Tensor> grads;
     int64_t start = 0;

@@ -4,6 +4,7 @@
 #include "engine/core/error.h"
 #include "engine/device/device_guard.h"
 #include "engine/device/runtime.h"
+#include "engine/tensor/concat.h"
 
 namespace dpe::comm {
 
@@ -94,37 +95,7 @@ std::vector<Tensor> scatter(const Tensor& x, const std::vector<Device>& devices,
 }
 
 Tensor gather(const std::vector<Tensor>& xs, Device destination, int64_t dim) {
-  DPE_CHECK(!xs.empty(), "gather: expected a non-empty list of tensors");
-  const Shape& first = xs[0].shape();
-  const int64_t d = first.normalize_dim(dim);
-  int64_t total = 0;
-  for (size_t i = 0; i < xs.size(); ++i) {
-    const Shape& s = xs[i].shape();
-    DPE_CHECK(s.rank() == first.rank() && xs[i].dtype() == xs[0].dtype(),
-              "gather: tensor " << i << " " << s << " does not match tensor 0 " << first);
-    for (int64_t k = 0; k < s.rank(); ++k) {
-      DPE_CHECK(k == d || s[k] == first[k],
-                "gather: sizes of tensors must match except in dimension "
-                    << d << ": tensor 0 is " << first << ", tensor " << i << " is " << s);
-    }
-    total += s[d];
-  }
-  // Built along dim 0 of a permuted layout, where every input is one contiguous slice.
-  std::vector<int64_t> order{d};
-  for (int64_t i = 0; i < first.rank(); ++i) {
-    if (i != d) order.push_back(i);
-  }
-  std::vector<int64_t> back(order.size());
-  for (size_t i = 0; i < order.size(); ++i) back[order[i]] = static_cast<int64_t>(i);
-  std::vector<int64_t> front_dims;
-  for (int64_t i : order) front_dims.push_back(i == d ? total : first[i]);
-  Tensor front = Tensor::empty(Shape(front_dims), xs[0].dtype(), destination);
-  int64_t offset = 0;
-  for (const Tensor& x : xs) {
-    front.narrow(0, offset, x.shape()[d]).copy_(d == 0 ? x : x.permute(order));
-    offset += x.shape()[d];
-  }
-  return d == 0 ? front : front.permute(back).contiguous();
+  return concat("gather", xs, dim, &destination);
 }
 
 std::vector<std::vector<Tensor>> broadcast_coalesced(const std::vector<Tensor>& tensors,
