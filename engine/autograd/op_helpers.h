@@ -4,7 +4,9 @@
 #pragma once
 
 #include <array>
+#include <cstdint>
 #include <string>
+#include <utility>
 
 #include "engine/backend/dispatch.h"
 #include "engine/backend/prims/views.h"
@@ -55,11 +57,30 @@ inline std::array<Tensor, 2> prepare_pair(const char* op, const Tensor& a_in, co
   return {a, b_in.contiguous(prim::activation_format(a))};
 }
 
-// Whether x's device type has a fused op's optional kernels (Forward and Backward); where it has
+// Whether `device`'s type has a fused op's optional kernels (Forward and Backward); where it has
 // not (CUDA), the fused ops run as the ops they fuse.
 template <class Forward, class Backward>
+bool has_fused_kernels(Device device) {
+  return supports<Forward>(device) && supports<Backward>(device);
+}
+// The same for x's device; an undefined x takes the fused op's path, whose checks name it.
+template <class Forward, class Backward>
 bool has_fused_kernels(const Tensor& x) {
-  return !x.defined() || (supports<Forward>(x.device()) && supports<Backward>(x.device()));
+  return !x.defined() || has_fused_kernels<Forward, Backward>(x.device());
+}
+
+// max_pool2d's parameters (stride 0: the kernel size) checked against x; returns them and the
+// output's shape.
+inline std::pair<Pool2dParams, Shape> checked_pool(const Tensor& x, int64_t kernel_size,
+                                                   int64_t stride, int64_t padding) {
+  const Pool2dParams p{kernel_size, stride > 0 ? stride : kernel_size, padding};
+  DPE_CHECK(x.dim() == 4, "max_pool2d: expected a 4-D input [N, C, H, W], got " << x.shape());
+  DPE_CHECK(p.padding * 2 <= p.kernel, "max_pool2d: pad should be at most half of kernel size");
+  const int64_t ho = (x.size(2) + 2 * p.padding - p.kernel) / p.stride + 1;
+  const int64_t wo = (x.size(3) + 2 * p.padding - p.kernel) / p.stride + 1;
+  DPE_CHECK(ho > 0 && wo > 0,
+            "max_pool2d: input " << x.shape() << " is smaller than the kernel " << p.kernel);
+  return {p, Shape{x.size(0), x.size(1), ho, wo}};
 }
 
 }  // namespace dpe::ops::detail

@@ -93,6 +93,12 @@ Tensor batch_norm_relu_max_pool2d(const Tensor& x, const Tensor& gamma, const Te
                                   float momentum, float eps, int64_t kernel_size,
                                   int64_t stride = 0, int64_t padding = 0,
                                   const std::string& who = "batch_norm");
+// The fused batch norm ops above: batch_norm_relu, batch_norm_add_relu, batch_norm_relu_max_pool2d.
+enum class BatchNormFusion { kRelu, kAddRelu, kReluMaxPool2d };
+// Whether `device`'s type has `fusion`'s kernels (its optional forward and backward prims: host
+// devices do, CUDA devices not yet), without which the fused op runs as the ops it fuses. The
+// layers' fusion (engine/nn/fusion.h) asks it too.
+bool has_fused_kernels(BatchNormFusion fusion, Device device);
 // Rows of weight [V, D] at int64 indices of any shape: out [..., D], as F.embedding(index, weight).
 // The gradient scatter-adds into weight (repeated indices accumulate); indices get none.
 Tensor embedding(const Tensor& weight, const Tensor& index);

@@ -4,7 +4,6 @@
 #include <typeinfo>
 
 #include "engine/autograd/ops.h"
-#include "engine/backend/dispatch.h"
 #include "engine/nn/activation.h"
 #include "engine/nn/batch_norm.h"
 #include "engine/nn/pooling.h"
@@ -19,33 +18,13 @@ void set_fusion_enabled(bool enabled) { g_fusion_enabled.store(enabled); }
 
 bool fusion_enabled() { return g_fusion_enabled.load(); }
 
-namespace {
-// Whether `device`'s type has the fused batch norm + ReLU kernels (an optional prim pair).
-bool has_fused_kernel(Device device) {
-  return supports<prim::BatchNormReluForwardTrain>(device) &&
-         supports<prim::BatchNormReluBackward>(device);
-}
-
-// The same for batch norm + the residual sum + ReLU.
-bool has_fused_add_kernel(Device device) {
-  return supports<prim::BatchNormAddReluForwardTrain>(device) &&
-         supports<prim::BatchNormAddReluBackward>(device);
-}
-
-// The same for batch norm + ReLU + max pooling.
-bool has_fused_pool_kernel(Device device) {
-  return supports<prim::BatchNormReluMaxPoolForwardTrain>(device) &&
-         supports<prim::BatchNormReluMaxPoolBackward>(device);
-}
-}  // namespace
-
 bool fuses_batch_norm_relu(const Module& norm, const Module& activation) {
   return typeid(norm) == typeid(BatchNorm2d) && typeid(activation) == typeid(ReLU);
 }
 
 Tensor forward_batch_norm_relu(Module& norm, Module& activation, const Tensor& x) {
   if (fusion_enabled() && fuses_batch_norm_relu(norm, activation) && x.defined() &&
-      has_fused_kernel(x.device())) {
+      ops::has_fused_kernels(ops::BatchNormFusion::kRelu, x.device())) {
     return static_cast<BatchNorm2d&>(norm).forward_relu(x);
   }
   return activation.forward(norm.forward(x));
@@ -54,7 +33,7 @@ Tensor forward_batch_norm_relu(Module& norm, Module& activation, const Tensor& x
 Tensor forward_batch_norm_add_relu(Module& norm, Module& activation, const Tensor& x,
                                    const std::function<Tensor()>& residual) {
   if (fusion_enabled() && fuses_batch_norm_relu(norm, activation) && norm.is_training() &&
-      x.defined() && has_fused_add_kernel(x.device())) {
+      x.defined() && ops::has_fused_kernels(ops::BatchNormFusion::kAddRelu, x.device())) {
     return static_cast<BatchNorm2d&>(norm).forward_add_relu(x, residual());
   }
   const Tensor h = norm.forward(x);
@@ -74,7 +53,7 @@ bool fuses_batch_norm_relu_max_pool(const Module& norm, const Module& activation
 Tensor forward_batch_norm_relu_max_pool(Module& norm, Module& activation, Module& pool,
                                         const Tensor& x) {
   if (fusion_enabled() && fuses_batch_norm_relu_max_pool(norm, activation, pool) && x.defined() &&
-      has_fused_pool_kernel(x.device())) {
+      ops::has_fused_kernels(ops::BatchNormFusion::kReluMaxPool2d, x.device())) {
     const auto& p = static_cast<const MaxPool2d&>(pool);
     return static_cast<BatchNorm2d&>(norm).forward_relu_max_pool(x, p.kernel_size(), p.stride(),
                                                                  p.padding());

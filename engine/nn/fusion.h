@@ -8,7 +8,7 @@
 // Design note "same results, fewer passes": the output, the gradients, the running statistics, the
 // modules and their state-dict keys are bit for bit those of the two modules run one after the
 // other (tests/engine/nn/fusion_test.cc, tests/kernels/host/batch_norm_relu_test.cc). What changes
-// is the work: in training the ReLU is applied in batch norm's output pass and its mask (output > 0)
+// is the work: in training the ReLU is applied in batch norm's output pass and its mask (y > 0)
 // recomputed from x in batch norm's backward, which reads x anyway, so the pre-ReLU tensor, the
 // ReLU's forward pass and its backward pass and gradient buffer are never made. Those passes are
 // memory-bound: at batch 256 each is a trip through DRAM. PyTorch's eager mode does not fuse them
@@ -38,9 +38,8 @@
 //
 // Only those exact classes fuse: a subclass, or another module in either place (SyncBatchNorm
 // after convert_sync_batchnorm, a user's own ReLU), runs its own forward. Only device types with
-// the fused kernels fuse (supports<prim::BatchNormReluForwardTrain>, engine/backend/dispatch.h,
-// BatchNormReluMaxPoolForwardTrain for the three, BatchNormAddReluForwardTrain with the sum):
-// host devices; CUDA has none yet, so the ops run apart there.
+// the fused kernels fuse (ops::has_fused_kernels, which the fused ops ask too): host devices; CUDA
+// has none yet, so the ops run apart there.
 // set_fusion_enabled(false) turns fusion off for the process: //tools:bench --fuse false measures
 // the difference, and the cost model traces unfused steps, as PyTorch's eager mode runs them.
 // The switch is one process-wide flag read at each forward: set it (or hold a FusionScope) from

@@ -69,6 +69,16 @@ Tensor step(Module& model, const Tensor& x, const Tensor& w) {
   return y;
 }
 
+// Host devices have every fused batch norm op's kernels: the layers fuse there, and the ops run
+// fused (ops::has_fused_kernels is what both ask).
+TEST(FusionTest, HostDevicesHaveTheFusedKernels) {
+  for (const Device d : {Device::parse("host:0"), Device::parse("host:1")}) {
+    EXPECT_TRUE(ops::has_fused_kernels(ops::BatchNormFusion::kRelu, d)) << d;
+    EXPECT_TRUE(ops::has_fused_kernels(ops::BatchNormFusion::kAddRelu, d)) << d;
+    EXPECT_TRUE(ops::has_fused_kernels(ops::BatchNormFusion::kReluMaxPool2d, d)) << d;
+  }
+}
+
 TEST(FusionTest, SequentialFusesBatchNormAndReluWithTheUnfusedResults) {
   Generator g(1);
   auto fused = two_blocks(g);
