@@ -8,8 +8,9 @@
 // first error) instead of hanging the rank.
 //
 // nccl_process_group.cc is built with CUDA; elsewhere BUILD picks nccl_process_group_stub.cc,
-// whose constructor throws "nccl: dpe was built without CUDA".
-// Compiled, not yet run: no machine dpe is developed on has a GPU.
+// whose constructor throws "nccl: dpe was built without CUDA". Its tests (nccl_process_group_test
+// on one rank, ddp_nccl_test on one or two GPUs) skip without a GPU; tools/gpu/run.sh runs them on
+// one (README.md, "GPUs", says what has run there).
 //
 // Threading contract: as ProcessGroup.
 #pragma once
