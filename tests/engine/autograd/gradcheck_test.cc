@@ -7,6 +7,7 @@
 #include <functional>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/autograd/engine.h"
@@ -43,7 +44,8 @@ Tensor stays_channels_last(const Tensor& y) {
   return y;
 }
 
-std::vector<OpCase> op_cases() {
+// Elementwise ops and reductions.
+std::vector<OpCase> elementwise_cases() {
   return {
       {"add", {{3, 4}, {3, 4}}, [](auto& x) { return ops::add(x[0], x[1]); }},
       {"sub", {{3, 4}, {3, 4}}, [](auto& x) { return ops::sub(x[0], x[1]); }},
@@ -53,6 +55,12 @@ std::vector<OpCase> op_cases() {
       {"gelu", {{2, 3, 4}}, [](auto& x) { return ops::gelu(x[0]); }},
       {"sum", {{3, 5}}, [](auto& x) { return ops::sum(x[0]); }},
       {"mean", {{3, 5}}, [](auto& x) { return ops::mean(x[0]); }},
+  };
+}
+
+// Shapes: views, slices and concatenation.
+std::vector<OpCase> shape_cases() {
+  return {
       {"reshape",
        {{3, 4}},
        [](auto& x) {
@@ -76,6 +84,12 @@ std::vector<OpCase> op_cases() {
        [](auto& x) {
          return ops::cat({x[0], x[1]}, 1);
        }},
+  };
+}
+
+// Matrix products: matmul, bmm (each transpose), linear.
+std::vector<OpCase> matmul_cases() {
+  return {
       {"matmul", {{3, 4}, {4, 5}}, [](auto& x) { return ops::matmul(x[0], x[1]); }},
       {"bmm", {{2, 3, 4}, {2, 4, 5}}, [](auto& x) { return ops::bmm(x[0], x[1]); }},
       {"bmm_trans_a", {{2, 4, 3}, {2, 4, 5}}, [](auto& x) { return ops::bmm(x[0], x[1], true); }},
@@ -90,6 +104,12 @@ std::vector<OpCase> op_cases() {
       {"linear_no_bias",
        {{4, 6}, {3, 6}},
        [](auto& x) { return ops::linear(x[0], x[1], Tensor()); }},
+  };
+}
+
+// Convolution and max pooling (NCHW).
+std::vector<OpCase> conv_pool_cases() {
+  return {
       {"conv2d",
        {{2, 3, 6, 6}, {4, 3, 3, 3}, {4}},
        [](auto& x) { return ops::conv2d(x[0], x[1], x[2], 1, 0); }},
@@ -101,7 +121,12 @@ std::vector<OpCase> op_cases() {
        [](auto& x) { return ops::conv2d(x[0], x[1], Tensor(), 1, 2); }},
       {"max_pool2d", {{2, 3, 6, 6}}, [](auto& x) { return ops::max_pool2d(x[0], 2, 2, 0); }},
       {"max_pool2d_k3s2p1", {{1, 2, 7, 7}}, [](auto& x) { return ops::max_pool2d(x[0], 3, 2, 1); }},
-      // Channels last: the same ops on NHWC activations.
+  };
+}
+
+// Channels last: the same ops on NHWC activations.
+std::vector<OpCase> channels_last_cases() {
+  return {
       {"conv2d_channels_last",
        {{2, 3, 6, 6}, {4, 3, 3, 3}, {4}},
        [](auto& x) {
@@ -135,6 +160,12 @@ std::vector<OpCase> op_cases() {
       {"add_channels_last_and_contiguous",
        {{2, 3, 2, 4}, {2, 3, 2, 4}},
        [](auto& x) { return stays_channels_last(ops::add(channels_last(x[0]), x[1])); }},
+  };
+}
+
+// Batch norm and its fusions, in training and in evaluation.
+std::vector<OpCase> batch_norm_cases() {
+  return {
       {"batch_norm_train",
        {{4, 3, 2, 2}, {3}, {3}},
        [](auto& x) {
@@ -220,6 +251,12 @@ std::vector<OpCase> op_cases() {
          Tensor rv = Tensor::from_vector(std::vector<float>{0.5f, 2.0f}, {2}, x[0].device());
          return ops::batch_norm(x[0], x[1], x[2], rm, rv, false, 0.1f, 1e-5f);
        }},
+  };
+}
+
+// Embedding, layer norm and dropout.
+std::vector<OpCase> embedding_layer_norm_dropout_cases() {
+  return {
       {"embedding", {{5, 3}, {2, 4}}, [](auto& x) { return ops::embedding(x[0], x[1]); }, {1}, 5},
       {"layer_norm",
        {{2, 3, 5}, {5}, {5}},
@@ -234,6 +271,12 @@ std::vector<OpCase> op_cases() {
        }},
       {"dropout_3d", {{2, 3, 4}}, [](auto& x) { return ops::dropout(x[0], 0.5f, true, 11); }},
       {"dropout_4d", {{2, 2, 3, 2}}, [](auto& x) { return ops::dropout(x[0], 0.2f, true, 3); }},
+  };
+}
+
+// Log-softmax, softmax (causal too) and attention.
+std::vector<OpCase> softmax_attention_cases() {
+  return {
       {"log_softmax", {{4, 5}}, [](auto& x) { return ops::log_softmax(x[0]); }},
       {"softmax", {{2, 3, 5}}, [](auto& x) { return ops::softmax(x[0]); }},
       {"softmax_causal", {{2, 4, 4}}, [](auto& x) { return ops::softmax(x[0], true); }},
@@ -244,6 +287,12 @@ std::vector<OpCase> op_cases() {
       {"attention_dropout",
        {{2, 1, 3, 2}, {2, 1, 5, 2}, {2, 1, 5, 3}},
        [](auto& x) { return ops::scaled_dot_product_attention(x[0], x[1], x[2], false, 0.3f, 9); }},
+  };
+}
+
+// Losses.
+std::vector<OpCase> loss_cases() {
+  return {
       {"nll_loss", {{5, 4}, {5}}, [](auto& x) { return ops::nll_loss(x[0], x[1]); }, {1}, 4},
       {"cross_entropy",
        {{6, 3}, {6}},
@@ -263,6 +312,18 @@ std::vector<OpCase> op_cases() {
        5},
       {"mse_loss", {{3, 4}, {3, 4}}, [](auto& x) { return ops::mse_loss(x[0], x[1]); }},
   };
+}
+
+// Every case, group by group in this order.
+std::vector<OpCase> op_cases() {
+  std::vector<OpCase> all;
+  for (std::vector<OpCase> (*group)() :
+       {elementwise_cases, shape_cases, matmul_cases, conv_pool_cases, channels_last_cases,
+        batch_norm_cases, embedding_layer_norm_dropout_cases, softmax_attention_cases,
+        loss_cases}) {
+    for (OpCase& c : group()) all.push_back(std::move(c));
+  }
+  return all;
 }
 
 std::vector<Device> available_devices() {
