@@ -57,7 +57,8 @@ tensor_srcs=(engine/device/device.cc engine/device/memory_category.cc
   engine/backend/cuda/cuda_device_stub.cc kernels/host/copy.cc kernels/host/host_context.cc
   engine/tensor/shape.cc engine/tensor/tensor.cc)
 declare -A srcs libs
-srcs[safetensors]="${tensor_srcs[*]} engine/io/json_nesting.cc engine/io/safetensors.cc"
+srcs[safetensors]="${tensor_srcs[*]} engine/io/atomic_file.cc engine/io/json_nesting.cc
+  engine/io/safetensors.cc"
 libs[safetensors]="-ltbb -ldnnl"
 srcs[idx]="${tensor_srcs[*]} engine/data/dataset.cc engine/data/fashion_mnist.cc"
 libs[idx]="-ltbb -ldnnl -lz"
