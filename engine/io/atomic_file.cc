@@ -41,7 +41,9 @@ AtomicFileError::AtomicFileError(AtomicFileStep step, std::string target, std::s
       reason_(std::move(reason)) {}
 
 AtomicFile::AtomicFile(std::string target, AtomicFileOptions options)
-    : target_(std::move(target)), temporary_(target_ + ".tmp.XXXXXX"), options_(std::move(options)) {
+    : target_(std::move(target)),
+      temporary_(target_ + ".tmp.XXXXXX"),
+      options_(std::move(options)) {
   fd_ = ::mkostemp(temporary_.data(), O_CLOEXEC);
   if (fd_ < 0) throw AtomicFileError(AtomicFileStep::kCreate, target_, temporary_, errno_text());
   // mkstemp creates 0600; the file is as readable as any other the user writes.

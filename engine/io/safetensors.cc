@@ -77,7 +77,7 @@ std::string errno_text() { return std::strerror(errno); }
   switch (e.step()) {
     case AtomicFileStep::kCreate:
       DPE_THROW("save_safetensors: cannot create a temporary file next to " << e.target() << ": "
-                                                                           << e.reason());
+                                                                            << e.reason());
     case AtomicFileStep::kWrite:
       DPE_THROW("save_safetensors: writing " << e.target() << " (temporary " << tmp
                                              << ") failed: " << e.reason());

@@ -30,9 +30,9 @@ void check_writable(const std::string& flag, const std::string& path) {
   try {
     AtomicFile probe(path);  // made where write_file_atomically makes its file, removed uncommitted
   } catch (const AtomicFileError& e) {
-    DPE_TOOLS_CHECK(UsageError, false,
-                    flag << " " << path << ": cannot write into " << directory_of(path) << ": "
-                         << e.reason());
+    DPE_TOOLS_CHECK(
+        UsageError, false,
+        flag << " " << path << ": cannot write into " << directory_of(path) << ": " << e.reason());
   }
 }
 

@@ -16,107 +16,15 @@
 // epoch, with a larger --max-steps, goes on from the next epoch.
 #pragma once
 
-#include <cstdint>
 #include <cstdio>
-#include <string>
 #include <vector>
 
-#include "engine/data/text_files.h"
 #include "engine/nn/module.h"
+#include "tools/train_lib/checkpoint_files.h"
+#include "tools/train_lib/epoch_metrics.h"
+#include "tools/train_lib/train_config.h"
 
 namespace dpe::tools {
-
-// The most epochs a run may have (--epochs); a checkpoint's epoch is below it.
-constexpr int kMaxEpochs = 1000000;
-
-struct TrainConfig {
-  std::string mode = "single";    // single | dp | ddp | fsdp
-  std::string device = "host";    // host | cuda: the devices the run computes on
-  // ddp: gloo | mpi | nccl | auto (nccl with --device cuda; else mpi under mpirun, else gloo)
-  std::string backend = "auto";
-  int devices = 2;                // dp: devices to use (host:0.. or cuda:0..)
-  std::string model = "convnet";  // toy | mlp | convnet | resnet-tiny | gpt-small | gpt2
-  int epochs = 1;
-  int64_t batch_size = 0;   // global for dp, per process for ddp (as PyTorch); 0: the model's
-                            // default (100 images; 16 windows for the gpt models)
-  std::string optimizer;    // sgd | adamw; empty: the model's default (adamw for gpt, else sgd)
-  float lr = -1;            // < 0: the model's default (sgd 0.01; adamw: gpt-small 1e-3, gpt2 6e-4)
-  bool scale_lr = false;    // lr *= world size (ddp) or device count (dp)
-  float momentum = 0.9f;    // sgd only
-  float weight_decay = -1;  // < 0: the optimizer's PyTorch default (sgd 0, adamw 0.01)
-  float clip_grad_norm = -1;  // max global gradient 2-norm; 0: none; < 0: 1.0 for gpt, else none
-  uint64_t seed = 0;
-  bool sync_bn = false;
-  // Recompute each gpt block's activations in backward instead of keeping them
-  // (engine/nn/checkpoint.h); the same losses, less activation memory
-  bool activation_checkpointing = false;
-  // Image batches channels last (torch.channels_last): the convolutional layers' activations stay
-  // NHWC on host devices (docs/channels_last.md); the same losses
-  bool channels_last = false;
-  // ddp (ignored otherwise): PyTorch's DDP option of that name, whose default is false; true as
-  // //tools:bench's
-  bool gradient_as_bucket_view = true;
-  // ddp only: ZeroRedundancyOptimizer (ZeRO stage 1) over the optimizer; rank 0 checkpoints its
-  // consolidated state, the same optimizer.safetensors as without it, which resume loads either way
-  bool zero = false;
-  // --mode fsdp's sharding strategy: "full" (FULL_SHARD) or "grad-op" (SHARD_GRAD_OP).
-  std::string sharding = "full";
-  // ddp: seconds a collective may take before the job ends naming the rank that holds it up
-  // (init_process_group's timeout, PyTorch's default 30 minutes; engine/distributed/watchdog.h)
-  double timeout = 1800;
-  std::string checkpoint_dir;  // empty: no checkpoints
-  bool resume = false;
-  // Resume when checkpoint_dir holds a checkpoint, else start from scratch (--resume auto: a
-  // worker that dpe-launch --max-restarts started again, as torchrun scripts load theirs).
-  bool resume_auto = false;
-  std::string data_dir;       // Fashion-MNIST
-  // Optimizer steps over the whole run, the steps before a resumed checkpoint included; when > 0
-  // it overrides `epochs` (Hugging Face's max_steps). 0: `epochs` decides.
-  int64_t max_steps = 0;
-  int64_t max_steps_per_epoch = 0;  // 0: the whole pass
-  int64_t train_samples = 0;  // 0: the whole training set (a prefix otherwise; windows for gpt)
-  int64_t test_samples = 0;   // 0: the whole test set (validation windows for gpt)
-  bool progress = true;
-  // The gpt models' data: windows of `context` tokens (0: the model's block_size), stride =
-  // context, over the language-model corpus tokenized with a `vocab_size` BPE cached in
-  // `cache_dir` (empty: default_cache_dir()). `corpus_documents` > 0 keeps only the corpus's
-  // first documents (the tests' tiny corpus: a small tokenizer trains in a second).
-  int64_t context = 0;
-  int64_t vocab_size = 32000;
-  std::string cache_dir;
-  int64_t corpus_documents = 0;
-  // The language models' text instead of the built-in corpus: a UTF-8 file or a folder of them
-  // (engine/data/text_files.h), its tokenizer cached under its own name by a hash of the text
-  // and the tokenizer's options. A text too small for vocab_size pieces gets fewer. Empty: the
-  // built-in corpus.
-  std::string text;
-  // The most bytes of `text` read (engine/data/text_files.h); past it the run stops, naming the
-  // file and the limit.
-  uint64_t max_text_bytes = kMaxTextBytes;
-};
-
-// The models train takes, from the model registry (models/registry.h): the regression, the
-// language models, and the image classifiers made for 28x28 images (Fashion-MNIST's layout, which
-// --data-dir's IDX files must have), regression first, each task's by name.
-std::vector<std::string> trainable_models();
-
-// `config` with every "model's default" above filled in for config.model; throws dpe::Error
-// naming a flag that does not fit the model (a model train does not take, --context above the
-// block size or without a gpt model, --text without one, an unknown optimizer).
-TrainConfig resolve_defaults(const TrainConfig& config);
-
-struct EpochMetrics {
-  int epoch = 0;
-  double train_loss = 0;
-  double test_loss = 0;
-  double test_accuracy = -1;       // -1 for the toy regression and the gpt models
-  double perplexity = -1;          // gpt: exp(validation loss); -1 otherwise
-  double unigram_perplexity = -1;  // gpt: the validation split's unigram baseline
-  double samples_per_second = 0;
-  double tokens_per_second = 0;  // gpt: samples/s x context; 0 otherwise
-  int64_t steps = 0;
-  int64_t global_step = -1;  // optimizer steps since the run began; -1: unknown (design note)
-};
 
 struct TrainResult {
   std::vector<EpochMetrics> epochs;
@@ -151,11 +59,7 @@ TrainResult train(const TrainConfig& config, FILE* out);
 // generation against it. A directory without a manifest is read in the older single-file layout
 // (checkpoint.safetensors, optimizer tensors prefixed "optimizer."), which the next checkpoint
 // written there supersedes and removes.
-std::string checkpoint_manifest_path(const std::string& dir);   // checkpoint.json
-std::string model_checkpoint_path(const std::string& dir);      // model.safetensors
-std::string optimizer_checkpoint_path(const std::string& dir);  // optimizer.safetensors
-std::string training_state_path(const std::string& dir);        // training_state.json
-std::string legacy_checkpoint_path(const std::string& dir);     // checkpoint.safetensors (older)
-std::string metrics_path(const std::string& dir);               // metrics.jsonl
+// The files' paths: checkpoint_files.h. Written by checkpoint_writer.h, finished and cleaned at
+// start by checkpoint_recovery.h, read by checkpoint_reader.h; metrics.jsonl: metrics_log.h.
 
 }  // namespace dpe::tools

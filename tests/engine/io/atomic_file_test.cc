@@ -225,8 +225,8 @@ TEST_F(AtomicFileTest, AFailedRenameRemovesTheTemporaryFile) {
     FAIL() << "renamed over a folder";
   } catch (const AtomicFileError& e) {
     EXPECT_EQ(e.step(), AtomicFileStep::kRename);
-    EXPECT_EQ(std::string(e.what()), "cannot rename '" + e.temporary() + "' to '" + path_ +
-                                         "': " + std::strerror(EISDIR));
+    EXPECT_EQ(std::string(e.what()),
+              "cannot rename '" + e.temporary() + "' to '" + path_ + "': " + std::strerror(EISDIR));
   }
   EXPECT_EQ(names_in_dir(), std::vector<std::string>{"out.json"});
 }

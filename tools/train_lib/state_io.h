@@ -1,0 +1,30 @@
+// state_io: how a run's model and optimizer state goes into and out of checkpoints, whatever
+// wraps the model (DataParallel, DDP, FSDP), for train's checkpoint writer and reader.
+//
+// Threading contract: the functions run on the training thread; under fsdp (collective) every
+// rank calls model_state and optimizer_state together.
+#pragma once
+
+#include <functional>
+
+#include "engine/io/safetensors.h"
+#include "engine/nn/module.h"
+#include "engine/optim/optimizer.h"
+
+namespace dpe::tools {
+
+// How a run's state goes into and out of checkpoints: the bare model's and the optimizer's state
+// dicts, or under fsdp the full ones that FSDP's collectives assemble from every rank's shards
+// (the files are then those of the unwrapped model).
+struct StateIo {
+  bool collective = false;  // every rank calls model_state and optimizer_state
+  std::function<StateDict()> model_state, optimizer_state;
+  std::function<void(const StateDict&)> load_model, load_optimizer;
+};
+
+// The StateIo of a run whose bare model is `model`, whose forward runs `net` (the model,
+// DataParallel, DDP or FullyShardedDataParallel) and whose optimizer is `opt`; it refers to all
+// three, which must outlive it.
+StateIo state_io(Module& model, Module& net, optim::Optimizer& opt);
+
+}  // namespace dpe::tools
