@@ -13,11 +13,11 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cerrno>
-#include <cstring>
 #include <cstdio>
+#include <cstring>
 #include <map>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <thread>
 
 #include "engine/backend/host/host_devices.h"
@@ -28,6 +28,7 @@
 #include "tools/bench_lib/bench_plot.h"
 #include "tools/bench_lib/bench_runner.h"
 #include "tools/bench_lib/roofline.h"
+#include "tools/common/bool_flag.h"
 #include "tools/common/devices.h"
 #include "tools/common/exit_codes.h"
 #include "tools/common/local_ranks.h"
@@ -152,48 +153,44 @@ void add_step_options(CLI::App& app, Options& o) {
           ->check(CLI::IsMember({"gloo", "mpi", "nccl"}))
           ->capture_default_str();
   // --bucket-view, the older spelling, keeps working.
-  app.add_option("--gradient-as-bucket-view,--bucket-view", base.bucket_view,
-                 "true or false (alone: true): DDP's gradient_as_bucket_view, the gradients are "
-                 "views of the all-reduce buckets and linear layers write theirs straight into "
-                 "them; false (PyTorch's default) copies into and out of the buckets. Default "
-                 "true, as train's")
-      ->expected(0, 1)
-      ->default_str("true");
+  dpe::tools::add_bool_option(
+      app, "--gradient-as-bucket-view,--bucket-view", base.bucket_view,
+      "DDP's gradient_as_bucket_view, the gradients are "
+      "views of the all-reduce buckets and linear layers write theirs straight into "
+      "them; false (PyTorch's default) copies into and out of the buckets. True by "
+      "default, as train's");
   app.add_option("--overlap", base.overlap,
                  "when DDP's bucket all-reduces start: during backward (PyTorch's way), after it, "
                  "or auto (as train's DDP): after it on host devices whose ranks fill the cores "
                  "over MPI, during it elsewhere")
       ->check(CLI::IsMember({"auto", "during", "after"}))
       ->capture_default_str();
-  app.add_option("--zero", o.zero,
-                 "true or false (alone: true): beside each DDP row, one with "
-                 "ZeroRedundancyOptimizer (ZeRO stage 1, PyTorch's name) over the same optimizer, "
-                 "each rank holding 1/world of its state (row ddp/B+zero). Needs DDP rows: a "
-                 "--devices count above 1")
-      ->expected(0, 1)
-      ->default_str("true");
+  dpe::tools::add_bool_option(
+      app, "--zero", o.zero,
+      "beside each DDP row, one with "
+      "ZeroRedundancyOptimizer (ZeRO stage 1, PyTorch's name) over the same optimizer, "
+      "each rank holding 1/world of its state (row ddp/B+zero). Needs DDP rows: a "
+      "--devices count above 1");
   app.add_option("--sharding", o.sharding,
                  "full, grad-op or both (full,grad-op): beside each DDP row, one with "
                  "FullyShardedDataParallel in DDP's place, FULL_SHARD or SHARD_GRAD_OP (rows "
                  "fsdp/B+full, fsdp/B+grad-op), each gpt block a unit. Needs DDP rows")
       ->delimiter(',')
       ->check(CLI::IsMember({"full", "grad-op", "none"}));
-  app.add_option("--channels-last", base.channels_last,
-                 "image batches channels last (torch.channels_last): the convolutional layers' "
-                 "activations stay NHWC, with no reorder between layers (true|false)")
-      ->expected(0, 1)
-      ->default_str("true");
-  app.add_option("--fuse", base.fuse,
-                 "run a BatchNorm2d followed by a ReLU, with a MaxPool2d right after them or a "
-                 "residual sum between them, as one op (false: apart, as PyTorch's eager mode; the "
-                 "ConvNet and the ResNets have them)")
-      ->capture_default_str();
-  app.add_option("--activation-checkpointing", base.activation_checkpointing,
-                 "true or false (alone: true): gpt models only; recompute each transformer "
-                 "block's activations in backward instead of keeping them (torch.utils.checkpoint, "
-                 "non-reentrant): the same losses (JSON: final_loss), less activation memory")
-      ->expected(0, 1)
-      ->default_str("true");
+  dpe::tools::add_bool_option(
+      app, "--channels-last", base.channels_last,
+      "image batches channels last (torch.channels_last): the convolutional layers' "
+      "activations stay NHWC, with no reorder between layers");
+  dpe::tools::add_bool_option(
+      app, "--fuse", base.fuse,
+      "run a BatchNorm2d followed by a ReLU, with a MaxPool2d right after them or a "
+      "residual sum between them, as one op (false: apart, as PyTorch's eager mode; the "
+      "ConvNet and the ResNets have them)");
+  dpe::tools::add_bool_option(
+      app, "--activation-checkpointing", base.activation_checkpointing,
+      "gpt models only; recompute each transformer "
+      "block's activations in backward instead of keeping them (torch.utils.checkpoint, "
+      "non-reentrant): the same losses (JSON: final_loss), less activation memory");
 }
 
 // Reads the command line into `o`. Returns kRun, or the exit code when there is nothing to run
@@ -260,9 +257,10 @@ int parse_options(int argc, char** argv, Options& o) {
       ->delimiter(',')
       ->check(CLI::IsMember({"device0", "replicas"}))
       ->capture_default_str();
-  app.add_flag("--op-profile", o.op_profile,
-               "after each single-device and DataParallel row, its traced step op by op: calls, "
-               "measured ms and share of the step, GFLOP/s, GB/s, and the roofline's bound");
+  dpe::tools::add_switch(
+      app, "--op-profile", o.op_profile,
+      "after each single-device and DataParallel row, its traced step op by op: calls, "
+      "measured ms and share of the step, GFLOP/s, GB/s, and the roofline's bound");
   app.add_option("--json", o.json_path,
                  "where to write the results (checked before the run: a path that cannot be "
                  "written exits 2)")

@@ -24,6 +24,7 @@
 #include "engine/parallel/imbalance_report.h"
 #include "models/by_name.h"
 #include "models/demo_model.h"
+#include "tools/common/bool_flag.h"
 #include "tools/common/devices.h"
 #include "tools/common/exit_codes.h"
 #include "tools/common/local_ranks.h"
@@ -40,11 +41,11 @@ struct Flags {
   std::vector<int> lm_devices = {2, 4};
   int64_t lm_batch_per_device = 6, context = 128;
   int lm_steps = 1;
-  bool lm_ddp = true;
+  bool no_lm_ddp = false;
   std::string lm_ddp_worker;  // internal: run as one DDP rank, writing into this folder
   std::string lm_strategy = "ddp";  // internal: the worker's ddp, zero, grad-op or full
   bool lm_worker_ac = false;        // internal: the worker checkpoints every block
-  bool lm_sharded = true;           // the ZeRO-1 and FSDP rows beside DDP's
+  bool no_lm_sharded = false;       // leaves out the ZeRO-1 and FSDP rows beside DDP's
   int steps = 8;
   int train_batch = 256;  // global
   std::string data_dir = dpe::FashionMnist::kDefaultRoot;
@@ -197,8 +198,8 @@ void lm_demo(const Flags& f, dpe::DeviceType type) {
   std::vector<dpe::tools::LmImbalanceRun> runs;
   // DDP's ranks beside DataParallel run on host devices: NCCL, the CUDA process group, wants a
   // GPU of its own per rank, which logical devices on one GPU are not.
-  const bool ddp = f.lm_ddp && type == dpe::DeviceType::kHost;
-  if (f.lm_ddp && !ddp) std::printf("(DDP's rows are left out on CUDA devices)\n");
+  const bool ddp = !f.no_lm_ddp && type == dpe::DeviceType::kHost;
+  if (!f.no_lm_ddp && !ddp) std::printf("(DDP's rows are left out on CUDA devices)\n");
   for (int n : f.lm_devices) {
     if (type == dpe::DeviceType::kHost) dpe::set_host_device_count(n);
     const auto devices = type == dpe::DeviceType::kHost ? rt.devices(dpe::DeviceType::kHost)
@@ -217,10 +218,10 @@ void lm_demo(const Flags& f, dpe::DeviceType type) {
     using V = dpe::tools::DpVariant;
     // Each way out, then each with every transformer block checkpointed.
     for (bool ac : {false, true}) {
-      if (ac && !f.lm_sharded) break;
+      if (ac && f.no_lm_sharded) break;
       o.activation_checkpointing = ac;
       for (V v : {V::kDdp, V::kDdpZero, V::kFsdpGradOp, V::kFsdpFull}) {
-        if (v != V::kDdp && !f.lm_sharded) continue;
+        if (v != V::kDdp && f.no_lm_sharded) continue;
         runs.push_back(dpe::tools::profile_lm_ddp(o, n, lm_worker_argv(f), v));
         std::fflush(stdout);
       }
@@ -262,10 +263,11 @@ void add_flags(CLI::App& app, Flags& f) {
                  "tokens per sequence of the language-model part, from 1 to the model's block "
                  "size (gpt-small 128, gpt2 1024)")
       ->check(CLI::Range(1, 1 << 20));
-  app.add_flag("!--no-lm-ddp", f.lm_ddp, "leave DDP's ranks out of the language-model part");
-  app.add_flag("!--no-lm-sharded", f.lm_sharded,
-               "leave the ZeRO-1, FSDP and activation-checkpointing rows out of the "
-               "language-model part");
+  dpe::tools::add_switch(app, "--no-lm-ddp", f.no_lm_ddp,
+                         "leave DDP's ranks out of the language-model part");
+  dpe::tools::add_switch(app, "--no-lm-sharded", f.no_lm_sharded,
+                         "leave the ZeRO-1, FSDP and activation-checkpointing rows out of the "
+                         "language-model part");
   app.add_option("--lm-ddp-worker", f.lm_ddp_worker, "internal: run as one DDP rank")->group("");
   app.add_option("--lm-strategy", f.lm_strategy, "internal: the DDP rank's strategy")->group("");
   app.add_flag("--lm-activation-checkpointing", f.lm_worker_ac,

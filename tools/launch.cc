@@ -45,6 +45,7 @@
 #include <thread>
 #include <vector>
 
+#include "tools/common/bool_flag.h"
 #include "tools/common/exit_codes.h"
 #include "tools/common/local_ranks.h"
 
@@ -346,9 +347,10 @@ int parse_options(int argc, char** argv, Options& o) {
   rdzv.port_option =
       app.add_option("--master_port,--master-port", o.master_port, "port of the rendezvous store")
           ->check(CLI::Range(1, 65535));
-  app.add_flag("--standalone", rdzv.standalone,
-               "one node: the store on 127.0.0.1 at a port the kernel says is free, a fresh "
-               "--rdzv-id (as torchrun --standalone; rendezvous flags beside it are ignored)");
+  dpe::tools::add_switch(
+      app, "--standalone", rdzv.standalone,
+      "one node: the store on 127.0.0.1 at a port the kernel says is free, a fresh "
+      "--rdzv-id (as torchrun --standalone; rendezvous flags beside it are ignored)");
   rdzv.endpoint_option = app.add_option(
       "--rdzv-endpoint,--rdzv_endpoint", rdzv.endpoint,
       "HOST[:PORT] where rank 0 serves the rendezvous store: the workers' MASTER_ADDR and "

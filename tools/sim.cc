@@ -17,6 +17,7 @@
 
 #include "models/by_name.h"
 #include "models/gpt.h"
+#include "tools/common/bool_flag.h"
 #include "tools/common/exit_codes.h"
 #include "tools/common/output_file.h"
 #include "tools/common/paths.h"
@@ -160,8 +161,9 @@ void add_step_flags(CLI::App& app, Options& o) {
                  "device 0) or replicas (parallel_criterion, or a model that returns its loss)")
       ->check(CLI::IsMember({"device0", "replicas"}))
       ->capture_default_str();
-  app.add_flag("--gather-outputs", spec.gather_outputs,
-               "with --loss replicas: the outputs are gathered too (Hugging Face's Trainer)");
+  dpe::tools::add_switch(
+      app, "--gather-outputs", spec.gather_outputs,
+      "with --loss replicas: the outputs are gathered too (Hugging Face's Trainer)");
   app.add_option("--optimizer", spec.optimizer, "adamw or sgd (default: adamw for gpt, else sgd)")
       ->check(CLI::IsMember({"", "adamw", "sgd"}));
   app.add_option("--bucket-cap-mb", spec.bucket_cap_mb,
@@ -206,14 +208,16 @@ void add_report_flags(CLI::App& app, Options& o) {
                  "DataParallel, is always in the first table)")
       ->delimiter(',')
       ->check(CLI::IsMember({"dp", "ddp", "zero1", "grad-op", "full-shard"}));
-  app.add_flag("--activation-checkpointing", o.activation_checkpointing,
-               "GPT: each --strategy row again with activation checkpointing per transformer "
-               "block (non-reentrant); alone it means --strategy ddp");
-  app.add_flag("--largest-gpt", o.largest_gpt,
-               "the largest GPT of the GPT-2/GPT-3 ladder that trains on the largest --gpus count "
-               "with each strategy (--strategy, default all four), with and without activation "
-               "checkpointing, at --batch-size x --context tokens per GPU; priced from the shapes "
-               "(nothing traced)");
+  dpe::tools::add_switch(
+      app, "--activation-checkpointing", o.activation_checkpointing,
+      "GPT: each --strategy row again with activation checkpointing per transformer "
+      "block (non-reentrant); alone it means --strategy ddp");
+  dpe::tools::add_switch(
+      app, "--largest-gpt", o.largest_gpt,
+      "the largest GPT of the GPT-2/GPT-3 ladder that trains on the largest --gpus count "
+      "with each strategy (--strategy, default all four), with and without activation "
+      "checkpointing, at --batch-size x --context tokens per GPU; priced from the shapes "
+      "(nothing traced)");
   app.add_option("--json", o.json_path,
                  "where to write the results (checked before the run: a path that cannot be "
                  "written exits 2)")

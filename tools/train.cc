@@ -17,6 +17,7 @@
 #include "engine/core/error.h"
 #include "engine/data/fashion_mnist.h"
 #include "models/by_name.h"
+#include "tools/common/bool_flag.h"
 #include "tools/common/exit_codes.h"
 #include "tools/common/paths.h"
 #include "tools/train_lib/trainer.h"
@@ -64,22 +65,21 @@ int devices_from_env(int fallback) {
   return *end == '\0' && v >= 1 && v <= 64 ? static_cast<int>(v) : fallback;
 }
 
-}  // namespace
+// The flags that main looks at again after parsing: given or not, and values that are not the
+// config's.
+struct Flags {
+  CLI::Option* devices = nullptr;
+  CLI::Option* momentum = nullptr;
+  CLI::Option* bucket_view = nullptr;
+  CLI::Option* sharding = nullptr;
+  CLI::Option* resume = nullptr;
+  std::string resume_value;
+  std::string rdzv_timeout;
+  bool quiet = false;
+};
 
-int main(int argc, char** argv) {
-  // Line by line, even into the launcher's pipe: a worker that the launcher stops (a failed peer,
-  // a restart) loses none of the lines it finished.
-  std::setvbuf(stdout, nullptr, _IOLBF, 0);
-  dpe::tools::TrainConfig c;
-  c.data_dir = dpe::FashionMnist::kDefaultRoot;
-  CLI::App app{
-      "Train toy, mlp, convnet or resnet-tiny on Fashion-MNIST, or gpt-small or gpt2 on the\n"
-      "language-model corpus (fortunes + the Jargon File, 32k BPE) or your own text (--text).\n"
-      "  single: one device.   dp: DataParallel over --devices devices (--device host or cuda).\n"
-      "  ddp: one process per device; start it with the launcher, e.g.\n"
-      "    tools/bazelw run //tools:launch -- --nproc_per_node=2 bazel-bin/tools/train --mode ddp\n"
-      "  or with Open MPI (shared memory on one host, the faster there):\n"
-      "    mpirun -np 2 bazel-bin/tools/train --mode ddp"};
+// --mode, --device, --backend, --devices, --model, --epochs, --batch-size.
+void add_run_flags(CLI::App& app, dpe::tools::TrainConfig& c, Flags& f) {
   app.add_option("--mode", c.mode,
                  "single | dp | ddp | fsdp (FullyShardedDataParallel, one process per device as "
                  "ddp; each transformer block of a gpt model is a unit, other models are one)")
@@ -96,7 +96,7 @@ int main(int argc, char** argv) {
                  "under mpirun, else gloo")
       ->check(CLI::IsMember({"auto", "gloo", "mpi", "nccl"}))
       ->capture_default_str();
-  CLI::Option* devices =
+  f.devices =
       app.add_option("--devices", c.devices,
                      "how many devices --mode dp runs on, a COUNT: host:0..N-1, or cuda:0..N-1 "
                      "with --device cuda (default DPE_HOST_DEVICES when set, else 2; the flag wins "
@@ -113,6 +113,10 @@ int main(int argc, char** argv) {
                  "ddp (the global batch is batch-size x world size), as in PyTorch; default 100 "
                  "images, 16 windows for gpt")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
+}
+
+// --optimizer, --lr, --scale-lr, --momentum, --weight-decay, --clip-grad-norm, --seed.
+void add_optimizer_flags(CLI::App& app, dpe::tools::TrainConfig& c, Flags& f) {
   app.add_option("--optimizer", c.optimizer,
                  "sgd | adamw (PyTorch's defaults: betas 0.9, 0.999, eps 1e-8, weight decay "
                  "0.01); default adamw for gpt, sgd otherwise")
@@ -120,11 +124,11 @@ int main(int argc, char** argv) {
   app.add_option("--lr", c.lr,
                  "learning rate; default 0.01 for sgd, for adamw 1e-3 (gpt-small) or 6e-4 (gpt2)")
       ->check(finite_at_least(0, false));
-  app.add_flag("--scale-lr", c.scale_lr,
-               "multiply the learning rate by the world size (ddp) or device count (dp)");
-  CLI::Option* momentum = app.add_option("--momentum", c.momentum, "SGD momentum")
-                              ->check(finite_at_least(0, false))
-                              ->capture_default_str();
+  dpe::tools::add_switch(app, "--scale-lr", c.scale_lr,
+                         "multiply the learning rate by the world size (ddp) or device count (dp)");
+  f.momentum = app.add_option("--momentum", c.momentum, "SGD momentum")
+                   ->check(finite_at_least(0, false))
+                   ->capture_default_str();
   app.add_option("--weight-decay", c.weight_decay,
                  "weight decay; default 0 for sgd, 0.01 (decoupled) for adamw")
       ->check(finite_at_least(0, false));
@@ -134,43 +138,52 @@ int main(int argc, char** argv) {
       ->check(finite_at_least(0, false));
   app.add_option("--seed", c.seed, "seed of the initial weights and the shuffling")
       ->capture_default_str();
-  app.add_flag("--sync-bn", c.sync_bn, "SyncBatchNorm across ranks (ddp only)");
-  app.add_flag("--activation-checkpointing", c.activation_checkpointing,
-               "gpt models: recompute each transformer block's activations in backward instead "
-               "of keeping them (torch.utils.checkpoint, non-reentrant): the same losses, less "
-               "activation memory, about one more forward per step");
-  app.add_flag("--channels-last", c.channels_last,
-               "image models: batches laid out channels last (torch.channels_last), so the "
-               "convolutions, batch norms and poolings run on NHWC activations with no reorder "
-               "between layers; the same losses");
-  CLI::Option* bucket_view =
-      app.add_option("--gradient-as-bucket-view", c.gradient_as_bucket_view,
-                     "ddp only; true or false (alone: true): DDP's gradient_as_bucket_view, the "
-                     "gradients are views of the all-reduce buckets and linear layers write theirs "
-                     "straight into them; false (PyTorch's default) copies into and out of the "
-                     "buckets. Default true, as bench's. DDP's other settings are PyTorch's "
-                     "defaults and bench's: bucket_cap_mb 25, broadcast_buffers, no "
-                     "find_unused_parameters, all-reduces overlapping backward as bench's "
-                     "--overlap auto decides")
-          ->expected(0, 1)
-          ->default_str("true");
-  app.add_flag("--zero", c.zero,
-               "ddp only: ZeroRedundancyOptimizer (ZeRO stage 1) over the optimizer, each rank "
-               "holding 1/world of its state; checkpoints are the same files as without it");
-  CLI::Option* sharding =
+}
+
+// How the model is wrapped and laid out: --sync-bn, --activation-checkpointing, --channels-last,
+// --gradient-as-bucket-view, --zero, --sharding.
+void add_parallel_flags(CLI::App& app, dpe::tools::TrainConfig& c, Flags& f) {
+  dpe::tools::add_switch(app, "--sync-bn", c.sync_bn, "SyncBatchNorm across ranks (ddp only)");
+  dpe::tools::add_bool_option(
+      app, "--activation-checkpointing", c.activation_checkpointing,
+      "gpt models: recompute each transformer block's activations in backward instead "
+      "of keeping them (torch.utils.checkpoint, non-reentrant): the same losses, less "
+      "activation memory, about one more forward per step");
+  dpe::tools::add_bool_option(
+      app, "--channels-last", c.channels_last,
+      "image models: batches laid out channels last (torch.channels_last), so the "
+      "convolutions, batch norms and poolings run on NHWC activations with no reorder "
+      "between layers; the same losses");
+  f.bucket_view = dpe::tools::add_bool_option(
+      app, "--gradient-as-bucket-view", c.gradient_as_bucket_view,
+      "ddp only: DDP's gradient_as_bucket_view, the "
+      "gradients are views of the all-reduce buckets and linear layers write theirs "
+      "straight into them; false (PyTorch's default) copies into and out of the "
+      "buckets (the default, as bench's). DDP's other settings are PyTorch's "
+      "defaults and bench's: bucket_cap_mb 25, broadcast_buffers, no "
+      "find_unused_parameters, all-reduces overlapping backward as bench's "
+      "--overlap auto decides");
+  dpe::tools::add_bool_option(
+      app, "--zero", c.zero,
+      "ddp only: ZeroRedundancyOptimizer (ZeRO stage 1) over the optimizer, each rank "
+      "holding 1/world of its state; checkpoints are the same files as without it");
+  f.sharding =
       app.add_option("--sharding", c.sharding,
                      "fsdp only: full (FULL_SHARD, ZeRO-3: parameters gathered per block for its "
                      "forward and again for its backward) or grad-op (SHARD_GRAD_OP, ZeRO-2: "
                      "gathered once a step); gradients and optimizer state are sharded in both")
           ->check(CLI::IsMember({"full", "grad-op"}))
           ->capture_default_str();
+}
+
+// --checkpoint-dir, --resume, and the data: --data-dir, --text and the language models' knobs.
+void add_checkpoint_and_data_flags(CLI::App& app, dpe::tools::TrainConfig& c, Flags& f) {
   app.add_option("--checkpoint-dir", c.checkpoint_dir,
                  "after every epoch write model.safetensors (the model's state_dict, PyTorch's "
                  "names), optimizer.safetensors and training_state.json here, committed together "
                  "by checkpoint.json (rank 0), and a line of metrics.jsonl");
-  std::string resume;
-  CLI::Option* resume_option =
-      app.add_option("--resume", resume,
+  f.resume =
+      app.add_option("--resume", f.resume_value,
                      "continue from the checkpoint in --checkpoint-dir (also reads the older "
                      "single-file checkpoint.safetensors); --resume auto: from it when there is "
                      "one, else from scratch (what a worker restarted by dpe-launch "
@@ -203,6 +216,11 @@ int main(int argc, char** argv) {
                  "gpt: use only the corpus's first N documents (0: all; for quick tests)")
       ->check(CLI::Range(int64_t{0}, INT64_MAX))
       ->group("");  // a test knob: it works, --help leaves it out
+}
+
+// How long a run is and may wait: the step and sample limits, --timeout, --rdzv-timeout, and
+// --no-progress.
+void add_limit_flags(CLI::App& app, dpe::tools::TrainConfig& c, Flags& f) {
   app.add_option("--max-steps", c.max_steps,
                  "optimizer steps in all, over every epoch and the steps before a --resume "
                  "(Hugging Face's max_steps): the run stops after that many and takes as many "
@@ -224,44 +242,45 @@ int main(int argc, char** argv) {
                  "--rdzv-timeout is given; default 1800, 30 minutes, as PyTorch)")
       ->check(finite_at_least(0, true))
       ->check(CLI::Range(0.0, 1e8));
-  std::string rdzv_timeout;
-  app.add_option("--rdzv-timeout", rdzv_timeout,
+  app.add_option("--rdzv-timeout", f.rdzv_timeout,
                  "ddp: seconds to wait for every rank at the rendezvous (sets DPE_RDZV_TIMEOUT; "
                  "default: that variable, else 30 minutes)")
       ->check(finite_at_least(0, true));
-  bool quiet = false;
-  app.add_flag("--no-progress", quiet, "no progress line");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    const int code = app.exit(e);  // prints help or the error
-    return code == 0 ? dpe::tools::kExitOk : dpe::tools::kExitUsage;
+  dpe::tools::add_switch(app, "--no-progress", f.quiet, "no progress line");
+}
+
+// The flags that belong to one mode, given with another: the message, or "" when none is.
+std::string mode_mismatch(const dpe::tools::TrainConfig& c, const Flags& f) {
+  if (f.bucket_view->count() > 0 && c.mode != "ddp") {
+    return "--gradient-as-bucket-view needs --mode ddp";
   }
-  if (bucket_view->count() > 0 && c.mode != "ddp") {
-    std::fprintf(stderr, "train: --gradient-as-bucket-view needs --mode ddp\n");
-    return dpe::tools::kExitUsage;
-  }
-  if (sharding->count() > 0 && c.mode != "fsdp") {
-    std::fprintf(stderr, "train: --sharding needs --mode fsdp\n");
-    return dpe::tools::kExitUsage;
-  }
+  if (f.sharding->count() > 0 && c.mode != "fsdp") return "--sharding needs --mode fsdp";
   if (c.zero && c.mode != "ddp") {
-    std::fprintf(stderr, "train: --zero needs --mode ddp (ZeroRedundancyOptimizer shards the "
-                         "optimizer state across the DDP ranks)\n");
+    return "--zero needs --mode ddp (ZeroRedundancyOptimizer shards the optimizer state across "
+           "the DDP ranks)";
+  }
+  return "";
+}
+
+// The parsed flags into `c`, checked: kExitOk, or kExitUsage after printing why not.
+int finish_config(dpe::tools::TrainConfig& c, const Flags& f) {
+  const std::string mismatch = mode_mismatch(c, f);
+  if (!mismatch.empty()) {
+    std::fprintf(stderr, "train: %s\n", mismatch.c_str());
     return dpe::tools::kExitUsage;
   }
-  c.resume = resume_option->count() > 0 && resume.empty();
-  c.resume_auto = resume == "auto";
-  c.progress = !quiet;
-  if (devices->count() == 0) c.devices = devices_from_env(c.devices);
-  if (!rdzv_timeout.empty()) ::setenv("DPE_RDZV_TIMEOUT", rdzv_timeout.c_str(), 1);
+  c.resume = f.resume->count() > 0 && f.resume_value.empty();
+  c.resume_auto = f.resume_value == "auto";
+  c.progress = !f.quiet;
+  if (f.devices->count() == 0) c.devices = devices_from_env(c.devices);
+  if (!f.rdzv_timeout.empty()) ::setenv("DPE_RDZV_TIMEOUT", f.rdzv_timeout.c_str(), 1);
   c.data_dir = dpe::tools::user_path(c.data_dir);
   c.checkpoint_dir = dpe::tools::user_path(c.checkpoint_dir);
   c.cache_dir = dpe::tools::user_path(c.cache_dir);
   c.text = dpe::tools::user_path(c.text);
   try {
     const dpe::tools::TrainConfig resolved = dpe::tools::resolve_defaults(c);
-    DPE_CHECK(momentum->count() == 0 || resolved.optimizer == "sgd",
+    DPE_CHECK(f.momentum->count() == 0 || resolved.optimizer == "sgd",
               "--momentum is SGD's; " << c.model << " trains with " << resolved.optimizer
                                       << " (pass --optimizer sgd to use it)");
   } catch (const dpe::Error& e) {
@@ -278,6 +297,11 @@ int main(int argc, char** argv) {
       return dpe::tools::kExitUsage;
     }
   }
+  return dpe::tools::kExitOk;
+}
+
+// Trains, and returns the exit code.
+int run(const dpe::tools::TrainConfig& c) {
   try {
     dpe::tools::train(c, stdout);
     return dpe::tools::kExitOk;
@@ -294,4 +318,36 @@ int main(int argc, char** argv) {
     }
     return code;
   }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Line by line, even into the launcher's pipe: a worker that the launcher stops (a failed peer,
+  // a restart) loses none of the lines it finished.
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  dpe::tools::TrainConfig c;
+  c.data_dir = dpe::FashionMnist::kDefaultRoot;
+  CLI::App app{
+      "Train toy, mlp, convnet or resnet-tiny on Fashion-MNIST, or gpt-small or gpt2 on the\n"
+      "language-model corpus (fortunes + the Jargon File, 32k BPE) or your own text (--text).\n"
+      "  single: one device.   dp: DataParallel over --devices devices (--device host or cuda).\n"
+      "  ddp: one process per device; start it with the launcher, e.g.\n"
+      "    tools/bazelw run //tools:launch -- --nproc_per_node=2 bazel-bin/tools/train --mode ddp\n"
+      "  or with Open MPI (shared memory on one host, the faster there):\n"
+      "    mpirun -np 2 bazel-bin/tools/train --mode ddp"};
+  Flags f;
+  add_run_flags(app, c, f);
+  add_optimizer_flags(app, c, f);
+  add_parallel_flags(app, c, f);
+  add_checkpoint_and_data_flags(app, c, f);
+  add_limit_flags(app, c, f);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);  // prints help or the error
+    return code == 0 ? dpe::tools::kExitOk : dpe::tools::kExitUsage;
+  }
+  const int checked = finish_config(c, f);
+  return checked != dpe::tools::kExitOk ? checked : run(c);
 }

@@ -141,6 +141,12 @@ TEST(BenchCliTest, HelpSaysWhatTheFlagsCount) {
     EXPECT_TRUE(has(out, text)) << text << ": " << out;
   }
   EXPECT_FALSE(has(out, "--ddp-worker")) << out;
+  // Boolean flags show their real default, not the value a lone flag takes (BOOLEAN=true).
+  EXPECT_FALSE(has(out, "BOOLEAN")) << out;
+  for (const char* text : {"--zero [true|false]", "--fuse [true|false]", "(alone: true; default: "
+                                                                         "false)"}) {
+    EXPECT_TRUE(has(out, text)) << text << ": " << out;
+  }
 }
 
 }  // namespace
