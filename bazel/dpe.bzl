@@ -94,7 +94,9 @@ _NVCC_INCLUDES = "-I%s -I$(GENDIR)/%s" % (_ROOT, _ROOT) if _ROOT else "-I. -I$(G
 
 # Headers every .cu file may include (nvcc runs in a genrule, which sees only declared inputs).
 _NVCC_COMMON_HDRS = [
+    "//engine/core:dtype.h",
     "//engine/core:error.h",
+    "//engine/core:low_precision.h",
     "//kernels:op_params.h",
 ]
 

@@ -9,6 +9,14 @@ OpCost make(const char* op_class, double flops, std::initializer_list<const Tens
   OpCost c;
   c.op_class = op_class;
   c.flops = flops;
+  bool dtype_found = false;
+  for (std::initializer_list<const Tensor*> list : {reads, writes}) {
+    for (const Tensor* t : list) {
+      if (dtype_found || !t->defined() || !is_floating_point(t->dtype())) continue;
+      c.dtype = t->dtype();
+      dtype_found = true;
+    }
+  }
   for (const Tensor* t : reads) {
     if (!t->defined()) continue;
     c.bytes_read += static_cast<int64_t>(t->nbytes());

@@ -27,6 +27,9 @@ struct OpCost {
   int64_t bytes_read = 0;
   int64_t bytes_written = 0;
   std::vector<std::vector<int64_t>> shapes;  // of the op's tensor arguments, reads first
+  // The dtype the op computes in: its first floating-point read (else its first floating write),
+  // float32 when it has none. Under autocast it says which list an op followed.
+  DType dtype = DType::kFloat32;
 };
 
 namespace op_cost {

@@ -16,6 +16,7 @@
 #include <mutex>
 #include <vector>
 
+#include "engine/core/dtype.h"
 #include "engine/device/allocator.h"
 #include "engine/device/device.h"
 
@@ -65,6 +66,11 @@ class DeviceContext {
   // Sets n elements of elem_size bytes (1, 2, 4 or 8) at dst, in this device's memory, to the
   // bytes at `value` (host memory). Ordered after the work already queued on the device.
   virtual void fill(void* dst, const void* value, size_t elem_size, int64_t n) = 0;
+  // Converts n contiguous elements at src (of src_dtype) into dst (of dst_dtype), both in this
+  // device's memory: to bfloat16 and float16 with round-to-nearest-even, as PyTorch's. Ordered
+  // after the work already queued on the device.
+  virtual void convert(void* dst, DType dst_dtype, const void* src, DType src_dtype,
+                       int64_t n) = 0;
   // Copies the view `src` (in the memory of src_ctx's device) into contiguous memory at dst (in
   // the memory of dst_ctx's device), when this device type can do that pair: one of the two
   // contexts is this one. Returns false when it cannot (the Runtime then asks the other side).

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/core/dtype.h"
 #include "engine/device/device.h"
 
 namespace dpe {
@@ -28,6 +29,9 @@ class StepObserver {
   virtual bool on_copy(Device src, Device dst, int64_t bytes) = 0;
   // A fill of `bytes` on `device`; returns whether to perform it.
   virtual bool on_fill(Device device, int64_t bytes) = 0;
+  // A conversion of n elements on `device` from one dtype to another; returns whether to perform
+  // it.
+  virtual bool on_convert(Device device, DType from, DType to, int64_t n) = 0;
   // The calling thread starts running backward node `node` (named `name`, on `device`), which
   // hands its gradients to `next`; on_node_end() when it is done.
   virtual void on_node_begin(const void* node, const std::string& name, Device device,

@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "engine/core/error.h"
+#include "engine/distributed/reduce_ops.h"
 #include "engine/distributed/tcp_store.h"
 #include "engine/distributed/watchdog.h"
 
@@ -29,40 +30,21 @@ namespace distributed {
 
 namespace {
 
-template <typename T>
-void reduce_sum(void* out, const void* a, const void* b, size_t n) {
-  auto* o = static_cast<T*>(out);
-  const auto* x = static_cast<const T*>(a);
-  const auto* y = static_cast<const T*>(b);
-  for (size_t i = 0; i < n; ++i) o[i] = x[i] + y[i];
-}
-
-template <typename T>
-void reduce_max(void* out, const void* a, const void* b, size_t n) {
-  auto* o = static_cast<T*>(out);
-  const auto* x = static_cast<const T*>(a);
-  const auto* y = static_cast<const T*>(b);
-  for (size_t i = 0; i < n; ++i) o[i] = std::max(x[i], y[i]);
-}
-
-template <typename T>
-void reduce_min(void* out, const void* a, const void* b, size_t n) {
-  auto* o = static_cast<T*>(out);
-  const auto* x = static_cast<const T*>(a);
-  const auto* y = static_cast<const T*>(b);
-  for (size_t i = 0; i < n; ++i) o[i] = std::min(x[i], y[i]);
+// Gloo's reduce function: reduce_ops.h's for one op (16-bit floats combined in float32).
+template <typename T, ReduceOp Op>
+void reduce_with(void* out, const void* a, const void* b, size_t n) {
+  reduce_elements(Op, static_cast<T*>(out), static_cast<const T*>(a), static_cast<const T*>(b), n);
 }
 
 template <typename T>
 gloo::AllreduceOptions::Func reduce_fn(ReduceOp op) {
   switch (op) {
-    case ReduceOp::kMax:
-      return &reduce_max<T>;
-    case ReduceOp::kMin:
-      return &reduce_min<T>;
-    default:
-      return &reduce_sum<T>;
+    case ReduceOp::kMax: return &reduce_with<T, ReduceOp::kMax>;
+    case ReduceOp::kMin: return &reduce_with<T, ReduceOp::kMin>;
+    case ReduceOp::kSum:
+    case ReduceOp::kAvg: return &reduce_with<T, ReduceOp::kSum>;  // kAvg: divided afterwards
   }
+  return &reduce_with<T, ReduceOp::kSum>;
 }
 
 template <typename T>
@@ -216,13 +198,15 @@ void GlooProcessGroup::run_all_reduce(Tensor& tensor, ReduceOp op) {
   const size_t n = static_cast<size_t>(tensor.numel());
   if (n == 0) return;
   const uint32_t tag = next_tag_++;
-  if (tensor.dtype() == DType::kFloat32) {
-    float* data = tensor.data<float>();
-    if (size_ > 1) run_allreduce(context_, data, n, op, tag);
-    if (op == ReduceOp::kAvg) divide_by_size(tensor);
-  } else {
-    if (size_ > 1) run_allreduce(context_, tensor.data<int64_t>(), n, op, tag);
+  if (size_ > 1) {
+    switch (tensor.dtype()) {
+      case DType::kFloat32: run_allreduce(context_, tensor.data<float>(), n, op, tag); break;
+      case DType::kInt64: run_allreduce(context_, tensor.data<int64_t>(), n, op, tag); break;
+      case DType::kBFloat16: run_allreduce(context_, tensor.data<BFloat16>(), n, op, tag); break;
+      case DType::kFloat16: run_allreduce(context_, tensor.data<Float16>(), n, op, tag); break;
+    }
   }
+  if (op == ReduceOp::kAvg) divide_by_size(tensor);
 }
 
 void GlooProcessGroup::run_broadcast(Tensor& tensor, int root) {

@@ -13,6 +13,7 @@
 #include <set>
 
 #include "engine/core/error.h"
+#include "engine/distributed/reduce_ops.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/lsan_interface.h>
@@ -119,6 +120,38 @@ MPI_Op mpi_op(ReduceOp op) {
   }
 }
 
+// MPI has no bfloat16 or float16 type: their all-reduce sends 2-byte words (MPI_UINT16_T) and
+// reduces them with a user-defined op of reduce_ops.h, one per dtype and op, made on first use
+// (after MPI_Init) and kept for the process's life.
+template <class T, ReduceOp Op>
+void mpi_reduce_with(void* in, void* inout, int* len, MPI_Datatype*) {
+  T* io = static_cast<T*>(inout);
+  reduce_elements(Op, io, static_cast<const T*>(in), io, static_cast<size_t>(*len));
+}
+
+template <class T>
+MPI_Op mpi_16bit_op(ReduceOp op) {
+  static MPI_Op ops[3] = {MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL};  // sum, max, min
+  static std::once_flag once;
+  std::call_once(once, [] {
+    call([] { return MPI_Op_create(&mpi_reduce_with<T, ReduceOp::kSum>, 1, &ops[0]); });
+    call([] { return MPI_Op_create(&mpi_reduce_with<T, ReduceOp::kMax>, 1, &ops[1]); });
+    call([] { return MPI_Op_create(&mpi_reduce_with<T, ReduceOp::kMin>, 1, &ops[2]); });
+  });
+  return op == ReduceOp::kMax ? ops[1] : op == ReduceOp::kMin ? ops[2] : ops[0];
+}
+
+// The MPI type and op of an all-reduce of `dtype`.
+std::pair<MPI_Datatype, MPI_Op> mpi_type_and_op(DType dtype, ReduceOp op) {
+  switch (dtype) {
+    case DType::kFloat32: return {MPI_FLOAT, mpi_op(op)};
+    case DType::kInt64: return {MPI_INT64_T, mpi_op(op)};
+    case DType::kBFloat16: return {MPI_UINT16_T, mpi_16bit_op<BFloat16>(op)};
+    case DType::kFloat16: return {MPI_UINT16_T, mpi_16bit_op<Float16>(op)};
+  }
+  return {MPI_FLOAT, mpi_op(op)};
+}
+
 }  // namespace
 
 struct MpiProcessGroup::Comm {
@@ -198,15 +231,14 @@ void MpiProcessGroup::release() {
 void MpiProcessGroup::run_all_reduce(Tensor& tensor, ReduceOp op) {
   const int64_t n = tensor.numel();
   if (n == 0) return;
-  const bool f32 = tensor.dtype() == DType::kFloat32;
-  const MPI_Datatype type = f32 ? MPI_FLOAT : MPI_INT64_T;
-  const size_t elem = f32 ? sizeof(float) : sizeof(int64_t);
+  const size_t elem = dtype_size(tensor.dtype());
   char* data = static_cast<char*>(tensor.raw_data());
   if (size_ > 1) {
+    const auto [type, reduce] = mpi_type_and_op(tensor.dtype(), op);
     for (int64_t at = 0; at < n; at += kMaxCount) {
       const int count = static_cast<int>(std::min(kMaxCount, n - at));
       check(call([&] {
-              return MPI_Allreduce(MPI_IN_PLACE, data + at * elem, count, type, mpi_op(op),
+              return MPI_Allreduce(MPI_IN_PLACE, data + at * elem, count, type, reduce,
                                    comm_->comm);
             }),
             "all_reduce");

@@ -48,7 +48,15 @@ ncclRedOp_t nccl_op(ReduceOp op) {
   return ncclSum;
 }
 
-ncclDataType_t nccl_type(DType dtype) { return dtype == DType::kInt64 ? ncclInt64 : ncclFloat32; }
+ncclDataType_t nccl_type(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32: return ncclFloat32;
+    case DType::kInt64: return ncclInt64;
+    case DType::kBFloat16: return ncclBfloat16;
+    case DType::kFloat16: return ncclFloat16;
+  }
+  return ncclFloat32;
+}
 
 ncclComm_t comm_of(void* p) { return static_cast<ncclComm_t>(p); }
 cudaStream_t stream_of(void* p) { return static_cast<cudaStream_t>(p); }

@@ -182,10 +182,25 @@ ProcessGroup::Failure ProcessGroup::describe_failure(const std::string&, const s
   return Failure{};
 }
 
+namespace {
+
+template <class T>
+void scale_values(T* values, int64_t n, float factor) {
+  for (int64_t i = 0; i < n; ++i) values[i] = from_float<T>(to_float(values[i]) * factor);
+}
+
+}  // namespace
+
 void ProcessGroup::divide_by_size(Tensor& tensor) const {
-  float* values = tensor.data<float>();
   const float inv = 1.0f / static_cast<float>(size_);
-  for (int64_t i = 0, n = tensor.numel(); i < n; ++i) values[i] *= inv;
+  const int64_t n = tensor.numel();
+  switch (tensor.dtype()) {
+    case DType::kFloat32: return scale_values(tensor.data<float>(), n, inv);
+    case DType::kBFloat16: return scale_values(tensor.data<BFloat16>(), n, inv);
+    case DType::kFloat16: return scale_values(tensor.data<Float16>(), n, inv);
+    case DType::kInt64: break;  // refused by start_all_reduce
+  }
+  DPE_THROW("divide_by_size: op avg needs a floating dtype, got " << dtype_name(tensor.dtype()));
 }
 
 void ProcessGroup::check_tensor(const char* op, const Tensor& t) const {
@@ -209,8 +224,8 @@ std::shared_ptr<Work> ProcessGroup::start_all_reduce(Tensor tensor, ReduceOp op,
                                                     << "): all_reduce_here takes host tensors, "
                                                        "got one on "
                                                     << tensor.device());
-  DPE_CHECK(tensor.dtype() == DType::kFloat32 || op != ReduceOp::kAvg,
-            "all_reduce (rank " << rank_ << "): op avg needs float32, got "
+  DPE_CHECK(is_floating_point(tensor.dtype()) || op != ReduceOp::kAvg,
+            "all_reduce (rank " << rank_ << "): op avg needs a floating dtype, got "
                                 << dtype_name(tensor.dtype()));
   return enqueue(
       std::string("all_reduce(") + reduce_op_name(op) + ")",

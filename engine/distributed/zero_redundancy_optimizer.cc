@@ -42,6 +42,25 @@ std::string renumber_message(const std::string& text, const std::vector<size_t>&
 
 // The consolidation header of one rank's entries, as int64 words:
 // per entry [global index, field length, field chars..., dtype, rank, dims...].
+// A dtype in the header's words.
+int64_t dtype_code(DType t) {
+  switch (t) {
+    case DType::kFloat32: return 0;
+    case DType::kInt64: return 1;
+    case DType::kBFloat16: return 2;
+    case DType::kFloat16: return 3;
+  }
+  return -1;
+}
+
+DType dtype_of_code(int64_t code) {
+  for (DType t : {DType::kFloat32, DType::kInt64, DType::kBFloat16, DType::kFloat16}) {
+    if (dtype_code(t) == code) return t;
+  }
+  DPE_THROW("ZeroRedundancyOptimizer: a state header names dtype code " << code
+                                                                        << ", which is none");
+}
+
 std::vector<int64_t> encode_header(const std::vector<std::pair<size_t, std::string>>& keys,
                                    const StateDict& entries) {
   std::vector<int64_t> words;
@@ -51,7 +70,7 @@ std::vector<int64_t> encode_header(const std::vector<std::pair<size_t, std::stri
     words.push_back(static_cast<int64_t>(index));
     words.push_back(static_cast<int64_t>(field.size()));
     for (char c : field) words.push_back(static_cast<unsigned char>(c));
-    words.push_back(t.dtype() == DType::kFloat32 ? 0 : 1);
+    words.push_back(dtype_code(t.dtype()));
     words.push_back(t.dim());
     for (int64_t d : t.shape()) words.push_back(d);
   }
@@ -73,7 +92,7 @@ std::vector<HeaderEntry> decode_header(const std::vector<int64_t>& w) {
     e.index = static_cast<size_t>(w[k++]);
     const int64_t n = w[k++];
     for (int64_t c = 0; c < n; ++c) e.field += static_cast<char>(w[k++]);
-    e.dtype = w[k++] == 0 ? DType::kFloat32 : DType::kInt64;
+    e.dtype = dtype_of_code(w[k++]);
     std::vector<int64_t> dims(static_cast<size_t>(w[k++]));
     for (int64_t& d : dims) d = w[k++];
     e.shape = Shape(std::move(dims));

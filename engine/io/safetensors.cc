@@ -56,17 +56,25 @@ std::string brief(const OrderedJson& v) {
          std::to_string(v.size()) + (v.is_array() ? " elements" : " keys");
 }
 
-const char* dtype_code(DType t) { return t == DType::kFloat32 ? "F32" : "I64"; }
+// The format's dtype tags (safetensors' "F32", "I64", "BF16", "F16").
+const char* dtype_code(DType t) {
+  switch (t) {
+    case DType::kFloat32: return "F32";
+    case DType::kInt64: return "I64";
+    case DType::kBFloat16: return "BF16";
+    case DType::kFloat16: return "F16";
+  }
+  return "?";
+}
 
 bool parse_dtype(const std::string& code, DType* out) {
-  if (code == "F32") {
-    *out = DType::kFloat32;
-  } else if (code == "I64") {
-    *out = DType::kInt64;
-  } else {
-    return false;
+  for (DType t : {DType::kFloat32, DType::kInt64, DType::kBFloat16, DType::kFloat16}) {
+    if (code == dtype_code(t)) {
+      *out = t;
+      return true;
+    }
   }
-  return true;
+  return false;
 }
 
 std::string errno_text() { return std::strerror(errno); }
@@ -157,7 +165,7 @@ Entry parse_entry(const std::string& path, const std::string& name, const Ordere
   DPE_CHECK(dtype != info.end() && dtype->is_string(), fail_prefix() << "missing string dtype");
   DPE_CHECK(parse_dtype(dtype->get<std::string>(), &e.dtype),
             fail_prefix() << "dtype " << dtype->get<std::string>()
-                          << " is not supported (dpe reads F32 and I64)");
+                          << " is not supported (dpe reads F32, BF16, F16 and I64)");
 
   const auto shape = info.find("shape");
   DPE_CHECK(shape != info.end() && shape->is_array(), fail_prefix() << "missing shape array");

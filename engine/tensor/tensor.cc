@@ -66,22 +66,25 @@ Tensor Tensor::full(const Shape& shape, float value, Device device) {
   return t;
 }
 
-Tensor Tensor::from_vector(const std::vector<float>& values, const Shape& shape, Device device) {
+namespace {
+
+template <class T>
+Tensor from_host_values(const std::vector<T>& values, const Shape& shape, Device device) {
   DPE_CHECK(static_cast<int64_t>(values.size()) == shape.numel(),
             "from_vector: " << values.size() << " values do not fill " << shape);
-  Tensor t = empty(shape, DType::kFloat32, device);
+  Tensor t = Tensor::empty(shape, DTypeOf<T>::value, device);
   Runtime& rt = Runtime::get();
   rt.copy(t.context(), t.raw_data(), rt.context(Device()), values.data(), t.nbytes());
   return t;
 }
 
+}  // namespace
+
+Tensor Tensor::from_vector(const std::vector<float>& values, const Shape& shape, Device device) {
+  return from_host_values(values, shape, device);
+}
 Tensor Tensor::from_vector(const std::vector<int64_t>& values, const Shape& shape, Device device) {
-  DPE_CHECK(static_cast<int64_t>(values.size()) == shape.numel(),
-            "from_vector: " << values.size() << " values do not fill " << shape);
-  Tensor t = empty(shape, DType::kInt64, device);
-  Runtime& rt = Runtime::get();
-  rt.copy(t.context(), t.raw_data(), rt.context(Device()), values.data(), t.nbytes());
-  return t;
+  return from_host_values(values, shape, device);
 }
 
 Tensor Tensor::scalar(float value, Device device) { return full(Shape{}, value, device); }
@@ -199,6 +202,8 @@ T* Tensor::data() const {
 }
 template float* Tensor::data<float>() const;
 template int64_t* Tensor::data<int64_t>() const;
+template BFloat16* Tensor::data<BFloat16>() const;
+template Float16* Tensor::data<Float16>() const;
 
 template <typename T>
 std::vector<T> Tensor::to_vector() const {
@@ -214,12 +219,16 @@ std::vector<T> Tensor::to_vector() const {
 }
 template std::vector<float> Tensor::to_vector<float>() const;
 template std::vector<int64_t> Tensor::to_vector<int64_t>() const;
+template std::vector<BFloat16> Tensor::to_vector<BFloat16>() const;
+template std::vector<Float16> Tensor::to_vector<Float16>() const;
 
 float Tensor::item() const {
   DPE_CHECK(numel() == 1, "item(): a Tensor with "
                               << numel() << " elements cannot be converted to a scalar (" << shape()
                               << ")");
-  return to_vector<float>()[0];
+  DPE_CHECK(is_floating_point(dtype()),
+            "item(): a floating tensor's value as float32; got dtype " << dtype_name(dtype()));
+  return (dtype() == DType::kFloat32 ? *this : to(DType::kFloat32)).to_vector<float>()[0];
 }
 
 Tensor Tensor::to(Device device) const {
@@ -227,6 +236,21 @@ Tensor Tensor::to(Device device) const {
   if (device == this->device()) return *this;
   Tensor out = empty(shape(), dtype(), device);
   copy_view_to(*this, out.context(), out.raw_data());
+  return out;
+}
+
+Tensor Tensor::to(DType dtype) const {
+  check_defined("to");
+  if (dtype == this->dtype()) return *this;
+  // Dense in its own order (contiguous, channels last, any permutation): converted in place of
+  // its storage order, keeping the strides. Otherwise gathered contiguous first.
+  const Tensor src = is_contiguous(suggest_memory_format()) ? *this : contiguous();
+  Tensor out = empty(src.shape(), dtype, device(), src.suggest_memory_format());
+  if (StepObserver* observer = step_observer();
+      observer != nullptr && !observer->on_convert(device(), src.dtype(), dtype, numel())) {
+    return out;  // an observer that skips the work (engine/device/step_observer.h)
+  }
+  context().convert(out.raw_data(), dtype, src.raw_data(), src.dtype(), numel());
   return out;
 }
 
@@ -242,11 +266,14 @@ Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
 void Tensor::copy_(const Tensor& src) {
   DPE_CHECK(src.shape() == shape(),
             "copy_: source " << src.shape() << " does not match destination " << shape());
-  DPE_CHECK(src.dtype() == dtype(), "copy_: source dtype " << dtype_name(src.dtype())
-                                                           << " does not match "
-                                                           << dtype_name(dtype()));
   DPE_CHECK(is_contiguous(), "copy_: the destination must be contiguous, got " << str());
-  copy_view_to(src, context(), raw_data());
+  if (src.dtype() != dtype()) {
+    // Converted where the source is, then copied (PyTorch's copy_ converts too).
+    const Tensor converted = src.contiguous().to(dtype());
+    copy_view_to(converted, context(), raw_data());
+  } else {
+    copy_view_to(src, context(), raw_data());
+  }
   bump_version();
 }
 
@@ -258,11 +285,23 @@ void Tensor::fill_(float value) {
     bump_version();
     return;  // an observer that skips the work (engine/device/step_observer.h)
   }
-  if (dtype() == DType::kFloat32) {
-    context().fill(raw_data(), &value, sizeof(float), numel());
-  } else {
-    const int64_t v = static_cast<int64_t>(value);
-    context().fill(raw_data(), &v, sizeof(int64_t), numel());
+  switch (dtype()) {
+    case DType::kFloat32: context().fill(raw_data(), &value, sizeof(float), numel()); break;
+    case DType::kInt64: {
+      const int64_t v = static_cast<int64_t>(value);
+      context().fill(raw_data(), &v, sizeof v, numel());
+      break;
+    }
+    case DType::kBFloat16: {
+      const BFloat16 v = to_bfloat16(value);
+      context().fill(raw_data(), &v, sizeof v, numel());
+      break;
+    }
+    case DType::kFloat16: {
+      const Float16 v = to_float16(value);
+      context().fill(raw_data(), &v, sizeof v, numel());
+      break;
+    }
   }
   bump_version();
 }
@@ -408,8 +447,8 @@ Tensor Tensor::detach() const {
 
 Tensor& Tensor::requires_grad_(bool value) {
   check_defined("requires_grad_");
-  DPE_CHECK(!value || dtype() == DType::kFloat32,
-            "only float32 tensors can require gradients, got " << dtype_name(dtype()));
+  DPE_CHECK(!value || is_floating_point(dtype()),
+            "only floating-point tensors can require gradients, got " << dtype_name(dtype()));
   impl_->autograd.requires_grad = value;
   return *this;
 }

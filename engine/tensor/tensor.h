@@ -17,7 +17,7 @@
 
 #include "engine/device/device.h"
 #include "engine/device/device_context.h"
-#include "engine/tensor/dtype.h"
+#include "engine/core/dtype.h"
 #include "engine/tensor/shape.h"
 #include "engine/tensor/storage.h"
 
@@ -78,6 +78,7 @@ class Tensor {
                             Device device = {});
   static Tensor from_vector(const std::vector<int64_t>& values, const Shape& shape,
                             Device device = {});
+  // (16-bit tensors: from_vector(...).to(dtype); a list of floats stays float32's.)
   static Tensor scalar(float value, Device device = {});
 
   // --- properties ---
@@ -108,13 +109,18 @@ class Tensor {
   void* raw_data() const;
 
   // --- host access (copies from the device when needed) ---
-  float item() const;  // the value of a one-element float tensor
+  float item() const;  // the value of a one-element floating tensor, as float32
   template <typename T>
   std::vector<T> to_vector() const;
 
   // --- data operations (no autograd recording) ---
   // A copy on `device` counted in the Runtime's copy matrix; *this when already there.
   Tensor to(Device device) const;
+  // torch.Tensor.to(dtype): *this when already of `dtype`, else a copy converted on this device
+  // (round to nearest even into bfloat16 and float16; int64 from a floating value truncates), laid
+  // out as *this when it is dense in some order (a channels-last tensor stays channels last),
+  // else contiguous. No autograd recording (ops::to records it).
+  Tensor to(DType dtype) const;
   Tensor clone() const;       // same device, contiguous, new storage
   Tensor contiguous() const;  // *this when already contiguous
   // *this when already laid out in `format` (dense so and, for channels last, suggesting it:
@@ -124,8 +130,8 @@ class Tensor {
   // to(device), laid out in `format` there (a copy even on the same device when the layout
   // differs).
   Tensor to(Device device, MemoryFormat format) const;
-  void copy_(const Tensor& src);  // same shape; any devices
-  void fill_(float value);
+  void copy_(const Tensor& src);  // same shape; any devices; converts a source of another dtype
+  void fill_(float value);  // rounded to the dtype (to nearest even; truncated for int64)
   void zero_() { fill_(0.0f); }
   Tensor narrow(int64_t dim, int64_t start, int64_t length) const;  // a view
   // torch.chunk: ceil(n / chunks) per piece, so fewer pieces may come back (5 over 4: 2, 2, 1).

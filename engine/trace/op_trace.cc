@@ -87,6 +87,20 @@ class OpTrace::Recorder final : public StepObserver {
   bool on_fill(Device device, int64_t bytes) override {
     return transfer(TraceKind::kFill, device, Device(), bytes);
   }
+  // A dtype conversion is an op of its own in the schedule, named as PyTorch's ("to").
+  bool on_convert(Device device, DType from, DType to, int64_t n) override {
+    TraceEvent e;
+    e.kind = TraceKind::kOp;
+    e.name = "to";
+    e.op_class = "elementwise";
+    e.device = device;
+    e.dtype = to;
+    e.bytes_read = n * static_cast<int64_t>(dtype_size(from));
+    e.bytes_written = n * static_cast<int64_t>(dtype_size(to));
+    e.shapes = {{n}};
+    append(std::move(e));
+    return execute_;
+  }
   void on_node_begin(const void* node, const std::string& name, Device device,
                      const std::vector<const void*>& next) override {
     TraceEvent e;
@@ -193,6 +207,7 @@ class TracingTable final : public OpTable {
     e.bytes_read = cost.bytes_read;
     e.bytes_written = cost.bytes_written;
     e.shapes = std::move(cost.shapes);
+    e.dtype = cost.dtype;
     if (recorder_.execute()) {
       const Clock::time_point start = Clock::now();
       inner_.run(op);

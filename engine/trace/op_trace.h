@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/core/dtype.h"
 #include "engine/device/device.h"
 #include "engine/device/memory_category.h"
 
@@ -49,6 +50,7 @@ struct TraceEvent {
   int64_t bytes_read = 0;    // kCopy and kBucket: the bytes moved
   int64_t bytes_written = 0;
   std::vector<std::vector<int64_t>> shapes;
+  DType dtype = DType::kFloat32;  // kOp: the dtype it computed in (OpCost::dtype; "to": its target)
   int64_t start_ns = 0;     // from the trace's start, when executing
   int64_t duration_ns = 0;  // measured, when executing
   int thread = 0;           // small id of the recording thread, in order of first appearance

@@ -6,6 +6,7 @@
 
 #include "engine/core/error.h"
 #include "engine/device/memory_stats.h"
+#include "kernels/cuda/convert.cuh"
 #include "kernels/cuda/copy.cuh"
 #include "kernels/cuda/cuda_context.h"
 #include "kernels/cuda/device_runtime.h"
@@ -154,6 +155,12 @@ void CudaDeviceContext::synchronize() { cuda::synchronize(physical_); }
 void CudaDeviceContext::fill(void* dst, const void* value, size_t elem_size, int64_t n) {
   set_device(physical_);
   cuda::fill(kernels_->stream(), dst, value, elem_size, n);
+}
+
+void CudaDeviceContext::convert(void* dst, DType dst_dtype, const void* src, DType src_dtype,
+                                int64_t n) {
+  set_device(physical_);
+  cuda::convert(kernels_->stream(), dst, dst_dtype, src, src_dtype, n);
 }
 
 bool CudaDeviceContext::copy(DeviceContext& dst_ctx, void* dst, DeviceContext& src_ctx,

@@ -45,6 +45,7 @@ class CudaDeviceContext final : public DeviceContext {
   void activate_on_this_thread() override;
   void synchronize() override;
   void fill(void* dst, const void* value, size_t elem_size, int64_t n) override;
+  void convert(void* dst, DType dst_dtype, const void* src, DType src_dtype, int64_t n) override;
   // Between this device and host memory or another CUDA device, in either direction.
   bool copy(DeviceContext& dst_ctx, void* dst, DeviceContext& src_ctx,
             const StridedView& src) override;

@@ -8,6 +8,7 @@
 
 #include "engine/backend/host/host_allocator.h"
 #include "engine/core/error.h"
+#include "kernels/host/convert.h"
 #include "kernels/host/copy.h"
 #include "kernels/host/host_context.h"
 
@@ -30,6 +31,11 @@ void HostDeviceContext::activate_on_this_thread() { omp_set_num_threads(compute_
 
 void HostDeviceContext::fill(void* dst, const void* value, size_t elem_size, int64_t n) {
   host::fill(dst, value, elem_size, n);
+}
+
+void HostDeviceContext::convert(void* dst, DType dst_dtype, const void* src, DType src_dtype,
+                                int64_t n) {
+  host::convert(dst, dst_dtype, src, src_dtype, n);
 }
 
 bool HostDeviceContext::copy(DeviceContext& dst_ctx, void* dst, DeviceContext& src_ctx,

@@ -28,6 +28,7 @@ class HostDeviceContext final : public DeviceContext {
   void synchronize() override {}
   void empty_cache() override;
   void fill(void* dst, const void* value, size_t elem_size, int64_t n) override;
+  void convert(void* dst, DType dst_dtype, const void* src, DType src_dtype, int64_t n) override;
   // Host to host only: another device type copies to and from host memory itself.
   bool copy(DeviceContext& dst_ctx, void* dst, DeviceContext& src_ctx,
             const StridedView& src) override;

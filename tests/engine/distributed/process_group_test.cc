@@ -229,7 +229,8 @@ TEST(ProcessGroupTest, AUsageErrorLeavesTheGroupUsable) {
 TEST(ProcessGroupTest, ArgumentsAreCheckedOnTheCallersThread) {
   FakeGroup group;
   Tensor i = Tensor::from_vector(std::vector<int64_t>{1}, Shape{1});
-  EXPECT_NE(error_of([&] { group.all_reduce(i, ReduceOp::kAvg); }).find("op avg needs float32"),
+  EXPECT_NE(error_of([&] { group.all_reduce(i, ReduceOp::kAvg); })
+                .find("op avg needs a floating dtype"),
             std::string::npos);
   Tensor t = Tensor::from_vector(std::vector<float>{1}, Shape{1});
   EXPECT_NE(error_of([&] { group.broadcast(t, 1); }).find("root 1 is outside 0..0"),

@@ -59,7 +59,7 @@ inline void expect_one_rank_and_argument_errors(distributed::ProcessGroup& pg) {
   RANK_CHECK(e.find("contiguous") != std::string::npos, e);
   Tensor ints = Tensor::from_vector(std::vector<int64_t>{1, 2}, {2});
   e = error_of([&] { pg.all_reduce(ints, distributed::ReduceOp::kAvg); });
-  RANK_CHECK(e.find("avg needs float32") != std::string::npos, e);
+  RANK_CHECK(e.find("avg needs a floating dtype") != std::string::npos, e);
   e = error_of([&] { pg.broadcast(t, 3); });
   RANK_CHECK(e.find("root 3") != std::string::npos, e);
   std::vector<Tensor> wrong(2);
@@ -107,6 +107,20 @@ inline void expect_all_reduce_ops(distributed::ProcessGroup& pg) {
   i = Tensor::from_vector(std::vector<int64_t>{rank, -rank}, {2});
   pg.all_reduce(i, ReduceOp::kMin);
   RANK_CHECK(i.to_vector<int64_t>()[0] == 0 && i.to_vector<int64_t>()[1] == -(n - 1), "int64 min");
+
+  // 16-bit floats travel as 2 bytes and are summed in float32 per hop: exact on small integers;
+  // a value with more bits than bfloat16 keeps its rounding (1 + 2^-8 stays 1).
+  for (DType dt : {DType::kBFloat16, DType::kFloat16}) {
+    Tensor h = input().to(dt);
+    pg.all_reduce(h);
+    expect_values(h.to(DType::kFloat32), {sum1, sum2, sum3, 7.0f * n}, dtype_name(dt));
+    h = input().to(dt);
+    pg.all_reduce(h, ReduceOp::kMax);
+    expect_values(h.to(DType::kFloat32), {float(n), 0.0f, 0.5f * (n - 1), 7.0f}, "16-bit max");
+    h = Tensor::full({3}, 1.0f + 0x1p-8f).to(DType::kBFloat16);
+    pg.all_reduce(h, ReduceOp::kAvg);
+    expect_values(h.to(DType::kFloat32), {1.0f, 1.0f, 1.0f}, "bfloat16 avg");
+  }
 
   Tensor big = Tensor::full({600000}, float(rank));
   pg.all_reduce(big);

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+#include <vector>
+
 #include "engine/core/error.h"
 #include "engine/device/runtime.h"
 
@@ -247,6 +250,80 @@ TEST(MemoryFormatTest, ChannelsLastNeedsFourDims) {
   EXPECT_THROW(Tensor::zeros({2, 3}).contiguous(MemoryFormat::kChannelsLast), Error);
   EXPECT_FALSE(Tensor::zeros({2, 3}).is_contiguous(MemoryFormat::kChannelsLast));
   EXPECT_EQ(Tensor::zeros({2, 3}).suggest_memory_format(), MemoryFormat::kContiguous);
+}
+
+// --- 16-bit floats ---
+
+TEST(TensorDTypeTest, ToConvertsWithRoundToNearestEvenAndBack) {
+  const Tensor x = Tensor::from_vector(std::vector<float>{1.0f, 1.0f + 0x1p-8f, 1.0f + 3 * 0x1p-8f, -2.5f}, {2, 2});
+  const Tensor b = x.to(DType::kBFloat16);
+  EXPECT_EQ(b.dtype(), DType::kBFloat16);
+  EXPECT_EQ(b.shape(), x.shape());
+  EXPECT_EQ(b.nbytes(), 8u);
+  std::vector<uint16_t> bits;
+  for (BFloat16 v : b.to_vector<BFloat16>()) bits.push_back(v.bits);
+  EXPECT_EQ(bits, (std::vector<uint16_t>{0x3f80, 0x3f80, 0x3f82, 0xc020}));
+  EXPECT_EQ(b.to(DType::kFloat32).to_vector<float>(),
+            (std::vector<float>{1.0f, 1.0f, 1.0f + 2 * 0x1p-7f, -2.5f}));
+  EXPECT_TRUE(b.to(DType::kBFloat16).is_same(b));  // already of the dtype: itself
+  const Tensor h = x.to(DType::kFloat16);
+  EXPECT_EQ(h.to(DType::kFloat32).to_vector<float>()[3], -2.5f);
+  EXPECT_EQ(Tensor::from_vector(std::vector<float>{2.9f, -2.9f}, {2}).to(DType::kInt64).to_vector<int64_t>(),
+            (std::vector<int64_t>{2, -2}));  // truncated, as PyTorch's
+  EXPECT_EQ(Tensor::from_vector(std::vector<int64_t>{3, -7}, {2}).to(DType::kBFloat16)
+                .to(DType::kFloat32)
+                .to_vector<float>(),
+            (std::vector<float>{3.0f, -7.0f}));
+}
+
+TEST(TensorDTypeTest, ToKeepsADenseLayoutAndGathersAStridedView) {
+  const Tensor x = Tensor::from_vector(std::vector<float>{0, 1, 2, 3, 4, 5, 6, 7}, {1, 2, 2, 2});
+  const Tensor nhwc = x.contiguous(MemoryFormat::kChannelsLast);
+  const Tensor b = nhwc.to(DType::kBFloat16);
+  EXPECT_EQ(b.strides(), nhwc.strides());
+  EXPECT_EQ(b.to(DType::kFloat32).contiguous().to_vector<float>(), x.to_vector<float>());
+  const Tensor column = x.view({4, 2}).narrow(1, 1, 1);  // not dense: gathered contiguous
+  const Tensor c = column.to(DType::kFloat16);
+  EXPECT_TRUE(c.is_contiguous());
+  EXPECT_EQ(c.to(DType::kFloat32).to_vector<float>(), (std::vector<float>{1, 3, 5, 7}));
+}
+
+TEST(TensorDTypeTest, FillCopyItemAndGradientsOfSixteenBitTensors) {
+  Tensor b = Tensor::empty({3}, DType::kBFloat16);
+  b.fill_(1.0f / 3.0f);
+  EXPECT_EQ(b.to_vector<BFloat16>()[2].bits, to_bfloat16(1.0f / 3.0f).bits);
+  Tensor h = Tensor::zeros({3}, DType::kFloat16);
+  EXPECT_EQ(h.to_vector<Float16>()[0].bits, 0);
+  h.copy_(Tensor::from_vector(std::vector<float>{0.5f, 65504.0f, 1e6f}, {3}));  // copy_ converts
+  EXPECT_EQ(h.to(DType::kFloat32).to_vector<float>(),
+            (std::vector<float>{0.5f, 65504.0f, std::numeric_limits<float>::infinity()}));
+  EXPECT_EQ(Tensor::full({}, 0.1f).to(DType::kBFloat16).item(), to_float(to_bfloat16(0.1f)));
+  EXPECT_THROW(Tensor::zeros({1}, DType::kInt64).item(), Error);
+  b.requires_grad_();
+  EXPECT_TRUE(b.requires_grad());
+  try {
+    Tensor::zeros({1}, DType::kInt64).requires_grad_();
+    FAIL() << "an int64 tensor required gradients";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("floating-point"), std::string::npos) << e.what();
+  }
+  try {
+    b.to_vector<float>();
+    FAIL() << "to_vector<float> read a bfloat16 tensor";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("dtype bfloat16"), std::string::npos) << e.what();
+  }
+  EXPECT_NE(b.str().find("dtype=bfloat16"), std::string::npos) << b.str();
+}
+
+TEST(TensorDTypeTest, ConvertsOnEveryHostDevice) {
+  Runtime& rt = Runtime::get();
+  if (rt.device_count(DeviceType::kHost) < 2) GTEST_SKIP() << "one host device";
+  const Device d1 = Device::parse("host:1");
+  const Tensor x = Tensor::from_vector(std::vector<float>{1.5f, -3.0f}, {2}, d1);
+  const Tensor b = x.to(DType::kBFloat16);
+  EXPECT_EQ(b.device(), d1);
+  EXPECT_EQ(b.to(DType::kFloat32).to_vector<float>(), (std::vector<float>{1.5f, -3.0f}));
 }
 
 }  // namespace

@@ -82,6 +82,7 @@ class OtherDevice final : public DeviceContext {
   void activate_on_this_thread() override {}
   void synchronize() override {}
   void fill(void*, const void*, size_t, int64_t) override {}
+  void convert(void*, DType, const void*, DType, int64_t) override {}
   bool copy(DeviceContext&, void*, DeviceContext&, const StridedView&) override { return false; }
 };
 
