@@ -23,10 +23,17 @@ inline Tensor like(const Tensor& t) {
                        t.is_contiguous() ? MemoryFormat::kContiguous : prim::activation_format(t));
 }
 
-// Inputs of most ops: defined, float32, contiguous (made so), all on the first one's device.
+// The dtype an op's floating inputs must share: the first one's when it is floating (float32,
+// bfloat16, float16), else float32.
+inline DType floating_dtype_of(const Tensor& first) {
+  return is_floating_point(first.dtype()) ? first.dtype() : DType::kFloat32;
+}
+
+// Inputs of most ops: defined, of the first one's floating dtype, contiguous (made so), all on
+// the first one's device.
 inline Tensor prepare(const char* op, const Tensor& t, const Tensor& first, const char* what) {
   DPE_CHECK(t.defined(), op << ": " << what << " is undefined");
-  check_dtype(op, t, DType::kFloat32, what);
+  check_dtype(op, t, floating_dtype_of(first), what);
   check_same_device(op, first, t);
   return t.contiguous();
 }
@@ -36,7 +43,7 @@ inline Tensor prepare(const char* op, const Tensor& t, const Tensor& first, cons
 // such a network keeps its activations channels last from the input on.
 inline Tensor prepare_activation(const char* op, const Tensor& t, const char* what) {
   DPE_CHECK(t.defined(), op << ": " << what << " is undefined");
-  check_dtype(op, t, DType::kFloat32, what);
+  check_dtype(op, t, floating_dtype_of(t), what);
   return t.contiguous(prim::activation_format(t));
 }
 
@@ -51,7 +58,7 @@ inline void check_same_shape(const char* op, const Tensor& a, const Tensor& b) {
 // channels-last activation (a ResNet's residual sum keeps its layout), else contiguous.
 inline std::array<Tensor, 2> prepare_pair(const char* op, const Tensor& a_in, const Tensor& b_in) {
   Tensor a = prepare_activation(op, a_in, "a");
-  check_dtype(op, b_in, DType::kFloat32, "b");
+  check_dtype(op, b_in, a.dtype(), "b");
   check_same_device(op, a_in, b_in);
   check_same_shape(op, a, b_in);
   return {a, b_in.contiguous(prim::activation_format(a))};

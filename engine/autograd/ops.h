@@ -36,6 +36,9 @@ Tensor permute(const Tensor& x, const std::vector<int64_t>& dims);
 Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length);
 // A differentiable copy to another device; gradients flow back to x's device.
 Tensor to(const Tensor& x, Device device);
+// torch.Tensor.to(dtype), differentiable: the gradient converts back to x's dtype (autocast's
+// casts, a model's .to(bfloat16)). x itself when already of `dtype`.
+Tensor to(const Tensor& x, DType dtype);
 // Concatenates along dim on `device` (the first tensor's when unset); inputs may sit on any
 // devices: the backward sends each slice of the gradient back to its input's device.
 Tensor cat(const std::vector<Tensor>& xs, int64_t dim, const Device* device = nullptr);

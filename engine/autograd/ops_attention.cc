@@ -2,6 +2,7 @@
 // from bmm, softmax and dropout.
 #include <cmath>
 
+#include "engine/autograd/autocast_ops.h"
 #include "engine/autograd/node.h"
 #include "engine/autograd/op_helpers.h"
 #include "engine/autograd/ops.h"
@@ -12,6 +13,10 @@ using detail::like;
 using detail::prepare;
 
 Tensor softmax(const Tensor& x_in, bool causal) {
+  if (autocast_detail::applies(x_in)) {  // autocast's float32 list
+    const autocast_detail::Running running;
+    return softmax(autocast_detail::float32(x_in), causal);
+  }
   Tensor x = prepare("softmax", x_in, x_in, "input");
   DPE_CHECK(x.dim() >= (causal ? 2 : 1), "softmax: expected an input of at least "
                                              << (causal ? 2 : 1) << " dimensions"

@@ -1,4 +1,5 @@
 // Convolution: conv2d, NCHW or channels last.
+#include "engine/autograd/autocast_ops.h"
 #include "engine/autograd/node.h"
 #include "engine/autograd/op_helpers.h"
 #include "engine/autograd/ops.h"
@@ -11,6 +12,11 @@ using detail::prepare_activation;
 
 Tensor conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, int64_t stride,
               int64_t padding, const std::string& who) {
+  if (autocast_detail::applies(x_in)) {  // autocast's lower-precision list
+    const autocast_detail::Running running;
+    return conv2d(autocast_detail::lower(x_in), autocast_detail::lower(w_in),
+                  autocast_detail::lower(b_in), stride, padding, who);
+  }
   const Conv2dParams p{stride, padding};
   Tensor x = prepare_activation(who.c_str(), x_in, "input");
   Tensor w = prepare(who.c_str(), w_in, x_in, "weight");

@@ -1,4 +1,5 @@
 // Layer norm over the last dim.
+#include "engine/autograd/autocast_ops.h"
 #include "engine/autograd/node.h"
 #include "engine/autograd/op_helpers.h"
 #include "engine/autograd/ops.h"
@@ -10,6 +11,11 @@ using detail::prepare;
 
 Tensor layer_norm(const Tensor& x_in, const Tensor& gamma_in, const Tensor& beta_in, float eps,
                   const std::string& who) {
+  if (autocast_detail::applies(x_in)) {  // autocast's float32 list
+    const autocast_detail::Running running;
+    return layer_norm(autocast_detail::float32(x_in), autocast_detail::float32(gamma_in),
+                      autocast_detail::float32(beta_in), eps, who);
+  }
   Tensor x = prepare(who.c_str(), x_in, x_in, "input");
   Tensor gamma = gamma_in.defined() ? prepare(who.c_str(), gamma_in, x_in, "weight") : Tensor();
   Tensor beta = beta_in.defined() ? prepare(who.c_str(), beta_in, x_in, "bias") : Tensor();

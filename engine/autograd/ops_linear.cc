@@ -1,5 +1,6 @@
 // Matrix products: matmul, bmm and linear (a GEMM with its bias, writing its parameter gradients
 // where they are offered).
+#include "engine/autograd/autocast_ops.h"
 #include "engine/autograd/node.h"
 #include "engine/autograd/op_helpers.h"
 #include "engine/autograd/ops.h"
@@ -10,6 +11,10 @@ using detail::like;
 using detail::prepare;
 
 Tensor bmm(const Tensor& a_in, const Tensor& b_in, bool trans_a, bool trans_b) {
+  if (autocast_detail::applies(a_in)) {  // autocast's lower-precision list
+    const autocast_detail::Running running;
+    return bmm(autocast_detail::lower(a_in), autocast_detail::lower(b_in), trans_a, trans_b);
+  }
   Tensor a = prepare("bmm", a_in, a_in, "batch1");
   Tensor b = prepare("bmm", b_in, a_in, "batch2");
   DPE_CHECK(a.dim() == 3 && b.dim() == 3 && a.size(0) == b.size(0) &&
@@ -19,7 +24,7 @@ Tensor bmm(const Tensor& a_in, const Tensor& b_in, bool trans_a, bool trans_b) {
                            << " cannot be multiplied");
   DeviceGuard guard(&a.context());
   Tensor c = Tensor::empty(Shape{a.size(0), a.size(trans_a ? 2 : 1), b.size(trans_b ? 1 : 2)},
-                           DType::kFloat32, a.device());
+                           a.dtype(), a.device());
   dispatch(prim::Bmm{a, b, trans_a, trans_b, c});
   record("bmm", {a_in, b_in}, {&c},
          [a, b, a_in, b_in, trans_a, trans_b](const std::vector<Tensor>& g) {
@@ -74,6 +79,10 @@ Tensor batched_matmul(const Tensor& a, const Tensor& b) {
 }  // namespace
 
 Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
+  if (autocast_detail::applies(a_in)) {  // autocast's lower-precision list
+    const autocast_detail::Running running;
+    return matmul(autocast_detail::lower(a_in), autocast_detail::lower(b_in));
+  }
   if (a_in.defined() && b_in.defined() && (a_in.dim() > 2 || b_in.dim() > 2)) {
     return batched_matmul(a_in, b_in);
   }
@@ -83,7 +92,7 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
             "matmul: mat1 and mat2 shapes cannot be multiplied (" << a.shape() << " and "
                                                                   << b.shape() << ")");
   DeviceGuard guard(&a.context());
-  Tensor c = Tensor::empty(Shape{a.size(0), b.size(1)}, DType::kFloat32, a.device());
+  Tensor c = Tensor::empty(Shape{a.size(0), b.size(1)}, a.dtype(), a.device());
   dispatch(prim::Matmul{a, b, c});
   record("matmul", {a_in, b_in}, {&c},
          [a, b, a_in, b_in](const std::vector<Tensor>& g) {
@@ -115,6 +124,11 @@ bool dense_transpose(const Tensor& w) {
 }  // namespace
 
 Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, const std::string& who) {
+  if (autocast_detail::applies(x_in)) {  // autocast's lower-precision list
+    const autocast_detail::Running running;
+    return linear(autocast_detail::lower(x_in), autocast_detail::lower(w_in),
+                  autocast_detail::lower(b_in), who);
+  }
   Tensor x = prepare(who.c_str(), x_in, x_in, "input");
   // A transposed weight runs as stored (prim::LinearForward::w_transposed): no transposed copy of
   // it each forward, and its gradient is made [in, out], so that the transpose's backward hands
@@ -128,7 +142,7 @@ Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, const 
             who << ": expected input of shape [N, " << in << "] for weight " << w_in.shape()
                 << ", got " << x.shape());
   DeviceGuard guard(&x.context());
-  Tensor y = Tensor::empty(Shape{x.size(0), out}, DType::kFloat32, x.device());
+  Tensor y = Tensor::empty(Shape{x.size(0), out}, x.dtype(), x.device());
   dispatch(prim::LinearForward{x, w, b, y, transposed});
   record(who, {x_in, w_in, b_in}, {&y},
          [x, w, x_in, w_in, b_in, transposed](const std::vector<Tensor>& g) {
@@ -136,9 +150,14 @@ Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, const 
            // (design note "gradient destinations", node.h), scaled; a parameter without an
            // offer of that scale gets its plain gradient, from a call of its own if need be. A
            // transposed weight's offer (laid out [out, in]) is declined.
+           // An offer of another dtype (a float32 bucket for a bfloat16 product) is declined.
+           const auto offer = [&](int i, const Tensor& t) -> const GradDestination* {
+             const GradDestination* d = offered_destination(i);
+             return d != nullptr && d->view.dtype() == t.dtype() ? d : nullptr;
+           };
            const GradDestination* dw =
-               w_in.requires_grad() && !transposed ? offered_destination(1) : nullptr;
-           const GradDestination* db = b_in.requires_grad() ? offered_destination(2) : nullptr;
+               w_in.requires_grad() && !transposed ? offer(1, w) : nullptr;
+           const GradDestination* db = b_in.requires_grad() ? offer(2, b_in) : nullptr;
            const float scale = dw != nullptr ? dw->scale : db != nullptr ? db->scale : 1.0f;
            const bool w_there = dw != nullptr, b_there = db != nullptr && db->scale == scale;
            Tensor gx = x_in.requires_grad() ? like(x) : Tensor();

@@ -1,4 +1,5 @@
 // Losses (mean reduction, as PyTorch's defaults).
+#include "engine/autograd/autocast_ops.h"
 #include "engine/autograd/node.h"
 #include "engine/autograd/op_helpers.h"
 #include "engine/autograd/ops.h"
@@ -10,6 +11,10 @@ using detail::like;
 using detail::prepare;
 
 Tensor log_softmax(const Tensor& x_in) {
+  if (autocast_detail::applies(x_in)) {  // autocast's float32 list
+    const autocast_detail::Running running;
+    return log_softmax(autocast_detail::float32(x_in));
+  }
   Tensor x = prepare("log_softmax", x_in, x_in, "input");
   DPE_CHECK(x.dim() == 2, "log_softmax: expected a 2-D input [N, C], got " << x.shape());
   DeviceGuard guard(&x.context());
@@ -44,6 +49,10 @@ Tensor checked_target(const char* op, const Tensor& input, const Tensor& target)
 }  // namespace
 
 Tensor nll_loss(const Tensor& logp_in, const Tensor& target_in, int64_t ignore_index) {
+  if (autocast_detail::applies(logp_in)) {  // autocast's float32 list
+    const autocast_detail::Running running;
+    return nll_loss(autocast_detail::float32(logp_in), target_in, ignore_index);
+  }
   Tensor logp = prepare("nll_loss", logp_in, logp_in, "input");
   Tensor target = checked_target("nll_loss", logp, target_in);
   DeviceGuard guard(&logp.context());
@@ -90,6 +99,10 @@ Tensor fused_cross_entropy(const Tensor& logits_in, const Tensor& target_in, int
 
 Tensor CrossEntropy::operator()(const Tensor& logits_in, const Tensor& target,
                                 int64_t ignore_index) const {
+  if (autocast_detail::applies(logits_in)) {  // autocast's float32 list
+    const autocast_detail::Running running;
+    return (*this)(autocast_detail::float32(logits_in), target, ignore_index);
+  }
   Tensor logits = logits_in;
   Tensor flat_target = target;
   if (logits.defined() && target.defined() && logits.dim() == 3) {
@@ -109,6 +122,10 @@ Tensor CrossEntropy::operator()(const Tensor& logits_in, const Tensor& target,
 }
 
 Tensor mse_loss(const Tensor& input, const Tensor& target) {
+  if (autocast_detail::applies(input)) {  // autocast's float32 list
+    const autocast_detail::Running running;
+    return mse_loss(autocast_detail::float32(input), autocast_detail::float32(target));
+  }
   DPE_CHECK(input.defined() && target.defined(), "mse_loss: undefined input or target");
   DPE_CHECK(input.shape() == target.shape(), "mse_loss: input " << input.shape() << " and target "
                                                                 << target.shape()

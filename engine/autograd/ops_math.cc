@@ -1,4 +1,5 @@
 // Elementwise ops and reductions.
+#include "engine/autograd/autocast_ops.h"
 #include "engine/autograd/node.h"
 #include "engine/autograd/op_helpers.h"
 #include "engine/autograd/ops.h"
@@ -11,9 +12,21 @@ using detail::prepare;
 
 namespace {
 
+// PyTorch's type promotion for a binary op: a 16-bit float with float32 (or bfloat16 with
+// float16) computes in float32, through differentiable casts. Other pairs are left to the checks.
+std::array<Tensor, 2> promoted(const Tensor& a, const Tensor& b) {
+  if (!a.defined() || !b.defined() || a.dtype() == b.dtype() ||
+      !is_floating_point(a.dtype()) || !is_floating_point(b.dtype())) {
+    return {a, b};
+  }
+  const DType t = promote_types(a.dtype(), b.dtype());
+  return {to(a, t), to(b, t)};
+}
+
 // a + alpha * b, differentiable.
-Tensor add_scaled(const char* op, const Tensor& a_in, const Tensor& b_in, float alpha) {
-  DPE_CHECK(b_in.defined(), op << ": b is undefined");
+Tensor add_scaled(const char* op, const Tensor& a_arg, const Tensor& b_arg, float alpha) {
+  DPE_CHECK(b_arg.defined(), op << ": b is undefined");
+  const auto [a_in, b_in] = promoted(a_arg, b_arg);
   auto [a, b] = detail::prepare_pair(op, a_in, b_in);
   DeviceGuard guard(&a.context());
   Tensor out = like(a);
@@ -41,7 +54,8 @@ Tensor add_scaled(const char* op, const Tensor& a_in, const Tensor& b_in, float 
 Tensor add(const Tensor& a, const Tensor& b) { return add_scaled("add", a, b, 1.0f); }
 Tensor sub(const Tensor& a, const Tensor& b) { return add_scaled("sub", a, b, -1.0f); }
 
-Tensor mul(const Tensor& a_in, const Tensor& b_in) {
+Tensor mul(const Tensor& a_arg, const Tensor& b_arg) {
+  const auto [a_in, b_in] = promoted(a_arg, b_arg);
   Tensor a = prepare("mul", a_in, a_in, "a");
   Tensor b = prepare("mul", b_in, a_in, "b");
   detail::check_same_shape("mul", a, b);
@@ -114,6 +128,10 @@ Tensor gelu(const Tensor& x_in) {
 }
 
 Tensor sum(const Tensor& x_in) {
+  if (autocast_detail::applies(x_in)) {  // autocast's float32 list
+    const autocast_detail::Running running;
+    return sum(autocast_detail::float32(x_in));
+  }
   Tensor x = prepare("sum", x_in, x_in, "input");
   DeviceGuard guard(&x.context());
   Tensor out = Tensor::empty(Shape{}, DType::kFloat32, x.device());

@@ -1,4 +1,5 @@
 // Shape and device ops: views and copies whose backward reshapes or moves the gradient back.
+#include "engine/autograd/autocast_ops.h"
 #include "engine/autograd/node.h"
 #include "engine/autograd/op_helpers.h"
 #include "engine/autograd/ops.h"
@@ -82,7 +83,32 @@ Tensor to(const Tensor& x, Device device) {
   return out;
 }
 
+Tensor to(const Tensor& x, DType dtype) {
+  DPE_CHECK(x.defined(), "to: the tensor is undefined");
+  if (x.dtype() == dtype) return x;
+  DPE_CHECK(!x.requires_grad() || is_floating_point(dtype),
+            "to: a tensor that requires grad converts to a floating dtype, not "
+                << dtype_name(dtype));
+  Tensor out = x.to(dtype);
+  const DType from = x.dtype();
+  record("to", {x}, {&out},
+         [from](const std::vector<Tensor>& g) { return std::vector<Tensor>{g[0].to(from)}; });
+  return out;
+}
+
 Tensor cat(const std::vector<Tensor>& xs, int64_t dim, const Device* device) {
+  if (!xs.empty() && autocast_detail::applies(xs[0])) {  // autocast's promote list
+    DType widest = xs[0].dtype();
+    for (const Tensor& x : xs) {
+      if (is_floating_point(x.dtype()) && is_floating_point(widest)) {
+        widest = promote_types(widest, x.dtype());
+      }
+    }
+    const autocast_detail::Running running;
+    std::vector<Tensor> same;
+    for (const Tensor& x : xs) same.push_back(is_floating_point(x.dtype()) ? to(x, widest) : x);
+    return cat(same, dim, device);
+  }
   Tensor out = concat("cat", xs, dim, device);
   const int64_t d = xs[0].shape().normalize_dim(dim);
   std::vector<int64_t> sizes;

@@ -39,19 +39,27 @@ struct HasResult<Op, std::void_t<decltype(std::declval<const Op&>().result)>> : 
 template <class Op>
 auto dispatch(const Op& op) {
   const OpCheck check(Op::kName, op.first());
+  OpTable& table = op_table(check.device().type(), Op::kName);
+  if (check.dtype() != DType::kFloat32) {
+    const DTypeSet supported = table.dtypes(prim_id<Op>());
+    if (!supported.has(check.dtype())) {
+      throw_unsupported_dtype(Op::kName, check.device(), check.dtype(), supported);
+    }
+  }
   op.check(check);
   bool skip = false;
   if constexpr (detail::HasShortCircuit<Op>::value) skip = op.short_circuit();
-  if (!skip) op_table(check.device().type(), Op::kName).run(op);
+  if (!skip) table.run(op);
   if constexpr (detail::HasAfter<Op>::value) op.after();
   if constexpr (detail::HasResult<Op>::value) return op.result;
 }
 
-// Whether `device`'s type has a kernel for Op (always true but for optional prims).
+// Whether `device`'s type has a kernel for Op (always true but for optional prims), computing in
+// `dtype`.
 template <class Op>
-bool supports(Device device) {
+bool supports(Device device, DType dtype = DType::kFloat32) {
   const OpTable* t = find_op_table(device.type());
-  return t != nullptr && t->has(prim_id<Op>());
+  return t != nullptr && t->has(prim_id<Op>()) && t->dtypes(prim_id<Op>()).has(dtype);
 }
 
 }  // namespace dpe

@@ -1,6 +1,7 @@
 #include "engine/backend/op_table.h"
 
 #include <atomic>
+#include <string>
 
 #include "engine/core/error.h"
 
@@ -32,6 +33,16 @@ void register_op_table(DeviceType type, OpTable& table) {
 
 OpTable* replace_op_table(DeviceType type, OpTable* table) {
   return tables()[static_cast<size_t>(type)].exchange(table, std::memory_order_acq_rel);
+}
+
+void throw_unsupported_dtype(const char* op, Device device, DType dtype, DTypeSet supported) {
+  std::string names;
+  for (DType t : {DType::kFloat32, DType::kBFloat16, DType::kFloat16}) {
+    if (!supported.has(t)) continue;
+    names += (names.empty() ? "" : ", ") + std::string(dtype_name(t));
+  }
+  DPE_THROW(op << ": " << device << " has no " << dtype_name(dtype) << " kernel for it ("
+               << device_type_name(device.type()) << " devices run it in " << names << ")");
 }
 
 bool prim::has_channels_last_kernels(DeviceType type) {

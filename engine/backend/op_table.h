@@ -48,6 +48,10 @@ class OpTable {
 
   // Whether run() has a kernel for the prim: false only for an optional prim the type lacks.
   virtual bool has(PrimId id) const = 0;
+  // The compute dtypes (prim::compute_dtype) the type has kernels of the prim for: float32
+  // always; bfloat16 and float16 where it declares them. Nothing converts silently: dispatch
+  // refuses another (op, dtype) pair, naming both and the device.
+  virtual DTypeSet dtypes(PrimId id) const = 0;
 
   // Whether the type's convolution, batch norm and max pooling kernels take channels-last
   // activations (prim::activation_format asks, so the prims name no device type).
@@ -56,6 +60,10 @@ class OpTable {
 
 // The table of `type`; throws dpe::Error naming the op and the type when none is registered.
 OpTable& op_table(DeviceType type, const char* op);
+// Throws "<op>: <device> has no <dtype> kernel for it (<type> devices run it in <dtypes>)".
+[[noreturn]] void throw_unsupported_dtype(const char* op, Device device, DType dtype,
+                                          DTypeSet supported);
+
 // The table of `type`, or null.
 OpTable* find_op_table(DeviceType type);
 // Registers the table of a device type (its library's static initialiser); once per type.

@@ -92,4 +92,22 @@ struct IsOptional<Op, std::void_t<decltype(Op::kOptional)>>
 template <class Op>
 constexpr bool is_optional_v = IsOptional<Op>::value;
 
+// Whether Op has 16-bit kernels to launch (declares kLowPrecision = true and launch_lowp(ctx),
+// which takes bfloat16 or float16 tensors of the op's compute dtype).
+template <class Op, class = void>
+struct HasLowPrecision : std::false_type {};
+template <class Op>
+struct HasLowPrecision<Op, std::void_t<decltype(Op::kLowPrecision)>>
+    : std::integral_constant<bool, Op::kLowPrecision> {};
+template <class Op>
+constexpr bool has_low_precision_v = HasLowPrecision<Op>::value;
+
+// The dtype an op computes in: its first tensor's when that is a floating dtype, else float32
+// (OpCheck::dtype).
+template <class Op>
+DType compute_dtype(const Op& op) {
+  const DType t = op.first().dtype();
+  return is_floating_point(t) ? t : DType::kFloat32;
+}
+
 }  // namespace dpe::prim

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "engine/autograd/engine.h"
+#include "engine/autograd/autocast.h"
 #include "engine/autograd/grad_mode.h"
 #include "engine/autograd/node.h"
 #include "engine/core/error.h"
@@ -45,7 +46,10 @@ Tensor checkpoint(Module& m, const Tensor& x) {
   std::shared_ptr<const Module> frozen = m.clone_structure();
   std::vector<std::string> names;
   for (const auto& [n, p] : named) names.push_back(n);
-  auto backward = [frozen, names, inputs, seeds](const std::vector<Tensor>& grads) {
+  // The recompute runs under the forward's autocast state, whatever the backward's thread has
+  // (PyTorch's #71124: a recompute that ran in another dtype).
+  const AutocastSnapshot amp = autocast_snapshot();
+  auto backward = [frozen, names, inputs, seeds, amp](const std::vector<Tensor>& grads) {
     std::shared_ptr<Module> copy = frozen->clone_structure();
     std::vector<Tensor> leaves{alias_leaf(inputs[0])};
     for (size_t i = 0; i < names.size(); ++i) {
@@ -55,6 +59,7 @@ Tensor checkpoint(Module& m, const Tensor& x) {
     Tensor y;
     {
       GradModeGuard grad_on(true);  // the engine runs nodes under no_grad
+      const AutocastScope amp_scope(amp);
       RecomputeScope recomputing;
       SeedReplay replay(*seeds);
       y = copy->forward(leaves[0]);

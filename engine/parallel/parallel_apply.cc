@@ -3,6 +3,7 @@
 #include <exception>
 #include <future>
 
+#include "engine/autograd/autocast.h"
 #include "engine/autograd/grad_mode.h"
 #include "engine/core/error.h"
 #include "engine/device/runtime.h"
@@ -20,11 +21,15 @@ std::vector<std::string> run_on_workers(const char* what, const std::vector<Devi
                       "device worker");
   }
   const bool grad_mode = grad_enabled();
+  // The caller's autocast state, dtype included (PyTorch's parallel_apply carries only the
+  // enabled flag, so a replica under autocast(dtype=float16) on CPU ran in bfloat16).
+  const AutocastSnapshot amp = autocast_snapshot();
   // Errors travel as text: the exception object itself never crosses threads.
   std::vector<std::string> errors(devices.size());
   auto task = [&, grad_mode](size_t k) {
     try {
       GradModeGuard mode(grad_mode);
+      const AutocastScope amp_scope(amp);
       fn(k);
     } catch (const std::exception& e) {
       errors[k] = e.what();

@@ -191,6 +191,7 @@ class TracingTable final : public OpTable {
 #undef DPE_TRACING_SLOT
 
   bool has(PrimId id) const override { return inner_.has(id); }
+  DTypeSet dtypes(PrimId id) const override { return inner_.dtypes(id); }
   bool channels_last() const override { return inner_.channels_last(); }
 
  private:

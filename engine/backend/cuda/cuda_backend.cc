@@ -65,6 +65,8 @@ struct CudaKernels {
   static constexpr bool implements = !lacks<Op>;
   // NCHW kernels only: activations stay contiguous on CUDA devices.
   static constexpr bool kChannelsLast = false;
+  // float32 kernels only.
+  static constexpr bool kLowPrecision = false;
 
   // One call: the CudaContext of the device of `t`, locked (and that device made current on this
   // thread) until the call returns.

@@ -14,11 +14,13 @@
 #include "kernels/host/conv2d.h"
 #include "kernels/host/dropout.h"
 #include "kernels/host/elementwise.h"
+#include "kernels/host/elementwise_lowp.h"
 #include "kernels/host/embedding.h"
 #include "kernels/host/gelu.h"
 #include "kernels/host/host_context.h"
 #include "kernels/host/layer_norm.h"
 #include "kernels/host/linear.h"
+#include "kernels/host/linear_lowp.h"
 #include "kernels/host/log_softmax.h"
 #include "kernels/host/matmul.h"
 #include "kernels/host/max_pool2d.h"
@@ -38,6 +40,8 @@ struct HostKernels {
   static constexpr bool implements = true;
   // Convolution, batch norm and max pooling take channels-last activations as they are.
   static constexpr bool kChannelsLast = true;
+  // bfloat16 and float16 kernels (oneDNN's matmul, widened loops) for the prims that have them.
+  static constexpr bool kLowPrecision = true;
 
   // One call: the HostContext of the device of `t`, locked until the call returns.
   class Call {

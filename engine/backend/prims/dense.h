@@ -31,6 +31,12 @@ struct LinearForward {
     linear_forward(ctx, linear_shape(x, w, w_transposed), x.data<float>(), w.data<float>(),
                    data_or_null(b), y.data<float>());
   }
+  static constexpr bool kLowPrecision = true;
+  template <class Ctx>
+  void launch_lowp(Ctx& ctx) const {
+    linear_forward_lowp(ctx, x.dtype(), linear_shape(x, w, w_transposed), x.raw_data(),
+                        w.raw_data(), b.defined() ? b.raw_data() : nullptr, y.raw_data());
+  }
 };
 
 // Any of gx [N, I], gw [O, I] (or [I, O] as w), gb [O] may be undefined: then it is not computed.
@@ -57,6 +63,13 @@ struct LinearBackward {
                     gy.data<float>(), data_or_null(gx), data_or_null(gw), data_or_null(gb),
                     param_grad_scale);
   }
+  static constexpr bool kLowPrecision = true;
+  template <class Ctx>
+  void launch_lowp(Ctx& ctx) const {
+    const auto raw = [](const Tensor& t) { return t.defined() ? t.raw_data() : nullptr; };
+    linear_backward_lowp(ctx, x.dtype(), linear_shape(x, w, w_transposed), x.raw_data(),
+                         w.raw_data(), gy.raw_data(), raw(gx), raw(gw), raw(gb), param_grad_scale);
+  }
 };
 
 // out[M, N] = a[M, K] @ b[K, N].
@@ -73,6 +86,12 @@ struct Matmul {
   void launch(Ctx& ctx) const {
     matmul(ctx, a.data<float>(), b.data<float>(), out.data<float>(), a.size(0), a.size(1),
            b.size(1));
+  }
+  static constexpr bool kLowPrecision = true;
+  template <class Ctx>
+  void launch_lowp(Ctx& ctx) const {
+    matmul_lowp(ctx, a.dtype(), a.raw_data(), b.raw_data(), out.raw_data(), a.size(0), a.size(1),
+                b.size(1));
   }
 };
 
@@ -94,6 +113,13 @@ struct Bmm {
     const BmmShape s{a.size(0), out.size(1), out.size(2), a.size(trans_a ? 1 : 2),
                      trans_a,   trans_b};
     bmm(ctx, s, a.data<float>(), b.data<float>(), out.data<float>());
+  }
+  static constexpr bool kLowPrecision = true;
+  template <class Ctx>
+  void launch_lowp(Ctx& ctx) const {
+    const BmmShape s{a.size(0), out.size(1), out.size(2), a.size(trans_a ? 1 : 2),
+                     trans_a,   trans_b};
+    bmm_lowp(ctx, a.dtype(), s, a.raw_data(), b.raw_data(), out.raw_data());
   }
 };
 

@@ -25,6 +25,11 @@ struct Add {
   void launch(Ctx& ctx) const {
     add_forward(ctx, a.data<float>(), b.data<float>(), alpha, out.data<float>(), a.numel());
   }
+  static constexpr bool kLowPrecision = true;
+  template <class Ctx>
+  void launch_lowp(Ctx& ctx) const {
+    add_lowp(ctx, a.dtype(), a.raw_data(), b.raw_data(), alpha, out.raw_data(), a.numel());
+  }
 };
 
 // out = a * b.
@@ -40,6 +45,11 @@ struct Mul {
   template <class Ctx>
   void launch(Ctx& ctx) const {
     mul_forward(ctx, a.data<float>(), b.data<float>(), out.data<float>(), a.numel());
+  }
+  static constexpr bool kLowPrecision = true;
+  template <class Ctx>
+  void launch_lowp(Ctx& ctx) const {
+    mul_lowp(ctx, a.dtype(), a.raw_data(), b.raw_data(), out.raw_data(), a.numel());
   }
 };
 
@@ -57,6 +67,11 @@ struct Scale {
   void launch(Ctx& ctx) const {
     scale_forward(ctx, a.data<float>(), s, out.data<float>(), a.numel());
   }
+  static constexpr bool kLowPrecision = true;
+  template <class Ctx>
+  void launch_lowp(Ctx& ctx) const {
+    scale_lowp(ctx, a.dtype(), a.raw_data(), s, out.raw_data(), a.numel());
+  }
 };
 
 // y = max(x, 0).
@@ -71,6 +86,11 @@ struct ReluForward {
   template <class Ctx>
   void launch(Ctx& ctx) const {
     relu_forward(ctx, x.data<float>(), y.data<float>(), x.numel());
+  }
+  static constexpr bool kLowPrecision = true;
+  template <class Ctx>
+  void launch_lowp(Ctx& ctx) const {
+    relu_forward_lowp(ctx, x.dtype(), x.raw_data(), y.raw_data(), x.numel());
   }
 };
 
@@ -87,6 +107,11 @@ struct ReluBackward {
   template <class Ctx>
   void launch(Ctx& ctx) const {
     relu_backward(ctx, y.data<float>(), gy.data<float>(), gx.data<float>(), y.numel());
+  }
+  static constexpr bool kLowPrecision = true;
+  template <class Ctx>
+  void launch_lowp(Ctx& ctx) const {
+    relu_backward_lowp(ctx, y.dtype(), y.raw_data(), gy.raw_data(), gx.raw_data(), y.numel());
   }
 };
 

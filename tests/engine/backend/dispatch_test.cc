@@ -30,6 +30,7 @@ class CountingTable final : public OpTable {
 #undef DPE_COUNTING_SLOT
 
   bool has(PrimId id) const override { return inner_.has(id); }
+  DTypeSet dtypes(PrimId id) const override { return inner_.dtypes(id); }
   bool channels_last() const override { return inner_.channels_last(); }
 
   std::vector<std::string> names;

@@ -1,0 +1,79 @@
+#include "kernels/host/elementwise_lowp.h"
+
+#include "engine/core/error.h"
+#include "kernels/host/elementwise.h"
+
+namespace dpe::host {
+
+namespace {
+
+// Calls f.template operator()<T>() with T the element type of dt.
+template <class F>
+void with_type(DType dt, F&& f) {
+  switch (dt) {
+    case DType::kBFloat16: return f(BFloat16{});
+    case DType::kFloat16: return f(Float16{});
+    case DType::kFloat32:
+    case DType::kInt64: break;
+  }
+  DPE_THROW("elementwise: no 16-bit kernel for " << dtype_name(dt));
+}
+
+}  // namespace
+
+void add_lowp(HostContext&, DType dt, const void* a, const void* b, float alpha, void* out,
+              int64_t n) {
+  with_type(dt, [&](auto tag) {
+    using T = decltype(tag);
+    const T* x = static_cast<const T*>(a);
+    const T* y = static_cast<const T*>(b);
+    T* o = static_cast<T*>(out);
+#pragma omp parallel for simd if (n >= kParallelGrain)
+    for (int64_t i = 0; i < n; ++i) o[i] = from_float<T>(to_float(x[i]) + alpha * to_float(y[i]));
+  });
+}
+
+void mul_lowp(HostContext&, DType dt, const void* a, const void* b, void* out, int64_t n) {
+  with_type(dt, [&](auto tag) {
+    using T = decltype(tag);
+    const T* x = static_cast<const T*>(a);
+    const T* y = static_cast<const T*>(b);
+    T* o = static_cast<T*>(out);
+#pragma omp parallel for simd if (n >= kParallelGrain)
+    for (int64_t i = 0; i < n; ++i) o[i] = from_float<T>(to_float(x[i]) * to_float(y[i]));
+  });
+}
+
+void scale_lowp(HostContext&, DType dt, const void* a, float s, void* out, int64_t n) {
+  with_type(dt, [&](auto tag) {
+    using T = decltype(tag);
+    const T* x = static_cast<const T*>(a);
+    T* o = static_cast<T*>(out);
+#pragma omp parallel for simd if (n >= kParallelGrain)
+    for (int64_t i = 0; i < n; ++i) o[i] = from_float<T>(to_float(x[i]) * s);
+  });
+}
+
+void relu_forward_lowp(HostContext&, DType dt, const void* x, void* y, int64_t n) {
+  with_type(dt, [&](auto tag) {
+    using T = decltype(tag);
+    const T* in = static_cast<const T*>(x);
+    T* out = static_cast<T*>(y);
+#pragma omp parallel for simd if (n >= kParallelGrain)
+    for (int64_t i = 0; i < n; ++i) out[i] = to_float(in[i]) > 0.0f ? in[i] : T{};
+  });
+}
+
+void relu_backward_lowp(HostContext&, DType dt, const void* y, const void* gy, void* gx,
+                        int64_t n) {
+  with_type(dt, [&](auto tag) {
+    using T = decltype(tag);
+    const T* out = static_cast<const T*>(y);
+    const T* g = static_cast<const T*>(gy);
+    T* gi = static_cast<T*>(gx);
+#pragma omp parallel for simd if (n >= kParallelGrain)
+    for (int64_t i = 0; i < n; ++i) gi[i] = to_float(out[i]) > 0.0f ? g[i] : T{};
+  });
+}
+
+}  // namespace dpe::host
