@@ -25,6 +25,7 @@
 #include "engine/device/memory_stats.h"
 #include "engine/device/runtime.h"
 #include "models/by_name.h"
+#include "kernels/host/lowp_gemm.h"
 #include "tools/bench_lib/bench_plot.h"
 #include "tools/bench_lib/bench_runner.h"
 #include "tools/bench_lib/roofline.h"
@@ -77,6 +78,8 @@ nlohmann::json to_json(const BenchResult& r, double speedup, double peak_gflops,
   j["fuse"] = r.config.fuse;
   j["channels_last"] = r.config.channels_last;
   j["activation_checkpointing"] = r.config.activation_checkpointing;
+  j["precision"] = r.config.precision;
+  j["peak_gflops"] = peak_gflops;  // the matrix peak of the row's precision, one thread
   j["final_loss"] = r.final_loss;
   j["devices"] = r.config.devices;
   j["global_batch"] = r.config.global_batch;
@@ -208,6 +211,12 @@ int parse_options(int argc, char** argv, Options& o) {
       ->check(
           CLI::IsMember({"toy", "mlp", "convnet", "resnet-tiny", "resnet50", "gpt-small", "gpt2"}))
       ->capture_default_str();
+  app.add_option("--precision", base.precision,
+                 "fp32, or bf16: every row's forward and loss under autocast(bfloat16) "
+                 "(torch.autocast's lists; float32 parameters, gradients and optimizer state), "
+                 "its %peak against the bfloat16 matrix peak measured here (host devices)")
+      ->check(CLI::IsMember({"fp32", "bf16"}))
+      ->capture_default_str();
   app.add_option("--device", base.device,
                  "host (the default: host devices) or cuda (CUDA devices cuda:0..N-1; with "
                  "DPE_CUDA_LOGICAL_DEVICES=N one GPU is N devices)")
@@ -298,6 +307,11 @@ void run_ddp_worker(const Options& o) {
 // when a model reads them, --data-dir (a folder that does not exist: a usage error, as train's)
 // and its Fashion-MNIST files (a data error). Returns kRun or the exit code.
 int check_inputs(const Options& o) {
+  if (o.base.precision == "bf16" && o.base.device != "host") {
+    std::fprintf(stderr, "bench: --precision bf16 runs on host devices (CUDA devices have float32 "
+                         "kernels only)\n");
+    return dpe::tools::kExitUsage;
+  }
   if (!o.sharding.empty() &&
       *std::max_element(o.device_counts.begin(), o.device_counts.end()) < 2) {
     std::fprintf(stderr,
@@ -364,6 +378,20 @@ int check_inputs(const Options& o) {
     break;
   }
   return kRun;
+}
+
+// The single-thread bfloat16 matrix peak (oneDNN, 1024^3), printed beside float32's with what
+// computes it on this CPU; an emulated one says so.
+double low_precision_peak(double peak32) {
+  const double peak = dpe::tools::measure_gemm_gflops(1024, 10, dpe::Device(), dpe::DType::kBFloat16);
+  const std::string engine = dpe::host::lowp_gemm_engine(dpe::DType::kBFloat16);
+  std::printf("single-thread bfloat16 matrix peak (oneDNN on %s, 1024^3) %.1f GFLOP/s, %.2fx "
+              "float32's; the rows' %%peak is of it%s\n",
+              engine.c_str(), peak, peak / peak32,
+              engine == "emulated in float32"
+                  ? " (this CPU has no bfloat16 matrix unit: the products are emulated)"
+                  : "");
+  return peak;
 }
 
 // The machine, how the figures are measured, and the table's header.
@@ -598,9 +626,11 @@ int main(int argc, char** argv) {
     const unsigned cores = std::thread::hardware_concurrency();
     const dpe::Device gemm_device =
         o.base.device == "cuda" ? dpe::Device::parse("cuda:0") : dpe::Device();
-    const double peak =
+    const double peak32 =
         dpe::tools::measure_gemm_gflops(o.base.device == "cuda" ? 4096 : 1024, 10, gemm_device);
-    print_preamble(o, cores, peak);
+    print_preamble(o, cores, peak32);
+    // A bf16 run's rows are measured against the bfloat16 matrix peak, printed beside fp32's.
+    const double peak = o.base.precision == "bf16" ? low_precision_peak(peak32) : peak32;
     Runs runs;
     for (const std::string& model : o.models) run_model(o, model, peak, runs);
     write_outputs(o, cores, peak, runs);

@@ -40,8 +40,8 @@ autocast::autocast(DeviceType type, bool enabled)
 
 autocast::autocast(DeviceType type, DType dtype, bool enabled) : type_(type) {
   DPE_CHECK(dtype == DType::kBFloat16 || dtype == DType::kFloat16,
-            "autocast: " << device_type_name(type)
-                         << " autocast runs in bfloat16 or float16, not " << dtype_name(dtype));
+            "autocast: " << device_type_name(type) << " autocast runs in bfloat16 or float16, not "
+                         << dtype_name(dtype));
   ThreadState& s = state();
   AutocastState& current = s.snapshot.states[static_cast<int>(type)];
   previous_ = current;

@@ -11,7 +11,9 @@
 namespace dpe::autocast_detail {
 
 // Whether the op on `first` follows autocast now (autocast::active for its device type).
-inline bool applies(const Tensor& first) { return first.defined() && active(first.device().type()); }
+inline bool applies(const Tensor& first) {
+  return first.defined() && active(first.device().type());
+}
 
 // A lower-precision list op's argument: in the guard's dtype (floating tensors only).
 Tensor lower(const Tensor& t);

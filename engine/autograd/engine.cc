@@ -182,7 +182,7 @@ class GraphTask {
       const uint32_t slot = edges[i].input_nr;
       if (s.pending.size() <= slot || s.pending[slot].size() != 1) continue;
       Tensor& g = s.pending[slot][0];
-      if (!g.defined() || g.device() != n->device() || g.dtype() != DType::kFloat32 ||
+      if (!g.defined() || g.device() != n->device() || !is_floating_point(g.dtype()) ||
           !g.is_contiguous() || !solely_owned(g)) {
         continue;
       }

@@ -45,7 +45,8 @@ Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length) {
     // Into the gradient that already arrived where the engine offers it (node.h, "accumulation
     // offers"): attention's q, k and v are slices of one tensor, whose gradient is then one
     // tensor of zeros and three slices added in, not three such tensors and two full-size sums.
-    if (Tensor acc = offered_accumulator(0); acc.defined() && acc.shape() == shape) {
+    if (Tensor acc = offered_accumulator(0);
+        acc.defined() && acc.shape() == shape && acc.dtype() == g[0].dtype()) {
       Tensor slot = acc.narrow(d, start, length);
       if (slot.is_contiguous()) {
         const Tensor part = g[0].contiguous();
@@ -53,7 +54,7 @@ Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length) {
         return std::vector<Tensor>{acc};
       }
     }
-    Tensor gx = Tensor::zeros(shape, DType::kFloat32, g[0].device());
+    Tensor gx = Tensor::zeros(shape, g[0].dtype(), g[0].device());
     Tensor slot = gx.narrow(d, start, length);
     if (slot.is_contiguous()) {
       slot.copy_(g[0]);

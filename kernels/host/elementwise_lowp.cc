@@ -1,7 +1,11 @@
 #include "kernels/host/elementwise_lowp.h"
 
+#include <vector>
+
 #include "engine/core/error.h"
+#include "kernels/host/convert.h"
 #include "kernels/host/elementwise.h"
+#include "kernels/host/gelu.h"
 
 namespace dpe::host {
 
@@ -11,10 +15,13 @@ namespace {
 template <class F>
 void with_type(DType dt, F&& f) {
   switch (dt) {
-    case DType::kBFloat16: return f(BFloat16{});
-    case DType::kFloat16: return f(Float16{});
+    case DType::kBFloat16:
+      return f(BFloat16{});
+    case DType::kFloat16:
+      return f(Float16{});
     case DType::kFloat32:
-    case DType::kInt64: break;
+    case DType::kInt64:
+      break;
   }
   DPE_THROW("elementwise: no 16-bit kernel for " << dtype_name(dt));
 }
@@ -74,6 +81,22 @@ void relu_backward_lowp(HostContext&, DType dt, const void* y, const void* gy, v
 #pragma omp parallel for simd if (n >= kParallelGrain)
     for (int64_t i = 0; i < n; ++i) gi[i] = to_float(out[i]) > 0.0f ? g[i] : T{};
   });
+}
+
+void gelu_forward_lowp(HostContext& ctx, DType dt, const void* x, void* y, int64_t n) {
+  std::vector<float> wide(static_cast<size_t>(n));
+  convert(wide.data(), DType::kFloat32, x, dt, n);
+  gelu_forward(ctx, wide.data(), wide.data(), n);
+  convert(y, dt, wide.data(), DType::kFloat32, n);
+}
+
+void gelu_backward_lowp(HostContext& ctx, DType dt, const void* x, const void* gy, void* gx,
+                        int64_t n) {
+  std::vector<float> wx(static_cast<size_t>(n)), wg(static_cast<size_t>(n));
+  convert(wx.data(), DType::kFloat32, x, dt, n);
+  convert(wg.data(), DType::kFloat32, gy, dt, n);
+  gelu_backward(ctx, wx.data(), wg.data(), wg.data(), n);
+  convert(gx, dt, wg.data(), DType::kFloat32, n);
 }
 
 }  // namespace dpe::host

@@ -19,4 +19,9 @@ void relu_forward_lowp(HostContext& ctx, DType dt, const void* x, void* y, int64
 void relu_backward_lowp(HostContext& ctx, DType dt, const void* y, const void* gy, void* gx,
                         int64_t n);
 
+// GELU (tanh form) and its gradient: gelu.h's float32 kernels on widened copies, rounded once.
+void gelu_forward_lowp(HostContext& ctx, DType dt, const void* x, void* y, int64_t n);
+void gelu_backward_lowp(HostContext& ctx, DType dt, const void* x, const void* gy, void* gx,
+                        int64_t n);
+
 }  // namespace dpe::host

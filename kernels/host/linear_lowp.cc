@@ -60,12 +60,12 @@ void linear_backward_lowp(HostContext& ctx, DType dt, const LinearShape& s, cons
   }
   if (gw != nullptr) {
     if (s.w_transposed) {  // gw [i, o] = x^T [i, n] @ gy [n, o]
-      lowp_gemm(ctx, gemm(dt, true, false, s.in, s.out, s.batch, s.in, s.out, s.out,
-                          param_grad_scale),
+      lowp_gemm(ctx,
+                gemm(dt, true, false, s.in, s.out, s.batch, s.in, s.out, s.out, param_grad_scale),
                 x, gy, nullptr, gw);
     } else {  // gw [o, i] = gy^T [o, n] @ x [n, i]
-      lowp_gemm(ctx, gemm(dt, true, false, s.out, s.in, s.batch, s.out, s.in, s.in,
-                          param_grad_scale),
+      lowp_gemm(ctx,
+                gemm(dt, true, false, s.out, s.in, s.batch, s.out, s.in, s.in, param_grad_scale),
                 gy, x, nullptr, gw);
     }
   }

@@ -1,8 +1,8 @@
 // Matrix products in bfloat16 and float16 on the host, with float32 accumulation: oneDNN's matmul
-// primitive, which runs on AMX tiles (amx_bf16) or AVX512-BF16 dot products where the CPU has
-// them. Where oneDNN has no such kernel for the CPU (float16 in oneDNN 2.6; bfloat16 on a CPU
-// without AVX-512) the same product is computed in float32 on converted copies and rounded once
-// to the output dtype: the same result as the native path within the output's rounding.
+// primitive where it runs on AMX tiles (amx_bf16). On every other CPU (float16 in oneDNN 2.6;
+// AVX512-BF16, whose oneDNN 2.6 kernel measured slower than the float32 GEMM; no AVX-512) the
+// same product is computed in float32 on converted copies and rounded once to the output dtype:
+// the same result as the native path within the output's rounding.
 //
 // Threading contract: as every host kernel (kernels/host/host_context.h).
 #pragma once
@@ -26,11 +26,11 @@ struct LowpGemm {
   int64_t lda = 0, ldb = 0, ldc = 0;
   float alpha = 1.0f;
 };
-void lowp_gemm(HostContext& ctx, const LowpGemm& g, const void* a, const void* b,
-               const void* bias, void* c);
+void lowp_gemm(HostContext& ctx, const LowpGemm& g, const void* a, const void* b, const void* bias,
+               void* c);
 
-// "AMX", "AVX512-BF16", "oneDNN" (another oneDNN kernel) or "emulated in float32": what
-// lowp_gemm runs on for `dtype` on this CPU (what the tools print beside a low-precision row).
+// "AMX" or "emulated in float32": what lowp_gemm runs on for `dtype` on this CPU (what the
+// tools print beside a low-precision row).
 std::string lowp_gemm_engine(DType dtype);
 
 }  // namespace dpe::host

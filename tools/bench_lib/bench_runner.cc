@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/autograd/autocast.h"
 #include "engine/autograd/engine.h"
 #include "engine/autograd/ops.h"
 #include "engine/backend/dispatch.h"
@@ -269,6 +270,7 @@ BenchResult run_in_process(const BenchConfig& c) {
   // The step's forward and loss: on device 0 over the gathered outputs, or on every replica.
   const bool replicas_loss = dp && c.dp_loss == "replicas";
   auto forward_loss = [&](StepProfiler* p) {
+    const autocast amp(type, DType::kBFloat16, c.precision == "bf16");
     if (replicas_loss) {
       const ReplicaOutputs outs = dp->forward_replicas(Value(x));
       return parallel_criterion(
@@ -390,8 +392,11 @@ void ddp_worker(const BenchConfig& c, const std::string& result_path) {
     if (s == c.warmup) ctx.allocator().reset_peak();
     const double cpu0 = thread_cpu_seconds();
     const auto start = Clock::now();
-    Tensor out = ddp->forward(x);
-    last_loss = loss_for(c.model, out, y);
+    {
+      const autocast amp(device.type(), DType::kBFloat16, c.precision == "bf16");
+      Tensor out = ddp->forward(x);
+      last_loss = loss_for(c.model, out, y);
+    }
     backward(last_loss);
     if (fsdp != nullptr && models::is_language_model(c.model)) {
       fsdp->clip_grad_norm_(1.0f);  // the norm over every rank's shards
@@ -455,7 +460,8 @@ BenchResult run_ddp(const BenchConfig& c, const std::string& self_exe) {
       {"--sharding", c.sharding.empty() ? "none" : c.sharding},
       {"--fuse", c.fuse ? "true" : "false"},
       {"--channels-last", c.channels_last ? "true" : "false"},
-      {"--activation-checkpointing", c.activation_checkpointing ? "true" : "false"}};
+      {"--activation-checkpointing", c.activation_checkpointing ? "true" : "false"},
+      {"--precision", c.precision}};
   std::vector<std::string> argv{self_exe};
   for (const auto& [flag, value] : flags) argv.insert(argv.end(), {flag, value});
   // gloo and nccl: child processes with torchrun's variables (LOCAL_RANK picks the GPU).
@@ -481,13 +487,13 @@ BenchResult run_ddp(const BenchConfig& c, const std::string& self_exe) {
   return r;
 }
 
-double measure_gemm_gflops(int64_t n, int reps, Device device) {
+double measure_gemm_gflops(int64_t n, int reps, Device device, DType dtype) {
   DPE_CHECK(reps >= 1, "measure_gemm_gflops: " << reps << " reps (expected at least 1)");
   Runtime& rt = Runtime::get();
   if (device.is_host()) set_host_devices({2, 1, 0});
   Generator g(0);
-  Tensor a = randn({n, n}, g).to(device), b = randn({n, n}, g).to(device);
-  Tensor c = Tensor::empty({n, n}, DType::kFloat32, device);
+  Tensor a = randn({n, n}, g).to(device).to(dtype), b = randn({n, n}, g).to(device).to(dtype);
+  Tensor c = Tensor::empty({n, n}, dtype, device);
   DeviceContext& ctx = rt.context(device);
   DeviceGuard guard(&ctx);
   std::vector<double> times;

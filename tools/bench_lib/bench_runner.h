@@ -37,6 +37,9 @@ struct BenchConfig {
   // convolutional layers stays NHWC on host devices (docs/channels_last.md)
   bool channels_last = false;
   bool activation_checkpointing = false;  // gpt: each block recomputed in backward
+  // fp32, or bf16: the forward and loss under autocast(bfloat16) (engine/autograd/autocast.h),
+  // float32 parameters, gradients and optimizer state, as PyTorch's CPU autocast
+  std::string precision = "fp32";
   int devices = 1;
   int threads = 1;             // compute threads per device (per DDP rank)
   int64_t global_batch = 256;  // samples (gpt: windows of `context` tokens)
@@ -117,6 +120,7 @@ void ddp_worker(const BenchConfig& config, const std::string& result_path);
 // of the fastest of `reps`. A peak: on a shared machine a neighbour's burst slows a rep and never
 // speeds one up, so the fastest rep is the machine's rate, where a median of a few can be a
 // burst's (and a run's steps then above 100% of its "peak").
-double measure_gemm_gflops(int64_t n, int reps, Device device = Device());
+double measure_gemm_gflops(int64_t n, int reps, Device device = Device(),
+                           DType dtype = DType::kFloat32);
 
 }  // namespace dpe::tools

@@ -69,6 +69,11 @@ class Gpt(nn.Module):
         self.wte, self.wpe = nn.Embedding(vocab, d), nn.Embedding(ctx, d)
         self.h = nn.ModuleList(Block(d, n_head) for _ in range(n_layer))
         self.ln_f = nn.LayerNorm(d)
+        # GPT-2's (and dpe's) initialisation: N(0, 0.02) embeddings. PyTorch's default N(0, 1)
+        # embedding, tied to the output, gives logits of +-50, a loss near 46 and denormal
+        # gradients, which make an Intel CPU about 10x slower: not a fair comparison.
+        nn.init.normal_(self.wte.weight, std=0.02)
+        nn.init.normal_(self.wpe.weight, std=0.02)
 
     def forward(self, idx):
         x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1]))
@@ -85,8 +90,9 @@ def pytorch_tokens_per_second(a):
     for step in range(a.warmup + a.steps):
         tok = torch.randint(0, 32000, (a.batch, a.context + 1))
         start = time.perf_counter()
-        logits = model(tok[:, :-1])
-        loss = F.cross_entropy(logits.reshape(-1, 32000), tok[:, 1:].reshape(-1))
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.precision == "bf16"):
+            logits = model(tok[:, :-1])
+            loss = F.cross_entropy(logits.reshape(-1, 32000), tok[:, 1:].reshape(-1))
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -101,7 +107,8 @@ def dpe_tokens_per_second(a):
         out = os.path.join(tmp, "bench.json")
         subprocess.run([a.dpe_bench, "--models", "gpt-small", "--devices", "1", "--batch-size",
                         str(a.batch), "--context", str(a.context), "--warmup", str(a.warmup),
-                        "--steps", str(a.steps), "--json", out, "--svg",
+                        "--steps", str(a.steps), "--precision", a.precision, "--json", out,
+                        "--svg",
                         os.path.join(tmp, "bench.svg")], check=True, stdout=subprocess.DEVNULL)
         with open(out) as f:
             rows = json.load(f)
@@ -117,6 +124,8 @@ def main():
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
+                    help="bf16: both under autocast(bfloat16), PyTorch's torch.autocast('cpu')")
     ap.add_argument("--dpe-bench", help="path of //tools:bench: measure dpe alongside")
     ap.add_argument("--rounds", type=int, default=3, help="with --dpe-bench: alternations")
     a = ap.parse_args()
@@ -131,7 +140,8 @@ def main():
     if blas < 20:
         ap.error(f"PyTorch multiplies at {blas:.1f} GFLOP/s: the reference BLAS; "
                  "install libopenblas0-pthread for a fair comparison")
-    config = f"gpt-small batch {a.batch} context {a.context} threads {a.threads}"
+    config = (f"gpt-small batch {a.batch} context {a.context} threads {a.threads} "
+              f"{a.precision}")
     if not a.dpe_bench:
         print(f"pytorch {torch.__version__} {config}: "
               f"{pytorch_tokens_per_second(a):.0f} tokens/s")

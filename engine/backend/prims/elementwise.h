@@ -128,6 +128,11 @@ struct GeluForward {
   void launch(Ctx& ctx) const {
     gelu_forward(ctx, x.data<float>(), y.data<float>(), x.numel());
   }
+  static constexpr bool kLowPrecision = true;
+  template <class Ctx>
+  void launch_lowp(Ctx& ctx) const {
+    gelu_forward_lowp(ctx, x.dtype(), x.raw_data(), y.raw_data(), x.numel());
+  }
 };
 
 // Its gradient, from the forward's input x.
@@ -143,6 +148,11 @@ struct GeluBackward {
   template <class Ctx>
   void launch(Ctx& ctx) const {
     gelu_backward(ctx, x.data<float>(), gy.data<float>(), gx.data<float>(), x.numel());
+  }
+  static constexpr bool kLowPrecision = true;
+  template <class Ctx>
+  void launch_lowp(Ctx& ctx) const {
+    gelu_backward_lowp(ctx, x.dtype(), x.raw_data(), gy.raw_data(), gx.raw_data(), x.numel());
   }
 };
 

@@ -71,8 +71,8 @@ TEST(AutocastTest, AParameterIsCastOncePerForwardAndGetsAFloat32Gradient) {
   }
   int weight_casts = 0;
   for (const TraceEvent& e : trace.stop()) {
-    weight_casts += e.name == "to" && !e.backward && e.dtype == DType::kBFloat16 &&
-                    e.shapes[0][0] == w.numel();
+    weight_casts +=
+        e.name == "to" && !e.backward && e.dtype == DType::kBFloat16 && e.shapes[0][0] == w.numel();
   }
   EXPECT_EQ(weight_casts, 1);  // the cache served the second linear
   ASSERT_EQ(w.grad().dtype(), DType::kFloat32);
