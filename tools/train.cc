@@ -176,6 +176,16 @@ void add_parallel_flags(CLI::App& app, dpe::tools::TrainConfig& c, Flags& f) {
           ->capture_default_str();
 }
 
+// --precision.
+void add_precision_flag(CLI::App& app, dpe::tools::TrainConfig& c) {
+  app.add_option("--precision", c.precision,
+                 "fp32, or bf16: forward and loss under autocast(bfloat16) (torch.autocast's "
+                 "lists; parameters, gradients, optimizer state and checkpoints stay float32); "
+                 "host devices, models without convolutions (mlp, toy, gpt-small, gpt2)")
+      ->check(CLI::IsMember({"fp32", "bf16"}))
+      ->capture_default_str();
+}
+
 // --checkpoint-dir, --resume, and the data: --data-dir, --text and the language models' knobs.
 void add_checkpoint_and_data_flags(CLI::App& app, dpe::tools::TrainConfig& c, Flags& f) {
   app.add_option("--checkpoint-dir", c.checkpoint_dir,
@@ -255,6 +265,13 @@ std::string mode_mismatch(const dpe::tools::TrainConfig& c, const Flags& f) {
     return "--gradient-as-bucket-view needs --mode ddp";
   }
   if (f.sharding->count() > 0 && c.mode != "fsdp") return "--sharding needs --mode fsdp";
+  if (c.precision == "bf16" && c.device != "host") {
+    return "--precision bf16 runs on host devices (CUDA devices have float32 kernels only)";
+  }
+  if (c.precision == "bf16" && (c.model == "convnet" || c.model == "resnet-tiny")) {
+    return "--precision bf16: " + c.model + "'s convolutions have no bfloat16 kernels yet "
+           "(docs/mixed_precision.md); use mlp, toy, gpt-small or gpt2";
+  }
   if (c.zero && c.mode != "ddp") {
     return "--zero needs --mode ddp (ZeroRedundancyOptimizer shards the optimizer state across "
            "the DDP ranks)";
@@ -340,6 +357,7 @@ int main(int argc, char** argv) {
   add_run_flags(app, c, f);
   add_optimizer_flags(app, c, f);
   add_parallel_flags(app, c, f);
+  add_precision_flag(app, c);
   add_checkpoint_and_data_flags(app, c, f);
   add_limit_flags(app, c, f);
   try {

@@ -38,6 +38,9 @@ struct TrainConfig {
   // Recompute each gpt block's activations in backward instead of keeping them
   // (engine/nn/checkpoint.h); the same losses, less activation memory
   bool activation_checkpointing = false;
+  // fp32, or bf16: forward and loss under autocast(bfloat16) (engine/autograd/autocast.h), the
+  // parameters, gradients, optimizer state and checkpoints float32, as PyTorch's CPU autocast
+  std::string precision = "fp32";
   // Image batches channels last (torch.channels_last): the convolutional layers' activations stay
   // NHWC on host devices (docs/channels_last.md); the same losses
   bool channels_last = false;

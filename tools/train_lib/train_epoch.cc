@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/autograd/autocast.h"
 #include "engine/autograd/engine.h"
 #include "engine/autograd/grad_mode.h"
 #include "engine/autograd/ops.h"
@@ -17,6 +18,11 @@
 namespace dpe::tools {
 
 namespace {
+
+// The device type the run's forward computes on, whose autocast --precision bf16 enables.
+DeviceType autocast_device_type(const TrainConfig& c) {
+  return c.device == "cuda" ? DeviceType::kCuda : DeviceType::kHost;
+}
 
 Tensor loss_of(const Tensor& out, const Tensor& target, const Data& data) {
   if (data.language_model) return models::lm_loss(out, target);
@@ -46,8 +52,12 @@ EpochMetrics train_epoch(const Run& run, int epoch, Sampler& sampler, DataLoader
   while (step < batches) {
     std::optional<Batch> b = loader.next();
     if (!b) break;
-    Tensor output = run.net.forward(on_input_device(run, b->input));
-    Tensor loss = loss_of(output, b->target.to(output.device()), run.data);
+    Tensor output, loss;
+    {
+      const autocast amp(autocast_device_type(run.c), DType::kBFloat16, run.c.precision == "bf16");
+      output = run.net.forward(on_input_device(run, b->input));
+      loss = loss_of(output, b->target.to(output.device()), run.data);
+    }
     DPE_CHECK(ops::all_finite(loss), "non-finite loss ("
                                          << loss.item() << ") at epoch " << epoch << ", step "
                                          << step << "; stopping. The last good checkpoint"
@@ -90,7 +100,13 @@ void evaluate(const Run& run, DataLoader& test_loader, EpochMetrics& m) {
   {
     NoGradGuard no_grad;
     for (Batch& tb : test_loader) {
-      Tensor o = run.net.forward(on_input_device(run, tb.input));
+      Tensor o;
+      {
+        const autocast amp(autocast_device_type(run.c), DType::kBFloat16,
+                           run.c.precision == "bf16");
+        o = run.net.forward(on_input_device(run, tb.input));
+      }
+      o = o.to(DType::kFloat32);  // the accuracy's argmax and the loss read float32
       Tensor t = tb.target.to(o.device());
       const double n = static_cast<double>(tb.input.size(0));
       loss_sum += loss_of(o, t, data).item() * n;
