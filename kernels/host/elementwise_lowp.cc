@@ -61,26 +61,29 @@ void scale_lowp(HostContext&, DType dt, const void* a, float s, void* out, int64
   });
 }
 
+// ReLU on the 16-bit words themselves: a value is > 0 when its word is neither 0 nor above the
+// dtype's infinity (a set sign bit or a NaN is above it). The same outputs as widening and
+// comparing, without the conversions.
+uint16_t infinity_bits(DType dt) { return dt == DType::kBFloat16 ? 0x7f80 : 0x7c00; }
+
 void relu_forward_lowp(HostContext&, DType dt, const void* x, void* y, int64_t n) {
-  with_type(dt, [&](auto tag) {
-    using T = decltype(tag);
-    const T* in = static_cast<const T*>(x);
-    T* out = static_cast<T*>(y);
+  const uint16_t inf = infinity_bits(dt);
+  const uint16_t* in = static_cast<const uint16_t*>(x);
+  uint16_t* out = static_cast<uint16_t*>(y);
 #pragma omp parallel for simd if (n >= kParallelGrain)
-    for (int64_t i = 0; i < n; ++i) out[i] = to_float(in[i]) > 0.0f ? in[i] : T{};
-  });
+  for (int64_t i = 0; i < n; ++i) {
+    out[i] = in[i] != 0 && in[i] <= inf ? in[i] : uint16_t{0};
+  }
 }
 
 void relu_backward_lowp(HostContext&, DType dt, const void* y, const void* gy, void* gx,
                         int64_t n) {
-  with_type(dt, [&](auto tag) {
-    using T = decltype(tag);
-    const T* out = static_cast<const T*>(y);
-    const T* g = static_cast<const T*>(gy);
-    T* gi = static_cast<T*>(gx);
+  const uint16_t inf = infinity_bits(dt);
+  const uint16_t* out = static_cast<const uint16_t*>(y);
+  const uint16_t* g = static_cast<const uint16_t*>(gy);
+  uint16_t* gi = static_cast<uint16_t*>(gx);
 #pragma omp parallel for simd if (n >= kParallelGrain)
-    for (int64_t i = 0; i < n; ++i) gi[i] = to_float(out[i]) > 0.0f ? g[i] : T{};
-  });
+  for (int64_t i = 0; i < n; ++i) gi[i] = out[i] != 0 && out[i] <= inf ? g[i] : uint16_t{0};
 }
 
 void gelu_forward_lowp(HostContext& ctx, DType dt, const void* x, void* y, int64_t n) {
