@@ -383,7 +383,8 @@ int check_inputs(const Options& o) {
 // The single-thread bfloat16 matrix peak (oneDNN, 1024^3), printed beside float32's with what
 // computes it on this CPU; an emulated one says so.
 double low_precision_peak(double peak32) {
-  const double peak = dpe::tools::measure_gemm_gflops(1024, 10, dpe::Device(), dpe::DType::kBFloat16);
+  const double peak =
+      dpe::tools::measure_gemm_gflops(1024, 10, dpe::Device(), dpe::DType::kBFloat16);
   const std::string engine = dpe::host::lowp_gemm_engine(dpe::DType::kBFloat16);
   std::printf("single-thread bfloat16 matrix peak (oneDNN on %s, 1024^3) %.1f GFLOP/s, %.2fx "
               "float32's; the rows' %%peak is of it%s\n",

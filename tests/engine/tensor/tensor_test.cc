@@ -255,7 +255,8 @@ TEST(MemoryFormatTest, ChannelsLastNeedsFourDims) {
 // --- 16-bit floats ---
 
 TEST(TensorDTypeTest, ToConvertsWithRoundToNearestEvenAndBack) {
-  const Tensor x = Tensor::from_vector(std::vector<float>{1.0f, 1.0f + 0x1p-8f, 1.0f + 3 * 0x1p-8f, -2.5f}, {2, 2});
+  const Tensor x =
+      Tensor::from_vector(std::vector<float>{1.0f, 1.0f + 0x1p-8f, 1.0f + 3 * 0x1p-8f, -2.5f}, {2, 2});
   const Tensor b = x.to(DType::kBFloat16);
   EXPECT_EQ(b.dtype(), DType::kBFloat16);
   EXPECT_EQ(b.shape(), x.shape());
@@ -268,7 +269,9 @@ TEST(TensorDTypeTest, ToConvertsWithRoundToNearestEvenAndBack) {
   EXPECT_TRUE(b.to(DType::kBFloat16).is_same(b));  // already of the dtype: itself
   const Tensor h = x.to(DType::kFloat16);
   EXPECT_EQ(h.to(DType::kFloat32).to_vector<float>()[3], -2.5f);
-  EXPECT_EQ(Tensor::from_vector(std::vector<float>{2.9f, -2.9f}, {2}).to(DType::kInt64).to_vector<int64_t>(),
+  EXPECT_EQ(Tensor::from_vector(std::vector<float>{2.9f, -2.9f}, {2})
+                .to(DType::kInt64)
+                .to_vector<int64_t>(),
             (std::vector<int64_t>{2, -2}));  // truncated, as PyTorch's
   EXPECT_EQ(Tensor::from_vector(std::vector<int64_t>{3, -7}, {2}).to(DType::kBFloat16)
                 .to(DType::kFloat32)
