@@ -255,8 +255,8 @@ TEST(MemoryFormatTest, ChannelsLastNeedsFourDims) {
 // --- 16-bit floats ---
 
 TEST(TensorDTypeTest, ToConvertsWithRoundToNearestEvenAndBack) {
-  const Tensor x =
-      Tensor::from_vector(std::vector<float>{1.0f, 1.0f + 0x1p-8f, 1.0f + 3 * 0x1p-8f, -2.5f}, {2, 2});
+  const std::vector<float> values = {1.0f, 1.0f + 0x1p-8f, 1.0f + 3 * 0x1p-8f, -2.5f};
+  const Tensor x = Tensor::from_vector(values, {2, 2});
   const Tensor b = x.to(DType::kBFloat16);
   EXPECT_EQ(b.dtype(), DType::kBFloat16);
   EXPECT_EQ(b.shape(), x.shape());
