@@ -54,7 +54,8 @@ tensor_srcs=(engine/device/device.cc engine/device/memory_category.cc
   engine/device/device_registry.cc engine/device/step_observer.cc
   engine/backend/host/host_allocator.cc engine/backend/host/host_device.cc
   engine/backend/host/host_device_type.cc engine/backend/cuda/cuda_devices.cc
-  engine/backend/cuda/cuda_device_stub.cc kernels/host/copy.cc kernels/host/host_context.cc
+  engine/backend/cuda/cuda_device_stub.cc kernels/host/convert.cc kernels/host/copy.cc
+  kernels/host/host_context.cc
   engine/tensor/shape.cc engine/tensor/tensor.cc)
 declare -A srcs libs
 srcs[safetensors]="${tensor_srcs[*]} engine/io/atomic_file.cc engine/io/json_nesting.cc
