@@ -17,6 +17,10 @@ namespace dpe {
 
 enum class DType { kFloat32, kInt64, kBFloat16, kFloat16 };
 
+// Every dtype, for the readers that map a file's or a message's code back to one.
+inline constexpr DType kAllDTypes[] = {DType::kFloat32, DType::kInt64, DType::kBFloat16,
+                                       DType::kFloat16};
+
 inline size_t dtype_size(DType t) {
   switch (t) {
     case DType::kFloat32:

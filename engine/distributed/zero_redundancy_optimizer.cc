@@ -54,7 +54,7 @@ int64_t dtype_code(DType t) {
 }
 
 DType dtype_of_code(int64_t code) {
-  for (DType t : {DType::kFloat32, DType::kInt64, DType::kBFloat16, DType::kFloat16}) {
+  for (DType t : kAllDTypes) {
     if (dtype_code(t) == code) return t;
   }
   DPE_THROW("ZeroRedundancyOptimizer: a state header names dtype code " << code

@@ -68,7 +68,7 @@ const char* dtype_code(DType t) {
 }
 
 bool parse_dtype(const std::string& code, DType* out) {
-  for (DType t : {DType::kFloat32, DType::kInt64, DType::kBFloat16, DType::kFloat16}) {
+  for (DType t : kAllDTypes) {
     if (code == dtype_code(t)) {
       *out = t;
       return true;
