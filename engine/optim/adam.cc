@@ -25,10 +25,10 @@ Adam::Adam(std::vector<Tensor> params, const AdamOptions& options)
 void Adam::step() {
   MemoryCategoryScope category(MemoryCategory::kOptimizerState);
   for (size_t i = 0; i < params_.size(); ++i) {
-    Tensor& p = params_[i];
-    Tensor g = p.grad();
+    const Tensor g = params_[i].grad();
     if (!g.defined()) continue;
-    DeviceGuard guard(&p.context());
+    DeviceGuard guard(&params_[i].context());
+    Tensor& p = update_target(i);
     if (!exp_avg_[i].defined()) {
       exp_avg_[i] = Tensor::zeros(p.shape(), DType::kFloat32, p.device());
       exp_avg_sq_[i] = Tensor::zeros(p.shape(), DType::kFloat32, p.device());
@@ -39,7 +39,8 @@ void Adam::step() {
     // lr_, not options_.lr: a scheduler may have changed it.
     const AdamStepParams o{lr_,          options_.beta1,        options_.beta2,
                            options_.eps, options_.weight_decay, options_.adamw};
-    dispatch(prim::AdamStep{p, g.contiguous(), exp_avg_[i], exp_avg_sq_[i], o, steps_[i]});
+    dispatch(prim::AdamStep{p, float32_grad(g), exp_avg_[i], exp_avg_sq_[i], o, steps_[i]});
+    publish(i);
   }
 }
 

@@ -22,17 +22,18 @@ SGD::SGD(std::vector<Tensor> params, const SgdOptions& options)
 void SGD::step() {
   MemoryCategoryScope category(MemoryCategory::kOptimizerState);
   for (size_t i = 0; i < params_.size(); ++i) {
-    Tensor& p = params_[i];
-    Tensor g = p.grad();
+    const Tensor g = params_[i].grad();
     if (!g.defined()) continue;
-    DeviceGuard guard(&p.context());
+    DeviceGuard guard(&params_[i].context());
+    Tensor& p = update_target(i);
     Tensor& buf = momentum_buffers_[i];
     const bool first = options_.momentum != 0.0f && !buf.defined();
     if (first) buf = Tensor::empty(p.shape(), DType::kFloat32, p.device());
     // lr_, not options_.lr: a scheduler may have changed it.
     const SgdStepParams o{lr_, options_.momentum, options_.dampening, options_.weight_decay,
                           options_.nesterov};
-    dispatch(prim::SgdStep{p, g.contiguous(), buf, o, first});
+    dispatch(prim::SgdStep{p, float32_grad(g), buf, o, first});
+    publish(i);
   }
 }
 
