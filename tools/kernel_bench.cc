@@ -263,25 +263,30 @@ void bench_bn_relu_pool(const char* name, int64_t n, int64_t c, int64_t h, int r
   report_bytes(label, backward_bytes, time_it([&] { dispatch(fused_backward); }, reps, cold));
 }
 
-void bench_linear(int64_t n, int64_t in, int64_t out, int reps, bool with_bias = true) {
-  Tensor x = filled({n, in}, 0.5f), w = filled({out, in}, 0.01f);
-  Tensor bias = with_bias ? filled({out}, 0) : Tensor();
-  Tensor y = Tensor::empty({n, out}), gy = filled({n, out}, 0.1f);
-  Tensor gx = Tensor::empty(x.shape()), gw = Tensor::empty(w.shape());
-  Tensor gb = with_bias ? Tensor::empty({out}) : Tensor();
+void bench_linear(int64_t n, int64_t in, int64_t out, int reps, bool with_bias = true,
+                  dpe::DType dt = dpe::DType::kFloat32) {
+  Tensor x = filled({n, in}, 0.5f).to(dt), w = filled({out, in}, 0.01f).to(dt);
+  Tensor bias = with_bias ? filled({out}, 0).to(dt) : Tensor();
+  Tensor y = Tensor::empty({n, out}, dt), gy = filled({n, out}, 0.1f).to(dt);
+  Tensor gx = Tensor::empty(x.shape(), dt), gw = Tensor::empty(w.shape(), dt);
+  Tensor gb = with_bias ? Tensor::empty({out}, dt) : Tensor();
+  Tensor none_x, none_w, none_b;  // the gradients a call does not want
   const double flops = 2.0 * n * in * out;
   char label[80];
-  std::snprintf(label, sizeof label, "linear %lldx%lld->%lld forward", static_cast<long long>(n),
-                static_cast<long long>(in), static_cast<long long>(out));
-  report(label, flops, time_it([&] { dispatch(prim::LinearForward{x, w, bias, y}); }, reps));
-  std::snprintf(label, sizeof label, "linear %lldx%lld->%lld backward", static_cast<long long>(n),
-                static_cast<long long>(in), static_cast<long long>(out));
-  report(label, 2 * flops,
-         time_it(
-             [&] {
-               dispatch(prim::LinearBackward{x, w, gy, gx, gw, gb, 1.0f});
-             },
-             reps));
+  const auto labelled = [&](const char* part) {
+    std::snprintf(label, sizeof label, "linear %s %lldx%lld->%lld %s", dpe::dtype_name(dt),
+                  static_cast<long long>(n), static_cast<long long>(in),
+                  static_cast<long long>(out), part);
+    return label;
+  };
+  report(labelled("forward"), flops,
+         time_it([&] { dispatch(prim::LinearForward{x, w, bias, y}); }, reps));
+  report(labelled("backward"), 2 * flops,
+         time_it([&] { dispatch(prim::LinearBackward{x, w, gy, gx, gw, gb, 1.0f}); }, reps));
+  report(labelled("backward data"), flops,
+         time_it([&] { dispatch(prim::LinearBackward{x, w, gy, gx, none_w, none_b, 1.0f}); }, reps));
+  report(labelled("backward weights"), flops,
+         time_it([&] { dispatch(prim::LinearBackward{x, w, gy, none_x, gw, gb, 1.0f}); }, reps));
 }
 
 // The optimizers' updates over n parameters (the Mlp has 669,706), as GB/s of the parameter,
@@ -485,7 +490,7 @@ int main(int argc, char** argv) {
   const std::vector<std::string> groups = {
       "sgemm",         "conv",         "resnet_conv", "bn_pool",   "bn_relu_pool",
       "bn_add_relu",   "stem_pool",    "linear",      "optim",     "gelu",
-      "cross_entropy", "convnet_step", "attention",   "layer_norm"};
+      "cross_entropy", "convnet_step", "attention",   "layer_norm", "linear_bf16"};
   app.add_option("--only", only, "groups to run (default all)")->check(CLI::IsMember(groups));
   int64_t resnet_batch = 100;
   app.add_option("--resnet-batch", resnet_batch, "the batch of resnet_conv's layers (default 100)")
@@ -551,6 +556,11 @@ int main(int argc, char** argv) {
     bench_linear(64, 512, 512, 50);
     bench_linear(64, 512, 10, 50);
     bench_linear(1024, 256, 32000, 5, false);  // gpt-small's tied language-model head
+  }
+  if (run("linear_bf16")) {  // the Mlp's layers at batch 256, bfloat16 (autocast's products)
+    for (const auto& [in, out] : {std::pair<int64_t, int64_t>{784, 512}, {512, 512}, {512, 10}}) {
+      bench_linear(256, in, out, 50, true, dpe::DType::kBFloat16);
+    }
   }
   if (run("optim")) bench_optimizers(669706, 50);
   if (run("layer_norm")) bench_layer_norm(1024, 256, 50);

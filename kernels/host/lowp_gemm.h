@@ -29,6 +29,10 @@ struct LowpGemm {
 void lowp_gemm(HostContext& ctx, const LowpGemm& g, const void* a, const void* b, const void* bias,
                void* c);
 
+// Whether g's shape is worth the matrix unit's tiles (at least 32 rows of op(a) and a depth k of
+// at least 32); a smaller product is emulated even where the CPU has AMX.
+bool lowp_gemm_tiles_pay(const LowpGemm& g);
+
 // "AMX" or "emulated in float32": what lowp_gemm runs on for `dtype` on this CPU (what the
 // tools print beside a low-precision row).
 std::string lowp_gemm_engine(DType dtype);

@@ -115,7 +115,8 @@ def median_step_seconds(model, x, y, a, before_step=lambda: None):
     for step in range(a.warmup + a.steps):
         before_step()
         start = time.perf_counter()
-        loss = F.cross_entropy(model(x), y)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.precision == "bf16"):
+            loss = F.cross_entropy(model(x), y)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
@@ -182,7 +183,7 @@ def pytorch_child(args, threads, a):
                OMP_NUM_THREADS=str(threads))
     out = subprocess.run([sys.executable, __file__, "--dpe-bench", a.dpe_bench, "--steps",
                           str(a.steps), "--warmup", str(a.warmup), "--data-dir", a.data_dir,
-                          "--channels-last", a.channels_last] + args,
+                          "--channels-last", a.channels_last, "--precision", a.precision] + args,
                          env=env, check=True, stdout=subprocess.PIPE, text=True).stdout
     return float(out.split()[-1])
 
@@ -194,7 +195,7 @@ def dpe_rows(model_name, batch, threads, a, devices=1, backends="mpi"):
                         "--batch-size", str(batch), "--threads", str(threads), "--warmup",
                         str(a.warmup), "--steps", str(a.steps), "--data-dir", a.data_dir,
                         "--ddp-backends", backends, "--fuse", a.dpe_fuse, "--channels-last",
-                        a.channels_last, "--json", out, "--svg",
+                        a.channels_last, "--precision", a.precision, "--json", out, "--svg",
                         os.path.join(tmp, "bench.svg")],
                        check=True, stdout=subprocess.DEVNULL)
         with open(out) as f:
@@ -235,6 +236,9 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist")
     ap.add_argument("--json", help="also write the rows here")
+    ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
+                    help="bf16: both under autocast(bfloat16), PyTorch's torch.autocast('cpu') "
+                         "and dpe's bench --precision bf16")
     ap.add_argument("--pytorch-only", help=argparse.SUPPRESS)  # model,batch,threads: one child
     ap.add_argument("--blas-only", type=int, help=argparse.SUPPRESS)  # threads: one child
     ap.add_argument("--pytorch-ddp", help=argparse.SUPPRESS)  # model,batch,world: one child
@@ -263,7 +267,7 @@ def main():
     if not os.path.exists(os.path.join(OPENBLAS_OPENMP, "libblas.so.3")):
         ap.error("install libopenblas0-openmp: PyTorch runs on OpenBLAS's OpenMP build here")
     rows = []
-    print(f"pytorch {torch.__version__} on {OPENBLAS_OPENMP}; "
+    print(f"precision {a.precision}; pytorch {torch.__version__} on {OPENBLAS_OPENMP}; "
           f"{a.steps} timed steps after {a.warmup} warm-up, "
           f"median step; medians of {a.rounds} alternating rounds; dpe's batch norm + ReLU "
           f"{'fused' if a.dpe_fuse == 'true' else 'unfused'}; images "

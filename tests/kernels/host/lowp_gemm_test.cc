@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -150,6 +151,60 @@ TEST_P(LowpGemmTest, BmmMatchesFloat64) {
 
 INSTANTIATE_TEST_SUITE_P(DTypes, LowpGemmTest, testing::Values(DType::kBFloat16, DType::kFloat16),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+TEST_P(LowpGemmTest, ShallowAndShortProductsMatchFloat64Too) {
+  // The shapes lowp_gemm emulates even on AMX (the Mlp head's gradients), in every transpose.
+  const DType dt = GetParam();
+  HostContext ctx;
+  for (const auto& [m, n, k] : {std::array<int64_t, 3>{256, 512, 10}, {10, 512, 256}}) {
+    for (int t = 0; t < 4; ++t) {
+      const bool ta = t & 1, tb = t & 2;
+      const Values a = random_values(dt, m * k, 31 + t), b = random_values(dt, k * n, 41 + t);
+      LowpGemm g;
+      g.in = g.out = dt;
+      g.trans_a = ta;
+      g.trans_b = tb;
+      g.m = m;
+      g.n = n;
+      g.k = k;
+      g.lda = ta ? m : k;
+      g.ldb = tb ? k : n;
+      g.ldc = n;
+      EXPECT_FALSE(lowp_gemm_tiles_pay(g));
+      std::vector<uint16_t> c(static_cast<size_t>(m * n));
+      lowp_gemm(ctx, g, a.raw.data(), b.raw.data(), nullptr, c.data());
+      std::vector<double> ref(c.size()), abs_sum(c.size());
+      for (int64_t i = 0; i < m; ++i) {
+        for (int64_t j = 0; j < n; ++j) {
+          double s = 0, sa = 0;
+          for (int64_t p = 0; p < k; ++p) {
+            const double x = a.exact[ta ? p * m + i : i * k + p];
+            const double y = b.exact[tb ? j * k + p : p * n + j];
+            s += x * y;
+            sa += std::fabs(x * y);
+          }
+          ref[i * n + j] = s;
+          abs_sum[i * n + j] = sa;
+        }
+      }
+      expect_close(dt, widen(dt, c), ref, abs_sum, k, "shallow or short");
+    }
+  }
+}
+
+TEST(LowpGemmTilesTest, OnlyProductsThatFillTheTiles) {
+  LowpGemm g;
+  g.m = g.n = g.k = 32;
+  EXPECT_TRUE(lowp_gemm_tiles_pay(g));
+  g.k = 31;
+  EXPECT_FALSE(lowp_gemm_tiles_pay(g));
+  g.k = 512;
+  g.m = 31;
+  EXPECT_FALSE(lowp_gemm_tiles_pay(g));
+  g.m = 256;
+  g.n = 10;  // a narrow output still fills the tiles' rows and depth
+  EXPECT_TRUE(lowp_gemm_tiles_pay(g));
+}
 
 TEST(LowpGemmEngineTest, NamesWhatItRunsOn) {
   const std::string bf16 = lowp_gemm_engine(DType::kBFloat16);
