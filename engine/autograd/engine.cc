@@ -193,6 +193,17 @@ class GraphTask {
     return offers;
   }
 
+  // PyTorch's validate_outputs: each floating gradient in its input's dtype (Edge::dtype).
+  static void cast_to_input_dtypes(Node* n, std::vector<Tensor>& outs) {
+    const auto& edges = n->next_edges();
+    for (size_t i = 0; i < outs.size() && i < edges.size(); ++i) {
+      Tensor& g = outs[i];
+      const DType want = edges[i].dtype;
+      if (!edges[i].fn || !g.defined() || g.dtype() == want) continue;
+      if (is_floating_point(g.dtype()) && is_floating_point(want)) g = g.to(want);
+    }
+  }
+
   // Runs one node and hands its outputs on; returns the nodes that became ready.
   std::vector<Node*> run(Node* n) {
     // The node's inputs summed here and its backward's temporaries count as what its forward made.
@@ -210,6 +221,7 @@ class GraphTask {
       accumulators = accumulation_offers(n);
       AccumulatorOffers offered_accumulators(accumulators.empty() ? nullptr : &accumulators);
       outs = n->apply(grads);
+      cast_to_input_dtypes(n, outs);
     }
     std::vector<Node*> ready;
     std::lock_guard<SpinThenSleepMutex> lock(mu_);

@@ -126,13 +126,13 @@ std::vector<Tensor> FunctionNode::apply(const std::vector<Tensor>& grads) {
 Edge gradient_edge(const Tensor& t) {
   if (!t.defined() || !t.requires_grad()) return {};
   AutogradMeta& meta = t.autograd();
-  if (meta.grad_fn) return {meta.grad_fn, meta.output_nr};
+  if (meta.grad_fn) return {meta.grad_fn, meta.output_nr, t.dtype()};
   std::shared_ptr<Node> acc = meta.grad_accumulator.lock();
   if (!acc) {
     acc = std::make_shared<AccumulateGrad>(t);
     meta.grad_accumulator = acc;
   }
-  return {acc, 0};
+  return {acc, 0, t.dtype()};
 }
 
 bool needs_grad(const std::vector<Tensor>& inputs) {

@@ -54,6 +54,10 @@ class Node;
 struct Edge {
   std::shared_ptr<Node> fn;  // null: the input needs no gradient
   uint32_t input_nr = 0;     // which output of fn (which input slot of its backward)
+  // The input's dtype: the engine casts a floating gradient of another dtype to it before it is
+  // handed on (PyTorch's validate_outputs), so a float32 weight used by a bfloat16 product gets
+  // a float32 gradient whatever the product's backward produced.
+  DType dtype = DType::kFloat32;
 };
 
 class Node {

@@ -148,5 +148,26 @@ TEST(NodeTest, ALeafsGradCategoryIsItsOwn) {
   }
 }
 
+// PyTorch's validate_outputs: a node whose backward hands back a gradient in another floating
+// dtype than its input's has it cast, for a leaf (AccumulateGrad) and for an inner node alike.
+TEST(NodeTest, EveryGradientArrivesInItsInputsDtype) {
+  Tensor w = param({4}, 0.5f, "w");                            // float32 leaf
+  Tensor h = Tensor::full({4}, 1.25f).to(DType::kBFloat16);  // bfloat16 leaf
+  h.requires_grad_();
+  Tensor hw = ops::to(h, DType::kFloat32);  // an inner node's input of dtype bfloat16
+  Tensor out = Tensor::full({4}, 0.0f);
+  // The probe's backward returns bfloat16 for w and float32 for hw's (float32) input: the wrong
+  // dtype for w only.
+  record("probe", {w, hw}, {&out}, [](const std::vector<Tensor>& g) {
+    return std::vector<Tensor>{g[0].to(DType::kBFloat16), g[0]};
+  });
+  backward(ops::sum(out));
+  ASSERT_TRUE(w.grad().defined());
+  EXPECT_EQ(w.grad().dtype(), DType::kFloat32);
+  EXPECT_EQ(w.grad().to_vector<float>(), std::vector<float>(4, 1.0f));
+  ASSERT_TRUE(h.grad().defined());
+  EXPECT_EQ(h.grad().dtype(), DType::kBFloat16);
+}
+
 }  // namespace
 }  // namespace dpe
