@@ -268,10 +268,6 @@ std::string mode_mismatch(const dpe::tools::TrainConfig& c, const Flags& f) {
   if (c.precision == "bf16" && c.device != "host") {
     return "--precision bf16 runs on host devices (CUDA devices have float32 kernels only)";
   }
-  if (c.precision == "bf16" && (c.model == "convnet" || c.model == "resnet-tiny")) {
-    return "--precision bf16: " + c.model + "'s convolutions have no bfloat16 kernels yet "
-           "(docs/mixed_precision.md); use mlp, toy, gpt-small or gpt2";
-  }
   if (c.zero && c.mode != "ddp") {
     return "--zero needs --mode ddp (ZeroRedundancyOptimizer shards the optimizer state across "
            "the DDP ranks)";

@@ -20,4 +20,12 @@ Tensor lower(const Tensor& t);
 // A float32 list op's argument: in float32 (floating tensors only).
 Tensor float32(const Tensor& t);
 
+// Whether an op of dpe's own float32 entries (batch norm and its fused forms, max pooling: ops
+// without 16-bit kernels, which PyTorch runs in their input's dtype) reads `x` in float32 now:
+// autocast applies to it and it is 16-bit. docs/mixed_precision.md says why the values are
+// PyTorch's all the same.
+inline bool widens(const Tensor& x) {
+  return applies(x) && (x.dtype() == DType::kBFloat16 || x.dtype() == DType::kFloat16);
+}
+
 }  // namespace dpe::autocast_detail

@@ -3,6 +3,7 @@
 #include <array>
 #include <cmath>
 
+#include "engine/autograd/autocast_ops.h"
 #include "engine/autograd/grad_mode.h"
 #include "engine/autograd/node.h"
 #include "engine/autograd/op_helpers.h"
@@ -130,6 +131,11 @@ std::array<Tensor, 3> prepare_batch_norm(const Tensor& x_in, const Tensor& gamma
 Tensor batch_norm_relu(const Tensor& x_in, const Tensor& gamma_in, const Tensor& beta_in,
                        Tensor& running_mean, Tensor& running_var, bool training, float momentum,
                        float eps, const std::string& who) {
+  if (autocast_detail::widens(x_in)) {  // dpe's float32 entries: no 16-bit kernels
+    const autocast_detail::Running running;
+    return batch_norm_relu(autocast_detail::float32(x_in), gamma_in, beta_in, running_mean, running_var,
+                           training, momentum, eps, who);
+  }
   if ((!training && running_mean.defined()) || !fused_kernels_for(BatchNormFusion::kRelu, x_in)) {
     return relu(batch_norm(x_in, gamma_in, beta_in, running_mean, running_var, training, momentum,
                            eps, who));
@@ -143,6 +149,12 @@ Tensor batch_norm_relu(const Tensor& x_in, const Tensor& gamma_in, const Tensor&
 Tensor batch_norm_add_relu(const Tensor& x_in, const Tensor& residual_in, const Tensor& gamma_in,
                            const Tensor& beta_in, Tensor& running_mean, Tensor& running_var,
                            bool training, float momentum, float eps, const std::string& who) {
+  if (autocast_detail::widens(x_in)) {  // dpe's float32 entries: no 16-bit kernels
+    const autocast_detail::Running running;
+    return batch_norm_add_relu(autocast_detail::float32(x_in),
+                               autocast_detail::float32(residual_in), gamma_in, beta_in,
+                               running_mean, running_var, training, momentum, eps, who);
+  }
   if ((!training && running_mean.defined()) ||
       !fused_kernels_for(BatchNormFusion::kAddRelu, x_in)) {
     return relu(add(batch_norm(x_in, gamma_in, beta_in, running_mean, running_var, training,
@@ -176,6 +188,12 @@ Tensor batch_norm_relu_max_pool2d(const Tensor& x_in, const Tensor& gamma_in, co
                                   Tensor& running_mean, Tensor& running_var, bool training,
                                   float momentum, float eps, int64_t kernel_size, int64_t stride,
                                   int64_t padding, const std::string& who) {
+  if (autocast_detail::widens(x_in)) {  // dpe's float32 entries: no 16-bit kernels
+    const autocast_detail::Running running;
+    return batch_norm_relu_max_pool2d(autocast_detail::float32(x_in), gamma_in, beta_in, running_mean,
+                                      running_var, training, momentum, eps, kernel_size, stride,
+                                      padding, who);
+  }
   // Windows without codes (kernels/op_params.h: wider than 16) run apart.
   if ((!training && running_mean.defined()) || kernel_size > kMaxWindowCodeKernel ||
       !fused_kernels_for(BatchNormFusion::kReluMaxPool2d, x_in)) {
@@ -209,6 +227,11 @@ Tensor batch_norm_relu_max_pool2d(const Tensor& x_in, const Tensor& gamma_in, co
 Tensor batch_norm(const Tensor& x_in, const Tensor& gamma_in, const Tensor& beta_in,
                   Tensor& running_mean, Tensor& running_var, bool training, float momentum,
                   float eps, const std::string& who) {
+  if (autocast_detail::widens(x_in)) {  // dpe's float32 entries: no 16-bit kernels
+    const autocast_detail::Running running;
+    return batch_norm(autocast_detail::float32(x_in), gamma_in, beta_in, running_mean, running_var,
+                      training, momentum, eps, who);
+  }
   const bool train = training || !running_mean.defined();
   auto [x, gamma, beta] = prepare_batch_norm(x_in, gamma_in, beta_in, who, train);
   DeviceGuard guard(&x.context());

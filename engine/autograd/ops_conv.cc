@@ -32,7 +32,7 @@ Tensor conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, int64_
   DeviceGuard guard(&x.context());
   const MemoryFormat format = prim::activation_format(x);
   Tensor y =
-      Tensor::empty(Shape{x.size(0), w.size(0), ho, wo}, DType::kFloat32, x.device(), format);
+      Tensor::empty(Shape{x.size(0), w.size(0), ho, wo}, x.dtype(), x.device(), format);
   dispatch(prim::Conv2dForward{x, w, b, p, y});
   record(who, {x_in, w_in, b_in}, {&y},
          [x, w, p, x_in, w_in, b_in, format](const std::vector<Tensor>& g) {

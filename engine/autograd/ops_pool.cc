@@ -1,4 +1,5 @@
 // Max pooling: max_pool2d, NCHW or channels last, its workspace the maxima's indices.
+#include "engine/autograd/autocast_ops.h"
 #include "engine/autograd/node.h"
 #include "engine/autograd/op_helpers.h"
 #include "engine/autograd/ops.h"
@@ -9,6 +10,10 @@ using detail::checked_pool;
 using detail::prepare_activation;
 
 Tensor max_pool2d(const Tensor& x_in, int64_t kernel_size, int64_t stride, int64_t padding) {
+  if (autocast_detail::widens(x_in)) {  // dpe's float32 entries: no 16-bit kernel
+    const autocast_detail::Running running;
+    return max_pool2d(autocast_detail::float32(x_in), kernel_size, stride, padding);
+  }
   Tensor x = prepare_activation("max_pool2d", x_in, "input");
   const auto [p, out] = checked_pool(x, kernel_size, stride, padding);
   DeviceGuard guard(&x.context());

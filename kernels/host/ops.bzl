@@ -5,6 +5,7 @@ HOST_KERNEL_OPS = [
     "batch_norm_relu",
     "bmm",
     "conv2d",
+    "conv2d_lowp",
     "dropout",
     "elementwise",
     "elementwise_lowp",

@@ -24,7 +24,7 @@ Shape conv2d_output(const OpCheck& c, const Tensor& x, const Tensor& w, const Co
 void Conv2dForward::check(const OpCheck& c) const {
   const Shape out = conv2d_output(c, x, w, p);
   c.optional(b, "bias", Shape{w.size(0)}, "weight", w.shape());
-  c.shaped(y, "output", out, "input", x.shape(), DType::kFloat32, activation_format(x));
+  c.shaped(y, "output", out, "input", x.shape(), c.dtype(), activation_format(x));
 }
 OpCost Conv2dForward::cost() const {
   OpCost c = op_cost::make("conv", op_cost::conv2d_flops(w, y), {&x, &w, &b}, {&y});
@@ -35,8 +35,8 @@ OpCost Conv2dForward::cost() const {
 void Conv2dBackward::check(const OpCheck& c) const {
   const Shape out = conv2d_output(c, x, w, p);
   const MemoryFormat f = activation_format(x);
-  c.shaped(gy, "grad_output", out, "input", x.shape(), DType::kFloat32, f);
-  if (gx.defined()) c.shaped(gx, "grad_input", x.shape(), "input", x.shape(), DType::kFloat32, f);
+  c.shaped(gy, "grad_output", out, "input", x.shape(), c.dtype(), f);
+  if (gx.defined()) c.shaped(gx, "grad_input", x.shape(), "input", x.shape(), c.dtype(), f);
   c.optional(gw, "grad_weight", w.shape(), "weight", w.shape());
   c.optional(gb, "grad_bias", Shape{w.size(0)}, "weight", w.shape());
 }

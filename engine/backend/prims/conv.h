@@ -29,6 +29,12 @@ struct Conv2dForward {
     conv2d_forward(ctx, conv_view(x, w, p, y), x.data<float>(), w.data<float>(), data_or_null(b),
                    y.data<float>());
   }
+  static constexpr bool kLowPrecision = true;
+  template <class Ctx>
+  void launch_lowp(Ctx& ctx) const {
+    conv2d_forward_lowp(ctx, x.dtype(), conv_view(x, w, p, y), x.raw_data(), w.raw_data(),
+                        b.defined() ? b.raw_data() : nullptr, y.raw_data());
+  }
 };
 
 // gy [N, O, Ho, Wo]; any of gx, gw, gb may be undefined: then it is not computed. An empty batch
@@ -51,6 +57,13 @@ struct Conv2dBackward {
   void launch(Ctx& ctx) const {
     conv2d_backward(ctx, conv_view(x, w, p, gy), x.data<float>(), w.data<float>(), gy.data<float>(),
                     data_or_null(gx), data_or_null(gw), data_or_null(gb));
+  }
+  static constexpr bool kLowPrecision = true;
+  template <class Ctx>
+  void launch_lowp(Ctx& ctx) const {
+    const auto raw = [](const Tensor& t) { return t.defined() ? t.raw_data() : nullptr; };
+    conv2d_backward_lowp(ctx, x.dtype(), conv_view(x, w, p, gy), x.raw_data(), w.raw_data(),
+                         gy.raw_data(), raw(gx), raw(gw), raw(gb));
   }
 };
 

@@ -10,50 +10,26 @@
 
 #include <array>
 #include <cmath>
-#include <random>
 #include <vector>
 
 #include "kernels/host/convert.h"
 #include "kernels/host/linear_lowp.h"
+#include "tests/kernels/host/lowp_test_util.h"
 
 namespace dpe::host {
 namespace {
 
-// n values of dtype dt (as raw 16-bit words) and their exact float64 values.
-struct Values {
-  std::vector<uint16_t> raw;
-  std::vector<double> exact;
-};
-
-Values random_values(DType dt, int64_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 gen(seed);
-  std::normal_distribution<float> normal(0.0f, scale);
-  std::vector<float> f(static_cast<size_t>(n));
-  for (float& v : f) v = normal(gen);
-  Values out;
-  out.raw.resize(f.size());
-  convert(out.raw.data(), dt, f.data(), DType::kFloat32, n);
-  std::vector<float> back(f.size());
-  convert(back.data(), DType::kFloat32, out.raw.data(), dt, n);
-  out.exact.assign(back.begin(), back.end());
-  return out;
-}
-
-std::vector<double> widen(DType dt, const std::vector<uint16_t>& raw) {
-  std::vector<float> f(raw.size());
-  convert(f.data(), DType::kFloat32, raw.data(), dt, static_cast<int64_t>(raw.size()));
-  return std::vector<double>(f.begin(), f.end());
-}
-
-double unit(DType dt) { return dt == DType::kBFloat16 ? 0x1p-8 : 0x1p-11; }
+using lowp_testing::random_values;
+using lowp_testing::Values;
+using lowp_testing::widen;
 
 // got[i, j] against ref = sum_p a(i, p) b(p, j) (+ bias), with the bound above.
 void expect_close(DType dt, const std::vector<double>& got, const std::vector<double>& ref,
                   const std::vector<double>& abs_sum, int64_t k, const char* what) {
   ASSERT_EQ(got.size(), ref.size());
   for (size_t i = 0; i < got.size(); ++i) {
-    const double bound = unit(dt) * std::fabs(ref[i]) + 2.0 * k * 0x1p-23 * abs_sum[i] + 1e-30;
-    ASSERT_LE(std::fabs(got[i] - ref[i]), bound) << what << " element " << i;
+    ASSERT_LE(std::fabs(got[i] - ref[i]), lowp_testing::bound(dt, ref[i], abs_sum[i], k))
+        << what << " element " << i;
   }
 }
 
