@@ -191,8 +191,12 @@ void add_cluster_flags(CLI::App& app, Options& o) {
       ->capture_default_str();
   app.add_option("--nodes", o.nodes, "nodes (default: enough for the largest --gpus)")
       ->check(CLI::Range(1, 128));
-  app.add_option("--precision", o.precision, "GEMM math: fp32, tf32, fp16 (mixed)")
-      ->check(CLI::IsMember({"fp32", "tf32", "fp16"}))
+  app.add_option("--precision", o.precision,
+                 "fp32, bf16 or fp16, as bench's and train's: the precision the products compute "
+                 "in, bf16 and fp16 mixed precision (tensor cores, 16-bit activations and "
+                 "gradients, fp32 master weights and optimizer state; bf16 on Ampere and later); "
+                 "or tf32 (fp32 values, TF32 tensor-core products)")
+      ->check(CLI::IsMember({"fp32", "bf16", "fp16", "tf32"}))
       ->capture_default_str();
   app.add_option("--framework", o.framework_name, "CPU-side costs: pytorch or dpe")
       ->check(CLI::IsMember({"pytorch", "dpe"}))
@@ -290,6 +294,7 @@ dpe::sim::ReplayOptions replay_options(const Options& o) {
   options.framework = dpe::sim::framework(o.framework_name);
   options.precision = o.precision == "tf32"   ? dpe::sim::Precision::kTf32
                       : o.precision == "fp16" ? dpe::sim::Precision::kFp16
+                      : o.precision == "bf16" ? dpe::sim::Precision::kBf16
                                               : dpe::sim::Precision::kFp32;
   return options;
 }
@@ -483,9 +488,11 @@ void print_strategies(const Options& o, const Predictions& p, const dpe::sim::Cl
   if (p.strategies.empty()) return;
   std::printf("\nsharding strategies (%s; memory per GPU: ZeRO's model states for %s + "
               "activations + buffers + %.1f GiB of context):\n",
-              o.precision == "fp16" ? "fp16: mixed precision, fp16 parameters and gradients, fp32 "
-                                      "master copy"
-                                    : "fp32 parameters, gradients and optimizer state",
+              o.precision == "fp16"   ? "fp16: mixed precision, fp16 parameters and gradients, "
+                                        "fp32 master copy"
+              : o.precision == "bf16" ? "bf16: mixed precision, bf16 parameters and gradients, "
+                                        "fp32 master copy"
+                                      : "fp32 parameters, gradients and optimizer state",
               optimizer_of(o.spec).c_str(), options.context_gib);
   std::printf("%5s  %-24s %9s %8s %14s %10s  %-12s\n", "GPUs", "strategy", "step ms", "x",
               "memory/GPU", "comm ms", "limit");
@@ -643,6 +650,11 @@ int main(int argc, char** argv) {
     dpe::tools::check_writable("--svg", o.svg_path);
     const std::optional<dpe::sim::Cluster> cluster = build_cluster(o);
     if (!cluster) return dpe::tools::kExitUsage;
+    if (o.precision == "bf16" && !cluster->gpu.has_bf16()) {
+      std::fprintf(stderr, "sim: --precision bf16: %s has no bf16 tensor cores (Ampere and later "
+                           "have); use fp16\n", cluster->gpu.name.c_str());
+      return dpe::tools::kExitUsage;
+    }
     const dpe::sim::ReplayOptions options = replay_options(o);
     if (o.largest_gpt) {
       run_largest_gpt(o, *cluster, options);

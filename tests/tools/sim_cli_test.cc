@@ -299,6 +299,29 @@ TEST(SimCliTest, LargestGptPrintsARowPerStrategy) {
   EXPECT_GE(params["full-shard+ac"], params["full-shard"]);
 }
 
+// --precision bf16 has bench's and train's meaning: mixed precision, here at fp16's tensor-core
+// rate on an A100 (the same step time), and refused on a GPU without bf16 tensor cores.
+TEST(SimCliTest, Bf16IsMixedPrecisionWhereTheGpuHasIt) {
+  std::string out;
+  double step[2] = {0, 0};
+  for (int i = 0; i < 2; ++i) {
+    const std::string json = tmp("sim_bf16.json");
+    ASSERT_EQ(run(std::string("--model mlp --batch-size 32 --cluster dgx-a100 --gpus 1 --precision ") +
+                      (i == 0 ? "fp16" : "bf16") + " --json " + json + " --svg " +
+                      tmp("sim_bf16.svg"),
+                  &out),
+              0)
+        << out;
+    const nlohmann::json j = read_json(json);
+    EXPECT_EQ(j["precision"], i == 0 ? "fp16" : "bf16");
+    step[i] = j["single_gpu"]["step_ms"].get<double>();
+  }
+  EXPECT_GT(step[0], 0);
+  EXPECT_DOUBLE_EQ(step[1], step[0]);
+  EXPECT_EQ(run("--model mlp --cluster dgx1-v100 --gpus 1 --precision bf16", &out), 2) << out;
+  EXPECT_TRUE(has(out, "has no bf16 tensor cores")) << out;
+}
+
 TEST(SimCliTest, BadFlagsExitWith2) {
   std::string out;
   for (const char* args :

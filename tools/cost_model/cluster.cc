@@ -280,6 +280,9 @@ double GpuSpec::peak_tflops(Precision p) const {
       return tf32_tflops;
     case Precision::kFp16:
       return fp16_tflops;
+    case Precision::kBf16:
+      DPE_CHECK(has_bf16(), name << " has no bf16 tensor cores (Ampere and later have)");
+      return fp16_tflops;
   }
   return fp32_tflops;
 }

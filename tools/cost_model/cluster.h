@@ -14,9 +14,12 @@
 
 namespace dpe::sim {
 
-// Math of GEMMs/convs: fp32 CUDA cores, TF32 tensor cores, or fp16 mixed precision (tensor cores
-// with fp32 accumulation).
-enum class Precision { kFp32, kTf32, kFp16 };
+// Math of GEMMs/convs: fp32 CUDA cores, TF32 tensor cores, or fp16 or bf16 mixed precision
+// (tensor cores with fp32 accumulation; 16-bit activations and gradients, fp32 master weights and
+// optimizer state), the names bench's and train's --precision use.
+enum class Precision { kFp32, kTf32, kFp16, kBf16 };
+// fp16 or bf16: 2-byte activations and gradients.
+inline bool is_mixed(Precision p) { return p == Precision::kFp16 || p == Precision::kBf16; }
 
 struct GpuSpec {
   std::string name;    // "TITAN RTX", "V100-SXM2-32GB", "A100-SXM4-80GB", "H100-SXM5-80GB", ...
@@ -30,6 +33,9 @@ struct GpuSpec {
   int sm = 0;          // compute capability x10 (75, 70, 80, 90): picks the NVLink rate
   int nvlinks = 0;     // NVLink ports of the GPU (0: none); more NV# in a matrix means NVSwitch
   int pcie_gen = 3;    // host interface: PCIe gen x16
+  // bf16 tensor cores: Ampere (sm 80) on, at fp16's rate.
+  bool has_bf16() const { return sm >= 80; }
+  // Throws dpe::Error for bf16 on a GPU without it.
   double peak_tflops(Precision p) const;
 };
 const std::vector<GpuSpec>& gpu_specs();

@@ -219,6 +219,7 @@ double Efficiency::conv_for(Precision p) const {
     case Precision::kTf32:
       return conv_tf32;
     case Precision::kFp16:
+    case Precision::kBf16:  // the same tensor-core rate, calibrated on fp16 (AMP) runs
       return conv_fp16;
     case Precision::kFp32:
       break;
@@ -229,9 +230,9 @@ double Efficiency::conv_for(Precision p) const {
 double op_time_us(const TraceEvent& e, const GpuSpec& gpu, const ReplayOptions& o) {
   const Efficiency& eff = o.efficiency;
   double bytes = static_cast<double>(e.bytes_read + e.bytes_written);
-  // Mixed precision keeps activations and their gradients in fp16 (the trace's bytes are fp32);
-  // the optimizer steps the fp32 master weights.
-  if (o.precision == Precision::kFp16 && e.op_class != "optimizer") bytes /= 2;
+  // Mixed precision keeps activations and their gradients in 16 bits (the trace's bytes are
+  // fp32); the optimizer steps the fp32 master weights.
+  if (is_mixed(o.precision) && e.op_class != "optimizer") bytes /= 2;
   double t = transfer_us(bytes, gpu.mem_bw_gbs * eff.memory);
   if (e.kind == TraceKind::kOp && e.flops > 0) {
     const bool tensor_math = e.op_class == "gemm" || e.op_class == "conv";

@@ -12,7 +12,7 @@ namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
-double value_bytes(Precision p) { return p == Precision::kFp16 ? 2 : 4; }
+double value_bytes(Precision p) { return is_mixed(p) ? 2 : 4; }
 
 // One phase's kernels issued back to back (as replay.cc's streams): the CPU dispatches each, the
 // GPU runs it once issued and the previous one is done.
@@ -207,7 +207,7 @@ StepProfile traced_profile(const TracedStep& trace, const std::optional<models::
                         held(MemoryCategory::kOptimizerState) +
                         held(MemoryCategory::kCommunication);
   p.activation_bytes = std::max(0.0, static_cast<double>(trace.peak_bytes[0]) - states);
-  if (o.precision == Precision::kFp16) p.activation_bytes /= 2;  // the trace's values are fp32
+  if (is_mixed(o.precision)) p.activation_bytes /= 2;  // the trace's values are fp32
   p.checkpointed_activation_bytes = p.activation_bytes;
   if (gpt) {
     p.checkpointable = true;

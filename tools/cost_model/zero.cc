@@ -9,7 +9,7 @@ ModelStateBytes model_state_bytes_per_parameter(Precision precision, const std::
   DPE_CHECK(adam || optimizer == "sgd",
             "zero_model_state_bytes: optimizer '" << optimizer << "' (adam, adamw or sgd)");
   ModelStateBytes b;
-  if (precision == Precision::kFp16) {
+  if (is_mixed(precision)) {
     b.parameters = 2;
     b.gradients = 2;
     b.optimizer_state = adam ? 12 : 8;  // fp32 master copy + two moments / one momentum buffer

@@ -263,6 +263,12 @@ TEST(ClusterGpuTest, AliasesAndPeaks) {
   EXPECT_DOUBLE_EQ(a100.peak_tflops(Precision::kFp16), 312);
   EXPECT_DOUBLE_EQ(a100.mem_bw_gbs, 2039);
   EXPECT_DOUBLE_EQ(gpu_spec("h100").peak_tflops(Precision::kFp16), 989.4);
+  // bf16 at fp16's tensor-core rate from Ampere on; a V100 or a TITAN RTX has none.
+  EXPECT_DOUBLE_EQ(a100.peak_tflops(Precision::kBf16), 312);
+  EXPECT_DOUBLE_EQ(gpu_spec("h100").peak_tflops(Precision::kBf16), 989.4);
+  EXPECT_FALSE(gpu_spec("v100").has_bf16());
+  EXPECT_THROW(gpu_spec("v100").peak_tflops(Precision::kBf16), Error);
+  EXPECT_THROW(titan.peak_tflops(Precision::kBf16), Error);
   for (const GpuSpec& g : gpu_specs()) {
     SCOPED_TRACE(g.name);
     EXPECT_FALSE(g.source.empty());

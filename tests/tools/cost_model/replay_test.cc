@@ -9,6 +9,7 @@
 #include <map>
 #include <utility>
 
+#include "engine/core/error.h"
 #include "engine/nn/fusion.h"
 
 namespace dpe::sim {
@@ -68,6 +69,14 @@ TEST(ReplayTest, AnOpTakesTheSlowerOfItsFlopsAndItsBytesAndAtLeastALaunch) {
   EXPECT_LT(op_time_us(op("gemm", 1e12, 0), gpu, o), gemm / 4);
   EXPECT_NEAR(op_time_us(op("softmax", 1e3, 1'000'000'000), gpu, o), bytes / 2, 1e-6);
   EXPECT_NEAR(op_time_us(op("optimizer", 0, 1'000'000'000), gpu, o), bytes, 1e-6);
+  // bf16 is mixed precision at fp16's rates and bytes (on a GPU that has it: Ampere on).
+  const GpuSpec& a100 = gpu_spec("a100");
+  const double fp16_gemm = op_time_us(op("gemm", 1e12, 0), a100, o);
+  const double fp16_softmax = op_time_us(op("softmax", 1e3, 1'000'000'000), a100, o);
+  o.precision = Precision::kBf16;
+  EXPECT_DOUBLE_EQ(op_time_us(op("gemm", 1e12, 0), a100, o), fp16_gemm);
+  EXPECT_DOUBLE_EQ(op_time_us(op("softmax", 1e3, 1'000'000'000), a100, o), fp16_softmax);
+  EXPECT_THROW(op_time_us(op("gemm", 1e12, 0), gpu, o), Error);  // a TITAN RTX has no bf16
   // Convolutions have a factor per math.
   for (Precision p : {Precision::kFp32, Precision::kTf32, Precision::kFp16}) {
     o.precision = p;
