@@ -24,8 +24,8 @@
 #include "engine/data/fashion_mnist.h"
 #include "engine/device/memory_stats.h"
 #include "engine/device/runtime.h"
-#include "models/by_name.h"
 #include "kernels/host/lowp_gemm.h"
+#include "models/by_name.h"
 #include "tools/bench_lib/bench_plot.h"
 #include "tools/bench_lib/bench_runner.h"
 #include "tools/bench_lib/roofline.h"
@@ -35,6 +35,7 @@
 #include "tools/common/local_ranks.h"
 #include "tools/common/output_file.h"
 #include "tools/common/paths.h"
+#include "tools/common/precision.h"
 
 namespace {
 
@@ -212,10 +213,11 @@ int parse_options(int argc, char** argv, Options& o) {
           CLI::IsMember({"toy", "mlp", "convnet", "resnet-tiny", "resnet50", "gpt-small", "gpt2"}))
       ->capture_default_str();
   app.add_option("--precision", base.precision,
-                 "fp32, or bf16: every row's forward and loss under autocast(bfloat16) "
-                 "(torch.autocast's lists; float32 parameters, gradients and optimizer state), "
-                 "its %peak against the bfloat16 matrix peak measured here (host devices)")
-      ->check(CLI::IsMember({"fp32", "bf16"}))
+                 "fp32, bf16 or fp16: bf16 and fp16 run every row's forward and loss under "
+                 "autocast in that dtype (torch.autocast's lists; float32 parameters, gradients "
+                 "and optimizer state), fp16 with a GradScaler, each row's %peak against the "
+                 "16-bit matrix peak measured here (host devices)")
+      ->check(CLI::IsMember(dpe::tools::precision_names()))
       ->capture_default_str();
   app.add_option("--device", base.device,
                  "host (the default: host devices) or cuda (CUDA devices cuda:0..N-1; with "
@@ -307,9 +309,19 @@ void run_ddp_worker(const Options& o) {
 // when a model reads them, --data-dir (a folder that does not exist: a usage error, as train's)
 // and its Fashion-MNIST files (a data error). Returns kRun or the exit code.
 int check_inputs(const Options& o) {
-  if (o.base.precision == "bf16" && o.base.device != "host") {
-    std::fprintf(stderr, "bench: --precision bf16 runs on host devices (CUDA devices have float32 "
-                         "kernels only)\n");
+  if (o.base.precision != "fp32" && o.base.device != "host") {
+    std::fprintf(stderr,
+                 "bench: --precision %s runs on host devices (CUDA devices have float32 "
+                 "kernels only)\n",
+                 o.base.precision.c_str());
+    return dpe::tools::kExitUsage;
+  }
+  if (o.base.precision == "fp16" && !o.sharding.empty() &&
+      std::find(o.sharding.begin(), o.sharding.end(), "none") == o.sharding.end()) {
+    std::fprintf(stderr,
+                 "bench: --precision fp16 with --sharding needs a sharded GradScaler (each "
+                 "rank sees only its shards' overflows), which dpe does not have; use "
+                 "bf16\n");
     return dpe::tools::kExitUsage;
   }
   if (!o.sharding.empty() &&
@@ -380,18 +392,17 @@ int check_inputs(const Options& o) {
   return kRun;
 }
 
-// The single-thread bfloat16 matrix peak (oneDNN, 1024^3), printed beside float32's with what
+// The single-thread 16-bit matrix peak of dt (oneDNN, 1024^3), printed beside float32's with what
 // computes it on this CPU; an emulated one says so.
-double low_precision_peak(double peak32) {
-  const double peak =
-      dpe::tools::measure_gemm_gflops(1024, 10, dpe::Device(), dpe::DType::kBFloat16);
-  const std::string engine = dpe::host::lowp_gemm_engine(dpe::DType::kBFloat16);
-  std::printf("single-thread bfloat16 matrix peak (oneDNN on %s, 1024^3) %.1f GFLOP/s, %.2fx "
-              "float32's; the rows' %%peak is of it%s\n",
-              engine.c_str(), peak, peak / peak32,
-              engine == "emulated in float32"
-                  ? " (this CPU has no bfloat16 matrix unit: the products are emulated)"
-                  : "");
+double low_precision_peak(double peak32, dpe::DType dt) {
+  const double peak = dpe::tools::measure_gemm_gflops(1024, 10, dpe::Device(), dt);
+  const std::string engine = dpe::host::lowp_gemm_engine(dt);
+  const bool emulated = engine == "emulated in float32";
+  std::printf(
+      "single-thread %s matrix peak (%s%s, 1024^3) %.1f GFLOP/s, %.2fx float32's; the "
+      "rows' %%peak is of it%s\n",
+      dpe::dtype_name(dt), emulated ? "" : "oneDNN on ", engine.c_str(), peak, peak / peak32,
+      emulated ? " (this CPU has no matrix unit for it: the products are emulated)" : "");
   return peak;
 }
 
@@ -631,7 +642,8 @@ int main(int argc, char** argv) {
         dpe::tools::measure_gemm_gflops(o.base.device == "cuda" ? 4096 : 1024, 10, gemm_device);
     print_preamble(o, cores, peak32);
     // A bf16 run's rows are measured against the bfloat16 matrix peak, printed beside fp32's.
-    const double peak = o.base.precision == "bf16" ? low_precision_peak(peak32) : peak32;
+    const std::optional<dpe::DType> lowp = dpe::tools::autocast_dtype(o.base.precision);
+    const double peak = lowp ? low_precision_peak(peak32, *lowp) : peak32;
     Runs runs;
     for (const std::string& model : o.models) run_model(o, model, peak, runs);
     write_outputs(o, cores, peak, runs);

@@ -20,6 +20,7 @@
 #include "tools/common/bool_flag.h"
 #include "tools/common/exit_codes.h"
 #include "tools/common/paths.h"
+#include "tools/common/precision.h"
 #include "tools/train_lib/trainer.h"
 
 namespace {
@@ -179,10 +180,11 @@ void add_parallel_flags(CLI::App& app, dpe::tools::TrainConfig& c, Flags& f) {
 // --precision.
 void add_precision_flag(CLI::App& app, dpe::tools::TrainConfig& c) {
   app.add_option("--precision", c.precision,
-                 "fp32, or bf16: forward and loss under autocast(bfloat16) (torch.autocast's "
-                 "lists; parameters, gradients, optimizer state and checkpoints stay float32); "
-                 "host devices, models without convolutions (mlp, toy, gpt-small, gpt2)")
-      ->check(CLI::IsMember({"fp32", "bf16"}))
+                 "fp32, bf16 or fp16: bf16 and fp16 are mixed precision, the forward and loss "
+                 "under autocast in that dtype (torch.autocast's lists; parameters, gradients, "
+                 "optimizer state and checkpoints stay float32), fp16 with a GradScaler (its "
+                 "state checkpointed beside the optimizer's; not with --mode fsdp); host devices")
+      ->check(CLI::IsMember(dpe::tools::precision_names()))
       ->capture_default_str();
 }
 
@@ -265,8 +267,14 @@ std::string mode_mismatch(const dpe::tools::TrainConfig& c, const Flags& f) {
     return "--gradient-as-bucket-view needs --mode ddp";
   }
   if (f.sharding->count() > 0 && c.mode != "fsdp") return "--sharding needs --mode fsdp";
-  if (c.precision == "bf16" && c.device != "host") {
-    return "--precision bf16 runs on host devices (CUDA devices have float32 kernels only)";
+  if (c.precision != "fp32" && c.device != "host") {
+    return "--precision " + c.precision +
+           " runs on host devices (CUDA devices have float32 kernels only)";
+  }
+  if (c.precision == "fp16" && c.mode == "fsdp") {
+    return "--precision fp16 with --mode fsdp needs a sharded GradScaler (each rank sees only "
+           "its shards' overflows; PyTorch's ShardedGradScaler), which dpe does not have; use "
+           "--precision bf16, which needs no scaling";
   }
   if (c.zero && c.mode != "ddp") {
     return "--zero needs --mode ddp (ZeroRedundancyOptimizer shards the optimizer state across "

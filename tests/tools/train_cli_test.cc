@@ -538,6 +538,41 @@ TEST(TrainCliTest, PrecisionBf16TrainsAnMlpAndAConvNetAsFloat32Does) {
   }
 }
 
+// --precision fp16: autocast(float16) with a GradScaler, whose state is checkpointed beside the
+// optimizer's (PyTorch's keys under grad_scaler.), so a resumed run ends with the weights and
+// the scale of an uninterrupted one, bit for bit. FSDP is refused: it would need a sharded
+// scaler.
+TEST(TrainCliTest, PrecisionFp16ScalesTheLossAndResumesBitForBit) {
+  const std::string args =
+      "--model mlp --train-samples 256 --test-samples 64 --batch-size 64 --no-progress "
+      "--precision fp16 --checkpoint-dir ";
+  std::string out;
+  const std::string whole = tmp_path("fp16_whole"), split = tmp_path("fp16_split");
+  ASSERT_EQ(run(args + whole + " --epochs 2", &out), 0) << out;
+  ASSERT_EQ(run(args + split + " --epochs 1", &out), 0) << out;
+  ASSERT_EQ(run(args + split + " --epochs 2 --resume", &out), 0) << out;
+  EXPECT_TRUE(has(out, "resumed from")) << out;
+  const dpe::StateDict a = dpe::read_safetensors(whole + "/model.safetensors").tensors;
+  const dpe::StateDict b = dpe::read_safetensors(split + "/model.safetensors").tensors;
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].first, b[i].first);
+    EXPECT_EQ(a[i].second.to_vector<float>(), b[i].second.to_vector<float>()) << a[i].first;
+  }
+  float scale[2] = {0, 0};
+  int i = 0;
+  for (const std::string& dir : {whole, split}) {
+    for (const auto& [k, v] : dpe::read_safetensors(dir + "/optimizer.safetensors").tensors) {
+      if (k == "grad_scaler.scale") scale[i] = v.item();
+    }
+    ++i;
+  }
+  EXPECT_GT(scale[0], 0.0f);  // saved
+  EXPECT_EQ(scale[0], scale[1]);
+  EXPECT_EQ(run("--mode fsdp --precision fp16 --model mlp --max-steps 1", &out), 2) << out;
+  EXPECT_TRUE(has(out, "sharded GradScaler")) << out;
+}
+
 // Out of memory while the data loads is a failed run (1), as anywhere else, not a data error (3):
 // the data is fine, the machine (here a 1 MiB cap on host:0) is too small for it.
 TEST(TrainCliTest, OutOfMemoryWhileLoadingDataExitsWith1) {

@@ -29,6 +29,7 @@
 #include "engine/nn/fusion.h"
 #include "engine/optim/adam.h"
 #include "engine/optim/clip_grad.h"
+#include "engine/optim/grad_scaler.h"
 #include "engine/optim/sgd.h"
 #include "engine/parallel/data_parallel.h"
 #include "engine/parallel/imbalance_report.h"
@@ -39,6 +40,7 @@
 #include "tools/common/activation_checkpointing.h"
 #include "tools/common/devices.h"
 #include "tools/common/local_ranks.h"
+#include "tools/common/precision.h"
 #include "tools/common/train_distributed.h"
 
 namespace dpe::tools {
@@ -122,10 +124,28 @@ std::unique_ptr<optim::Optimizer> bench_optimizer(const std::string& model,
 }
 
 // The optimizer step as //tools:train takes it (gpt: the gradients clipped at 1.0 first).
-void optimizer_step(const std::string& model, Module& m, optim::Optimizer& opt) {
-  if (models::is_language_model(model)) optim::clip_grad_norm_(m.parameters(), 1.0f);
-  opt.step();
+// The step after backward: a language model's gradients clipped (unscaled first under fp16),
+// the optimizer's update (the scaler's, skipped after an overflow, under fp16).
+void optimizer_step(const std::string& model, Module& m, optim::Optimizer& opt,
+                    optim::GradScaler& scaler) {
+  if (models::is_language_model(model)) {
+    scaler.unscale_(opt);
+    optim::clip_grad_norm_(m.parameters(), 1.0f);
+  }
+  scaler.step(opt);
+  scaler.update();
   opt.zero_grad();
+}
+
+// --precision's autocast on `type` (disabled for fp32) and its GradScaler (disabled unless fp16).
+autocast bench_autocast(const BenchConfig& c, DeviceType type) {
+  const std::optional<DType> dt = autocast_dtype(c.precision);
+  return autocast(type, dt.value_or(DType::kBFloat16), dt.has_value());
+}
+optim::GradScalerOptions scaler_options(const BenchConfig& c) {
+  optim::GradScalerOptions o;
+  o.enabled = needs_grad_scaler(c.precision);
+  return o;
 }
 
 void set_rates(BenchResult& r) {
@@ -262,6 +282,7 @@ BenchResult run_in_process(const BenchConfig& c) {
   StepProfiler prof;
   if (dp) dp->set_profiler(&prof);
   std::unique_ptr<optim::Optimizer> opt = bench_optimizer(c.model, model->parameters());
+  optim::GradScaler scaler(scaler_options(c));
   auto [x, y] = on_device(make_batch(c, c.global_batch, 0), devices[0], c.channels_last);
 
   std::vector<double> times;
@@ -270,7 +291,7 @@ BenchResult run_in_process(const BenchConfig& c) {
   // The step's forward and loss: on device 0 over the gathered outputs, or on every replica.
   const bool replicas_loss = dp && c.dp_loss == "replicas";
   auto forward_loss = [&](StepProfiler* p) {
-    const autocast amp(type, DType::kBFloat16, c.precision == "bf16");
+    const autocast amp = bench_autocast(c, type);
     if (replicas_loss) {
       const ReplicaOutputs outs = dp->forward_replicas(Value(x));
       return parallel_criterion(
@@ -285,11 +306,11 @@ BenchResult run_in_process(const BenchConfig& c) {
     const auto start = Clock::now();
     prof.begin_step(devices);
     Tensor loss = forward_loss(&prof);
-    prof.backward(loss);
+    prof.backward(scaler.scale(loss));
     last_loss = loss;
     {
       StepProfiler::Scope scope(&prof, devices[0], Phase::kStep);
-      optimizer_step(c.model, *model, *opt);
+      optimizer_step(c.model, *model, *opt, scaler);
     }
     finish_queued_work(devices);
     StepStats st = prof.end_step();
@@ -310,8 +331,8 @@ BenchResult run_in_process(const BenchConfig& c) {
     if (dp) dp->set_profiler(nullptr);
     OpTrace trace;
     Tensor loss = forward_loss(nullptr);
-    backward(loss);
-    optimizer_step(c.model, *model, *opt);
+    backward(scaler.scale(loss));
+    optimizer_step(c.model, *model, *opt, scaler);
     finish_queued_work(devices);
     r.traced_step = trace.stop();
     if (dp) dp->set_profiler(&prof);
@@ -382,6 +403,7 @@ void ddp_worker(const BenchConfig& c, const std::string& result_path) {
                    },
                    dist.group)
              : bench_optimizer(c.model, fsdp ? ddp->parameters() : model->parameters());
+  optim::GradScaler scaler(scaler_options(c));  // fp16 only, and never with FSDP (bench.cc)
   auto [x, y] =
       on_device(make_batch(c, per_rank, per_rank * dist.rank), device, c.channels_last);
   DeviceContext& ctx = Runtime::get().context(device);
@@ -393,17 +415,17 @@ void ddp_worker(const BenchConfig& c, const std::string& result_path) {
     const double cpu0 = thread_cpu_seconds();
     const auto start = Clock::now();
     {
-      const autocast amp(device.type(), DType::kBFloat16, c.precision == "bf16");
+      const autocast amp = bench_autocast(c, device.type());
       Tensor out = ddp->forward(x);
       last_loss = loss_for(c.model, out, y);
     }
-    backward(last_loss);
+    backward(scaler.scale(last_loss));
     if (fsdp != nullptr && models::is_language_model(c.model)) {
       fsdp->clip_grad_norm_(1.0f);  // the norm over every rank's shards
       opt->step();
       opt->zero_grad();
     } else {
-      optimizer_step(c.model, *model, *opt);
+      optimizer_step(c.model, *model, *opt, scaler);
     }
     finish_queued_work({device});
     const double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();

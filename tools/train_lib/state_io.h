@@ -9,6 +9,7 @@
 
 #include "engine/io/safetensors.h"
 #include "engine/nn/module.h"
+#include "engine/optim/grad_scaler.h"
 #include "engine/optim/optimizer.h"
 
 namespace dpe::tools {
@@ -26,5 +27,13 @@ struct StateIo {
 // DataParallel, DDP or FullyShardedDataParallel) and whose optimizer is `opt`; it refers to all
 // three, which must outlive it.
 StateIo state_io(Module& model, Module& net, optim::Optimizer& opt);
+
+// The prefix of a GradScaler's entries in a checkpoint's optimizer file ("grad_scaler.scale",
+// "grad_scaler._growth_tracker", ...: PyTorch's keys, as torch.save({"scaler": ...}) keeps them).
+inline constexpr const char* kGradScalerPrefix = "grad_scaler.";
+
+// `io` with `scaler`'s state saved beside the optimizer's, and read back from a checkpoint that
+// has it (one without, an fp32 or bf16 run's, leaves the scaler fresh). scaler outlives the result.
+StateIo with_grad_scaler(StateIo io, optim::GradScaler& scaler);
 
 }  // namespace dpe::tools

@@ -13,15 +13,22 @@
 #include "engine/distributed/fully_sharded_data_parallel.h"
 #include "engine/optim/clip_grad.h"
 #include "models/gpt.h"
+#include "tools/common/precision.h"
 #include "tools/train_lib/progress.h"
 
 namespace dpe::tools {
 
 namespace {
 
-// The device type the run's forward computes on, whose autocast --precision bf16 enables.
+// The device type the run's forward computes on, whose autocast --precision bf16 or fp16 enables.
 DeviceType autocast_device_type(const TrainConfig& c) {
   return c.device == "cuda" ? DeviceType::kCuda : DeviceType::kHost;
+}
+
+// --precision's autocast for the run's forward (disabled for fp32).
+autocast run_autocast(const TrainConfig& c) {
+  const std::optional<DType> dt = autocast_dtype(c.precision);
+  return autocast(autocast_device_type(c), dt.value_or(DType::kBFloat16), dt.has_value());
 }
 
 Tensor loss_of(const Tensor& out, const Tensor& target, const Data& data) {
@@ -54,7 +61,7 @@ EpochMetrics train_epoch(const Run& run, int epoch, Sampler& sampler, DataLoader
     if (!b) break;
     Tensor output, loss;
     {
-      const autocast amp(autocast_device_type(run.c), DType::kBFloat16, run.c.precision == "bf16");
+      const autocast amp = run_autocast(run.c);
       output = run.net.forward(on_input_device(run, b->input));
       loss = loss_of(output, b->target.to(output.device()), run.data);
     }
@@ -65,18 +72,24 @@ EpochMetrics train_epoch(const Run& run, int epoch, Sampler& sampler, DataLoader
                                                  ? " (none: no --checkpoint-dir)"
                                                  : " in " + c.checkpoint_dir + " is intact"));
     run.opt.zero_grad();
-    backward(loss);
+    backward(run.scaler != nullptr ? run.scaler->scale(loss) : loss);
     // DataParallel: the gradients were reduced onto device 0's parameters, clipped there; DDP:
     // each rank clips its all-reduced (identical) gradients.
     // FSDP: the norm over every rank's shards.
     if (c.clip_grad_norm > 0) {
+      if (run.scaler != nullptr) run.scaler->unscale_(run.opt);  // clip the true gradients
       if (auto* fsdp = dynamic_cast<FullyShardedDataParallel*>(&run.net)) {
         fsdp->clip_grad_norm_(c.clip_grad_norm);
       } else {
         optim::clip_grad_norm_(run.model.parameters(), c.clip_grad_norm);
       }
     }
-    run.opt.step();
+    if (run.scaler != nullptr) {
+      run.scaler->step(run.opt);  // skipped when a gradient overflowed
+      run.scaler->update();
+    } else {
+      run.opt.step();
+    }
     // The line shows the whole job: every rank's samples and the loss averaged over ranks.
     progress.update(b->input.size(0) * run.dist.world, run.dist.reduce_mean(loss.item()));
     ++step;
@@ -102,8 +115,7 @@ void evaluate(const Run& run, DataLoader& test_loader, EpochMetrics& m) {
     for (Batch& tb : test_loader) {
       Tensor o;
       {
-        const autocast amp(autocast_device_type(run.c), DType::kBFloat16,
-                           run.c.precision == "bf16");
+        const autocast amp = run_autocast(run.c);
         o = run.net.forward(on_input_device(run, tb.input));
       }
       o = o.to(DType::kFloat32);  // the accuracy's argmax and the loss read float32

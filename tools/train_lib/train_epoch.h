@@ -13,6 +13,7 @@
 #include "engine/data/sampler.h"
 #include "engine/device/device.h"
 #include "engine/nn/module.h"
+#include "engine/optim/grad_scaler.h"
 #include "engine/optim/optimizer.h"
 #include "tools/common/train_distributed.h"
 #include "tools/train_lib/epoch_metrics.h"
@@ -34,6 +35,7 @@ struct Run {
   const StateIo& io;
   bool main;  // rank 0: prints, writes checkpoints
   FILE* out;
+  optim::GradScaler* scaler = nullptr;  // --precision fp16: the loss scaling
 };
 
 // One pass over the training set (at most `max_batches` of it) with a progress line on the main

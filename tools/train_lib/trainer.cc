@@ -15,6 +15,8 @@
 #include "engine/data/data_loader.h"
 #include "engine/device/runtime.h"
 #include "engine/distributed/zero_redundancy_optimizer.h"
+#include "engine/optim/grad_scaler.h"
+#include "tools/common/precision.h"
 #include "tools/common/train_distributed.h"
 #include "tools/train_lib/checked_config.h"
 #include "tools/train_lib/checkpoint_reader.h"
@@ -140,7 +142,11 @@ TrainResult train(const TrainConfig& config, FILE* out) {
   // FSDP's parameters are each rank's flat shards.
   std::unique_ptr<optim::Optimizer> opt =
       make_optimizer(c, c.mode == "fsdp" ? net->parameters() : model->parameters(), lr, dist);
-  const StateIo io = state_io(*model, *net, *opt);
+  // fp16: a GradScaler, its state checkpointed beside the optimizer's.
+  std::unique_ptr<optim::GradScaler> scaler;
+  if (needs_grad_scaler(c.precision)) scaler = std::make_unique<optim::GradScaler>();
+  const StateIo io = scaler ? with_grad_scaler(state_io(*model, *net, *opt), *scaler)
+                            : state_io(*model, *net, *opt);
   // Where the run starts: the epoch after the checkpoint's, with the optimizer steps before it.
   Position at{-1, 0};
   if (c.resume || (c.resume_auto && has_checkpoint(c.checkpoint_dir))) {
@@ -168,7 +174,7 @@ TrainResult train(const TrainConfig& config, FILE* out) {
                  static_cast<long long>(done), static_cast<long long>(c.max_steps));
   }
 
-  const Run run{c, compute_device(c), dist, data, *model, *net, *opt, io, main, out};
+  const Run run{c, compute_device(c), dist, data, *model, *net, *opt, io, main, out, scaler.get()};
   TrainResult result;
   for (int epoch = start_epoch; epoch < plan.end_epoch; ++epoch) {
     const int64_t limit =

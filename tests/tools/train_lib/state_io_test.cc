@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -61,6 +62,26 @@ TEST(StateIoTest, AWrapperLeavesTheBareModelsNames) {
   const StateIo io = state_io(*saved.model, net, *saved.opt);
   EXPECT_FALSE(io.collective);
   EXPECT_EQ(keys_of(io.model_state()), (std::vector<std::string>{"weight", "bias"}));
+}
+
+// with_grad_scaler: the scaler's entries beside the optimizer's under grad_scaler., read back
+// into the scaler and kept from the optimizer; a state without them leaves the scaler as it was.
+TEST(StateIoTest, AGradScalerTravelsBesideTheOptimizer) {
+  Stepped a(1), b(2);
+  optim::GradScaler sa(optim::GradScalerOptions{1024.0f}), sb;
+  const StateIo io_a = with_grad_scaler(state_io(*a.model, *a.model, *a.opt), sa);
+  const StateIo io_b = with_grad_scaler(state_io(*b.model, *b.model, *b.opt), sb);
+  const StateDict saved = io_a.optimizer_state();
+  std::vector<std::string> keys = keys_of(saved);
+  EXPECT_NE(std::find(keys.begin(), keys.end(), "grad_scaler.scale"), keys.end());
+  EXPECT_NE(std::find(keys.begin(), keys.end(), "state.0.momentum_buffer"), keys.end());
+  io_b.load_optimizer(saved);
+  EXPECT_EQ(sb.get_scale(), 1024.0f);
+  expect_same_state(b.opt->state_dict(), a.opt->state_dict());
+  optim::GradScaler fresh;
+  with_grad_scaler(state_io(*b.model, *b.model, *b.opt), fresh)
+      .load_optimizer(a.opt->state_dict());  // an fp32 run's checkpoint
+  EXPECT_EQ(fresh.get_scale(), 65536.0f);
 }
 
 }  // namespace
