@@ -68,14 +68,15 @@ Tensor activations(const dpe::Shape& shape, bool after_relu) {
 
 void bench_conv(const char* name, int64_t n, int64_t c, int64_t h, int64_t o, int64_t k,
                 int64_t pad, int reps, dpe::MemoryFormat format = dpe::MemoryFormat::kContiguous,
-                int64_t stride = 1) {
-  Tensor x = filled({n, c, h, h}, 0.5f).contiguous(format), w = filled({o, c, k, k}, 0.01f);
-  Tensor bias = filled({o}, 0);
+                int64_t stride = 1, dpe::DType dt = dpe::DType::kFloat32) {
+  Tensor x = filled({n, c, h, h}, 0.5f).to(dt).contiguous(format);
+  Tensor w = filled({o, c, k, k}, 0.01f).to(dt);
+  Tensor bias = filled({o}, 0).to(dt);
   const int64_t ho = (h + 2 * pad - k) / stride + 1;
-  Tensor y = Tensor::empty({n, o, ho, ho}, dpe::DType::kFloat32, x.device(), format);
-  Tensor gy = filled({n, o, ho, ho}, 0.1f).contiguous(format);
-  Tensor gx = Tensor::empty(x.shape(), dpe::DType::kFloat32, x.device(), format);
-  Tensor gw = Tensor::empty(w.shape()), gb = Tensor::empty({o});
+  Tensor y = Tensor::empty({n, o, ho, ho}, dt, x.device(), format);
+  Tensor gy = filled({n, o, ho, ho}, 0.1f).to(dt).contiguous(format);
+  Tensor gx = Tensor::empty(x.shape(), dt, x.device(), format);
+  Tensor gw = Tensor::empty(w.shape(), dt), gb = Tensor::empty({o}, dt);
   Tensor none;
   const dpe::Conv2dParams p{stride, pad};
   const double flops = 2.0 * n * o * ho * ho * c * k * k;
@@ -490,7 +491,7 @@ int main(int argc, char** argv) {
   const std::vector<std::string> groups = {
       "sgemm",         "conv",         "resnet_conv", "bn_pool",   "bn_relu_pool",
       "bn_add_relu",   "stem_pool",    "linear",      "optim",     "gelu",
-      "cross_entropy", "convnet_step", "attention",   "layer_norm", "linear_bf16"};
+      "cross_entropy", "convnet_step", "attention",   "layer_norm", "linear_bf16", "conv_bf16"};
   app.add_option("--only", only, "groups to run (default all)")->check(CLI::IsMember(groups));
   int64_t resnet_batch = 100;
   app.add_option("--resnet-batch", resnet_batch, "the batch of resnet_conv's layers (default 100)")
@@ -518,6 +519,14 @@ int main(int argc, char** argv) {
     bench_conv("conv2 (16->32, 5x5, pad 2, 14x14) N=100", 100, 16, 14, 32, 5, 2, 20);
     bench_conv("conv1 NHWC N=256", 256, 1, 28, 16, 5, 2, 20, nhwc);
     bench_conv("conv2 NHWC N=256", 256, 16, 14, 32, 5, 2, 20, nhwc);
+  }
+  if (run("conv_bf16")) {  // the ConvNet's layers at batch 256 in bfloat16 (autocast's)
+    const auto bf16 = dpe::DType::kBFloat16;
+    const auto nchw = dpe::MemoryFormat::kContiguous;
+    bench_conv("conv1 bf16 N=256", 256, 1, 28, 16, 5, 2, 20, nchw, 1, bf16);
+    bench_conv("conv2 bf16 N=256", 256, 16, 14, 32, 5, 2, 20, nchw, 1, bf16);
+    bench_conv("conv1 fp32 N=256", 256, 1, 28, 16, 5, 2, 20);
+    bench_conv("conv2 fp32 N=256", 256, 16, 14, 32, 5, 2, 20);
   }
   if (run("resnet_conv")) bench_resnet_tiny_convs(resnet_batch, 20);
   if (run("bn_pool")) {
