@@ -535,6 +535,11 @@ TEST(TrainCliTest, PrecisionBf16TrainsAnMlpAndAConvNetAsFloat32Does) {
     ASSERT_GT(a, 0) << fp32;
     EXPECT_NEAR(b, a, 0.02 * a) << model << "\n" << bf16;
     EXPECT_TRUE(has(bf16, "test accuracy")) << bf16;
+    // Said once, whatever the CPU: where the 16-bit products run.
+    EXPECT_TRUE(has(bf16, "precision bf16: forward and loss under autocast(bfloat16); ")) << bf16;
+    EXPECT_TRUE(has(bf16, "16-bit products on AMX") || has(bf16, "16-bit products emulated"))
+        << bf16;
+    EXPECT_FALSE(has(fp32, "autocast")) << fp32;
   }
 }
 

@@ -16,6 +16,7 @@
 #include "engine/device/runtime.h"
 #include "engine/distributed/zero_redundancy_optimizer.h"
 #include "engine/optim/grad_scaler.h"
+#include "kernels/host/lowp_gemm.h"
 #include "tools/common/precision.h"
 #include "tools/common/train_distributed.h"
 #include "tools/train_lib/checked_config.h"
@@ -79,6 +80,17 @@ void print_run(const TrainConfig& c, const Data& data, const Module& model, cons
                c.mode == "dp" ? "devices" : "process(es)", static_cast<long long>(c.batch_size),
                ranked(c) ? "per process" : "global", c.zero ? "ZeRO-1 " : "", c.optimizer.c_str(),
                lr, length.c_str());
+  if (const std::optional<DType> dt = autocast_dtype(c.precision)) {
+    // Said once: whether the 16-bit products run on a matrix unit or are emulated.
+    const bool amx = host::lowp_gemm_engine(*dt) == "AMX";
+    std::fprintf(out,
+                 "precision %s: forward and loss under autocast(%s)%s; float32 parameters, "
+                 "gradients and optimizer state; 16-bit products %s\n",
+                 c.precision.c_str(), dtype_name(*dt),
+                 needs_grad_scaler(c.precision) ? " with a GradScaler" : "",
+                 amx ? "on AMX (oneDNN)"
+                     : "emulated in float32 (this CPU has no matrix unit for them)");
+  }
   if (data.language_model) {
     int64_t parameters = 0;
     for (const auto& [name, p] : model.named_parameters()) parameters += p.numel();
