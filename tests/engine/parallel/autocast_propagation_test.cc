@@ -72,5 +72,30 @@ TEST(AutocastPropagationTest, ACheckpointRecomputesInTheForwardsDtype) {
   EXPECT_EQ(ckpt, plain);  // the recompute ran in bfloat16 too: the same gradients, bit for bit
 }
 
+// The backward engine's threads (PyTorch #125186: a multithreaded backward's recompute fell back
+// to the default dtype): checkpointed replicas of DataParallel recompute in backward on each
+// device's worker, outside the caller's guard, in the forward's float16, not the default
+// bfloat16.
+TEST(AutocastPropagationTest, RecomputeOnTheBackwardsDeviceThreadsKeepsTheDtype) {
+  Generator gen(5);
+  auto wrapped = std::make_shared<nn::CheckpointWrapper>(mlp(gen));
+  DataParallel dp(wrapped, {Device::parse("host:0"), Device::parse("host:1")});
+  const Tensor x = randn({6, 8}, gen);
+  Tensor y;
+  {
+    autocast amp(DeviceType::kHost, DType::kFloat16);
+    y = dp.forward(x);
+  }
+  OpTrace trace;  // the backward only: its recomputed forwards
+  backward(ops::sum(ops::to(y, DType::kFloat32)));
+  int linears = 0;
+  for (const TraceEvent& e : trace.stop()) {
+    if (e.name != "linear") continue;
+    ++linears;
+    EXPECT_EQ(e.dtype, DType::kFloat16) << "recomputed on " << e.device;
+  }
+  EXPECT_EQ(linears, 4);  // two layers recomputed on each of the two devices
+}
+
 }  // namespace
 }  // namespace dpe
