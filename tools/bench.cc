@@ -75,6 +75,8 @@ nlohmann::json to_json(const BenchResult& r, double speedup, double peak_gflops,
     j["overlap_during_backward"] = r.overlap_during_backward;
     j["zero"] = r.config.zero;
     j["sharding"] = r.config.sharding.empty() ? "none" : r.config.sharding;
+    j["comm_hook"] = r.config.comm_hook;
+    j["bytes_per_step"] = r.bytes_per_step;  // rank 0's, handed to its process group
   }
   j["fuse"] = r.config.fuse;
   j["channels_last"] = r.config.channels_last;
@@ -128,6 +130,8 @@ struct Options {
   std::vector<int64_t> batch_sizes{256};  // global
   std::vector<std::string> ddp_backends{BenchConfig().ddp_backend};
   bool zero = false;  // --zero: a ZeRO-1 row beside each DDP row (a worker: this row is one)
+  // --ddp-comm-hooks: a DDP row per hook (a worker: its one)
+  std::vector<std::string> comm_hooks{"none"};
   // --sharding: FSDP rows beside each DDP row, one per strategy (a worker: "none" or its one)
   std::vector<std::string> sharding;
   bool op_profile = false;  // --op-profile: each in-process row's ops against the roofline
@@ -175,6 +179,14 @@ void add_step_options(CLI::App& app, Options& o) {
       "ZeroRedundancyOptimizer (ZeRO stage 1, PyTorch's name) over the same optimizer, "
       "each rank holding 1/world of its state (row ddp/B+zero). Needs DDP rows: a "
       "--devices count above 1");
+  app.add_option("--ddp-comm-hooks", o.comm_hooks,
+                 "DDP comm hooks, a row each: none (all-reduce float32 buckets), bf16, fp16 "
+                 "(PyTorch's bf16_compress_hook and fp16_compress_hook: 16-bit buckets on the "
+                 "wire; rows ddp/B+bf16hook, ddp/B+fp16hook). Each DDP row's JSON says the bytes "
+                 "rank 0 handed to its process group per step (bytes_per_step)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"none", "bf16", "fp16"}))
+      ->capture_default_str();
   app.add_option("--sharding", o.sharding,
                  "full, grad-op or both (full,grad-op): beside each DDP row, one with "
                  "FullyShardedDataParallel in DDP's place, FULL_SHARD or SHARD_GRAD_OP (rows "
@@ -301,6 +313,7 @@ void run_ddp_worker(const Options& o) {
   c.global_batch = o.batch_sizes.at(0);  // run_ddp passes the model's batch explicitly
   c.ddp_backend = o.ddp_backends.at(0);
   c.zero = o.zero;
+  c.comm_hook = o.comm_hooks.at(0);
   if (!o.sharding.empty() && o.sharding[0] != "none") c.sharding = o.sharding[0];
   dpe::tools::ddp_worker(c, o.worker_result);
 }
@@ -476,6 +489,9 @@ void print_row(const BenchConfig& c, const BenchResult& r, double speedup, doubl
                   r.handoff_wait_us);
     per_device += buf;
   }
+  if (c.mode == "ddp") {  // measured by rank 0's process group, not computed from the model
+    per_device += "sent " + dpe::format_bytes(static_cast<int64_t>(r.bytes_per_step)) + "/step";
+  }
   char overhead[16] = "-";
   if (c.mode == "dp") std::snprintf(overhead, sizeof overhead, "%.0f", overhead_us);
   char tokens[24] = "-";
@@ -559,18 +575,18 @@ void run_model(const Options& o, const std::string& model, double peak, Runs& ru
       struct Mode {
         std::string mode, backend;
         bool zero;
-        std::string sharding;
+        std::string sharding, hook = "none";
       };
       std::vector<Mode> modes;
       for (const std::string& l : o.dp_losses) modes.push_back({"dp", l, false, ""});
       for (const std::string& b : o.ddp_backends) {
-        modes.push_back({"ddp", b, false, ""});
+        for (const std::string& h : o.comm_hooks) modes.push_back({"ddp", b, false, "", h});
         if (o.zero) modes.push_back({"ddp", b, true, ""});
         for (const std::string& s : o.sharding) {
           if (s != "none") modes.push_back({"ddp", b, false, s});
         }
       }
-      for (const auto& [mode, backend, zero, sharding] : modes) {
+      for (const auto& [mode, backend, zero, sharding, hook] : modes) {
         if (n == 1 && mode == "ddp") continue;  // one device: the same step
         BenchConfig c = model_base;
         c.model = model;
@@ -583,6 +599,7 @@ void run_model(const Options& o, const std::string& model, double peak, Runs& ru
         if (c.mode == "dp") c.dp_loss = backend;
         c.zero = c.mode == "ddp" && zero;
         c.sharding = c.mode == "ddp" ? sharding : "";
+        c.comm_hook = c.mode == "ddp" ? hook : "none";
         BenchResult r = c.mode == "ddp" ? dpe::tools::run_ddp(c, dpe::tools::self_executable())
                                         : dpe::tools::run_in_process(c);
         if (n == 1) one_device = r.samples_per_second;

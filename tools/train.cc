@@ -177,8 +177,14 @@ void add_parallel_flags(CLI::App& app, dpe::tools::TrainConfig& c, Flags& f) {
           ->capture_default_str();
 }
 
-// --precision.
-void add_precision_flag(CLI::App& app, dpe::tools::TrainConfig& c) {
+// --precision, --ddp-comm-hook.
+void add_precision_flags(CLI::App& app, dpe::tools::TrainConfig& c) {
+  app.add_option("--ddp-comm-hook", c.ddp_comm_hook,
+                 "--mode ddp's communication hook: none (all-reduce float32 buckets), bf16 or "
+                 "fp16 (PyTorch's bf16_compress_hook and fp16_compress_hook: each bucket, divided "
+                 "by the world size, all-reduced in 16 bits, half the bytes on the wire)")
+      ->check(CLI::IsMember({"none", "bf16", "fp16"}))
+      ->capture_default_str();
   app.add_option("--precision", c.precision,
                  "fp32, bf16 or fp16: bf16 and fp16 are mixed precision, the forward and loss "
                  "under autocast in that dtype (torch.autocast's lists; parameters, gradients, "
@@ -267,6 +273,9 @@ std::string mode_mismatch(const dpe::tools::TrainConfig& c, const Flags& f) {
     return "--gradient-as-bucket-view needs --mode ddp";
   }
   if (f.sharding->count() > 0 && c.mode != "fsdp") return "--sharding needs --mode fsdp";
+  if (c.ddp_comm_hook != "none" && c.mode != "ddp") {
+    return "--ddp-comm-hook " + c.ddp_comm_hook + " needs --mode ddp (a hook of DDP's buckets)";
+  }
   if (c.precision != "fp32" && c.device != "host") {
     return "--precision " + c.precision +
            " runs on host devices (CUDA devices have float32 kernels only)";
@@ -361,7 +370,7 @@ int main(int argc, char** argv) {
   add_run_flags(app, c, f);
   add_optimizer_flags(app, c, f);
   add_parallel_flags(app, c, f);
-  add_precision_flag(app, c);
+  add_precision_flags(app, c);
   add_checkpoint_and_data_flags(app, c, f);
   add_limit_flags(app, c, f);
   try {

@@ -109,6 +109,11 @@ class DistributedDataParallel : public Cloneable<DistributedDataParallel> {
   Module& module() const { return child("module"); }
   // What the options' `overlap` resolved to: true when all-reduces start during backward.
   bool overlaps_backward() const { return overlap_; }
+  // PyTorch's register_comm_hook with one of its default hooks (reducer.h: CommHook), e.g.
+  // bf16_compress_hook: 2-byte gradients on the wire. Once, before the first backward; every
+  // rank must register the same hook.
+  void register_comm_hook(distributed::CommHook hook) { reducer_->register_comm_hook(hook); }
+  distributed::CommHook comm_hook() const { return reducer_->comm_hook(); }
 
   // with ddp.no_sync(): backward passes inside the guard accumulate gradients locally with no
   // communication; the first synchronised backward after it reduces the accumulated gradients.

@@ -227,6 +227,7 @@ std::shared_ptr<Work> ProcessGroup::start_all_reduce(Tensor tensor, ReduceOp op,
   DPE_CHECK(is_floating_point(tensor.dtype()) || op != ReduceOp::kAvg,
             "all_reduce (rank " << rank_ << "): op avg needs a floating dtype, got "
                                 << dtype_name(tensor.dtype()));
+  count(tensor);
   return enqueue(
       std::string("all_reduce(") + reduce_op_name(op) + ")",
       [this, tensor, op]() mutable { run_all_reduce(tensor, op); }, here);
@@ -238,6 +239,7 @@ std::shared_ptr<Work> ProcessGroup::broadcast_async(Tensor tensor, int root) {
   check_tensor("broadcast", tensor);
   DPE_CHECK(root >= 0 && root < size_,
             "broadcast (rank " << rank_ << "): root " << root << " is outside 0.." << size_ - 1);
+  count(tensor);
   return enqueue("broadcast(root=" + std::to_string(root) + ")",
                  [this, tensor, root]() mutable { run_broadcast(tensor, root); });
 }
@@ -247,6 +249,7 @@ void ProcessGroup::all_gather(const Tensor& input, std::vector<Tensor>& outputs)
   prepare_gather_outputs(input, outputs);
   const int64_t n = input.numel();
   Tensor gathered = Tensor::empty(Shape{n * size_}, input.dtype(), input.device());
+  count(input);
   enqueue("all_gather", [this, input, gathered]() mutable {
     run_all_gather(input, gathered);
   })->wait();
@@ -263,6 +266,7 @@ void ProcessGroup::all_gather_into_tensor(Tensor& output, const Tensor& input) {
             "all_gather_into_tensor (rank " << rank_ << "): the output must hold " << size_
                                             << " x the input " << input.str() << ", got "
                                             << output.str());
+  count(input);
   enqueue("all_gather_into_tensor", [this, input, output]() mutable {
     run_all_gather(input, output);
   })->wait();
@@ -278,6 +282,7 @@ void ProcessGroup::reduce_scatter_tensor(Tensor& output, const Tensor& input, Re
             "reduce_scatter_tensor (rank " << rank_ << "): the input must hold " << size_
                                            << " x the output " << output.str() << ", got "
                                            << input.str());
+  count(input);
   enqueue(std::string("reduce_scatter(") + reduce_op_name(op) + ")",
           [this, input, output, op]() mutable { run_reduce_scatter(output, input, op); })
       ->wait();

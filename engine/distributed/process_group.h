@@ -27,6 +27,7 @@
 #include <condition_variable>
 #include <deque>
 #include <exception>
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -134,6 +135,13 @@ class ProcessGroup {
   void reduce_scatter_tensor(Tensor& output, const Tensor& input, ReduceOp op = ReduceOp::kSum);
   void barrier();
 
+  // The bytes of the tensors this rank has handed to collectives since the group was made: each
+  // all-reduce's and broadcast's tensor, each gather's and reduce-scatter's input. Counted where
+  // they are submitted, in their own dtype (a 16-bit bucket counts 2 bytes an element), for the
+  // bench's bytes per step. How the library moves them (a ring all-reduce sends 2(n-1)/n of its
+  // tensor on each link) is its own.
+  int64_t bytes_submitted() const { return bytes_submitted_.load(std::memory_order_relaxed); }
+
  protected:
   // What a failed raw collective reports. `breaks`: later collectives refuse to run (a lost peer
   // leaves the ranks out of step); false for a usage error. `message` empty: the exception is
@@ -188,6 +196,10 @@ class ProcessGroup {
   int64_t seq_ = 0;
   std::shared_ptr<Watchdog> watchdog_;
   std::unique_ptr<WorkQueue> queue_;
+  std::atomic<int64_t> bytes_submitted_{0};
+  void count(const Tensor& t) {
+    bytes_submitted_.fetch_add(static_cast<int64_t>(t.nbytes()), std::memory_order_relaxed);
+  }
 };
 
 // Checks what every collective requires of a tensor; `op` names the collective in the message.

@@ -207,9 +207,32 @@ void Reducer::prepare_for_backward(const Value& outputs) {
   arm_destinations();
 }
 
+const char* comm_hook_name(CommHook hook) {
+  switch (hook) {
+    case CommHook::kAllReduce:
+      return "allreduce";
+    case CommHook::kBf16Compress:
+      return "bf16_compress";
+    case CommHook::kFp16Compress:
+      return "fp16_compress";
+  }
+  return "?";
+}
+
+void Reducer::register_comm_hook(CommHook hook) {
+  std::lock_guard<std::mutex> lock(mu_);
+  DPE_CHECK(!hook_registered_, "register_comm_hook can only be called once (a "
+                                   << comm_hook_name(options_.comm_hook)
+                                   << " hook is registered)");
+  DPE_CHECK(!any_backward_, "register_comm_hook must be called before the first backward");
+  hook_registered_ = true;
+  options_.comm_hook = hook;
+}
+
 void Reducer::on_gradient_ready(size_t index) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!expect_hooks_) return;  // no_sync, a forward without grad, or after the reduction
+  any_backward_ = true;
   ++trace_.hooks_fired;
   require_finalize_ = true;
   if (!unused_marked_) {
@@ -268,16 +291,23 @@ void Reducer::launch_ready_locked() {
   // Bucket k goes only after buckets 0..k-1: every rank queues the same collectives in order.
   while (next_bucket_ < buckets_.size() && buckets_[next_bucket_].pending == 0) {
     Bucket& b = buckets_[next_bucket_];
+    if (options_.comm_hook != CommHook::kAllReduce) {  // compressed: 16 bits on the wire
+      MemoryCategoryScope category(MemoryCategory::kCommunication);
+      b.wire = b.buffer.to(options_.comm_hook == CommHook::kBf16Compress ? DType::kBFloat16
+                                                                          : DType::kFloat16);
+    }
+    const Tensor& payload = b.wire.defined() ? b.wire : b.buffer;
     if (StepObserver* observer = step_observer()) {  // the cost model's launch point
-      observer->on_collective("all_reduce", b.buffer.device(), static_cast<int64_t>(next_bucket_),
-                              static_cast<int64_t>(b.buffer.nbytes()));
+      observer->on_collective("all_reduce", payload.device(), static_cast<int64_t>(next_bucket_),
+                              static_cast<int64_t>(payload.nbytes()));
     }
     // Pre-divided (mark_ready_locked). At the end of backward on the host, the caller, which
     // would only wait, runs it itself (design note "one communication thread").
-    b.work = !options_.overlap && b.buffer.device().is_host()
-                 ? group_->all_reduce_here(b.buffer, ReduceOp::kSum)
-                 : group_->all_reduce_async(b.buffer, ReduceOp::kSum);
+    b.work = !options_.overlap && payload.device().is_host()
+                 ? group_->all_reduce_here(payload, ReduceOp::kSum)
+                 : group_->all_reduce_async(payload, ReduceOp::kSum);
     trace_.launches.push_back({next_bucket_, trace_.hooks_fired});
+    trace_.bytes_all_reduced += static_cast<int64_t>(payload.nbytes());
     ++next_bucket_;
   }
   if (next_bucket_ == buckets_.size() && options_.find_unused_parameters && !used_work_) {
@@ -307,6 +337,10 @@ void Reducer::finalize_locked() {
     } catch (...) {
       if (!error) error = std::current_exception();
     }
+  }
+  for (Bucket& b : buckets_) {  // a compressing hook's sums back into the float32 buckets
+    if (b.wire.defined() && !error) b.buffer.copy_(b.wire);
+    b.wire = Tensor();
   }
   if (error) std::rethrow_exception(error);
   for (size_t i = 0; i < params_.size(); ++i) {

@@ -35,10 +35,21 @@ struct BackwardTrace {
   size_t hooks_fired = 0;              // hooks fired in this backward so far
   size_t unused_marked = 0;            // parameters marked ready by find_unused_parameters
   size_t written_in_place = 0;         // gradients an op wrote straight into their slots
+  int64_t bytes_all_reduced = 0;       // the buckets' payloads (16-bit under a compressing hook)
   bool finished = false;               // every bucket was reduced and written back
 };
 
 namespace distributed {
+
+// DDP's communication hooks, PyTorch's ddp_comm_hooks.default_hooks: allreduce_hook (the
+// default), bf16_compress_hook and fp16_compress_hook. A compressing hook casts each bucket,
+// already divided by the world size in float32, to 16 bits, all-reduces that (2 bytes an element
+// on the wire; Gloo and MPI sum each hop in float32 and round once), and copies the sum back into
+// the float32 bucket. PyTorch's hook casts first and divides in 16 bits: the same for a
+// power-of-two world size, one rounding fewer otherwise.
+enum class CommHook { kAllReduce, kBf16Compress, kFp16Compress };
+// "allreduce", "bf16_compress", "fp16_compress".
+const char* comm_hook_name(CommHook hook);
 
 // DistributedDataParallelOptions' fields that the reducer reads (same names, same meaning; overlap
 // as DistributedDataParallel resolved it).
@@ -50,6 +61,7 @@ struct ReducerOptions {
   // false: every bucket's all-reduce starts when backward ends, not when the bucket is ready
   // (design note "when to overlap" in distributed_data_parallel.h).
   bool overlap = true;
+  CommHook comm_hook = CommHook::kAllReduce;
 };
 
 class Reducer {
@@ -70,6 +82,9 @@ class Reducer {
   void prepare_for_backward(const Value& outputs);
   // The post-accumulate hook of parameter `index`.
   void on_gradient_ready(size_t index);
+  // PyTorch's register_comm_hook: once, and before the first backward (every rank the same hook).
+  void register_comm_hook(CommHook hook);
+  CommHook comm_hook() const { return options_.comm_hook; }
 
   // The parameter names of each bucket, bucket 0 first.
   std::vector<std::vector<std::string>> bucket_names() const;
@@ -80,6 +95,7 @@ class Reducer {
   struct Bucket {
     std::vector<size_t> params;  // indices into params_
     Tensor buffer;               // flat float32 [sum of numels] on the module's device
+    Tensor wire;                 // a compressing comm hook's 16-bit copy, while it is reduced
     size_t pending = 0;          // slots not ready yet in this backward
     std::shared_ptr<Work> work;
   };
@@ -113,6 +129,8 @@ class Reducer {
   bool expect_hooks_ = false;      // armed by prepare_for_backward, disarmed by finalize
   bool require_finalize_ = false;  // a hook fired in this backward and finalize has not run
   bool unused_marked_ = false;
+  bool hook_registered_ = false;
+  bool any_backward_ = false;  // a hook fired once: the comm hook is fixed
   std::vector<size_t> unused_;       // found by the graph walk (find_unused_parameters)
   std::vector<char> ready_;          // per parameter, in this backward
   std::vector<int64_t> local_used_;  // per parameter: 1 when it has a gradient on this rank

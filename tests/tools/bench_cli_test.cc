@@ -8,6 +8,8 @@
 #include <array>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "tests/tools/run_tool.h"
@@ -101,6 +103,33 @@ TEST(BenchCliTest, ZeroAddsARowBesideEachDdpRow) {
   ASSERT_EQ(run(quick + "--devices 2 --zero", &out), 0) << out;
   EXPECT_TRUE(has(out, " ddp/gloo ")) << out;
   EXPECT_TRUE(has(out, "ddp/gloo+zero")) << out;
+}
+
+// --ddp-comm-hooks: a DDP row per hook, each with the bytes rank 0's process group was handed per
+// step; the bf16 hook's are half the float32 buckets'.
+TEST(BenchCliTest, CommHooksAddARowEachWithTheBytesSent) {
+  const char* t = std::getenv("TEST_TMPDIR");
+  const std::string dir = std::string(t ? t : "/tmp");
+  const std::string json = dir + "/hooks.json";
+  std::string out;
+  ASSERT_EQ(run("--models mlp --steps 2 --warmup 1 --batch-size 16 --ddp-backends gloo "
+                "--devices 2 --ddp-comm-hooks none,bf16 --json " + json + " --svg " + dir +
+                    "/hooks.svg",
+                &out),
+            0)
+      << out;
+  EXPECT_TRUE(has(out, "ddp/gloo+bf16hook")) << out;
+  EXPECT_TRUE(has(out, "sent ")) << out;
+  std::ifstream in(json);
+  const nlohmann::json j = nlohmann::json::parse(in);
+  double bytes[2] = {0, 0};
+  for (const auto& r : j["results"]) {
+    if (r["mode"] != "ddp") continue;
+    bytes[r["comm_hook"] == "bf16" ? 1 : 0] = r["bytes_per_step"].get<double>();
+  }
+  EXPECT_GT(bytes[0], 0);
+  EXPECT_DOUBLE_EQ(bytes[1] * 2, bytes[0]);
+  EXPECT_EQ(run("--models toy --devices 2 --ddp-comm-hooks int8", &out), 2) << out;
 }
 
 // --sharding adds FSDP rows beside each DDP row (one per strategy), which need DDP rows too.

@@ -58,6 +58,10 @@ TEST(TrainCliTest, BadValues) {
   EXPECT_NE(out.find("--gradient-as-bucket-view needs --mode ddp"), std::string::npos) << out;
   EXPECT_EQ(run("--mode ddp --gradient-as-bucket-view maybe", &out), 2);
   EXPECT_NE(out.find("maybe"), std::string::npos) << out;
+  EXPECT_EQ(run("--ddp-comm-hook bf16", &out), 2);  // a hook of DDP's buckets, without DDP
+  EXPECT_NE(out.find("--ddp-comm-hook bf16 needs --mode ddp"), std::string::npos) << out;
+  EXPECT_EQ(run("--mode ddp --ddp-comm-hook int8", &out), 2);
+  EXPECT_NE(out.find("int8"), std::string::npos) << out;
 }
 
 TEST(TrainCliTest, MissingDataDir) {
@@ -697,6 +701,21 @@ TEST(TrainCliTest, DdpOverMpiTrainsAsDdpOverGloo) {
         << other;
     EXPECT_EQ(epochs(other), epochs(mpi)) << view << ":\n" << other << "\nmpi:\n" << mpi;
   }
+  // --ddp-comm-hook bf16: the same job with 16-bit buckets on the wire trains to the float32
+  // buckets' losses within bfloat16's rounding (2%), over MPI.
+  std::string hooked;
+  ASSERT_EQ(dpe::test::run_tool("mpirun",
+                                "--oversubscribe --bind-to none -np 2 " + g_train + " " + args +
+                                    " --ddp-comm-hook bf16",
+                                &hooked, dpe::test::mpirun_env() + " DPE_HOST_DEVICES=1"),
+            0)
+      << hooked;
+  const auto train_loss = [](const std::string& out) {
+    const size_t at = out.find("epoch 1: train loss ");
+    return at == std::string::npos ? -1.0 : std::stod(out.substr(at + 20));
+  };
+  ASSERT_GT(train_loss(mpi), 0) << mpi;
+  EXPECT_NEAR(train_loss(hooked), train_loss(mpi), 0.02 * train_loss(mpi)) << hooked;
 }
 
 // --device cuda where no CUDA device exists (this machine, or a build without CUDA): exit 2, and

@@ -390,7 +390,7 @@ void ddp_worker(const BenchConfig& c, const std::string& result_path) {
     fsdp = wrapped.get();
     ddp = wrapped;
   } else {
-    ddp = dist.wrap(model, c.bucket_view, c.overlap);
+    ddp = dist.wrap(model, c.bucket_view, c.overlap, c.comm_hook);
     overlap = std::static_pointer_cast<DistributedDataParallel>(ddp)->overlaps_backward();
   }
   // ZeRO-1: each rank steps its shard with the same optimizer, then broadcasts it. FSDP: the
@@ -409,9 +409,13 @@ void ddp_worker(const BenchConfig& c, const std::string& result_path) {
   DeviceContext& ctx = Runtime::get().context(device);
   std::vector<double> times, busy;
   Tensor last_loss;
+  int64_t bytes_before = 0;  // what the group had been handed when the timed steps began
   for (int s = 0; s < c.warmup + c.steps; ++s) {
     dist.barrier();  // every rank starts the step together
-    if (s == c.warmup) ctx.allocator().reset_peak();
+    if (s == c.warmup) {
+      ctx.allocator().reset_peak();
+      bytes_before = dist.group->bytes_submitted();
+    }
     const double cpu0 = thread_cpu_seconds();
     const auto start = Clock::now();
     {
@@ -434,6 +438,9 @@ void ddp_worker(const BenchConfig& c, const std::string& result_path) {
       busy.push_back(std::min(1.0, (thread_cpu_seconds() - cpu0) * 1000.0 / ms));
     }
   }
+  // This rank's bytes handed to the group per timed step (the barriers carry none).
+  const double bytes_per_step =
+      static_cast<double>(dist.group->bytes_submitted() - bytes_before) / c.steps;
   // Rank 0 collects every rank's peak memory and busy share.
   const double mine[2] = {static_cast<double>(ctx.allocator().stats().peak_bytes), median(busy)};
   std::vector<double> all(static_cast<size_t>(2 * dist.world), 0.0);
@@ -445,6 +452,7 @@ void ddp_worker(const BenchConfig& c, const std::string& result_path) {
     j["step_ms"] = median(times);
     j["overlap_during_backward"] = overlap;
     j["final_loss"] = last_loss.item();
+    j["bytes_per_step"] = bytes_per_step;
     for (int r = 0; r < dist.world; ++r) {
       const std::string name = type == DeviceType::kHost ? "host:0" : "cuda:" + std::to_string(r);
       j["devices"].push_back({{"device", "rank" + std::to_string(r) + ":" + name},
@@ -483,7 +491,8 @@ BenchResult run_ddp(const BenchConfig& c, const std::string& self_exe) {
       {"--fuse", c.fuse ? "true" : "false"},
       {"--channels-last", c.channels_last ? "true" : "false"},
       {"--activation-checkpointing", c.activation_checkpointing ? "true" : "false"},
-      {"--precision", c.precision}};
+      {"--precision", c.precision},
+      {"--ddp-comm-hooks", c.comm_hook}};
   std::vector<std::string> argv{self_exe};
   for (const auto& [flag, value] : flags) argv.insert(argv.end(), {flag, value});
   // gloo and nccl: child processes with torchrun's variables (LOCAL_RANK picks the GPU).
@@ -501,6 +510,7 @@ BenchResult run_ddp(const BenchConfig& c, const std::string& self_exe) {
   r.step_ms = j["step_ms"].get<double>();
   r.overlap_during_backward = j["overlap_during_backward"].get<bool>();
   r.final_loss = j["final_loss"].get<double>();
+  r.bytes_per_step = j["bytes_per_step"].get<double>();
   set_rates(r);
   for (auto& d : j["devices"]) {
     r.devices.push_back({d["device"].get<std::string>(), d["peak_bytes"].get<double>(),

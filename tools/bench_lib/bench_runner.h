@@ -40,6 +40,8 @@ struct BenchConfig {
   // fp32, or bf16: the forward and loss under autocast(bfloat16) (engine/autograd/autocast.h),
   // float32 parameters, gradients and optimizer state, as PyTorch's CPU autocast
   std::string precision = "fp32";
+  // ddp: the comm hook, none (all-reduce) or bf16 / fp16 (PyTorch's compress hooks)
+  std::string comm_hook = "none";
   int devices = 1;
   int threads = 1;             // compute threads per device (per DDP rank)
   int64_t global_batch = 256;  // samples (gpt: windows of `context` tokens)
@@ -69,6 +71,9 @@ struct BenchResult {
   double handoffs_per_step = 0;
   double handoff_wait_us = 0;
   bool overlap_during_backward = true;  // ddp: what the ranks' --overlap resolved to
+  // ddp: the bytes rank 0 handed to its process group per timed step (the gradient buckets, in
+  // their dtype on the wire; ProcessGroup::bytes_submitted)
+  double bytes_per_step = 0;
   // The last step's loss (ddp: rank 0's): a setting that must not change the arithmetic
   // (--activation-checkpointing) leaves it as it was
   double final_loss = 0;
@@ -94,13 +99,14 @@ int64_t bench_image(const std::string& model, int64_t image);
 int64_t bench_context(const std::string& model, int64_t context);
 
 // The row's name: "single", "dp", "dp+ploss" (the loss on the replicas), "ddp/<backend>",
-// "ddp/<backend>+zero" (ZeRO-1), or
+// "ddp/<backend>+zero" (ZeRO-1), "ddp/<backend>+bf16hook" / "+fp16hook" (a compress hook), or
 // "fsdp/<backend>+full" / "fsdp/<backend>+grad-op".
 inline std::string mode_label(const BenchConfig& c) {
   if (c.mode == "dp" && c.dp_loss == "replicas") return "dp+ploss";
   if (c.mode != "ddp") return c.mode;
   if (!c.sharding.empty()) return "fsdp/" + c.ddp_backend + "+" + c.sharding;
-  return "ddp/" + c.ddp_backend + (c.zero ? "+zero" : "");
+  const std::string hook = c.comm_hook == "none" ? "" : "+" + c.comm_hook + "hook";
+  return "ddp/" + c.ddp_backend + (c.zero ? "+zero" : "") + hook;
 }
 
 // Runs single or dp in this process: host devices with config.threads compute threads each, or

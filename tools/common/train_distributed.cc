@@ -22,7 +22,8 @@ Distributed Distributed::init(const std::string& backend, std::chrono::milliseco
 
 std::shared_ptr<Module> Distributed::wrap(std::shared_ptr<Module> model,
                                           bool gradient_as_bucket_view,
-                                          const std::string& overlap) const {
+                                          const std::string& overlap,
+                                          const std::string& comm_hook) const {
   DPE_CHECK(group != nullptr, "DDP needs a process group (run under //tools:launch)");
   using Overlap = DistributedDataParallelOptions::Overlap;
   DPE_CHECK(overlap == "auto" || overlap == "during" || overlap == "after",
@@ -32,7 +33,14 @@ std::shared_ptr<Module> Distributed::wrap(std::shared_ptr<Module> model,
   options.overlap = overlap == "during"  ? Overlap::kDuringBackward
                     : overlap == "after" ? Overlap::kAfterBackward
                                          : Overlap::kAuto;
-  return std::make_shared<DistributedDataParallel>(std::move(model), group, options);
+  DPE_CHECK(comm_hook == "none" || comm_hook == "bf16" || comm_hook == "fp16",
+            "the DDP comm hook must be none, bf16 or fp16, got '" << comm_hook << "'");
+  auto ddp = std::make_shared<DistributedDataParallel>(std::move(model), group, options);
+  if (comm_hook != "none") {
+    ddp->register_comm_hook(comm_hook == "bf16" ? distributed::CommHook::kBf16Compress
+                                                : distributed::CommHook::kFp16Compress);
+  }
+  return ddp;
 }
 
 std::shared_ptr<Module> Distributed::convert_sync_batchnorm(std::shared_ptr<Module> model) const {

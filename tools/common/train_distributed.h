@@ -27,10 +27,12 @@ struct Distributed {
   static Distributed init(const std::string& backend = "auto",
                           std::chrono::milliseconds timeout = std::chrono::minutes(30));
 
-  // DistributedDataParallel with PyTorch's defaults, gradient_as_bucket_view as asked, and its
-  // all-reduces starting as `overlap` says: "auto", "during" or "after" (backward).
+  // DistributedDataParallel with PyTorch's defaults, gradient_as_bucket_view as asked, its
+  // all-reduces starting as `overlap` says ("auto", "during" or "after" backward), and the comm
+  // hook `comm_hook` names: "none" (all-reduce), "bf16" or "fp16" (PyTorch's compress hooks).
   std::shared_ptr<Module> wrap(std::shared_ptr<Module> model, bool gradient_as_bucket_view = false,
-                               const std::string& overlap = "auto") const;
+                               const std::string& overlap = "auto",
+                               const std::string& comm_hook = "none") const;
   std::shared_ptr<Module> convert_sync_batchnorm(std::shared_ptr<Module> model) const;
   double reduce_mean(double value) const;                     // mean over ranks
   std::vector<double> sum(std::vector<double> values) const;  // elementwise sum over ranks

@@ -65,7 +65,7 @@ std::shared_ptr<Module> wrap_for_mode(const TrainConfig& c, std::shared_ptr<Modu
     return std::make_shared<DataParallel>(model, devices);
   }
   model->to(*compute_device(c));
-  if (c.mode == "ddp") return dist.wrap(model, c.gradient_as_bucket_view);
+  if (c.mode == "ddp") return dist.wrap(model, c.gradient_as_bucket_view, "auto", c.ddp_comm_hook);
   if (c.mode == "fsdp") {
     DPE_CHECK(dist.group != nullptr,
               "--mode fsdp needs a process group (run under //tools:launch)");

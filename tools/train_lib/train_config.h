@@ -41,6 +41,8 @@ struct TrainConfig {
   // fp32, or bf16: forward and loss under autocast(bfloat16) (engine/autograd/autocast.h), the
   // parameters, gradients, optimizer state and checkpoints float32, as PyTorch's CPU autocast
   std::string precision = "fp32";
+  // --mode ddp's comm hook: none (all-reduce), bf16 or fp16 (PyTorch's compress hooks).
+  std::string ddp_comm_hook = "none";
   // Image batches channels last (torch.channels_last): the convolutional layers' activations stay
   // NHWC on host devices (docs/channels_last.md); the same losses
   bool channels_last = false;

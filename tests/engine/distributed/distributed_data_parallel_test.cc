@@ -274,6 +274,87 @@ TEST(DdpBucketsTest, FirstBucketLaunchesBeforeBackwardEnds) {
       2);
 }
 
+// register_comm_hook with PyTorch's compressing hooks: each bucket, divided by the world size,
+// goes over the wire in 16 bits (half the bytes) and is summed in float32 per hop, so each
+// gradient is exactly to16(to16(g0 / 2) + to16(g1 / 2)), g0 and g1 the ranks' own gradients.
+TEST(DdpCommHookTest, CompressingHooksSendHalfTheBytesAndSumTheRoundedHalves) {
+  test::StoreServerProcess server;
+  const int port = server.port();
+  spawn(
+      [&](int rank) {
+        auto group = join_job(port, rank, 2, std::chrono::minutes(2));
+        Generator data(11);
+        const Tensor x = randn({8, 784}, data);
+        const Tensor y = labels(8, data);
+        // Both ranks' own gradients, from the same initial weights (rank 0's, as DDP takes).
+        std::vector<std::vector<std::vector<float>>> own(2);
+        for (int r = 0; r < 2; ++r) {
+          Generator g(100);
+          models::Mlp m(g);
+          backward(ops::cross_entropy(m.forward(x.narrow(0, 4 * r, 4).contiguous()),
+                                      y.narrow(0, 4 * r, 4).contiguous()));
+          for (const Tensor& p : m.parameters()) own[r].push_back(p.grad().to_vector<float>());
+        }
+        int64_t fp32_bytes = 0;
+        for (const auto hook : {distributed::CommHook::kAllReduce,
+                                distributed::CommHook::kBf16Compress,
+                                distributed::CommHook::kFp16Compress}) {
+          Generator g(100 + rank);
+          auto model = std::make_shared<models::Mlp>(g);
+          DistributedDataParallel ddp(model, group);
+          if (hook != distributed::CommHook::kAllReduce) ddp.register_comm_hook(hook);
+          backward(ops::cross_entropy(ddp(x.narrow(0, 4 * rank, 4).contiguous()),
+                                      y.narrow(0, 4 * rank, 4).contiguous()));
+          const int64_t bytes = ddp.backward_trace().bytes_all_reduced;
+          if (hook == distributed::CommHook::kAllReduce) {
+            fp32_bytes = bytes;
+            continue;
+          }
+          RANK_CHECK(bytes * 2 == fp32_bytes, bytes << " bytes against " << fp32_bytes);
+          const DType dt =
+              hook == distributed::CommHook::kBf16Compress ? DType::kBFloat16 : DType::kFloat16;
+          const auto to16 = [dt](const std::vector<float>& v) {
+            return Tensor::from_vector(v, {static_cast<int64_t>(v.size())})
+                .to(dt)
+                .to(DType::kFloat32)
+                .to_vector<float>();
+          };
+          const std::vector<Tensor> params = model->parameters();
+          for (size_t i = 0; i < params.size(); ++i) {
+            std::vector<float> a = own[0][i], b = own[1][i];
+            for (float& v : a) v *= 0.5f;
+            for (float& v : b) v *= 0.5f;
+            a = to16(a);
+            b = to16(b);
+            for (size_t k = 0; k < a.size(); ++k) a[k] += b[k];
+            RANK_CHECK(params[i].grad().to_vector<float>() == to16(a),
+                       distributed::comm_hook_name(hook) << ": parameter " << i);
+          }
+          // Once, and before the first backward.
+          bool refused = false;
+          try {
+            ddp.register_comm_hook(hook);
+          } catch (const Error& e) {
+            refused = std::string(e.what()).find("only be called once") != std::string::npos;
+          }
+          RANK_CHECK(refused, "a second register_comm_hook");
+        }
+        Generator g(100);
+        DistributedDataParallel late(std::make_shared<models::Mlp>(g), group);
+        backward(ops::cross_entropy(late(x.narrow(0, 4 * rank, 4).contiguous()),
+                                    y.narrow(0, 4 * rank, 4).contiguous()));
+        bool refused = false;
+        try {
+          late.register_comm_hook(distributed::CommHook::kBf16Compress);
+        } catch (const Error& e) {
+          refused = std::string(e.what()).find("before the first backward") != std::string::npos;
+        }
+        RANK_CHECK(refused, "register_comm_hook after a backward");
+        distributed::destroy_process_group();
+      },
+      2);
+}
+
 // Design note "when to overlap": all-reduces wait for the end of backward only on host devices
 // whose ranks fill the cores and whose group's waits spin; kDuringBackward/kAfterBackward decide.
 TEST(DdpOverlapTest, AllReducesWaitForBackwardOnlyWhereTheyWouldSpinOnBusyCores) {

@@ -136,7 +136,7 @@ class FakeGroup : public ProcessGroup {
  protected:
   void run_all_reduce(Tensor& tensor, ReduceOp) override {
     act();
-    tensor.data<float>()[0] += 1.0f;
+    if (tensor.dtype() == DType::kFloat32) tensor.data<float>()[0] += 1.0f;
   }
   void run_broadcast(Tensor&, int) override { act(); }
   void run_all_gather(const Tensor& input, Tensor& gathered) override {
@@ -181,6 +181,22 @@ TEST(ProcessGroupTest, RawCollectivesRunOnTheCommunicationThread) {
   ASSERT_EQ(outputs.size(), 1u);
   EXPECT_EQ(outputs[0].shape(), x.shape());
   EXPECT_EQ(outputs[0].to_vector<float>(), x.to_vector<float>());
+}
+
+// bytes_submitted counts each collective's tensor in its own dtype, where it is submitted.
+TEST(ProcessGroupTest, BytesSubmittedCountsEachCollectivesTensorInItsDtype) {
+  FakeGroup group;
+  EXPECT_EQ(group.bytes_submitted(), 0);
+  Tensor f = Tensor::from_vector(std::vector<float>{1, 2, 3, 4}, Shape{4});
+  group.all_reduce(f);
+  EXPECT_EQ(group.bytes_submitted(), 16);
+  Tensor h = f.to(DType::kBFloat16);
+  group.all_reduce_async(h)->wait();
+  EXPECT_EQ(group.bytes_submitted(), 16 + 8);  // 2 bytes an element
+  std::vector<Tensor> outputs;
+  group.all_gather(f, outputs);
+  group.barrier();  // no tensor
+  EXPECT_EQ(group.bytes_submitted(), 16 + 8 + 16);
 }
 
 // The failed Works outlive the group: libstdc++'s exception_ptr count is invisible to TSan, so a
