@@ -285,4 +285,24 @@ void Module::to(Device device) {
   for (auto& [n, c] : children_) c->to(device);
 }
 
+void Module::to(DType dtype) {
+  DPE_CHECK(is_floating_point(dtype),
+            "Module.to: nn.Module.to only accepts floating point dtypes, got " << dtype_name(dtype));
+  for (auto& [n, t] : params_) {
+    if (!t.defined() || !is_floating_point(t.dtype()) || t.dtype() == dtype) continue;
+    Tensor converted = t.to(dtype);
+    converted.set_memory_category(MemoryCategory::kParameters);
+    converted.requires_grad_(t.requires_grad());
+    converted.autograd().name = t.autograd().name;
+    t = converted;
+  }
+  for (auto& [n, t] : buffers_) {
+    if (t.defined() && is_floating_point(t.dtype()) && t.dtype() != dtype) {
+      t = t.to(dtype);
+      t.set_memory_category(MemoryCategory::kParameters);
+    }
+  }
+  for (auto& [n, c] : children_) c->to(dtype);
+}
+
 }  // namespace dpe

@@ -81,6 +81,10 @@ class Module {
   Device device() const;
   // Moves every parameter and buffer to `device` in place (keeps them leaves).
   void to(Device device);
+  // PyTorch's module.to(dtype): every floating parameter and buffer converted in place to `dtype`
+  // (a floating dtype; round to nearest even), kept leaves; integer buffers stay (BatchNorm's
+  // num_batches_tracked). Gradients are dropped, as a new tensor has none.
+  void to(DType dtype);
 
  protected:
   Tensor& register_parameter(const std::string& name, Tensor t, bool requires_grad = true);

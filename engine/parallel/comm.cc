@@ -132,9 +132,10 @@ std::vector<Tensor> reduce_add_coalesced(const std::vector<std::vector<Tensor>>&
                                          const std::vector<TensorSpec>& specs, Device destination,
                                          int64_t buffer_bytes) {
   for (size_t i = 0; i < specs.size(); ++i) {
-    DPE_CHECK(specs[i].dtype == DType::kFloat32, "reduce_add_coalesced: slot "
+    // 16-bit slots add in float32 and round once per add, as torch.cuda.comm.reduce_add does.
+    DPE_CHECK(is_floating_point(specs[i].dtype), "reduce_add_coalesced: slot "
                                                      << i << " is " << dtype_name(specs[i].dtype)
-                                                     << "; only float32 tensors can be summed");
+                                                     << "; only floating tensors can be summed");
   }
   std::vector<Device> where;  // each contributing k's device
   std::vector<const std::vector<Tensor>*> contributing;

@@ -139,6 +139,37 @@ TEST(ModuleTest, CopyToAnotherDeviceIsDeepAndKeepsLeaves) {
   EXPECT_EQ(net.find("fc.weight").to_vector<float>(), before);
 }
 
+// module.to(dtype) as PyTorch's: floating parameters and buffers converted and kept leaves, the
+// values rounded to nearest even; num_batches_tracked stays int64.
+TEST(ModuleTest, ToDtypeConvertsFloatingParametersAndBuffers) {
+  Generator g(4);
+  Net net(g);
+  const StateDict before = net.state_dict();
+  net.to(DType::kBFloat16);
+  for (const auto& [name, t] : net.state_dict()) {
+    const Tensor& old = [&]() -> const Tensor& {
+      for (const auto& [n, v] : before) {
+        if (n == name) return v;
+      }
+      return before.front().second;
+    }();
+    if (name.find("num_batches_tracked") != std::string::npos) {
+      EXPECT_EQ(t.dtype(), DType::kInt64) << name;
+      continue;
+    }
+    EXPECT_EQ(t.dtype(), DType::kBFloat16) << name;
+    EXPECT_EQ(t.to(DType::kFloat32).to_vector<float>(),
+              old.to(DType::kBFloat16).to(DType::kFloat32).to_vector<float>())
+        << name;
+    EXPECT_EQ(t.memory_category(), MemoryCategory::kParameters) << name;
+  }
+  for (const Tensor& p : net.parameters()) {
+    EXPECT_TRUE(p.is_leaf());
+    EXPECT_TRUE(p.requires_grad());
+  }
+  EXPECT_THROW(net.to(DType::kInt64), Error);
+}
+
 TEST(ModuleTest, ReplaceModuleKeepsNameAndPosition) {
   Generator g(5);
   Net net(g);
