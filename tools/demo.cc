@@ -46,6 +46,8 @@ struct Flags {
   std::string lm_strategy = "ddp";  // internal: the worker's ddp, zero, grad-op or full
   bool lm_worker_ac = false;        // internal: the worker checkpoints every block
   bool no_lm_sharded = false;       // leaves out the ZeRO-1 and FSDP rows beside DDP's
+  // The language-model part's precisions, a set of rows each (a worker: its one).
+  std::vector<std::string> lm_precisions = {"fp32", "bf16"};
   int steps = 8;
   int train_batch = 256;  // global
   std::string data_dir = dpe::FashionMnist::kDefaultRoot;
@@ -148,6 +150,7 @@ dpe::tools::LmImbalanceOptions lm_options(const Flags& f) {
   o.config = dpe::models::gpt_config(f.model);
   o.context = f.context;  // checked against the block size (check_context)
   o.steps = f.lm_steps;
+  o.precision = f.lm_precisions.front();
   return o;
 }
 
@@ -205,28 +208,31 @@ void lm_demo(const Flags& f, dpe::DeviceType type) {
     const auto devices = type == dpe::DeviceType::kHost ? rt.devices(dpe::DeviceType::kHost)
                                                         : dpe::tools::tool_devices(type, n);
     o.batch = f.lm_batch_per_device * n;
-    for (auto v : {dpe::tools::DpVariant::kPlain, dpe::tools::DpVariant::kChunkWeights,
-                   dpe::tools::DpVariant::kParallelLoss}) {
-      runs.push_back(dpe::tools::profile_lm_dp(o, devices, v));
-      std::fflush(stdout);
-    }
-    if (n == f.lm_devices.front()) {
-      std::printf("\nplain DataParallel on %d devices, what each device held at its peak:\n%s", n,
-                  runs[runs.size() - 3].report.memory_breakdown().c_str());
-    }
-    if (!ddp) continue;
-    using V = dpe::tools::DpVariant;
-    // Each way out, then each with every transformer block checkpointed.
-    for (bool ac : {false, true}) {
-      if (ac && f.no_lm_sharded) break;
-      o.activation_checkpointing = ac;
-      for (V v : {V::kDdp, V::kDdpZero, V::kFsdpGradOp, V::kFsdpFull}) {
-        if (v != V::kDdp && f.no_lm_sharded) continue;
-        runs.push_back(dpe::tools::profile_lm_ddp(o, n, lm_worker_argv(f), v));
+    for (const std::string& precision : f.lm_precisions) {
+      o.precision = precision;
+      for (auto v : {dpe::tools::DpVariant::kPlain, dpe::tools::DpVariant::kChunkWeights,
+                     dpe::tools::DpVariant::kParallelLoss}) {
+        runs.push_back(dpe::tools::profile_lm_dp(o, devices, v));
         std::fflush(stdout);
       }
+      if (n == f.lm_devices.front() && precision == f.lm_precisions.front()) {
+        std::printf("\nplain DataParallel on %d devices, what each device held at its peak:\n%s",
+                    n, runs[runs.size() - 3].report.memory_breakdown().c_str());
+      }
+      if (!ddp) continue;
+      using V = dpe::tools::DpVariant;
+      // Each way out, then each with every transformer block checkpointed.
+      for (bool ac : {false, true}) {
+        if (ac && f.no_lm_sharded) break;
+        o.activation_checkpointing = ac;
+        for (V v : {V::kDdp, V::kDdpZero, V::kFsdpGradOp, V::kFsdpFull}) {
+          if (v != V::kDdp && f.no_lm_sharded) continue;
+          runs.push_back(dpe::tools::profile_lm_ddp(o, n, lm_worker_argv(f), v));
+          std::fflush(stdout);
+        }
+      }
+      o.activation_checkpointing = false;
     }
-    o.activation_checkpointing = false;
   }
   std::printf("\n%s", dpe::tools::lm_imbalance_table(runs).c_str());
 }
@@ -268,6 +274,13 @@ void add_flags(CLI::App& app, Flags& f) {
   dpe::tools::add_switch(app, "--no-lm-sharded", f.no_lm_sharded,
                          "leave the ZeRO-1, FSDP and activation-checkpointing rows out of the "
                          "language-model part");
+  app.add_option("--lm-precision", f.lm_precisions,
+                 "the language-model part's precisions, a set of rows each: fp32, bf16 (the "
+                 "forward and the loss under autocast(bfloat16), PyTorch's default mixed "
+                 "precision: float32 parameters, gradients and AdamW state)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"fp32", "bf16"}))
+      ->capture_default_str();
   app.add_option("--lm-ddp-worker", f.lm_ddp_worker, "internal: run as one DDP rank")->group("");
   app.add_option("--lm-strategy", f.lm_strategy, "internal: the DDP rank's strategy")->group("");
   app.add_flag("--lm-activation-checkpointing", f.lm_worker_ac,

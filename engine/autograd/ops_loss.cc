@@ -101,7 +101,15 @@ Tensor CrossEntropy::operator()(const Tensor& logits_in, const Tensor& target,
                                 int64_t ignore_index) const {
   if (autocast_detail::applies(logits_in)) {  // autocast's float32 list
     const autocast_detail::Running running;
-    return (*this)(autocast_detail::float32(logits_in), target, ignore_index);
+    // 16-bit logits go to the fused kernels as they are where the device has them: they read
+    // each row through a conversion, the same values as a float32 copy without holding one (a
+    // language model's [B, T, V] logits twice).
+    const DType dt = logits_in.dtype();
+    const bool reads_16_bit =
+        dt != DType::kFloat32 && supports<prim::CrossEntropyForward>(logits_in.device(), dt) &&
+        supports<prim::CrossEntropyBackward>(logits_in.device(), dt);
+    return (*this)(reads_16_bit ? logits_in : autocast_detail::float32(logits_in), target,
+                   ignore_index);
   }
   Tensor logits = logits_in;
   Tensor flat_target = target;

@@ -6,6 +6,7 @@ HOST_KERNEL_OPS = [
     "bmm",
     "conv2d",
     "conv2d_lowp",
+    "cross_entropy_lowp",
     "dropout",
     "elementwise",
     "elementwise_lowp",

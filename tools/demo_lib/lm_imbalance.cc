@@ -10,6 +10,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "engine/autograd/autocast.h"
 #include "engine/autograd/ops.h"
 #include "engine/core/error.h"
 #include "engine/device/runtime.h"
@@ -41,6 +42,13 @@ std::string mib(double bytes) {
 // "FSDP FULL_SHARD", "FSDP FULL_SHARD +AC".
 std::string row_name(const LmImbalanceRun& r) {
   return std::string(dp_variant_name(r.variant)) + (r.activation_checkpointing ? " +AC" : "");
+}
+
+// The run's forward and loss precision: autocast(bfloat16) for bf16, disabled for fp32.
+autocast lm_autocast(const LmImbalanceOptions& o, DeviceType type) {
+  DPE_CHECK(o.precision == "fp32" || o.precision == "bf16",
+            "lm imbalance: precision " << o.precision << " (fp32 or bf16)");
+  return autocast(type, DType::kBFloat16, o.precision == "bf16");
 }
 
 double others_mean_peak(const ImbalanceReport& r) {
@@ -132,7 +140,7 @@ LmImbalanceRun profile_lm_dp(const LmImbalanceOptions& o, const std::vector<Devi
   ao.lr = 3e-4f;
   optim::AdamW opt(model->parameters(), ao);
 
-  LmImbalanceRun run{variant, devices, {}, 0.0f, 0, false};
+  LmImbalanceRun run{variant, devices, {}, 0.0f, 0, false, o.precision};
   for (const Tensor& p : model->parameters()) run.parameters += p.numel();
   std::vector<StepStats> stats;
   for (int step = 0; step < o.warmup_steps + o.steps; ++step) {
@@ -146,16 +154,19 @@ LmImbalanceRun profile_lm_dp(const LmImbalanceOptions& o, const std::vector<Devi
     if (target.device() != devices[0]) target = target.to(devices[0]);
     prof.begin_step(devices);
     Tensor loss;
-    if (variant == DpVariant::kParallelLoss) {
-      const ReplicaOutputs outs = dp.forward_replicas(Value(input));
-      loss = parallel_criterion(
-          outs, target, 0,
-          [](const Tensor& logits, const Tensor& t) { return models::lm_loss(logits, t); },
-          devices[0], &prof);
-    } else {
-      const Tensor logits = dp(input);
-      StepProfiler::Scope scope(&prof, devices[0], Phase::kLoss);
-      loss = models::lm_loss(logits, target);
+    {
+      const autocast amp = lm_autocast(o, devices[0].type());  // forward and loss, as PyTorch's
+      if (variant == DpVariant::kParallelLoss) {
+        const ReplicaOutputs outs = dp.forward_replicas(Value(input));
+        loss = parallel_criterion(
+            outs, target, 0,
+            [](const Tensor& logits, const Tensor& t) { return models::lm_loss(logits, t); },
+            devices[0], &prof);
+      } else {
+        const Tensor logits = dp(input);
+        StepProfiler::Scope scope(&prof, devices[0], Phase::kLoss);
+        loss = models::lm_loss(logits, target);
+      }
     }
     prof.backward(loss);
     {
@@ -257,10 +268,11 @@ void lm_ddp_worker(const LmImbalanceOptions& o, const std::string& result_dir, D
     prof.begin_step({device});
     Tensor logits, loss;
     {
-      StepProfiler::Scope scope(&prof, device, Phase::kForward);
-      logits = ddp->forward(input);
-    }
-    {
+      const autocast amp = lm_autocast(o, device.type());
+      {
+        StepProfiler::Scope scope(&prof, device, Phase::kForward);
+        logits = ddp->forward(input);
+      }
       StepProfiler::Scope scope(&prof, device, Phase::kLoss);
       loss = models::lm_loss(logits, target);
     }
@@ -309,6 +321,7 @@ LmImbalanceRun profile_lm_ddp(const LmImbalanceOptions& o, int world,
   worker_argv.push_back("--lm-strategy");
   worker_argv.push_back(strategy_flag(variant));
   if (o.activation_checkpointing) worker_argv.push_back("--lm-activation-checkpointing");
+  worker_argv.insert(worker_argv.end(), {"--lm-precision", o.precision});
   const int failed = run_local_ranks(worker_argv, world);
   std::vector<nlohmann::json> ranks;
   for (int r = 0; r < world; ++r) {
@@ -321,8 +334,13 @@ LmImbalanceRun profile_lm_ddp(const LmImbalanceOptions& o, int world,
   DPE_CHECK(failed == 0 && ranks.size() == static_cast<size_t>(world),
             "lm imbalance: " << failed << " of " << world << " DDP ranks failed (" << ranks.size()
                              << " wrote a result)");
-  LmImbalanceRun run{variant, {}, {}, 0.0f, ranks[0].at("parameters").get<int64_t>(),
-                     o.activation_checkpointing};
+  LmImbalanceRun run{variant,
+                     {},
+                     {},
+                     0.0f,
+                     ranks[0].at("parameters").get<int64_t>(),
+                     o.activation_checkpointing,
+                     o.precision};
   for (int r = 0; r < world; ++r) run.devices.emplace_back(DeviceType::kHost, r);
   std::vector<StepStats> stats;
   const size_t steps = ranks[0].at("steps").size();
@@ -343,15 +361,17 @@ LmImbalanceRun profile_lm_ddp(const LmImbalanceOptions& o, int world,
 std::string lm_imbalance_table(const std::vector<LmImbalanceRun>& runs) {
   std::string out;
   char line[512];
-  std::snprintf(line, sizeof line, "%-22s %4s %10s %12s %6s %8s  %-22s  %-44s  %s\n", "", "devs",
-                "dev0 peak", "others' mean", "ratio", "step ms", "model states / ZeRO",
+  std::snprintf(line, sizeof line, "%-22s %4s %4s %10s %12s %6s %8s  %-22s  %-44s  %s\n", "",
+                "prec", "devs", "dev0 peak", "others' mean", "ratio", "step ms",
+                "model states / ZeRO",
                 "device 0 extra (MiB) by category",
                 "device 0 busy ms: scatter+replicate / forward / gather+loss / backward / "
                 "reduce-add / step");
   out += line;
-  std::map<size_t, std::vector<const LmImbalanceRun*>> by_count;
+  // The conclusions compare the rows of one device count and one precision.
+  std::map<std::pair<size_t, std::string>, std::vector<const LmImbalanceRun*>> by_count;
   for (const LmImbalanceRun& r : runs) {
-    by_count[r.devices.size()].push_back(&r);
+    by_count[{r.devices.size(), r.precision}].push_back(&r);
     const ImbalanceReport& rep = r.report;
     const double others = others_mean_peak(rep);
     // The three largest categories of device 0's extra, then the rest summed; for DDP, whose
@@ -387,22 +407,24 @@ std::string lm_imbalance_table(const std::vector<LmImbalanceRun>& runs) {
     std::snprintf(model_states, sizeof model_states, "%s / %s %+.0f%%", mib(states).c_str(),
                   mib(formula).c_str(), formula > 0 ? 100.0 * (states / formula - 1) : 0.0);
     std::snprintf(line, sizeof line,
-                  "%-22s %4zu %10s %12s %5.2fx %8.0f  %-22s  %-44s  %.0f / %.0f / %.0f / %.0f / "
-                  "%.0f / %.0f\n",
-                  row_name(r).c_str(), r.devices.size(),
+                  "%-22s %4s %4zu %10s %12s %5.2fx %8.0f  %-22s  %-44s  %.0f / %.0f / %.0f / "
+                  "%.0f / %.0f / %.0f\n",
+                  row_name(r).c_str(), r.precision.c_str(), r.devices.size(),
                   mib(rep.devices[0].peak_bytes).c_str(), mib(others).c_str(), rep.extra_peak_ratio,
                   rep.step_ms, model_states, cats.c_str(), ms(Phase::kScatter) + ms(Phase::kReplicate), ms(Phase::kForward),
                   ms(Phase::kGather) + ms(Phase::kLoss), ms(Phase::kBackward),
                   ms(Phase::kReduceAdd), ms(Phase::kStep));
     out += line;
   }
-  for (const auto& [count, group] : by_count) {
+  for (const auto& [key, group] : by_count) {
+    const auto& [count, precision] = key;
     const LmImbalanceRun* plain = nullptr;
     for (const LmImbalanceRun* r : group) {
       if (r->variant == DpVariant::kPlain) plain = r;
     }
     if (plain == nullptr) continue;
-    std::string conclusion = "on " + std::to_string(count) + " devices, device 0 holds " +
+    std::string conclusion = "on " + std::to_string(count) + " devices in " + precision +
+                             ", device 0 holds " +
                              mib(plain->report.extra_peak_bytes) + " MiB more than the others (x" +
                              std::to_string(plain->report.extra_peak_ratio).substr(0, 4) + ")";
     for (const LmImbalanceRun* r : group) {

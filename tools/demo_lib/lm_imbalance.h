@@ -53,6 +53,9 @@ struct LmImbalanceOptions {
   // The process-per-device rows only: every transformer block recomputed in backward
   // (nn::apply_activation_checkpointing; inside each FSDP unit).
   bool activation_checkpointing = false;
+  // fp32, or bf16: the forward and the loss under autocast(bfloat16) (PyTorch's default mixed
+  // precision: float32 parameters, gradients and AdamW state), on every row.
+  std::string precision = "fp32";
 };
 
 struct LmImbalanceRun {
@@ -62,6 +65,7 @@ struct LmImbalanceRun {
   float last_loss = 0;
   int64_t parameters = 0;  // the model's, for the ZeRO formula
   bool activation_checkpointing = false;
+  std::string precision = "fp32";
 };
 
 // Trains a fresh model (same seed every time) for warmup_steps + steps with AdamW.
@@ -70,7 +74,7 @@ LmImbalanceRun profile_lm_dp(const LmImbalanceOptions& options, const std::vecto
 
 // DDP on `world` ranks: runs `worker_argv` plus {"--lm-ddp-worker", <a temporary folder>,
 // "--lm-strategy", strategy_flag(variant)} and, with options.activation_checkpointing,
-// "--lm-activation-checkpointing", as the ranks (tools/common/local_ranks.h); the program must then call lm_ddp_worker with the same
+// "--lm-activation-checkpointing" and "--lm-precision" <options.precision>, as the ranks (tools/common/local_ranks.h); the program must then call lm_ddp_worker with the same
 // options. The run's devices are host:0..world-1, standing for the ranks' devices.
 LmImbalanceRun profile_lm_ddp(const LmImbalanceOptions& options, int world,
                               std::vector<std::string> worker_argv,

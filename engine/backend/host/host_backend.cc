@@ -13,6 +13,7 @@
 #include "kernels/host/bmm.h"
 #include "kernels/host/conv2d.h"
 #include "kernels/host/conv2d_lowp.h"
+#include "kernels/host/cross_entropy_lowp.h"
 #include "kernels/host/dropout.h"
 #include "kernels/host/elementwise.h"
 #include "kernels/host/elementwise_lowp.h"

@@ -70,21 +70,23 @@ OpCost NllLossBackward::cost() const {
 void CrossEntropyForward::check(const OpCheck& c) const {
   c.rank(logits, "input", 2);
   c.shaped(target, "target", Shape{logits.size(0)}, "input", logits.shape(), DType::kInt64);
-  c.tensor(out, "out");
+  c.tensor(out, "out", DType::kFloat32);
   DPE_CHECK(out.numel() == 1,
             "cross_entropy: expected a scalar out, but got shape " << out.shape());
-  c.shaped(lse, "lse", Shape{logits.size(0)}, "input", logits.shape());
+  c.shaped(lse, "lse", Shape{logits.size(0)}, "input", logits.shape(), DType::kFloat32);
 }
 // Two passes' exps per element (max and the sum of exp), the logits read once.
 OpCost CrossEntropyForward::cost() const {
-  return op_cost::make("softmax", 4.0 * logits.numel(), {&logits, &target}, {&out, &lse});
+  OpCost c = op_cost::make("softmax", 4.0 * logits.numel(), {&logits, &target}, {&out, &lse});
+  c.dtype = DType::kFloat32;  // 16-bit logits are read through a conversion: it computes in float32
+  return c;
 }
 
 void CrossEntropyBackward::check(const OpCheck& c) const {
   c.rank(logits, "input", 2);
   c.shaped(target, "target", Shape{logits.size(0)}, "input", logits.shape(), DType::kInt64);
-  c.shaped(lse, "lse", Shape{logits.size(0)}, "input", logits.shape());
-  c.tensor(gout, "grad_output");
+  c.shaped(lse, "lse", Shape{logits.size(0)}, "input", logits.shape(), DType::kFloat32);
+  c.tensor(gout, "grad_output", DType::kFloat32);
   DPE_CHECK(gout.numel() == 1,
             "cross_entropy_backward: expected a scalar grad_output, but got "
             "shape "
@@ -92,7 +94,10 @@ void CrossEntropyBackward::check(const OpCheck& c) const {
   c.shaped(gx, "grad_input", logits.shape(), "input", logits.shape());
 }
 OpCost CrossEntropyBackward::cost() const {
-  return op_cost::make("softmax", 4.0 * logits.numel(), {&logits, &target, &lse, &gout}, {&gx});
+  OpCost c =
+      op_cost::make("softmax", 4.0 * logits.numel(), {&logits, &target, &lse, &gout}, {&gx});
+  c.dtype = DType::kFloat32;  // as the forward's
+  return c;
 }
 
 }  // namespace dpe::prim

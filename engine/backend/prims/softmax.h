@@ -138,6 +138,14 @@ struct CrossEntropyForward {
     cross_entropy_forward(ctx, logits.data<float>(), target.data<int64_t>(), out.data<float>(),
                           lse.data<float>(), logits.size(0), logits.size(1), ignore_index);
   }
+  // 16-bit logits read through a conversion; out and lse stay float32.
+  static constexpr bool kLowPrecision = true;
+  template <class Ctx>
+  void launch_lowp(Ctx& ctx) const {
+    cross_entropy_forward_lowp(ctx, logits.dtype(), logits.raw_data(), target.data<int64_t>(),
+                               out.data<float>(), lse.data<float>(), logits.size(0),
+                               logits.size(1), ignore_index);
+  }
 };
 
 // Its gradient with respect to the logits, from the forward's lse and the loss's scalar gradient.
@@ -159,6 +167,14 @@ struct CrossEntropyBackward {
     cross_entropy_backward(ctx, logits.data<float>(), target.data<int64_t>(), lse.data<float>(),
                            gout.data<float>(), gx.data<float>(), logits.size(0), logits.size(1),
                            ignore_index);
+  }
+  // gx in the logits' 16-bit dtype; lse and gout float32.
+  static constexpr bool kLowPrecision = true;
+  template <class Ctx>
+  void launch_lowp(Ctx& ctx) const {
+    cross_entropy_backward_lowp(ctx, logits.dtype(), logits.raw_data(), target.data<int64_t>(),
+                                lse.data<float>(), gout.data<float>(), gx.raw_data(),
+                                logits.size(0), logits.size(1), ignore_index);
   }
 };
 

@@ -86,6 +86,32 @@ TEST(AutocastTest, ConvolutionLowersAndBatchNormAndPoolingReadFloat32) {
   EXPECT_EQ(gamma.grad().dtype(), DType::kFloat32);
 }
 
+// cross_entropy on the float32 list reads bfloat16 logits through its kernels' conversion rather
+// than a float32 copy: no cast of the logits, and the same loss and gradient as the copy gives.
+TEST(AutocastTest, CrossEntropyReadsBfloat16LogitsWithoutAFloat32Copy) {
+  Generator gen(6);
+  Tensor logits = randn({16, 50}, gen).to(DType::kBFloat16).requires_grad_();
+  const Tensor target = Tensor::from_vector(std::vector<int64_t>(16, 3), {16});
+  OpTrace trace;
+  Tensor fused;
+  {
+    autocast amp(DeviceType::kHost);
+    fused = ops::cross_entropy(logits, target);
+  }
+  const std::vector<TraceEvent> events = trace.stop();
+  for (const TraceEvent& e : events) EXPECT_NE(e.name, "to") << "a cast of the logits";
+  EXPECT_EQ(fused.dtype(), DType::kFloat32);
+  backward(fused);
+  const Tensor g_fused = logits.grad();
+  logits.set_grad(Tensor());
+  Tensor copied = ops::cross_entropy(ops::to(logits, DType::kFloat32), target);
+  backward(copied);
+  EXPECT_EQ(fused.item(), copied.item());
+  ASSERT_EQ(g_fused.dtype(), DType::kBFloat16);
+  EXPECT_EQ(g_fused.to(DType::kFloat32).to_vector<float>(),
+            logits.grad().to(DType::kFloat32).to_vector<float>());
+}
+
 TEST(AutocastTest, AParameterIsCastOncePerForwardAndGetsAFloat32Gradient) {
   Generator gen(2);
   const Tensor x = randn({4, 8}, gen);

@@ -40,6 +40,30 @@ TEST(LmImbalanceTest, DeviceZeroHoldsTheLossAndParallelCriterionRemovesIt) {
   EXPECT_NE(table.find("parallel_criterion removes"), std::string::npos) << table;
 }
 
+// bf16 rows (autocast, float32 parameters): device 0's gathered logits and their gradient take
+// half the bytes, read from the allocator's categories; AdamW's state stays; the loss follows
+// fp32's.
+TEST(LmImbalanceTest, Bf16HalvesTheGatheredOutputsNotTheOptimizerState) {
+  set_host_device_count(2);
+  LmImbalanceOptions o = tiny_lm_options();
+  const auto devices = Runtime::get().devices(DeviceType::kHost);
+  const LmImbalanceRun fp32 = profile_lm_dp(o, devices, DpVariant::kPlain);
+  o.precision = "bf16";
+  const LmImbalanceRun bf16 = profile_lm_dp(o, devices, DpVariant::kPlain);
+  EXPECT_EQ(bf16.precision, "bf16");
+  const double outputs32 = category(fp32.report, MemoryCategory::kOutputs);
+  ASSERT_GT(outputs32, 0);
+  EXPECT_EQ(category(bf16.report, MemoryCategory::kOutputs), outputs32 / 2);
+  EXPECT_LT(category(bf16.report, MemoryCategory::kOutputGradients),
+            0.6 * category(fp32.report, MemoryCategory::kOutputGradients));
+  EXPECT_EQ(category(bf16.report, MemoryCategory::kOptimizerState),
+            category(fp32.report, MemoryCategory::kOptimizerState));
+  EXPECT_LT(bf16.report.extra_peak_bytes, fp32.report.extra_peak_bytes);
+  EXPECT_NEAR(bf16.last_loss, fp32.last_loss, 0.02 * fp32.last_loss);
+  const std::string table = lm_imbalance_table({fp32, bf16});
+  EXPECT_NE(table.find("devices in bf16, device 0 holds"), std::string::npos) << table;
+}
+
 TEST(LmImbalanceTest, DdpRanksTrainTheSameStepsAndHoldTheSameMemory) {
   set_host_device_count(2);
   const LmImbalanceOptions o = tiny_lm_options();
