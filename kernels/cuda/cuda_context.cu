@@ -47,8 +47,13 @@ CudaContext::Impl& CudaContext::impl() {
     DPE_CUDA_CHECK(cudaEventCreateWithFlags(&r->copy_done, cudaEventDisableTiming));
     DPE_CUBLAS_CHECK(cublasCreate(&r->blas), device_);
     DPE_CUBLAS_CHECK(cublasSetStream(r->blas, r->compute), device_);
-    // FP32 results comparable with the host backend: no TF32 tensor-core rounding.
-    DPE_CUBLAS_CHECK(cublasSetMathMode(r->blas, CUBLAS_DEFAULT_MATH), device_);
+    // FP32 results comparable with the host backend: no TF32 tensor-core rounding. A 16-bit
+    // product (GemmEx, float32 compute) reduces its split-K partial sums in float32 too, not in
+    // its output's dtype (PyTorch's allow_fp16_reduced_precision_reduction = False): each output
+    // is rounded once, as the host's.
+    const auto math = static_cast<cublasMath_t>(CUBLAS_DEFAULT_MATH |
+                                                CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION);
+    DPE_CUBLAS_CHECK(cublasSetMathMode(r->blas, math), device_);
     DPE_CUDNN_CHECK(cudnnCreate(&r->dnn), device_);
     DPE_CUDNN_CHECK(cudnnSetStream(r->dnn, r->compute), device_);
     impl_ = std::move(r);

@@ -33,7 +33,7 @@ class CudaContext {
   int device() const { return device_; }
   void* stream();       // cudaStream_t: the compute stream every launcher uses
   void* copy_stream();  // cudaStream_t: for asynchronous copies, ordered with events (below)
-  void* cublas();       // cublasHandle_t on stream(), FP32 math (no TF32)
+  void* cublas();       // cublasHandle_t on stream(), FP32 math (no TF32), float32 reductions
   void* cudnn();        // cudnnHandle_t on stream()
   // At least `bytes` of device memory, valid until the next workspace() call on this context.
   // Growing waits for the compute stream, then frees the old buffer.

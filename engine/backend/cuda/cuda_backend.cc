@@ -26,13 +26,16 @@
 #include "kernels/cuda/batch_norm.cuh"
 #include "kernels/cuda/bmm.cuh"
 #include "kernels/cuda/conv2d.cuh"
+#include "kernels/cuda/conv2d_lowp.cuh"
 #include "kernels/cuda/cuda_context.h"
 #include "kernels/cuda/dropout.cuh"
 #include "kernels/cuda/elementwise.cuh"
+#include "kernels/cuda/elementwise_lowp.cuh"
 #include "kernels/cuda/embedding.cuh"
 #include "kernels/cuda/gelu.cuh"
 #include "kernels/cuda/layer_norm.cuh"
 #include "kernels/cuda/linear.cuh"
+#include "kernels/cuda/linear_lowp.cuh"
 #include "kernels/cuda/log_softmax.cuh"
 #include "kernels/cuda/matmul.cuh"
 #include "kernels/cuda/max_pool2d.cuh"
@@ -65,8 +68,9 @@ struct CudaKernels {
   static constexpr bool implements = !lacks<Op>;
   // NCHW kernels only: activations stay contiguous on CUDA devices.
   static constexpr bool kChannelsLast = false;
-  // float32 kernels only.
-  static constexpr bool kLowPrecision = false;
+  // bfloat16 and float16 kernels (cuBLAS GemmEx, cuDNN, dpe's elementwise kernels) for the prims
+  // that have them: linear, matmul, bmm, conv2d, add, mul, scale, relu, GELU.
+  static constexpr bool kLowPrecision = true;
 
   // One call: the CudaContext of the device of `t`, locked (and that device made current on this
   // thread) until the call returns.

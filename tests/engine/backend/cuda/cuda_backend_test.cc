@@ -1,6 +1,8 @@
 // The CUDA backend against the host backend: every op, forward and backward, on the same random
-// inputs; its argument and label errors; the caching allocator's statistics and out-of-memory
-// error. Skips without a GPU (cuda_unavailable_test covers that case).
+// inputs; each 16-bit kernel against the host's and a float64 reference, and an autocast forward
+// and backward against the host's; its argument and label errors; the caching allocator's
+// statistics and out-of-memory error. Skips without a GPU (cuda_unavailable_test covers that
+// case).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -10,6 +12,9 @@
 #include <string>
 #include <vector>
 
+#include "engine/autograd/autocast.h"
+#include "engine/autograd/engine.h"
+#include "engine/autograd/ops.h"
 #include "engine/backend/cuda/cuda_device.h"
 #include "engine/backend/dispatch.h"
 #include "engine/core/error.h"
@@ -474,6 +479,435 @@ TEST_F(CudaBackendTest, ArgumentErrorsMatchTheHostBackend) {
   EXPECT_EQ(g, h);
   const std::string mixed = error_of([&] { dispatch(prim::Add{dev(x), x, 1.0f, gyy}); });
   EXPECT_TRUE(contains(mixed, "expected all tensors to be on the same device")) << mixed;
+}
+
+// --- 16-bit kernels ---
+
+// The bound of tests/kernels/host/lowp_test_util.h, which the host's 16-bit kernels are held to:
+// the output's rounding (2^-8 relative for bfloat16, 2^-11 for float16), plus float32
+// accumulation over `terms` products (terms * 2^-23 of the sum of their magnitudes, doubled), plus
+// half of float16's smallest subnormal for an output that small.
+double lowp_bound(DType dt, double ref, double abs_sum, int64_t terms) {
+  const double unit = dt == DType::kBFloat16 ? 0x1p-8 : 0x1p-11;
+  return unit * std::fabs(ref) + 2.0 * static_cast<double>(terms) * 0x1p-23 * abs_sum +
+         (dt == DType::kFloat16 ? 0x1p-25 : 1e-30);
+}
+
+// A float64 reference: each element's exact value from the same 16-bit inputs, and the sum of the
+// magnitudes of the terms it adds up (`terms` of them at most).
+struct LowpRef {
+  std::vector<double> value, abs_sum;
+  int64_t terms = 1;
+};
+
+// ref[i, j] = alpha * (sum over p < k of a(i, p) * b(p, j), + bias[j] when given), the product of
+// an [m, k] and a [k, n] matrix read through `a` and `b`.
+template <class A, class B>
+LowpRef gemm_ref(int64_t m, int64_t n, int64_t k, A a, B b, const std::vector<double>* bias,
+                 double alpha = 1.0) {
+  LowpRef r;
+  r.terms = k + (bias != nullptr ? 1 : 0);
+  r.value.assign(static_cast<size_t>(m * n), 0.0);
+  r.abs_sum = r.value;
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      double s = bias != nullptr ? (*bias)[j] : 0.0;
+      double sa = std::fabs(s);
+      for (int64_t p = 0; p < k; ++p) {
+        s += a(i, p) * b(p, j);
+        sa += std::fabs(a(i, p) * b(p, j));
+      }
+      r.value[i * n + j] = alpha * s;
+      r.abs_sum[i * n + j] = std::fabs(alpha) * sa;
+    }
+  }
+  return r;
+}
+
+// r transposed as a [rows, cols] matrix (the gradient of a weight stored [in, out]).
+LowpRef transposed(const LowpRef& r, int64_t rows, int64_t cols) {
+  LowpRef t = r;
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int64_t j = 0; j < cols; ++j) {
+      t.value[j * rows + i] = r.value[i * cols + j];
+      t.abs_sum[j * rows + i] = r.abs_sum[i * cols + j];
+    }
+  }
+  return t;
+}
+
+std::string lowp_name(DType dt, const std::string& what) { return dtype_name(dt) + (" " + what); }
+
+class CudaBackendLowpTest : public CudaBackendTest, public ::testing::WithParamInterface<DType> {
+ protected:
+  // A 16-bit tensor on host:0 (uniform values in [lo, hi) rounded to the dtype) and its values.
+  struct Lowp {
+    Tensor t;
+    std::vector<double> v;
+  };
+  Lowp random_lowp(const Shape& shape, float lo = -1.0f, float hi = 1.0f) {
+    Lowp out;
+    out.t = random(shape, lo, hi).to(GetParam());
+    out.v = widened(out.t);
+    return out;
+  }
+  // Every value of a floating tensor on any device, exactly (16-bit values are exact in double).
+  static std::vector<double> widened(const Tensor& t) {
+    const std::vector<float> f = t.to(kHost0).to(DType::kFloat32).to_vector<float>();
+    return std::vector<double>(f.begin(), f.end());
+  }
+  Tensor empty16(const Shape& s, Device d) const { return Tensor::empty(s, GetParam(), d); }
+
+  // The 16-bit results of one prim on cuda:0 and on host:0 (its 16-bit host kernel), each within
+  // lowp_bound of the float64 reference, so within twice that of each other.
+  void expect_lowp_close(const Tensor& on_gpu, const Tensor& on_host, const LowpRef& ref,
+                         const std::string& what) const {
+    const DType dt = GetParam();
+    ASSERT_EQ(on_gpu.dtype(), dt) << what;
+    ASSERT_TRUE(on_gpu.device().is_cuda()) << what;
+    const std::vector<double> g = widened(on_gpu), h = widened(on_host);
+    ASSERT_EQ(g.size(), ref.value.size()) << what;
+    ASSERT_EQ(h.size(), ref.value.size()) << what;
+    for (size_t i = 0; i < g.size(); ++i) {
+      const double b = lowp_bound(dt, ref.value[i], ref.abs_sum[i], ref.terms);
+      ASSERT_LE(std::fabs(g[i] - ref.value[i]), b)
+          << lowp_name(dt, what) << " [" << i << "] on cuda:0: " << g[i] << " against "
+          << ref.value[i];
+      ASSERT_LE(std::fabs(h[i] - ref.value[i]), b)
+          << lowp_name(dt, what) << " [" << i << "] on host:0: " << h[i] << " against "
+          << ref.value[i];
+      ASSERT_LE(std::fabs(g[i] - h[i]), 2.0 * b)
+          << lowp_name(dt, what) << " [" << i << "]: cuda:0 " << g[i] << ", host:0 " << h[i];
+    }
+  }
+
+  // Bit for bit (an operation rounded once from the same float32 value on both devices).
+  void expect_lowp_equal(const Tensor& on_gpu, const Tensor& on_host,
+                         const std::string& what) const {
+    ASSERT_EQ(on_gpu.dtype(), GetParam()) << what;
+    ASSERT_EQ(on_host.dtype(), GetParam()) << what;
+    EXPECT_EQ(widened(on_gpu), widened(on_host)) << lowp_name(GetParam(), what);
+  }
+};
+
+TEST_P(CudaBackendLowpTest, LinearMatchesHostAndFloat64) {
+  const int64_t n = 33, in = 70, out = 29;
+  const float scale = 0.25f;  // DDP's 1/world on the parameters' gradients
+  const Lowp x = random_lowp({n, in}), w = random_lowp({out, in}), b = random_lowp({out});
+  const Lowp gy = random_lowp({n, out});
+  const auto at_x = [&](int64_t i, int64_t p) { return x.v[i * in + p]; };
+  const auto at_w_t = [&](int64_t p, int64_t j) { return w.v[j * in + p]; };  // w^T [in, out]
+  for (bool bias : {true, false}) {
+    Tensor bb = bias ? b.t : Tensor();
+    Tensor hy = empty16({n, out}, kHost0), gyy = empty16({n, out}, kCuda0);
+    dispatch(prim::LinearForward{x.t, w.t, bb, hy});
+    dispatch(prim::LinearForward{dev(x.t), dev(w.t), dev(bb), gyy});
+    expect_lowp_close(gyy, hy, gemm_ref(n, out, in, at_x, at_w_t, bias ? &b.v : nullptr),
+                      bias ? "linear" : "linear without bias");
+  }
+  const LowpRef rgx = gemm_ref(
+      n, in, out, [&](int64_t i, int64_t p) { return gy.v[i * out + p]; },
+      [&](int64_t p, int64_t j) { return w.v[p * in + j]; }, nullptr);
+  const LowpRef rgw = gemm_ref(
+      out, in, n, [&](int64_t i, int64_t p) { return gy.v[p * out + i]; }, at_x, nullptr, scale);
+  const std::vector<double> ones(static_cast<size_t>(n), 1.0);
+  const LowpRef rgb = gemm_ref(
+      1, out, n, [&](int64_t, int64_t p) { return ones[p]; },
+      [&](int64_t p, int64_t j) { return gy.v[p * out + j]; }, nullptr, scale);
+  Tensor hgx = empty16({n, in}, kHost0), hgw = empty16({out, in}, kHost0);
+  Tensor hgb = empty16({out}, kHost0);
+  Tensor ggx = empty16({n, in}, kCuda0), ggw = empty16({out, in}, kCuda0);
+  Tensor ggb = empty16({out}, kCuda0);
+  dispatch(prim::LinearBackward{x.t, w.t, gy.t, hgx, hgw, hgb, scale});
+  dispatch(prim::LinearBackward{dev(x.t), dev(w.t), dev(gy.t), ggx, ggw, ggb, scale});
+  expect_lowp_close(ggx, hgx, rgx, "linear grad_input");
+  expect_lowp_close(ggw, hgw, rgw, "linear grad_weight");
+  expect_lowp_close(ggb, hgb, rgb, "linear grad_bias");
+  // Each gradient alone.
+  Tensor none;
+  Tensor ggx_alone = empty16({n, in}, kCuda0), ggb_alone = empty16({out}, kCuda0);
+  dispatch(prim::LinearBackward{dev(x.t), dev(w.t), dev(gy.t), ggx_alone, none, none, scale});
+  dispatch(prim::LinearBackward{dev(x.t), dev(w.t), dev(gy.t), none, none, ggb_alone, scale});
+  EXPECT_EQ(widened(ggx_alone), widened(ggx));
+  EXPECT_EQ(widened(ggb_alone), widened(ggb));
+
+  // The weight stored [in, out] (GPT-2's Conv1D).
+  const Tensor wt = w.t.permute({1, 0}).contiguous();
+  Tensor hyt = empty16({n, out}, kHost0), gyt = empty16({n, out}, kCuda0);
+  dispatch(prim::LinearForward{x.t, wt, b.t, hyt, true});
+  dispatch(prim::LinearForward{dev(x.t), dev(wt), dev(b.t), gyt, true});
+  expect_lowp_close(gyt, hyt, gemm_ref(n, out, in, at_x, at_w_t, &b.v), "linear, weight [in, out]");
+  Tensor hgwt = empty16({in, out}, kHost0), ggwt = empty16({in, out}, kCuda0);
+  dispatch(prim::LinearBackward{x.t, wt, gy.t, hgx, hgwt, hgb, scale, true});
+  dispatch(prim::LinearBackward{dev(x.t), dev(wt), dev(gy.t), ggx, ggwt, ggb, scale, true});
+  expect_lowp_close(ggx, hgx, rgx, "linear grad_input, weight [in, out]");
+  expect_lowp_close(ggwt, hgwt, transposed(rgw, out, in), "linear grad_weight [in, out]");
+  expect_lowp_close(ggb, hgb, rgb, "linear grad_bias, weight [in, out]");
+}
+
+TEST_P(CudaBackendLowpTest, MatmulAndBmmMatchHostAndFloat64) {
+  const int64_t m = 37, k = 70, n = 29;
+  const Lowp a = random_lowp({m, k}), c = random_lowp({k, n});
+  Tensor hc = empty16({m, n}, kHost0), gc = empty16({m, n}, kCuda0);
+  dispatch(prim::Matmul{a.t, c.t, hc});
+  dispatch(prim::Matmul{dev(a.t), dev(c.t), gc});
+  expect_lowp_close(gc, hc,
+                    gemm_ref(
+                        m, n, k, [&](int64_t i, int64_t p) { return a.v[i * k + p]; },
+                        [&](int64_t p, int64_t j) { return c.v[p * n + j]; }, nullptr),
+                    "matmul");
+
+  // Attention-like shapes with every transpose combination.
+  const int64_t batch = 3, bm = 17, bk = 64, bn = 9;
+  for (int flags = 0; flags < 4; ++flags) {
+    const bool ta = flags & 1, tb = flags & 2;
+    const Lowp x1 = random_lowp(ta ? Shape{batch, bk, bm} : Shape{batch, bm, bk});
+    const Lowp x2 = random_lowp(tb ? Shape{batch, bn, bk} : Shape{batch, bk, bn});
+    Tensor hb = empty16({batch, bm, bn}, kHost0), gb = empty16({batch, bm, bn}, kCuda0);
+    dispatch(prim::Bmm{x1.t, x2.t, ta, tb, hb});
+    dispatch(prim::Bmm{dev(x1.t), dev(x2.t), ta, tb, gb});
+    LowpRef ref;
+    for (int64_t i = 0; i < batch; ++i) {
+      const double* p1 = x1.v.data() + i * bm * bk;
+      const double* p2 = x2.v.data() + i * bk * bn;
+      const LowpRef one = gemm_ref(
+          bm, bn, bk, [&](int64_t r, int64_t p) { return ta ? p1[p * bm + r] : p1[r * bk + p]; },
+          [&](int64_t p, int64_t col) { return tb ? p2[col * bk + p] : p2[p * bn + col]; },
+          nullptr);
+      ref.value.insert(ref.value.end(), one.value.begin(), one.value.end());
+      ref.abs_sum.insert(ref.abs_sum.end(), one.abs_sum.begin(), one.abs_sum.end());
+      ref.terms = one.terms;
+    }
+    expect_lowp_close(gb, hb, ref,
+                      "bmm trans_a=" + std::to_string(ta) + " trans_b=" + std::to_string(tb));
+  }
+}
+
+TEST_P(CudaBackendLowpTest, ElementwiseMatchesHostBitForBitAndFloat64) {
+  const Shape s{300, 257};  // more elements than one grid-stride pass covers per thread
+  const Lowp a = random_lowp(s, -3.0f, 3.0f), b = random_lowp(s, -3.0f, 3.0f);
+  const size_t count = a.v.size();
+  Tensor ha = empty16(s, kHost0), ga = empty16(s, kCuda0);
+  LowpRef ref;
+  ref.value.resize(count);
+  ref.abs_sum.resize(count);
+  const auto check = [&](const std::string& what, auto f, auto magnitude) {
+    for (size_t i = 0; i < count; ++i) {
+      ref.value[i] = f(a.v[i], b.v[i]);
+      ref.abs_sum[i] = magnitude(a.v[i], b.v[i]);
+    }
+    expect_lowp_equal(ga, ha, what);
+    expect_lowp_close(ga, ha, ref, what);
+  };
+  // alpha and the scale are powers of two: the product is exact, so a contracted (fused
+  // multiply-add) sum and a separate one round to the same value on either device.
+  dispatch(prim::Add{a.t, b.t, -0.5f, ha});
+  dispatch(prim::Add{dev(a.t), dev(b.t), -0.5f, ga});
+  check(
+      "add", [](double p, double q) { return p - 0.5 * q; },
+      [](double p, double q) { return std::fabs(p) + std::fabs(0.5 * q); });
+  dispatch(prim::Mul{a.t, b.t, ha});
+  dispatch(prim::Mul{dev(a.t), dev(b.t), ga});
+  check(
+      "mul", [](double p, double q) { return p * q; },
+      [](double p, double q) { return std::fabs(p * q); });
+  dispatch(prim::Scale{a.t, 0.125f, ha});
+  dispatch(prim::Scale{dev(a.t), 0.125f, ga});
+  check(
+      "scale", [](double p, double) { return 0.125 * p; },
+      [](double p, double) { return std::fabs(0.125 * p); });
+  dispatch(prim::ReluForward{a.t, ha});
+  dispatch(prim::ReluForward{dev(a.t), ga});
+  check(
+      "relu", [](double p, double) { return p > 0 ? p : 0.0; },
+      [](double p, double) { return 0.0; });
+  dispatch(prim::ReluBackward{a.t, b.t, ha});
+  dispatch(prim::ReluBackward{dev(a.t), dev(b.t), ga});
+  check(
+      "relu_backward", [](double p, double q) { return p > 0 ? q : 0.0; },
+      [](double p, double q) { return 0.0; });
+}
+
+TEST_P(CudaBackendLowpTest, GeluIsTheFloat32KernelRoundedOnceAndMatchesHost) {
+  const DType dt = GetParam();
+  const Shape s{40, 129};
+  const Lowp x = random_lowp(s, -4.0f, 4.0f), g = random_lowp(s);
+  const size_t count = x.v.size();
+  Tensor hy = empty16(s, kHost0), gy = empty16(s, kCuda0);
+  Tensor hgx = empty16(s, kHost0), ggx = empty16(s, kCuda0);
+  dispatch(prim::GeluForward{x.t, hy});
+  dispatch(prim::GeluForward{dev(x.t), gy});
+  dispatch(prim::GeluBackward{x.t, g.t, hgx});
+  dispatch(prim::GeluBackward{dev(x.t), dev(g.t), ggx});
+
+  // Bit for bit the float32 CUDA kernel on the widened inputs, rounded once (here on the host).
+  Tensor x32 = dev(x.t).to(DType::kFloat32), g32 = dev(g.t).to(DType::kFloat32);
+  Tensor y32 = Tensor::empty(s, DType::kFloat32, kCuda0);
+  Tensor gx32 = Tensor::empty(s, DType::kFloat32, kCuda0);
+  dispatch(prim::GeluForward{x32, y32});
+  dispatch(prim::GeluBackward{x32, g32, gx32});
+  EXPECT_EQ(widened(gy), widened(y32.to(kHost0).to(dt))) << lowp_name(dt, "gelu");
+  EXPECT_EQ(widened(ggx), widened(gx32.to(kHost0).to(dt))) << lowp_name(dt, "gelu_backward");
+
+  // The float32 formula's own error (a few float32 ulps of its terms) beside the rounding.
+  constexpr double kC = 0.7978845608028654, kCubic = 0.044715;
+  LowpRef fwd, bwd;
+  for (LowpRef* r : {&fwd, &bwd}) {
+    r->value.resize(count);
+    r->abs_sum.resize(count);
+    r->terms = 16;
+  }
+  for (size_t i = 0; i < count; ++i) {
+    const double v = x.v[i], t = std::tanh(kC * (v + kCubic * v * v * v));
+    fwd.value[i] = 0.5 * v * (1.0 + t);
+    fwd.abs_sum[i] = 1.0 + std::fabs(v);
+    bwd.value[i] =
+        g.v[i] * (0.5 * (1.0 + t) + 0.5 * v * (1.0 - t * t) * kC * (1.0 + 3.0 * kCubic * v * v));
+    bwd.abs_sum[i] = std::fabs(g.v[i]) * (1.0 + v * v) * (1.0 + std::fabs(v));
+  }
+  expect_lowp_close(gy, hy, fwd, "gelu");
+  expect_lowp_close(ggx, hgx, bwd, "gelu_backward");
+}
+
+// Every output and gradient of conv(x, w) + b with output gradient gy, NCHW, in float64.
+struct ConvRefs {
+  LowpRef y, gx, gw, gb;
+};
+ConvRefs conv_refs(const Conv2dShape& s, const std::vector<double>& x, const std::vector<double>& w,
+                   const std::vector<double>* b, const std::vector<double>& gy) {
+  ConvRefs r;
+  const auto init = [](LowpRef& ref, int64_t size, int64_t terms) {
+    ref.value.assign(static_cast<size_t>(size), 0.0);
+    ref.abs_sum = ref.value;
+    ref.terms = terms;
+  };
+  init(r.y, s.n * s.o * s.ho * s.wo, s.c * s.kh * s.kw + 1);
+  init(r.gx, s.n * s.c * s.h * s.w, s.o * s.kh * s.kw);
+  init(r.gw, s.o * s.c * s.kh * s.kw, s.n * s.ho * s.wo);
+  init(r.gb, s.o, s.n * s.ho * s.wo);
+  const auto add = [](LowpRef& ref, int64_t i, double term) {
+    ref.value[i] += term;
+    ref.abs_sum[i] += std::fabs(term);
+  };
+  for (int64_t n = 0; n < s.n; ++n) {
+    for (int64_t o = 0; o < s.o; ++o) {
+      for (int64_t oh = 0; oh < s.ho; ++oh) {
+        for (int64_t ow = 0; ow < s.wo; ++ow) {
+          const int64_t yi = ((n * s.o + o) * s.ho + oh) * s.wo + ow;
+          if (b != nullptr) add(r.y, yi, (*b)[o]);
+          add(r.gb, o, gy[yi]);
+          for (int64_t c = 0; c < s.c; ++c) {
+            for (int64_t i = 0; i < s.kh; ++i) {
+              for (int64_t j = 0; j < s.kw; ++j) {
+                const int64_t ih = oh * s.stride - s.padding + i;
+                const int64_t iw = ow * s.stride - s.padding + j;
+                if (ih < 0 || ih >= s.h || iw < 0 || iw >= s.w) continue;
+                const int64_t xi = ((n * s.c + c) * s.h + ih) * s.w + iw;
+                const int64_t wi = ((o * s.c + c) * s.kh + i) * s.kw + j;
+                add(r.y, yi, x[xi] * w[wi]);
+                add(r.gx, xi, gy[yi] * w[wi]);
+                add(r.gw, wi, gy[yi] * x[xi]);
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  return r;
+}
+
+TEST_P(CudaBackendLowpTest, Conv2dMatchesHostAndFloat64) {
+  struct Case {
+    int64_t n, c, hw, o, k;
+    Conv2dParams p;
+    bool bias;
+  };
+  // A first layer of one channel, the ConvNet's second layer's 16 channels strided, a 1x1.
+  for (const Case& cs : {Case{3, 1, 10, 8, 5, {1, 2}, true}, Case{2, 16, 8, 16, 3, {2, 1}, false},
+                         Case{2, 4, 9, 6, 3, {1, 1}, true}, Case{2, 32, 5, 16, 1, {1, 0}, true}}) {
+    const std::string what = "conv2d c=" + std::to_string(cs.c) + " k=" + std::to_string(cs.k) +
+                             " stride=" + std::to_string(cs.p.stride);
+    const int64_t out_hw = (cs.hw + 2 * cs.p.padding - cs.k) / cs.p.stride + 1;
+    const Conv2dShape s{cs.n, cs.c,        cs.hw,        cs.hw,  cs.o,  cs.k,
+                        cs.k, cs.p.stride, cs.p.padding, out_hw, out_hw};
+    const Lowp x = random_lowp({s.n, s.c, s.h, s.w}), w = random_lowp({s.o, s.c, s.kh, s.kw});
+    const Lowp b = random_lowp({s.o}), gy = random_lowp({s.n, s.o, s.ho, s.wo});
+    const ConvRefs r = conv_refs(s, x.v, w.v, cs.bias ? &b.v : nullptr, gy.v);
+    Tensor bb = cs.bias ? b.t : Tensor();
+    const Shape ys{s.n, s.o, s.ho, s.wo};
+    Tensor hy = empty16(ys, kHost0), gyy = empty16(ys, kCuda0);
+    dispatch(prim::Conv2dForward{x.t, w.t, bb, cs.p, hy});
+    dispatch(prim::Conv2dForward{dev(x.t), dev(w.t), dev(bb), cs.p, gyy});
+    expect_lowp_close(gyy, hy, r.y, what);
+
+    Tensor hgx = empty16(x.t.shape(), kHost0), hgw = empty16(w.t.shape(), kHost0);
+    Tensor hgb = empty16({s.o}, kHost0);
+    Tensor ggx = empty16(x.t.shape(), kCuda0), ggw = empty16(w.t.shape(), kCuda0);
+    Tensor ggb = empty16({s.o}, kCuda0);
+    dispatch(prim::Conv2dBackward{x.t, w.t, gy.t, cs.p, hgx, hgw, hgb});
+    dispatch(prim::Conv2dBackward{dev(x.t), dev(w.t), dev(gy.t), cs.p, ggx, ggw, ggb});
+    expect_lowp_close(ggx, hgx, r.gx, what + " grad_input");
+    expect_lowp_close(ggw, hgw, r.gw, what + " grad_weight");
+    expect_lowp_close(ggb, hgb, r.gb, what + " grad_bias");
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(DTypes, CudaBackendLowpTest,
+                         ::testing::Values(DType::kBFloat16, DType::kFloat16),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+// torch.autocast("cuda", bfloat16) on a Linear-ReLU-Linear with an MSE loss, forward and
+// backward, on cuda:0 against the same on host:0: the products and the ReLU in bfloat16 on both,
+// the loss and every gradient in float32, equal within bfloat16's rounding.
+TEST_F(CudaBackendTest, AutocastLinearReluLinearMatchesHost) {
+  const Tensor x = random({8, 16}), w1 = random({32, 16}), b1 = random({32});
+  const Tensor w2 = random({4, 32}), b2 = random({4}), target = random({8, 4});
+  struct Run {
+    Tensor y, loss;
+    std::vector<Tensor> leaves;
+  };
+  const auto run = [&](Device d) {
+    Run r;
+    for (const Tensor& t : {x, w1, b1, w2, b2}) {
+      r.leaves.push_back(t.clone().to(d).requires_grad_());
+    }
+    {
+      autocast amp(d.type(), DType::kBFloat16);
+      r.y = ops::linear(ops::relu(ops::linear(r.leaves[0], r.leaves[1], r.leaves[2])), r.leaves[3],
+                        r.leaves[4]);
+      r.loss = ops::mse_loss(r.y, target.to(d));
+    }
+    backward(r.loss);
+    return r;
+  };
+  const Run host = run(kHost0), gpu = run(kCuda0);
+  ASSERT_EQ(gpu.y.dtype(), DType::kBFloat16);
+  ASSERT_EQ(host.y.dtype(), DType::kBFloat16);
+  ASSERT_EQ(gpu.loss.dtype(), DType::kFloat32);
+  EXPECT_TRUE(gpu.y.device().is_cuda());
+  // Relative L2 distance: the two devices round the same float32 sums, so they differ only where
+  // an accumulation lands on the other side of a bfloat16 rounding boundary.
+  const auto rel = [](const Tensor& g, const Tensor& h) {
+    const std::vector<float> a = g.to(kHost0).to(DType::kFloat32).to_vector<float>();
+    const std::vector<float> b = h.to(DType::kFloat32).to_vector<float>();
+    double diff = 0, norm = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+      diff += (a[i] - b[i]) * static_cast<double>(a[i] - b[i]);
+      norm += b[i] * static_cast<double>(b[i]);
+    }
+    return std::sqrt(diff / norm);
+  };
+  EXPECT_LT(rel(gpu.y, host.y), 0x1p-7);
+  EXPECT_NEAR(gpu.loss.item(), host.loss.item(), 0x1p-7 * std::fabs(host.loss.item()));
+  const char* names[] = {"x", "fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"};
+  for (size_t i = 0; i < gpu.leaves.size(); ++i) {
+    const Tensor g = gpu.leaves[i].grad(), h = host.leaves[i].grad();
+    ASSERT_TRUE(g.defined()) << names[i];
+    EXPECT_EQ(g.dtype(), DType::kFloat32) << names[i];
+    EXPECT_TRUE(g.device().is_cuda()) << names[i];
+    EXPECT_LT(rel(g, h), 0x1p-6) << names[i] << " grad";
+  }
 }
 
 // --- the caching allocator ---

@@ -1,6 +1,6 @@
 // Without a GPU (or without CUDA in the build): choosing cuda:0 fails naming why, host devices
 // stay the default (skipped where a GPU is present), and the CUDA op table is registered exactly
-// where CUDA is built.
+// where CUDA is built, with 16-bit kernels for the prims the host has them for.
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -54,6 +54,23 @@ TEST(CudaBackendNoGpuTest, TheCudaTableIsRegisteredExactlyWhereCudaIsBuilt) {
   EXPECT_FALSE(find_op_table(DeviceType::kCuda)->has(PrimId::BatchNormReluForwardTrain));
   EXPECT_FALSE(supports<prim::BatchNormReluBackward>(kCuda0));
   EXPECT_TRUE(supports<prim::BatchNormForwardTrain>(kCuda0));
+  // bfloat16 and float16 kernels for the prims that have them (the host's list), float32 only for
+  // the others.
+  for (DType dt : {DType::kBFloat16, DType::kFloat16}) {
+    EXPECT_TRUE(supports<prim::LinearForward>(kCuda0, dt)) << dtype_name(dt);
+    EXPECT_TRUE(supports<prim::LinearBackward>(kCuda0, dt)) << dtype_name(dt);
+    EXPECT_TRUE(supports<prim::Bmm>(kCuda0, dt)) << dtype_name(dt);
+    EXPECT_TRUE(supports<prim::Conv2dBackward>(kCuda0, dt)) << dtype_name(dt);
+    EXPECT_TRUE(supports<prim::GeluBackward>(kCuda0, dt)) << dtype_name(dt);
+    EXPECT_TRUE(supports<prim::ReluForward>(kCuda0, dt)) << dtype_name(dt);
+    EXPECT_FALSE(supports<prim::SoftmaxForward>(kCuda0, dt)) << dtype_name(dt);
+    EXPECT_FALSE(supports<prim::BatchNormForwardTrain>(kCuda0, dt)) << dtype_name(dt);
+  }
+  for (PrimId id : {PrimId::LinearForward, PrimId::Conv2dForward, PrimId::Add}) {
+    EXPECT_TRUE(find_op_table(DeviceType::kCuda)->dtypes(id).has(DType::kBFloat16));
+    EXPECT_EQ(find_op_table(DeviceType::kHost)->dtypes(id).has(DType::kFloat16),
+              find_op_table(DeviceType::kCuda)->dtypes(id).has(DType::kFloat16));
+  }
 #else
   EXPECT_EQ(find_op_table(DeviceType::kCuda), nullptr);
   EXPECT_FALSE(supports<prim::BatchNormForwardTrain>(kCuda0));
