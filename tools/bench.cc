@@ -228,7 +228,7 @@ int parse_options(int argc, char** argv, Options& o) {
                  "fp32, bf16 or fp16: bf16 and fp16 run every row's forward and loss under "
                  "autocast in that dtype (torch.autocast's lists; float32 parameters, gradients "
                  "and optimizer state), fp16 with a GradScaler, each row's %peak against the "
-                 "16-bit matrix peak measured here (host devices)")
+                 "16-bit matrix peak measured here")
       ->check(CLI::IsMember(dpe::tools::precision_names()))
       ->capture_default_str();
   app.add_option("--device", base.device,
@@ -322,13 +322,6 @@ void run_ddp_worker(const Options& o) {
 // when a model reads them, --data-dir (a folder that does not exist: a usage error, as train's)
 // and its Fashion-MNIST files (a data error). Returns kRun or the exit code.
 int check_inputs(const Options& o) {
-  if (o.base.precision != "fp32" && o.base.device != "host") {
-    std::fprintf(stderr,
-                 "bench: --precision %s runs on host devices (CUDA devices have float32 "
-                 "kernels only)\n",
-                 o.base.precision.c_str());
-    return dpe::tools::kExitUsage;
-  }
   if (o.base.precision == "fp16" && !o.sharding.empty() &&
       std::find(o.sharding.begin(), o.sharding.end(), "none") == o.sharding.end()) {
     std::fprintf(stderr,
@@ -405,9 +398,18 @@ int check_inputs(const Options& o) {
   return kRun;
 }
 
-// The single-thread 16-bit matrix peak of dt (oneDNN, 1024^3), printed beside float32's with what
-// computes it on this CPU; an emulated one says so.
-double low_precision_peak(double peak32, dpe::DType dt) {
+// The 16-bit matrix peak of dt, printed beside float32's with what computes it: on CUDA devices
+// cuda:0's (cuBLAS GemmEx, 4096^3, as its SGEMM peak), else one thread's (oneDNN, 1024^3) on this
+// CPU, where an emulated one says so.
+double low_precision_peak(double peak32, dpe::DType dt, const std::string& device) {
+  if (device == "cuda") {
+    const double peak = dpe::tools::measure_gemm_gflops(4096, 10, dpe::Device::parse("cuda:0"), dt);
+    std::printf(
+        "cuda:0 %s matrix peak (cuBLAS GemmEx, float32 accumulation, 4096^3) %.1f GFLOP/s, "
+        "%.2fx float32's; the rows' %%peak is of it\n",
+        dpe::dtype_name(dt), peak, peak / peak32);
+    return peak;
+  }
   const double peak = dpe::tools::measure_gemm_gflops(1024, 10, dpe::Device(), dt);
   const std::string engine = dpe::host::lowp_gemm_engine(dt);
   const bool emulated = engine == "emulated in float32";
@@ -660,7 +662,7 @@ int main(int argc, char** argv) {
     print_preamble(o, cores, peak32);
     // A bf16 run's rows are measured against the bfloat16 matrix peak, printed beside fp32's.
     const std::optional<dpe::DType> lowp = dpe::tools::autocast_dtype(o.base.precision);
-    const double peak = lowp ? low_precision_peak(peak32, *lowp) : peak32;
+    const double peak = lowp ? low_precision_peak(peak32, *lowp, o.base.device) : peak32;
     Runs runs;
     for (const std::string& model : o.models) run_model(o, model, peak, runs);
     write_outputs(o, cores, peak, runs);

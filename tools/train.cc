@@ -189,7 +189,7 @@ void add_precision_flags(CLI::App& app, dpe::tools::TrainConfig& c) {
                  "fp32, bf16 or fp16: bf16 and fp16 are mixed precision, the forward and loss "
                  "under autocast in that dtype (torch.autocast's lists; parameters, gradients, "
                  "optimizer state and checkpoints stay float32), fp16 with a GradScaler (its "
-                 "state checkpointed beside the optimizer's; not with --mode fsdp); host devices")
+                 "state checkpointed beside the optimizer's; not with --mode fsdp)")
       ->check(CLI::IsMember(dpe::tools::precision_names()))
       ->capture_default_str();
 }
@@ -275,10 +275,6 @@ std::string mode_mismatch(const dpe::tools::TrainConfig& c, const Flags& f) {
   if (f.sharding->count() > 0 && c.mode != "fsdp") return "--sharding needs --mode fsdp";
   if (c.ddp_comm_hook != "none" && c.mode != "ddp") {
     return "--ddp-comm-hook " + c.ddp_comm_hook + " needs --mode ddp (a hook of DDP's buckets)";
-  }
-  if (c.precision != "fp32" && c.device != "host") {
-    return "--precision " + c.precision +
-           " runs on host devices (CUDA devices have float32 kernels only)";
   }
   if (c.precision == "fp16" && c.mode == "fsdp") {
     return "--precision fp16 with --mode fsdp needs a sharded GradScaler (each rank sees only "

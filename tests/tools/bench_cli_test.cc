@@ -155,6 +155,9 @@ TEST(BenchCliTest, CudaWithoutAGpuIsAUsageError) {
   std::string out;
   EXPECT_EQ(run("--device cuda --models toy --devices 1,2", &out), 2) << out;
   EXPECT_TRUE(out.find("--device cuda needs 2 CUDA device") != std::string::npos) << out;
+  // CUDA devices have 16-bit kernels: --precision is no reason to refuse, the missing GPU is.
+  EXPECT_EQ(run("--device cuda --models toy --devices 1 --precision fp16", &out), 2) << out;
+  EXPECT_TRUE(out.find("--device cuda needs 1 CUDA device") != std::string::npos) << out;
   EXPECT_EQ(run("--device cuda --models toy --ddp-backends gloo", &out), 2);
   EXPECT_TRUE(out.find("gloo does not run on --device cuda") != std::string::npos) << out;
   EXPECT_EQ(run("--models toy --ddp-backends nccl", &out), 2);  // host devices

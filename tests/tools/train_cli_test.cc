@@ -727,6 +727,9 @@ TEST(TrainCliTest, CudaWithoutAGpuIsAUsageError) {
   EXPECT_TRUE(out.find("--device cuda needs 1 CUDA device") != std::string::npos) << out;
   EXPECT_EQ(run("--device cuda --mode dp --devices 2 --model toy", &out), 2) << out;
   EXPECT_TRUE(out.find("--device cuda needs 2 CUDA device") != std::string::npos) << out;
+  // CUDA devices have 16-bit kernels: --precision is no reason to refuse, the missing GPU is.
+  EXPECT_EQ(run("--device cuda --precision bf16 --model toy", &out), 2) << out;
+  EXPECT_TRUE(out.find("--device cuda needs 1 CUDA device") != std::string::npos) << out;
   EXPECT_EQ(run("--mode ddp --backend nccl --model toy", &out), 2);  // NCCL reduces CUDA tensors
   EXPECT_TRUE(out.find("--backend nccl needs --device cuda") != std::string::npos) << out;
   EXPECT_EQ(run("--device gpu", &out), 2);

@@ -82,14 +82,15 @@ void print_run(const TrainConfig& c, const Data& data, const Module& model, cons
                lr, length.c_str());
   if (const std::optional<DType> dt = autocast_dtype(c.precision)) {
     // Said once: whether the 16-bit products run on a matrix unit or are emulated.
-    const bool amx = host::lowp_gemm_engine(*dt) == "AMX";
+    const char* where = c.device == "cuda"                     ? "on the GPU (cuBLAS, cuDNN)"
+                        : host::lowp_gemm_engine(*dt) == "AMX" ? "on AMX (oneDNN)"
+                                                               : "emulated in float32 (this CPU "
+                                                                 "has no matrix unit for them)";
     std::fprintf(out,
                  "precision %s: forward and loss under autocast(%s)%s; float32 parameters, "
                  "gradients and optimizer state; 16-bit products %s\n",
                  c.precision.c_str(), dtype_name(*dt),
-                 needs_grad_scaler(c.precision) ? " with a GradScaler" : "",
-                 amx ? "on AMX (oneDNN)"
-                     : "emulated in float32 (this CPU has no matrix unit for them)");
+                 needs_grad_scaler(c.precision) ? " with a GradScaler" : "", where);
   }
   if (data.language_model) {
     int64_t parameters = 0;
