@@ -175,7 +175,9 @@ TEST(CommTest, ReduceAddCoalescedChecksSlots) {
                                {{Shape{2}, DType::kInt64}}, kH0);
     FAIL();
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("only floating tensors can be summed"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("only floating tensors can be summed"),
+              std::string::npos)
+        << e.what();
   }
 }
 
