@@ -133,8 +133,8 @@ Tensor batch_norm_relu(const Tensor& x_in, const Tensor& gamma_in, const Tensor&
                        float eps, const std::string& who) {
   if (autocast_detail::widens(x_in)) {  // dpe's float32 entries: no 16-bit kernels
     const autocast_detail::Running running;
-    return batch_norm_relu(autocast_detail::float32(x_in), gamma_in, beta_in, running_mean, running_var,
-                           training, momentum, eps, who);
+    return batch_norm_relu(autocast_detail::float32(x_in), gamma_in, beta_in, running_mean,
+                           running_var, training, momentum, eps, who);
   }
   if ((!training && running_mean.defined()) || !fused_kernels_for(BatchNormFusion::kRelu, x_in)) {
     return relu(batch_norm(x_in, gamma_in, beta_in, running_mean, running_var, training, momentum,
@@ -190,9 +190,9 @@ Tensor batch_norm_relu_max_pool2d(const Tensor& x_in, const Tensor& gamma_in, co
                                   int64_t padding, const std::string& who) {
   if (autocast_detail::widens(x_in)) {  // dpe's float32 entries: no 16-bit kernels
     const autocast_detail::Running running;
-    return batch_norm_relu_max_pool2d(autocast_detail::float32(x_in), gamma_in, beta_in, running_mean,
-                                      running_var, training, momentum, eps, kernel_size, stride,
-                                      padding, who);
+    return batch_norm_relu_max_pool2d(autocast_detail::float32(x_in), gamma_in, beta_in,
+                                      running_mean, running_var, training, momentum, eps,
+                                      kernel_size, stride, padding, who);
   }
   // Windows without codes (kernels/op_params.h: wider than 16) run apart.
   if ((!training && running_mean.defined()) || kernel_size > kMaxWindowCodeKernel ||

@@ -286,8 +286,9 @@ void Module::to(Device device) {
 }
 
 void Module::to(DType dtype) {
-  DPE_CHECK(is_floating_point(dtype),
-            "Module.to: nn.Module.to only accepts floating point dtypes, got " << dtype_name(dtype));
+  DPE_CHECK(is_floating_point(dtype), "Module.to: nn.Module.to only accepts floating point "
+                                      "dtypes, got "
+                                          << dtype_name(dtype));
   for (auto& [n, t] : params_) {
     if (!t.defined() || !is_floating_point(t.dtype()) || t.dtype() == dtype) continue;
     Tensor converted = t.to(dtype);
