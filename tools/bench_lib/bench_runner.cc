@@ -137,11 +137,7 @@ void optimizer_step(const std::string& model, Module& m, optim::Optimizer& opt,
   opt.zero_grad();
 }
 
-// --precision's autocast on `type` (disabled for fp32) and its GradScaler (disabled unless fp16).
-autocast bench_autocast(const BenchConfig& c, DeviceType type) {
-  const std::optional<DType> dt = autocast_dtype(c.precision);
-  return autocast(type, dt.value_or(DType::kBFloat16), dt.has_value());
-}
+// --precision's GradScaler (disabled unless fp16).
 optim::GradScalerOptions scaler_options(const BenchConfig& c) {
   optim::GradScalerOptions o;
   o.enabled = needs_grad_scaler(c.precision);
@@ -291,7 +287,7 @@ BenchResult run_in_process(const BenchConfig& c) {
   // The step's forward and loss: on device 0 over the gathered outputs, or on every replica.
   const bool replicas_loss = dp && c.dp_loss == "replicas";
   auto forward_loss = [&](StepProfiler* p) {
-    const autocast amp = bench_autocast(c, type);
+    const autocast amp = autocast_for(c.precision, type);
     if (replicas_loss) {
       const ReplicaOutputs outs = dp->forward_replicas(Value(x));
       return parallel_criterion(
@@ -419,7 +415,7 @@ void ddp_worker(const BenchConfig& c, const std::string& result_path) {
     const double cpu0 = thread_cpu_seconds();
     const auto start = Clock::now();
     {
-      const autocast amp = bench_autocast(c, device.type());
+      const autocast amp = autocast_for(c.precision, device.type());
       Tensor out = ddp->forward(x);
       last_loss = loss_for(c.model, out, y);
     }

@@ -16,6 +16,11 @@ std::optional<DType> autocast_dtype(const std::string& precision) {
   DPE_THROW("--precision " << precision << ": expected fp32, bf16 or fp16");
 }
 
+autocast autocast_for(const std::string& precision, DeviceType type) {
+  const std::optional<DType> dt = autocast_dtype(precision);
+  return autocast(type, dt.value_or(DType::kBFloat16), dt.has_value());
+}
+
 bool needs_grad_scaler(const std::string& precision) { return precision == "fp16"; }
 
 }  // namespace dpe::tools

@@ -8,7 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "engine/autograd/autocast.h"
 #include "engine/core/dtype.h"
+#include "engine/device/device.h"
 
 namespace dpe::tools {
 
@@ -17,6 +19,10 @@ const std::vector<std::string>& precision_names();
 
 // The autocast dtype of a precision: none for fp32. Throws dpe::Error naming an unknown one.
 std::optional<DType> autocast_dtype(const std::string& precision);
+
+// The precision's autocast on device type `type`: enabled in its dtype for bf16 and fp16,
+// disabled for fp32 (the forward and loss of every tool's step). Throws as autocast_dtype.
+autocast autocast_for(const std::string& precision, DeviceType type);
 
 // Whether the precision trains with a GradScaler: fp16.
 bool needs_grad_scaler(const std::string& precision);

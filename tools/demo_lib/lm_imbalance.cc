@@ -10,19 +10,19 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
-#include "engine/autograd/autocast.h"
 #include "engine/autograd/ops.h"
 #include "engine/core/error.h"
 #include "engine/device/runtime.h"
 #include "engine/distributed/fully_sharded_data_parallel.h"
 #include "engine/distributed/zero_redundancy_optimizer.h"
 #include "engine/nn/checkpoint.h"
-#include "tools/cost_model/zero.h"
 #include "engine/optim/adam.h"
 #include "engine/optim/clip_grad.h"
 #include "engine/parallel/data_parallel.h"
 #include "tools/common/local_ranks.h"
+#include "tools/common/precision.h"
 #include "tools/common/train_distributed.h"
+#include "tools/cost_model/zero.h"
 
 namespace dpe::tools {
 namespace {
@@ -48,7 +48,7 @@ std::string row_name(const LmImbalanceRun& r) {
 autocast lm_autocast(const LmImbalanceOptions& o, DeviceType type) {
   DPE_CHECK(o.precision == "fp32" || o.precision == "bf16",
             "lm imbalance: precision " << o.precision << " (fp32 or bf16)");
-  return autocast(type, DType::kBFloat16, o.precision == "bf16");
+  return autocast_for(o.precision, type);
 }
 
 double others_mean_peak(const ImbalanceReport& r) {

@@ -25,12 +25,6 @@ DeviceType autocast_device_type(const TrainConfig& c) {
   return c.device == "cuda" ? DeviceType::kCuda : DeviceType::kHost;
 }
 
-// --precision's autocast for the run's forward (disabled for fp32).
-autocast run_autocast(const TrainConfig& c) {
-  const std::optional<DType> dt = autocast_dtype(c.precision);
-  return autocast(autocast_device_type(c), dt.value_or(DType::kBFloat16), dt.has_value());
-}
-
 Tensor loss_of(const Tensor& out, const Tensor& target, const Data& data) {
   if (data.language_model) return models::lm_loss(out, target);
   return data.classification ? ops::cross_entropy(out, target) : ops::mse_loss(out, target);
@@ -61,7 +55,7 @@ EpochMetrics train_epoch(const Run& run, int epoch, Sampler& sampler, DataLoader
     if (!b) break;
     Tensor output, loss;
     {
-      const autocast amp = run_autocast(run.c);
+      const autocast amp = autocast_for(run.c.precision, autocast_device_type(run.c));
       output = run.net.forward(on_input_device(run, b->input));
       loss = loss_of(output, b->target.to(output.device()), run.data);
     }
@@ -115,7 +109,7 @@ void evaluate(const Run& run, DataLoader& test_loader, EpochMetrics& m) {
     for (Batch& tb : test_loader) {
       Tensor o;
       {
-        const autocast amp = run_autocast(run.c);
+        const autocast amp = autocast_for(run.c.precision, autocast_device_type(run.c));
         o = run.net.forward(on_input_device(run, tb.input));
       }
       o = o.to(DType::kFloat32);  // the accuracy's argmax and the loss read float32

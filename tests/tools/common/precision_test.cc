@@ -19,5 +19,19 @@ TEST(PrecisionTest, EachNameAndItsAutocastDtype) {
   EXPECT_FALSE(needs_grad_scaler("fp32"));
 }
 
+TEST(PrecisionTest, AutocastForEnablesTheDtypeOrNothing) {
+  {
+    const autocast amp = autocast_for("fp16", DeviceType::kHost);
+    EXPECT_TRUE(autocast_state(DeviceType::kHost).enabled);
+    EXPECT_EQ(autocast_state(DeviceType::kHost).dtype, DType::kFloat16);
+  }
+  {
+    const autocast amp = autocast_for("fp32", DeviceType::kHost);
+    EXPECT_FALSE(autocast_state(DeviceType::kHost).enabled);
+  }
+  EXPECT_FALSE(autocast_state(DeviceType::kHost).enabled);
+  EXPECT_THROW(autocast_for("int8", DeviceType::kHost), Error);
+}
+
 }  // namespace
 }  // namespace dpe::tools
