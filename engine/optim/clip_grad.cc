@@ -7,6 +7,7 @@
 #include "engine/core/error.h"
 #include "engine/device/device_guard.h"
 #include "engine/device/memory_category.h"
+#include "engine/optim/gradient_scale.h"
 
 namespace dpe::optim {
 
@@ -45,16 +46,7 @@ float clip_grad_norm_(const std::vector<Tensor>& params, float max_norm) {
   if (coef < 1.0) {
     for (const Tensor& p : params) {
       Tensor g = p.grad();
-      if (!g.defined()) continue;
-      DeviceGuard guard(&g.context());
-      if (g.is_contiguous()) {
-        dispatch(prim::Scale{g, static_cast<float>(coef), g});
-      } else {
-        Tensor scaled = Tensor::empty(g.shape(), DType::kFloat32, g.device());
-        dispatch(prim::Scale{g.contiguous(), static_cast<float>(coef), scaled});
-        g.copy_(scaled);
-      }
-      g.bump_version();
+      if (g.defined()) scale_gradient_(g, static_cast<float>(coef));
     }
   }
   return static_cast<float>(total);

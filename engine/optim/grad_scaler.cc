@@ -5,10 +5,10 @@
 
 #include "engine/autograd/autocast.h"
 #include "engine/autograd/ops.h"
-#include "engine/backend/dispatch.h"
 #include "engine/core/error.h"
 #include "engine/device/device_guard.h"
 #include "engine/device/memory_category.h"
+#include "engine/optim/gradient_scale.h"
 
 namespace dpe::optim {
 
@@ -71,14 +71,7 @@ void GradScaler::unscale_(Optimizer& opt) {
     DeviceGuard guard(&g.context());
     // Every device's gradients are checked: a step is skipped if any saw an overflow.
     if (!ops::all_finite(g)) found_inf = true;
-    if (g.is_contiguous()) {
-      dispatch(prim::Scale{g, inv, g});
-    } else {
-      Tensor scaled = Tensor::empty(g.shape(), DType::kFloat32, g.device());
-      dispatch(prim::Scale{g.contiguous(), inv, scaled});
-      g.copy_(scaled);
-    }
-    g.bump_version();
+    scale_gradient_(g, inv);
   }
   r.found_inf = found_inf;
   r.stage = Stage::kUnscaled;

@@ -1,0 +1,15 @@
+// A parameter's gradient multiplied in place by a scalar, on its device, whatever its layout:
+// what gradient clipping (clip_grad.h) and loss scaling's unscale_ (grad_scaler.h) both do to
+// every gradient. The gradient's version is bumped.
+//
+// Threading contract: the optimizer's (one thread, after backward returned).
+#pragma once
+
+#include "engine/tensor/tensor.h"
+
+namespace dpe::optim {
+
+// g *= s; g float32 (a non-contiguous g is written through a contiguous copy).
+void scale_gradient_(Tensor& g, float s);
+
+}  // namespace dpe::optim
