@@ -1,4 +1,4 @@
-// A parameter's gradient multiplied in place by a scalar, on its device, whatever its layout:
+// A parameter's gradient multiplied in place by a scalar, on its device:
 // what gradient clipping (clip_grad.h) and loss scaling's unscale_ (grad_scaler.h) both do to
 // every gradient. The gradient's version is bumped.
 //
@@ -9,7 +9,8 @@
 
 namespace dpe::optim {
 
-// g *= s; g float32 (a non-contiguous g is written through a contiguous copy).
+// g *= s; g float32. Dense gradients (contiguous or channels last) are scaled in place; another
+// strided view goes through a contiguous copy.
 void scale_gradient_(Tensor& g, float s);
 
 }  // namespace dpe::optim
