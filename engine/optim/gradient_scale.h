@@ -9,8 +9,8 @@
 
 namespace dpe::optim {
 
-// g *= s; g float32. Dense gradients (contiguous or channels last) are scaled in place; another
-// strided view goes through a contiguous copy.
+// g *= s; g float32. Dense gradients (contiguous or channels last) are scaled in place; for any
+// other strided view the scaled copy's write-back is refused by copy_ (a gradient is not one).
 void scale_gradient_(Tensor& g, float s);
 
 }  // namespace dpe::optim
